@@ -1,0 +1,1 @@
+//! Fault-injection experiments (`repro chaos ...`).

@@ -1,0 +1,2 @@
+//! The DeterminismController: logical clock, entropy stream, pinned identity, directory order.
+//! Pure logic, no kernel mechanism.

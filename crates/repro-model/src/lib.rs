@@ -1,0 +1,1 @@
+//! Plain serde types shared by every repro crate.

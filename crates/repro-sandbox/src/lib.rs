@@ -1,0 +1,1 @@
+//! The hermetic boundary of `repro run`.

@@ -1,0 +1,8 @@
+//! The only crate of repro that contains `unsafe` code: thin, documented wrappers over the Linux calls the
+//! sandbox and the supervisor need (namespaces, mounts, process control, seccomp, ptrace).
+//!
+//! Every `unsafe` block carries a `// SAFETY:` comment saying why the call is sound.
+#![allow(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+pub mod ns;

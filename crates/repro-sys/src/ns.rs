@@ -1,0 +1,1 @@
+//! Namespaces and process-level calls.

@@ -1,0 +1,1 @@
+//! The transport that carries the guest's mediated syscalls to the DeterminismController.
