@@ -1,1 +1,3 @@
 //! Plain serde types shared by every repro crate.
+
+pub mod chaos;

@@ -1,0 +1,1 @@
+//! The experiment schema of `repro chaos`.

@@ -1,0 +1,5 @@
+//! End-to-end tests of the `repro` binary: real namespaces, processes and files.
+//! One module per command family.
+
+mod chaos;
+mod common;
