@@ -1,2 +1,40 @@
-//! The DeterminismController: logical clock, entropy stream, pinned identity, directory order.
-//! Pure logic, no kernel mechanism.
+//! The DeterminismController: logical clock, entropy stream, pinned identity, directory order,
+//! deterministic inode numbers and logical file times.
+//!
+//! Pure logic, no kernel mechanism: every transport (seccomp user notification, ptrace, a replacement
+//! vDSO) asks this crate what the guest should see and reuses it unchanged. Everything here is a pure
+//! function of the [`DetConfig`]-like inputs and of the order of the calls made on it.
+
+pub mod clock;
+pub mod controller;
+pub mod dirs;
+pub mod entropy;
+pub mod files;
+pub mod identity;
+
+pub use clock::{ClockKind, ClockRead, LogicalClock, Timespec};
+pub use controller::{ControllerConfig, DeterminismController};
+pub use dirs::{DirEntry, DirListing};
+pub use entropy::{format_uuid, ChaCha20, EntropyStream};
+pub use files::{FileIdentity, FileTimeMap, FileTimes, InodeMap};
+pub use identity::{Identity, SysinfoValues, UtsName};
+
+/// Errors of the pure policy (bad inputs from the guest that the transport turns into an errno).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DetError {
+    /// The guest's buffer cannot hold even one directory entry (getdents64 returns EINVAL).
+    #[error(
+        "getdents64 buffer of {buf_len} bytes cannot hold the entry {name:?} ({needed} bytes)"
+    )]
+    BufferTooSmall {
+        buf_len: usize,
+        needed: usize,
+        name: String,
+    },
+    /// A clock id the kernel does not know (clock_gettime returns EINVAL).
+    #[error("unknown clock id {0}")]
+    UnknownClock(i64),
+    /// A timespec with a negative or out-of-range field (nanosleep returns EINVAL).
+    #[error("invalid timespec {sec}s {nsec}ns")]
+    InvalidTimespec { sec: i64, nsec: i64 },
+}
