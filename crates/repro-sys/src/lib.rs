@@ -5,4 +5,9 @@
 #![allow(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod fdops;
+pub mod memory;
 pub mod ns;
+pub mod ptrace;
+pub mod seccomp;
+pub mod spawn;

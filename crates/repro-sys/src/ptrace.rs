@@ -1,0 +1,175 @@
+//! ptrace as a typestate: a [`Tracee<Running>`] can only be waited on; [`wait_any`] hands back a
+//! [`Tracee<Stopped>`] whose registers can be read and written, and which must be resumed (consuming
+//! it) to become running again. All requests must come from the thread that attached.
+
+use std::io;
+use std::marker::PhantomData;
+
+use nix::sys::ptrace as nptrace;
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::Pid;
+
+pub use nix::sys::ptrace::Options;
+
+/// Marker: the tracee is running.
+#[derive(Debug)]
+pub struct Running;
+/// Marker: the tracee is in a ptrace stop.
+#[derive(Debug)]
+pub struct Stopped;
+
+/// A traced task in state `S`.
+#[derive(Debug)]
+pub struct Tracee<S> {
+    tid: i32,
+    _state: PhantomData<S>,
+}
+
+fn nix_err(e: nix::Error) -> io::Error {
+    io::Error::from_raw_os_error(e as i32)
+}
+
+/// The registers of a stopped task.
+pub type Regs = libc::user_regs_struct;
+
+/// Attaches to `tid` with PTRACE_SEIZE (the task keeps running).
+pub fn seize(tid: i32, options: Options) -> io::Result<Tracee<Running>> {
+    nptrace::seize(Pid::from_raw(tid), options).map_err(nix_err)?;
+    Ok(Tracee {
+        tid,
+        _state: PhantomData,
+    })
+}
+
+impl<S> Tracee<S> {
+    /// The task's thread id.
+    pub fn tid(&self) -> i32 {
+        self.tid
+    }
+}
+
+impl Tracee<Stopped> {
+    /// General-purpose registers.
+    pub fn regs(&self) -> io::Result<Regs> {
+        nptrace::getregs(Pid::from_raw(self.tid)).map_err(nix_err)
+    }
+
+    /// Sets the general-purpose registers.
+    pub fn set_regs(&self, regs: Regs) -> io::Result<()> {
+        nptrace::setregs(Pid::from_raw(self.tid), regs).map_err(nix_err)
+    }
+
+    /// PTRACE_GETEVENTMSG (the new task's id at a clone/fork/vfork event).
+    pub fn event_msg(&self) -> io::Result<u64> {
+        nptrace::getevent(Pid::from_raw(self.tid))
+            .map(|v| v as u64)
+            .map_err(nix_err)
+    }
+
+    /// Reads one word of the task's memory (works on read-only and execute-only pages).
+    pub fn peek(&self, addr: u64) -> io::Result<u64> {
+        nptrace::read(Pid::from_raw(self.tid), addr as nptrace::AddressType)
+            .map(|v| v as u64)
+            .map_err(nix_err)
+    }
+
+    /// Resumes the task, delivering `sig` if given.
+    pub fn cont(self, sig: Option<i32>) -> io::Result<Tracee<Running>> {
+        let sig = sig.map(Signal::try_from).transpose().map_err(nix_err)?;
+        nptrace::cont(Pid::from_raw(self.tid), sig).map_err(nix_err)?;
+        Ok(Tracee {
+            tid: self.tid,
+            _state: PhantomData,
+        })
+    }
+
+    /// Resumes a task in group-stop without ending the stop (PTRACE_LISTEN).
+    pub fn listen(self) -> io::Result<Tracee<Running>> {
+        // SAFETY-free: nix exposes no PTRACE_LISTEN wrapper, use the raw request.
+        // SAFETY: PTRACE_LISTEN takes no pointer arguments.
+        let r = unsafe { libc::ptrace(libc::PTRACE_LISTEN, self.tid, 0usize, 0usize) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Tracee {
+            tid: self.tid,
+            _state: PhantomData,
+        })
+    }
+}
+
+/// What [`wait_any`] observed.
+#[derive(Debug)]
+pub enum Event {
+    /// A PTRACE_EVENT_* stop (`event` is the PTRACE_EVENT_ number; STOP for group stops and new tasks).
+    PtraceEvent {
+        tracee: Tracee<Stopped>,
+        event: i32,
+        sig: i32,
+    },
+    /// A signal-delivery stop.
+    Signal { tracee: Tracee<Stopped>, sig: i32 },
+    /// The task exited with `code`.
+    Exited { tid: i32, code: i32 },
+    /// The task was killed by `sig`.
+    Killed { tid: i32, sig: i32 },
+}
+
+/// Waits for any child or tracee (`__WALL`). Returns `ECHILD` when there is none left.
+pub fn wait_any() -> io::Result<Event> {
+    loop {
+        let st = match waitpid(None, Some(WaitPidFlag::__WALL)) {
+            Ok(s) => s,
+            Err(nix::Error::EINTR) => continue,
+            Err(e) => return Err(nix_err(e)),
+        };
+        let stopped = |pid: Pid| Tracee {
+            tid: pid.as_raw(),
+            _state: PhantomData,
+        };
+        return Ok(match st {
+            WaitStatus::Exited(pid, code) => Event::Exited {
+                tid: pid.as_raw(),
+                code,
+            },
+            WaitStatus::Signaled(pid, sig, _) => Event::Killed {
+                tid: pid.as_raw(),
+                sig: sig as i32,
+            },
+            WaitStatus::Stopped(pid, sig) => Event::Signal {
+                tracee: stopped(pid),
+                sig: sig as i32,
+            },
+            WaitStatus::PtraceEvent(pid, sig, event) => Event::PtraceEvent {
+                tracee: stopped(pid),
+                event,
+                sig: sig as i32,
+            },
+            WaitStatus::PtraceSyscall(pid) => Event::Signal {
+                tracee: stopped(pid),
+                sig: 0,
+            },
+            WaitStatus::Continued(_) | WaitStatus::StillAlive => continue,
+        });
+    }
+}
+
+/// Sends `sig` to one thread (tgkill with tgid = tid's own group is not needed: tkill semantics).
+pub fn kill_task(tid: i32, sig: i32) -> io::Result<()> {
+    // SAFETY: plain syscall with integer arguments.
+    let r = unsafe { libc::syscall(libc::SYS_tkill, tid, sig) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Sends `sig` to a process (kill(2)).
+pub fn kill_process(pid: i32, sig: i32) -> io::Result<()> {
+    // SAFETY: plain syscall with integer arguments.
+    if unsafe { libc::kill(pid, sig) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
