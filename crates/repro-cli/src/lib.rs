@@ -3,6 +3,7 @@
 
 mod chaos;
 mod error;
+mod run;
 
 use std::process::ExitCode;
 
@@ -18,8 +19,12 @@ pub const EXIT_USAGE: i32 = 2;
     name = "repro",
     version,
     about = "Make any failing Linux command reproducible on demand",
-    long_about = None,
-    propagate_version = true
+    long_about = "repro runs a command inside a hermetic sandbox (no network, read-only root, pinned environment \
+                  and identity) and records every run in a run directory, so a failure can be studied and \
+                  made to happen again.",
+    propagate_version = true,
+    after_help = "Exit status: the guest's own; 2 usage error; 125 repro failed to set up; 126 command not \
+                  executable; 127 command not found."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -28,6 +33,18 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a command inside the hermetic sandbox and record the run.
+    Run(run::RunArgs),
+    /// List the recorded runs.
+    Runs(run::RunsArgs),
+    /// Print one recorded run.
+    Show(run::ShowArgs),
+    /// Check what this machine offers repro, and how to fix what is missing.
+    Doctor {
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Fault-injection experiments: run, list, show, preflight, evaluate.
     #[command(subcommand)]
     Chaos(chaos::ChaosCommand),
@@ -35,6 +52,15 @@ pub enum Command {
     Completions {
         /// The shell: bash, zsh or fish.
         shell: clap_complete::Shell,
+    },
+    /// (internal) PID 1 of the sandbox.
+    #[command(name = "__init", hide = true)]
+    Init { config: std::path::PathBuf },
+    /// (internal) cleans up after a killed run.
+    #[command(name = "__reap", hide = true)]
+    Reap {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
 }
 
@@ -59,11 +85,32 @@ pub fn main() -> ExitCode {
 
 fn dispatch(cli: Cli) -> Result<i32, CliError> {
     match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Runs(args) => run::runs(args),
+        Command::Show(args) => run::show(args),
+        Command::Doctor { json } => {
+            let report = repro_sandbox::doctor::run();
+            if json {
+                print_json(&report)?;
+            } else {
+                print!("{}", repro_sandbox::doctor::render(&report));
+            }
+            Ok(if report.usable { 0 } else { 1 })
+        }
         Command::Chaos(cmd) => chaos::dispatch(cmd),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(shell, &mut cmd, "repro", &mut std::io::stdout());
             Ok(0)
         }
+        Command::Init { config } => Ok(repro_sandbox::init::main(&config)),
+        Command::Reap { args } => Ok(repro_sandbox::reaper::main(&repro_sandbox::reaper::ReapJob::from_args(&args))),
     }
+}
+
+/// Prints a value as pretty JSON on stdout.
+pub(crate) fn print_json<T: serde::Serialize>(v: &T) -> Result<(), CliError> {
+    let s = serde_json::to_string_pretty(v).map_err(|e| CliError::new(1, format!("cannot encode JSON: {e}")))?;
+    println!("{s}");
+    Ok(())
 }

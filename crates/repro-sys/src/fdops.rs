@@ -34,14 +34,7 @@ pub fn pidfd_getfd(pidfd: &OwnedFd, fd: RawFd) -> io::Result<OwnedFd> {
 /// getdents64(2) into `buf`; returns the number of bytes filled (0 at the end).
 pub fn getdents64(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: the kernel writes at most buf.len() bytes into buf.
-    let n = cvt(unsafe {
-        libc::syscall(
-            libc::SYS_getdents64,
-            fd.as_raw_fd(),
-            buf.as_mut_ptr(),
-            buf.len(),
-        )
-    })?;
+    let n = cvt(unsafe { libc::syscall(libc::SYS_getdents64, fd.as_raw_fd(), buf.as_mut_ptr(), buf.len()) })?;
     Ok(n as usize)
 }
 
@@ -72,38 +65,16 @@ pub fn newfstatat_raw(dir: Option<&OwnedFd>, path: &CStr, flags: i32) -> io::Res
     let d = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
     let mut buf = [0u8; 144];
     // SAFETY: struct stat is 144 bytes on x86_64/aarch64; path is a valid C string.
-    cvt(unsafe {
-        libc::syscall(
-            libc::SYS_newfstatat,
-            d,
-            path.as_ptr(),
-            buf.as_mut_ptr(),
-            flags,
-        )
-    })?;
+    cvt(unsafe { libc::syscall(libc::SYS_newfstatat, d, path.as_ptr(), buf.as_mut_ptr(), flags) })?;
     Ok(buf)
 }
 
 /// Raw `struct statx` bytes from statx(2) (256 bytes).
-pub fn statx_raw(
-    dir: Option<&OwnedFd>,
-    path: &CStr,
-    flags: i32,
-    mask: u32,
-) -> io::Result<[u8; 256]> {
+pub fn statx_raw(dir: Option<&OwnedFd>, path: &CStr, flags: i32, mask: u32) -> io::Result<[u8; 256]> {
     let d = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
     let mut buf = [0u8; 256];
     // SAFETY: struct statx is 256 bytes; path is a valid C string.
-    cvt(unsafe {
-        libc::syscall(
-            libc::SYS_statx,
-            d,
-            path.as_ptr(),
-            flags,
-            mask,
-            buf.as_mut_ptr(),
-        )
-    })?;
+    cvt(unsafe { libc::syscall(libc::SYS_statx, d, path.as_ptr(), flags, mask, buf.as_mut_ptr()) })?;
     Ok(buf)
 }
 
@@ -119,13 +90,7 @@ pub fn memfd_with(name: &CStr, data: &[u8]) -> io::Result<OwnedFd> {
     let mut off = 0;
     while off < data.len() {
         // SAFETY: writes from a live slice.
-        let n = unsafe {
-            libc::write(
-                fd.as_raw_fd(),
-                data[off..].as_ptr().cast(),
-                data.len() - off,
-            )
-        };
+        let n = unsafe { libc::write(fd.as_raw_fd(), data[off..].as_ptr().cast(), data.len() - off) };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }

@@ -8,14 +8,8 @@ pub fn read(pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
     if buf.is_empty() {
         return Ok(0);
     }
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: buf.len(),
-    };
+    let local = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    let remote = libc::iovec { iov_base: addr as *mut libc::c_void, iov_len: buf.len() };
     // SAFETY: `local` describes `buf`, which we own mutably; the remote side is checked by the kernel.
     let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
     if n < 0 {
@@ -37,14 +31,8 @@ pub fn read_exact(pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<()> {
 pub fn write(pid: i32, addr: u64, data: &[u8]) -> io::Result<()> {
     let mut done = 0;
     while done < data.len() {
-        let local = libc::iovec {
-            iov_base: data[done..].as_ptr() as *mut libc::c_void,
-            iov_len: data.len() - done,
-        };
-        let remote = libc::iovec {
-            iov_base: (addr + done as u64) as *mut libc::c_void,
-            iov_len: data.len() - done,
-        };
+        let local = libc::iovec { iov_base: data[done..].as_ptr() as *mut libc::c_void, iov_len: data.len() - done };
+        let remote = libc::iovec { iov_base: (addr + done as u64) as *mut libc::c_void, iov_len: data.len() - done };
         // SAFETY: `local` describes a live slice that the kernel only reads.
         let n = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
         if n < 0 {

@@ -36,10 +36,7 @@ pub type Regs = libc::user_regs_struct;
 /// Attaches to `tid` with PTRACE_SEIZE (the task keeps running).
 pub fn seize(tid: i32, options: Options) -> io::Result<Tracee<Running>> {
     nptrace::seize(Pid::from_raw(tid), options).map_err(nix_err)?;
-    Ok(Tracee {
-        tid,
-        _state: PhantomData,
-    })
+    Ok(Tracee { tid, _state: PhantomData })
 }
 
 impl<S> Tracee<S> {
@@ -62,26 +59,19 @@ impl Tracee<Stopped> {
 
     /// PTRACE_GETEVENTMSG (the new task's id at a clone/fork/vfork event).
     pub fn event_msg(&self) -> io::Result<u64> {
-        nptrace::getevent(Pid::from_raw(self.tid))
-            .map(|v| v as u64)
-            .map_err(nix_err)
+        nptrace::getevent(Pid::from_raw(self.tid)).map(|v| v as u64).map_err(nix_err)
     }
 
     /// Reads one word of the task's memory (works on read-only and execute-only pages).
     pub fn peek(&self, addr: u64) -> io::Result<u64> {
-        nptrace::read(Pid::from_raw(self.tid), addr as nptrace::AddressType)
-            .map(|v| v as u64)
-            .map_err(nix_err)
+        nptrace::read(Pid::from_raw(self.tid), addr as nptrace::AddressType).map(|v| v as u64).map_err(nix_err)
     }
 
     /// Resumes the task, delivering `sig` if given.
     pub fn cont(self, sig: Option<i32>) -> io::Result<Tracee<Running>> {
         let sig = sig.map(Signal::try_from).transpose().map_err(nix_err)?;
         nptrace::cont(Pid::from_raw(self.tid), sig).map_err(nix_err)?;
-        Ok(Tracee {
-            tid: self.tid,
-            _state: PhantomData,
-        })
+        Ok(Tracee { tid: self.tid, _state: PhantomData })
     }
 
     /// Resumes a task in group-stop without ending the stop (PTRACE_LISTEN).
@@ -92,10 +82,7 @@ impl Tracee<Stopped> {
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(Tracee {
-            tid: self.tid,
-            _state: PhantomData,
-        })
+        Ok(Tracee { tid: self.tid, _state: PhantomData })
     }
 }
 
@@ -103,11 +90,7 @@ impl Tracee<Stopped> {
 #[derive(Debug)]
 pub enum Event {
     /// A PTRACE_EVENT_* stop (`event` is the PTRACE_EVENT_ number; STOP for group stops and new tasks).
-    PtraceEvent {
-        tracee: Tracee<Stopped>,
-        event: i32,
-        sig: i32,
-    },
+    PtraceEvent { tracee: Tracee<Stopped>, event: i32, sig: i32 },
     /// A signal-delivery stop.
     Signal { tracee: Tracee<Stopped>, sig: i32 },
     /// The task exited with `code`.
@@ -124,32 +107,15 @@ pub fn wait_any() -> io::Result<Event> {
             Err(nix::Error::EINTR) => continue,
             Err(e) => return Err(nix_err(e)),
         };
-        let stopped = |pid: Pid| Tracee {
-            tid: pid.as_raw(),
-            _state: PhantomData,
-        };
+        let stopped = |pid: Pid| Tracee { tid: pid.as_raw(), _state: PhantomData };
         return Ok(match st {
-            WaitStatus::Exited(pid, code) => Event::Exited {
-                tid: pid.as_raw(),
-                code,
-            },
-            WaitStatus::Signaled(pid, sig, _) => Event::Killed {
-                tid: pid.as_raw(),
-                sig: sig as i32,
-            },
-            WaitStatus::Stopped(pid, sig) => Event::Signal {
-                tracee: stopped(pid),
-                sig: sig as i32,
-            },
-            WaitStatus::PtraceEvent(pid, sig, event) => Event::PtraceEvent {
-                tracee: stopped(pid),
-                event,
-                sig: sig as i32,
-            },
-            WaitStatus::PtraceSyscall(pid) => Event::Signal {
-                tracee: stopped(pid),
-                sig: 0,
-            },
+            WaitStatus::Exited(pid, code) => Event::Exited { tid: pid.as_raw(), code },
+            WaitStatus::Signaled(pid, sig, _) => Event::Killed { tid: pid.as_raw(), sig: sig as i32 },
+            WaitStatus::Stopped(pid, sig) => Event::Signal { tracee: stopped(pid), sig: sig as i32 },
+            WaitStatus::PtraceEvent(pid, sig, event) => {
+                Event::PtraceEvent { tracee: stopped(pid), event, sig: sig as i32 }
+            }
+            WaitStatus::PtraceSyscall(pid) => Event::Signal { tracee: stopped(pid), sig: 0 },
             WaitStatus::Continued(_) | WaitStatus::StillAlive => continue,
         });
     }

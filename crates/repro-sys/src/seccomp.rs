@@ -26,12 +26,7 @@ impl std::fmt::Debug for BpfFilter {
 }
 
 fn stmt(code: u16, k: u32) -> libc::sock_filter {
-    libc::sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    }
+    libc::sock_filter { code, jt: 0, jf: 0, k }
 }
 fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
@@ -47,10 +42,7 @@ impl BpfFilter {
     /// architectures and x32 syscalls, and ALLOW for everything else.
     pub fn notify(notify: &[u32]) -> Result<Self, io::Error> {
         if notify.len() > 200 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "too many mediated syscalls",
-            ));
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "too many mediated syscalls"));
         }
         let mut v = vec![
             // arch check
@@ -92,18 +84,10 @@ impl BpfFilter {
             match i.code {
                 LD_W_ABS => acc = if i.k == 0 { nr } else { arch },
                 JEQ_K => {
-                    pc += if acc == i.k {
-                        i.jt as usize
-                    } else {
-                        i.jf as usize
-                    };
+                    pc += if acc == i.k { i.jt as usize } else { i.jf as usize };
                 }
                 JGE_K => {
-                    pc += if acc >= i.k {
-                        i.jt as usize
-                    } else {
-                        i.jf as usize
-                    };
+                    pc += if acc >= i.k { i.jt as usize } else { i.jf as usize };
                 }
                 RET_K => return i.k,
                 _ => return libc::SECCOMP_RET_KILL_PROCESS,
@@ -116,10 +100,7 @@ impl BpfFilter {
     /// Installs the filter on the calling thread (after PR_SET_NO_NEW_PRIVS) and returns the listener.
     /// Async-signal-safe: no allocation, usable between fork and exec.
     pub fn install_with_listener(&self) -> io::Result<OwnedFd> {
-        let prog = libc::sock_fprog {
-            len: self.insns.len() as u16,
-            filter: self.insns.as_ptr() as *mut _,
-        };
+        let prog = libc::sock_fprog { len: self.insns.len() as u16, filter: self.insns.as_ptr() as *mut _ };
         // SAFETY: prctl with integer arguments only.
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
             return Err(io::Error::last_os_error());
@@ -178,11 +159,7 @@ impl Listener {
 
     /// Waits up to `timeout_ms` (-1 = forever) for a notification or for the last filtered task to go.
     pub fn wait(&self, timeout_ms: i32) -> io::Result<ListenerState> {
-        let mut p = libc::pollfd {
-            fd: self.fd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut p = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         loop {
             // SAFETY: one valid pollfd.
             let r = unsafe { libc::poll(&mut p, 1, timeout_ms) };
@@ -209,8 +186,7 @@ impl Listener {
             // SAFETY: seccomp_notif is plain data; zeroed is the required input state.
             let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
             // SAFETY: the ioctl writes one seccomp_notif into `n`.
-            let r =
-                unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_RECV, &mut n) };
+            let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_RECV, &mut n) };
             if r < 0 {
                 let e = io::Error::last_os_error();
                 if e.raw_os_error() == Some(libc::EINTR) {
@@ -230,20 +206,9 @@ impl Listener {
     }
 
     fn send(&self, id: u64, val: i64, error: i32, flags: u32) -> io::Result<()> {
-        let mut resp = libc::seccomp_notif_resp {
-            id,
-            val,
-            error,
-            flags,
-        };
+        let mut resp = libc::seccomp_notif_resp { id, val, error, flags };
         // SAFETY: the ioctl reads one seccomp_notif_resp.
-        let r = unsafe {
-            libc::ioctl(
-                self.fd.as_raw_fd(),
-                libc::SECCOMP_IOCTL_NOTIF_SEND,
-                &mut resp,
-            )
-        };
+        let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &mut resp) };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -270,13 +235,7 @@ impl Listener {
     pub fn id_valid(&self, id: u64) -> bool {
         let mut id = id;
         // SAFETY: the ioctl reads one u64.
-        unsafe {
-            libc::ioctl(
-                self.fd.as_raw_fd(),
-                libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
-                &mut id,
-            ) == 0
-        }
+        unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &mut id) == 0 }
     }
 
     /// Installs `src` as a new descriptor in the guest and completes the syscall with its number
@@ -290,8 +249,7 @@ impl Listener {
             newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
         };
         // SAFETY: the ioctl reads one seccomp_notif_addfd.
-        let r =
-            unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_ADDFD, &mut a) };
+        let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_ADDFD, &mut a) };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -306,33 +264,13 @@ mod tests {
     #[test]
     fn filter_routes_syscalls() {
         let f = BpfFilter::notify(&[228, 318, 63]).unwrap();
-        assert_eq!(
-            f.evaluate(228, AUDIT_ARCH_NATIVE),
-            libc::SECCOMP_RET_USER_NOTIF
-        );
-        assert_eq!(
-            f.evaluate(63, AUDIT_ARCH_NATIVE),
-            libc::SECCOMP_RET_USER_NOTIF
-        );
-        assert_eq!(
-            f.evaluate(318, AUDIT_ARCH_NATIVE),
-            libc::SECCOMP_RET_USER_NOTIF
-        );
+        assert_eq!(f.evaluate(228, AUDIT_ARCH_NATIVE), libc::SECCOMP_RET_USER_NOTIF);
+        assert_eq!(f.evaluate(63, AUDIT_ARCH_NATIVE), libc::SECCOMP_RET_USER_NOTIF);
+        assert_eq!(f.evaluate(318, AUDIT_ARCH_NATIVE), libc::SECCOMP_RET_USER_NOTIF);
         assert_eq!(f.evaluate(39, AUDIT_ARCH_NATIVE), libc::SECCOMP_RET_ALLOW);
-        assert_eq!(
-            f.evaluate(228, 0x4000_0003),
-            libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32
-        );
-        assert_eq!(
-            f.evaluate(X32_SYSCALL_BIT | 228, AUDIT_ARCH_NATIVE),
-            libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32
-        );
-        assert_eq!(
-            BpfFilter::notify(&[])
-                .unwrap()
-                .evaluate(1, AUDIT_ARCH_NATIVE),
-            libc::SECCOMP_RET_ALLOW
-        );
+        assert_eq!(f.evaluate(228, 0x4000_0003), libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
+        assert_eq!(f.evaluate(X32_SYSCALL_BIT | 228, AUDIT_ARCH_NATIVE), libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
+        assert_eq!(BpfFilter::notify(&[]).unwrap().evaluate(1, AUDIT_ARCH_NATIVE), libc::SECCOMP_RET_ALLOW);
         assert!(BpfFilter::notify(&[1; 300]).is_err());
     }
 }

@@ -88,11 +88,7 @@ fn read_msg(fd: RawFd) -> io::Result<Option<(i32, i32)>> {
             return Err(e);
         }
         if n == 0 {
-            return if got == 0 {
-                Ok(None)
-            } else {
-                Err(io::Error::from(io::ErrorKind::UnexpectedEof))
-            };
+            return if got == 0 { Ok(None) } else { Err(io::Error::from(io::ErrorKind::UnexpectedEof)) };
         }
         got += n as usize;
     }
@@ -102,9 +98,7 @@ fn read_msg(fd: RawFd) -> io::Result<Option<(i32, i32)>> {
 }
 
 fn errno() -> i32 {
-    io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
+    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
 }
 
 /// Forks the guest. The child runs `pre_exec`, installs `filter`, and waits; the caller attaches (e.g.
@@ -134,11 +128,7 @@ pub fn spawn_guest(
     if pid == 0 {
         let sw = status_wr.as_raw_fd();
         if let Err(e) = pre_exec() {
-            write_msg(
-                sw,
-                TAG_PRE_EXEC_FAILED,
-                e.raw_os_error().unwrap_or(libc::EIO),
-            );
+            write_msg(sw, TAG_PRE_EXEC_FAILED, e.raw_os_error().unwrap_or(libc::EIO));
             // SAFETY: _exit is async-signal-safe and ends the child.
             unsafe { libc::_exit(127) };
         }
@@ -174,15 +164,9 @@ pub fn spawn_guest(
     };
     match read_msg(status_rd.as_raw_fd())? {
         Some((TAG_LISTENER, fd)) => {
-            let listener = crate::fdops::pidfd_open(pid, false)
-                .and_then(|p| crate::fdops::pidfd_getfd(&p, fd));
+            let listener = crate::fdops::pidfd_open(pid, false).and_then(|p| crate::fdops::pidfd_getfd(&p, fd));
             match listener {
-                Ok(listener) => Ok(PendingGuest {
-                    pid,
-                    listener,
-                    status_rd,
-                    go_wr,
-                }),
+                Ok(listener) => Ok(PendingGuest { pid, listener, status_rd, go_wr }),
                 Err(e) => {
                     // SAFETY: kills our own child.
                     unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -201,10 +185,7 @@ pub fn spawn_guest(
         }
         other => {
             reap(pid);
-            Err(io::Error::other(format!(
-                "unexpected message from the guest child: {other:?}"
-            ))
-            .into())
+            Err(io::Error::other(format!("unexpected message from the guest child: {other:?}")).into())
         }
     }
 }

@@ -1,0 +1,230 @@
+//! `repro run`, `repro runs`, `repro show`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use repro_model::run::{RunOutcome, RunRecord};
+use repro_sandbox::run::{Echo, RunOptions, RunRequest};
+use repro_sandbox::{rundir, SandboxError};
+
+use crate::{print_json, CliError};
+
+impl From<SandboxError> for CliError {
+    fn from(e: SandboxError) -> Self {
+        CliError::new(e.exit_code(), e.to_string())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The run's epoch: Unix seconds or RFC 3339 [default: $SOURCE_DATE_EPOCH, else the git HEAD's commit
+    /// time, else 2025-01-01T00:00:00Z].
+    #[arg(long, value_name = "TIME")]
+    epoch: Option<String>,
+    /// Seed of the guest's entropy stream.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Number of CPUs the guest is pinned to.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    cpus: u32,
+    /// Memory limit (K, M, G, T suffixes) [default: 4G].
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
+    /// Pass a host variable through (NAME) or set one (NAME=VALUE). Repeatable.
+    #[arg(long, value_name = "NAME[=VALUE]")]
+    env: Vec<String>,
+    /// Add a host path: HOST[:GUEST][:ro|rw] (read-only unless :rw). Repeatable.
+    #[arg(long, value_name = "HOST[:GUEST][:ro|rw]")]
+    bind: Vec<String>,
+    /// Copy the guest's changes to the working directory back when the run ends.
+    #[arg(long)]
+    keep_changes: bool,
+    /// Where run directories go [default: $REPRO_STATE_DIR, else ./.repro].
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Print the run record as JSON on stdout (the guest's stdout is then only saved, not echoed).
+    #[arg(long)]
+    json: bool,
+    /// Print no summary line at the end.
+    #[arg(long, short)]
+    quiet: bool,
+    /// The command and its arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+pub fn run(a: RunArgs) -> Result<i32, CliError> {
+    let opts = RunOptions {
+        command: a.command,
+        epoch: a.epoch,
+        seed: a.seed,
+        cpus: a.cpus,
+        memory: a.memory,
+        env: a.env,
+        bind: a.bind,
+        keep_changes: a.keep_changes,
+        state_dir: a.state_dir,
+    };
+    let req = RunRequest::prepare(&opts)?;
+    let exe = std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+    let report = repro_sandbox::run::execute(&req, &exe, Echo { stdout: !a.json, stderr: true })?;
+    let r = &report.record;
+    for w in &r.enforcement.warnings {
+        eprintln!("repro: warning: {w}");
+    }
+    if a.json {
+        print_json(r)?;
+    } else if !a.quiet {
+        eprintln!(
+            "repro: {} in {} ms; {}; run {}",
+            outcome_text(r),
+            r.duration_ms,
+            changes_text(r),
+            report.dir.display()
+        );
+    }
+    Ok(r.exit_status)
+}
+
+fn outcome_text(r: &RunRecord) -> String {
+    match &r.outcome {
+        RunOutcome::Exited { code } => format!("exit {code}"),
+        RunOutcome::Signaled { signal, name } => format!("killed by {name} ({signal})"),
+        RunOutcome::ExecFailed { message, .. } => format!("cannot execute: {message}"),
+        RunOutcome::SetupFailed { message } => format!("setup failed: {message}"),
+    }
+}
+
+fn changes_text(r: &RunRecord) -> String {
+    let c = &r.changes;
+    if c.added + c.modified + c.deleted == 0 {
+        return "no files changed".into();
+    }
+    format!("{} added, {} modified, {} deleted{}", c.added, c.modified, c.deleted, if c.kept { " (kept)" } else { "" })
+}
+
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    /// Where run directories are [default: $REPRO_STATE_DIR, else ./.repro].
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+}
+
+fn state(flag: Option<PathBuf>) -> Result<PathBuf, CliError> {
+    let cwd =
+        std::env::current_dir().map_err(|e| CliError::new(125, format!("cannot read the current directory: {e}")))?;
+    Ok(rundir::state_dir(flag.as_deref(), std::env::var("REPRO_STATE_DIR").ok().as_deref(), &cwd))
+}
+
+pub fn runs(a: RunsArgs) -> Result<i32, CliError> {
+    let state = state(a.state_dir)?;
+    let list = rundir::list(&state)?;
+    if a.json {
+        let v: Vec<serde_json::Value> = list
+            .iter()
+            .map(|r| match &r.record {
+                Some(rec) => serde_json::json!({
+                    "id": r.id, "complete": true, "exit_status": rec.exit_status,
+                    "duration_ms": rec.duration_ms, "command": rec.settings.command, "path": r.path,
+                }),
+                None => serde_json::json!({"id": r.id, "complete": false, "path": r.path}),
+            })
+            .collect();
+        print_json(&v)?;
+        return Ok(0);
+    }
+    if list.is_empty() {
+        println!("no runs in {}", state.display());
+        return Ok(0);
+    }
+    println!("{:<24} {:<12} {:>9}  COMMAND", "ID", "STATUS", "DURATION");
+    for r in &list {
+        match &r.record {
+            Some(rec) => println!(
+                "{:<24} {:<12} {:>7}ms  {}",
+                r.id,
+                format!("exit {}", rec.exit_status),
+                rec.duration_ms,
+                shell_words(&rec.settings.command)
+            ),
+            None => println!("{:<24} {:<12} {:>9}  -", r.id, "incomplete", "-"),
+        }
+    }
+    Ok(0)
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// A run id, a unique prefix of one, or `last`.
+    #[arg(value_name = "RUN")]
+    run: String,
+    /// Where run directories are [default: $REPRO_STATE_DIR, else ./.repro].
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn show(a: ShowArgs) -> Result<i32, CliError> {
+    let state = state(a.state_dir)?;
+    let found = rundir::find(&state, &a.run)?;
+    let Some(r) = found.record else {
+        return Err(SandboxError::Incomplete { id: found.id }.into());
+    };
+    if a.json {
+        print_json(&r)?;
+        return Ok(0);
+    }
+    let s = &r.settings;
+    println!("run       {}", r.id);
+    println!("path      {}", found.path.display());
+    println!("command   {}", shell_words(&s.command));
+    println!("cwd       {}", s.cwd);
+    println!("started   {} (took {} ms)", r.started_at, r.duration_ms);
+    println!("outcome   {} (repro exit status {})", outcome_text(&r), r.exit_status);
+    println!("epoch     {}", repro_sandbox::run::describe_epoch(&s.epoch));
+    println!("seed      {}", s.seed);
+    println!("cpus      {} (host CPUs {:?})", s.cpus, s.cpu_affinity);
+    println!(
+        "memory    {} bytes{}",
+        s.memory_bytes,
+        if r.enforcement.cgroup.is_some() { "" } else { " (not enforced)" }
+    );
+    println!("output    stdout {} bytes, stderr {} bytes", r.stdout_bytes, r.stderr_bytes);
+    println!("changes   {}", changes_text(&r));
+    if let Ok(data) = std::fs::read(found.path.join("changes.json")) {
+        if let Ok(c) = serde_json::from_slice::<repro_model::run::Changes>(&data) {
+            for ch in &c.changes {
+                println!("          {:<8} {}", format!("{:?}", ch.kind).to_lowercase(), ch.path);
+            }
+        }
+    }
+    for b in &s.binds {
+        println!("bind      {} -> {} ({})", b.host, b.guest, if b.writable { "rw" } else { "ro" });
+    }
+    println!("env");
+    for line in repro_sandbox::run::env_lines(&s.env) {
+        println!("          {line}");
+    }
+    for w in &r.enforcement.warnings {
+        println!("warning   {w}");
+    }
+    Ok(0)
+}
+
+/// Joins words, quoting those a shell would split.
+fn shell_words(words: &[String]) -> String {
+    words
+        .iter()
+        .map(|w| {
+            if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

@@ -1,0 +1,208 @@
+//! The record of one `repro run`: what was asked, what was in force, and how it ended.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the `run.json` format.
+pub const RUN_FORMAT: u32 = 1;
+
+/// Where the run's epoch came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EpochSource {
+    /// `--epoch`.
+    Flag,
+    /// The host's SOURCE_DATE_EPOCH.
+    SourceDateEpoch,
+    /// The commit time of the git HEAD of the current directory.
+    GitHead,
+    /// The fixed default, 2025-01-01T00:00:00Z.
+    Default,
+}
+
+/// The run's epoch: the instant the guest's clock starts from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Epoch {
+    /// Seconds since 1970-01-01T00:00:00Z.
+    pub unix: i64,
+    /// The same instant in RFC 3339.
+    pub rfc3339: String,
+    pub source: EpochSource,
+}
+
+/// A path added to the sandbox with `--bind`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BindMount {
+    pub host: String,
+    pub guest: String,
+    pub writable: bool,
+}
+
+/// A resource limit applied to the guest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rlimit {
+    pub resource: String,
+    pub soft: u64,
+    pub hard: u64,
+}
+
+/// Every setting in force for a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSettings {
+    /// The command and its arguments.
+    pub command: Vec<String>,
+    /// The working directory (the same path inside and outside the sandbox).
+    pub cwd: String,
+    pub epoch: Epoch,
+    pub seed: u64,
+    /// CPUs the guest is pinned to (count requested).
+    pub cpus: u32,
+    /// The host CPUs actually used for the affinity mask.
+    pub cpu_affinity: Vec<usize>,
+    /// Memory limit in bytes.
+    pub memory_bytes: u64,
+    /// The guest's whole environment.
+    pub env: BTreeMap<String, String>,
+    pub binds: Vec<BindMount>,
+    pub keep_changes: bool,
+    pub hostname: String,
+    pub domainname: String,
+    pub umask: String,
+    pub aslr: bool,
+    pub rlimits: Vec<Rlimit>,
+    /// Whether a user namespace was used (repro not run as root).
+    pub user_namespace: bool,
+}
+
+/// How the guest ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum RunOutcome {
+    /// The guest exited with a code.
+    Exited { code: i32 },
+    /// The guest was killed by a signal.
+    Signaled { signal: i32, name: String },
+    /// The command could not be executed (126 or 127).
+    ExecFailed { errno: i32, message: String },
+    /// repro could not set the sandbox up (125).
+    SetupFailed { message: String },
+}
+
+/// How a limit was (or was not) enforced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enforcement {
+    /// The cgroup path used for the memory limit, if any.
+    pub cgroup: Option<String>,
+    /// Messages for what could not be enforced.
+    pub warnings: Vec<String>,
+}
+
+/// `run.json`: the complete record of a finished run. Written last and atomically: a run directory without it
+/// did not finish.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub format: u32,
+    pub id: String,
+    pub repro_version: String,
+    pub settings: RunSettings,
+    /// Wall-clock start, RFC 3339 (host time: when the run happened, not what the guest saw).
+    pub started_at: String,
+    pub duration_ms: u64,
+    pub outcome: RunOutcome,
+    /// repro's own exit status for this run.
+    pub exit_status: i32,
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
+    pub changes: ChangeSummary,
+    pub enforcement: Enforcement,
+}
+
+/// Counts of changed files.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeSummary {
+    pub added: u32,
+    pub modified: u32,
+    pub deleted: u32,
+    /// Whether the changes were copied back to the real directory (`--keep-changes`).
+    pub kept: bool,
+}
+
+/// What happened to one path of the working directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChangeKind {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// The kind of file a change is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileKind {
+    File,
+    Dir,
+    Symlink,
+}
+
+/// One entry of `changes.json`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Change {
+    /// Path relative to the working directory.
+    pub path: String,
+    pub kind: ChangeKind,
+    pub file: FileKind,
+    /// Size in bytes (files), absent for deletions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// blake3 of the content (files) or the link target (symlinks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blake3: Option<String>,
+}
+
+/// `changes.json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Changes {
+    pub changes: Vec<Change>,
+}
+
+impl Changes {
+    pub fn summary(&self, kept: bool) -> ChangeSummary {
+        let count = |k| self.changes.iter().filter(|c| c.kind == k && c.file != FileKind::Dir).count() as u32;
+        ChangeSummary {
+            added: count(ChangeKind::Added),
+            modified: count(ChangeKind::Modified),
+            deleted: count(ChangeKind::Deleted),
+            kept,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcome_serializes_with_a_kind_tag() {
+        let o = RunOutcome::Signaled { signal: 9, name: "SIGKILL".into() };
+        let v = serde_json::to_value(&o).unwrap();
+        assert_eq!(v["kind"], "signaled");
+        assert_eq!(v["signal"], 9);
+        let back: RunOutcome = serde_json::from_value(v).unwrap();
+        assert_eq!(back, o);
+    }
+
+    #[test]
+    fn summary_counts_files_not_directories() {
+        let c = Changes {
+            changes: vec![
+                Change { path: "a".into(), kind: ChangeKind::Added, file: FileKind::File, size: Some(1), blake3: None },
+                Change { path: "d".into(), kind: ChangeKind::Added, file: FileKind::Dir, size: None, blake3: None },
+                Change { path: "b".into(), kind: ChangeKind::Deleted, file: FileKind::File, size: None, blake3: None },
+            ],
+        };
+        let s = c.summary(false);
+        assert_eq!((s.added, s.modified, s.deleted), (1, 0, 1));
+    }
+}

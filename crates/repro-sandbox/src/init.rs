@@ -1,0 +1,414 @@
+//! `repro __init`: PID 1 of the sandbox. It builds the guest's root, starts the guest, reaps every process,
+//! forwards SIGINT/SIGTERM/SIGHUP to the guest and exits with the guest's status.
+//!
+//! It is executed fresh (`/proc/self/exe __init CONFIG`) by `repro run` in new mount, PID, network, UTS and IPC
+//! namespaces, so it starts single-threaded with a clean address space.
+
+use std::ffi::CString;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use repro_model::run::{BindMount, RunOutcome};
+use repro_sys::ns::{self, mflags, ChildExit};
+use serde::{Deserialize, Serialize};
+
+/// Signals the init handles through a signalfd (blocked before its exec).
+pub const INIT_SIGNALS: [i32; 4] = [libc_sig::INT, libc_sig::TERM, libc_sig::HUP, libc_sig::CHLD];
+
+/// Signal numbers (x86_64 and aarch64 agree on these).
+pub mod libc_sig {
+    pub const HUP: i32 = 1;
+    pub const INT: i32 = 2;
+    pub const KILL: i32 = 9;
+    pub const TERM: i32 = 15;
+    pub const CHLD: i32 = 17;
+}
+
+/// The descriptor at which the init receives the guest's stdout pipe.
+pub const STDOUT_FD: i32 = 3;
+/// The descriptor at which the init receives the guest's stderr pipe.
+pub const STDERR_FD: i32 = 4;
+
+/// Everything the init needs, written by `repro run` to the run directory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InitConfig {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: String,
+    /// An empty directory on the host where the new root is assembled.
+    pub root: String,
+    pub upper: String,
+    pub work: String,
+    /// Paths to hide from the guest (the state directory when it lies inside the working directory).
+    pub hide: Vec<String>,
+    pub binds: Vec<BindMount>,
+    /// Host files to place at `/etc/<name>`: `(name, host path)`.
+    pub etc: Vec<(String, String)>,
+    pub hostname: String,
+    pub domainname: String,
+    pub umask: u32,
+    pub no_aslr: bool,
+    pub rlimits: Vec<(i32, u64, u64)>,
+    pub cpus: Vec<usize>,
+    /// Where to write the [`InitResult`].
+    pub result: String,
+    /// Whether the init runs in its own user namespace (overlay then needs `userxattr`).
+    pub user_namespace: bool,
+}
+
+/// What the init reports back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InitResult {
+    pub outcome: RunOutcome,
+    pub exit_status: i32,
+}
+
+/// The init's entry point. Returns the exit status.
+pub fn main(config_path: &Path) -> i32 {
+    let cfg: InitConfig = match fs::read(config_path)
+        .map_err(|e| e.to_string())
+        .and_then(|d| serde_json::from_slice(&d).map_err(|e| e.to_string()))
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("repro: sandbox setup failed: cannot read {}: {e}", config_path.display());
+            return crate::EXIT_SETUP;
+        }
+    };
+    // Open the result file before the root changes: afterwards the run directory is not reachable.
+    let mut result_file = match fs::File::create(&cfg.result) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("repro: sandbox setup failed: cannot create {}: {e}", cfg.result);
+            return crate::EXIT_SETUP;
+        }
+    };
+    let (outcome, status) = match setup(&cfg) {
+        Err(msg) => {
+            eprintln!("repro: sandbox setup failed: {msg}");
+            (RunOutcome::SetupFailed { message: msg }, crate::EXIT_SETUP)
+        }
+        Ok(()) => run_guest(&cfg),
+    };
+    let res = InitResult { outcome, exit_status: status };
+    let _ = result_file.write_all(&serde_json::to_vec(&res).unwrap_or_default());
+    let _ = result_file.sync_all();
+    status
+}
+
+fn setup(cfg: &InitConfig) -> Result<(), String> {
+    let e = |x: ns::SysError| x.to_string();
+    ns::setsid().map_err(e)?;
+    ns::sethostname(&cfg.hostname).map_err(e)?;
+    ns::setdomainname(&cfg.domainname).map_err(e)?;
+    ns::interface_up("lo").map_err(e)?;
+    build_root(cfg)?;
+    ns::pivot_into(&cfg.root).map_err(e)?;
+    ns::mount("proc", "/proc", "proc", mflags::NOSUID | mflags::NODEV | mflags::NOEXEC, None).map_err(e)?;
+    // A sysfs of this network namespace: /sys/class/net shows only lo.
+    ns::mount("sysfs", "/sys", "sysfs", mflags::RDONLY | mflags::NOSUID | mflags::NODEV | mflags::NOEXEC, None)
+        .map_err(e)?;
+    Ok(())
+}
+
+fn under(root: &str, path: &str) -> String {
+    format!("{}/{}", root.trim_end_matches('/'), path.trim_start_matches('/'))
+}
+
+fn build_root(cfg: &InitConfig) -> Result<(), String> {
+    let e = |x: ns::SysError| x.to_string();
+    let r = cfg.root.as_str();
+    ns::mount("", "/", "", mflags::REC | mflags::PRIVATE, None).map_err(e)?;
+    ns::mount("/", r, "", mflags::BIND | mflags::REC, None).map_err(e)?;
+    ns::make_readonly_recursive(r).map_err(e)?;
+
+    let tmpfs = |target: &str, mode: &str| {
+        ns::mount("tmpfs", &under(r, target), "tmpfs", mflags::NOSUID | mflags::NODEV, Some(&format!("mode={mode}")))
+            .map_err(e)
+    };
+    tmpfs("/tmp", "1777")?;
+    tmpfs("/home", "755")?;
+    mkdir_p(&under(r, crate::env::HOME), 0o755)?;
+
+    // The working directory: an overlay whose upper layer is in the run directory.
+    let target = under(r, &cfg.cwd);
+    if !Path::new(&target).is_dir() {
+        mkdir_p(&target, 0o755)?;
+    }
+    for p in [&cfg.cwd, &cfg.upper, &cfg.work] {
+        if p.contains(',') || p.contains(':') {
+            return Err(format!("the path '{p}' contains ',' or ':', which overlayfs cannot take"));
+        }
+    }
+    let mut opts = format!("lowerdir={},upperdir={},workdir={}", cfg.cwd, cfg.upper, cfg.work);
+    if cfg.user_namespace {
+        opts.push_str(",userxattr");
+    }
+    ns::mount("overlay", &target, "overlay", 0, Some(&opts)).map_err(|x| format!("{x} (options {opts})"))?;
+    for h in &cfg.hide {
+        let t = under(r, h);
+        if Path::new(&t).is_dir() {
+            ns::mount("tmpfs", &t, "tmpfs", mflags::RDONLY | mflags::NOSUID | mflags::NODEV, Some("mode=555,size=4k"))
+                .map_err(e)?;
+        }
+    }
+
+    build_dev(r)?;
+
+    for (name, host) in &cfg.etc {
+        let t = resolve_in_root(r, &format!("/etc/{name}"));
+        if Path::new(&t).exists() {
+            ns::mount(host, &t, "", mflags::BIND, None).map_err(e)?;
+            ns::mount("", &t, "", mflags::BIND | mflags::REMOUNT | mflags::RDONLY, None).map_err(e)?;
+        }
+    }
+
+    for b in &cfg.binds {
+        let t = under(r, &b.guest);
+        if !Path::new(&t).exists() {
+            let host_is_dir = Path::new(&b.host).is_dir();
+            let made = if host_is_dir {
+                mkdir_p(&t, 0o755)
+            } else {
+                Path::new(&t)
+                    .parent()
+                    .map(|p| mkdir_p(&p.to_string_lossy(), 0o755))
+                    .unwrap_or(Ok(()))
+                    .and_then(|_| fs::write(&t, b"").map_err(|x| x.to_string()))
+            };
+            made.map_err(|_| {
+                format!(
+                    "--bind {}: the guest path {} does not exist and cannot be created in the read-only root (use a \
+                     path under /tmp, {} or the working directory, or one that exists)",
+                    b.host,
+                    b.guest,
+                    crate::env::HOME
+                )
+            })?;
+        }
+        ns::mount(&b.host, &t, "", mflags::BIND | mflags::REC, None).map_err(e)?;
+        if !b.writable {
+            ns::make_readonly_recursive(&t).map_err(e)?;
+        }
+    }
+    Ok(())
+}
+
+/// Resolves symbolic links of `path` inside `root` (at most a few levels), for files such as /etc/resolv.conf.
+fn resolve_in_root(root: &str, path: &str) -> String {
+    let mut p = PathBuf::from(path);
+    for _ in 0..8 {
+        let host = under(root, &p.to_string_lossy());
+        match fs::read_link(&host) {
+            Ok(target) => {
+                p = if target.is_absolute() { target } else { p.parent().unwrap_or(Path::new("/")).join(target) };
+                p = crate::parse::normalize(&p);
+            }
+            Err(_) => return host,
+        }
+    }
+    under(root, &p.to_string_lossy())
+}
+
+fn build_dev(r: &str) -> Result<(), String> {
+    let e = |x: ns::SysError| x.to_string();
+    let dev = under(r, "/dev");
+    ns::mount("tmpfs", &dev, "tmpfs", mflags::NOSUID, Some("mode=755")).map_err(e)?;
+    for node in ["null", "zero", "full", "random", "urandom", "tty"] {
+        let t = format!("{dev}/{node}");
+        fs::write(&t, b"").map_err(|x| format!("{t}: {x}"))?;
+        ns::mount(&format!("/dev/{node}"), &t, "", mflags::BIND, None).map_err(e)?;
+    }
+    mkdir_p(&format!("{dev}/pts"), 0o755)?;
+    ns::mount(
+        "devpts",
+        &format!("{dev}/pts"),
+        "devpts",
+        mflags::NOSUID | mflags::NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=620"),
+    )
+    .map_err(e)?;
+    mkdir_p(&format!("{dev}/shm"), 0o1777)?;
+    ns::mount("tmpfs", &format!("{dev}/shm"), "tmpfs", mflags::NOSUID | mflags::NODEV, Some("mode=1777")).map_err(e)?;
+    for (link, target) in [
+        ("ptmx", "pts/ptmx"),
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(target, format!("{dev}/{link}")).map_err(|x| format!("{dev}/{link}: {x}"))?;
+    }
+    Ok(())
+}
+
+fn mkdir_p(path: &str, mode: u32) -> Result<(), String> {
+    fs::create_dir_all(path).map_err(|x| format!("mkdir {path}: {x}"))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(|x| format!("chmod {path}: {x}"))
+}
+
+/// Finds the program the way a shell would, with the guest's PATH, inside the new root.
+fn resolve_program(cmd: &str, path_var: &str) -> Result<String, i32> {
+    if cmd.contains('/') {
+        return match ns::is_executable(cmd) {
+            Ok(()) if Path::new(cmd).is_dir() => Err(13),
+            Ok(()) => Ok(cmd.to_string()),
+            Err(errno) => Err(errno),
+        };
+    }
+    let mut denied = false;
+    for dir in path_var.split(':') {
+        let dir = if dir.is_empty() { "." } else { dir };
+        let cand = format!("{dir}/{cmd}");
+        if Path::new(&cand).is_file() {
+            match ns::is_executable(&cand) {
+                Ok(()) => return Ok(cand),
+                Err(_) => denied = true,
+            }
+        }
+    }
+    Err(if denied { 13 } else { 2 })
+}
+
+fn exec_failed(cmd: &str, errno: i32) -> (RunOutcome, i32) {
+    let message = ns::strerror(errno);
+    eprintln!("repro: cannot execute '{cmd}': {message}");
+    let code = if errno == 2 { crate::EXIT_NOT_FOUND } else { crate::EXIT_NOT_EXECUTABLE };
+    (RunOutcome::ExecFailed { errno, message }, code)
+}
+
+fn run_guest(cfg: &InitConfig) -> (RunOutcome, i32) {
+    let cmd = cfg.argv.first().cloned().unwrap_or_default();
+    let path_var = cfg.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or(crate::env::PATH);
+    let sigfd = match ns::signalfd(&INIT_SIGNALS) {
+        Ok(f) => f,
+        Err(x) => return (RunOutcome::SetupFailed { message: x.to_string() }, crate::EXIT_SETUP),
+    };
+    // Resolve from the working directory, as the guest would.
+    if let Err(x) = std::env::set_current_dir(&cfg.cwd) {
+        let m = format!("cannot enter the working directory {}: {x}", cfg.cwd);
+        eprintln!("repro: sandbox setup failed: {m}");
+        return (RunOutcome::SetupFailed { message: m }, crate::EXIT_SETUP);
+    }
+    let program = match resolve_program(&cmd, path_var) {
+        Ok(p) => p,
+        Err(errno) => return exec_failed(&cmd, errno),
+    };
+    let cs = |s: &str| CString::new(s.replace('\0', "")).unwrap_or_default();
+    let argv: Vec<CString> = cfg.argv.iter().map(|a| cs(a)).collect();
+    let envp: Vec<CString> = cfg.env.iter().map(|(k, v)| cs(&format!("{k}={v}"))).collect();
+    let setup = ns::GuestSetup {
+        umask: cfg.umask,
+        no_aslr: cfg.no_aslr,
+        rlimits: cfg.rlimits.clone(),
+        cpus: cfg.cpus.clone(),
+        fds: vec![(STDOUT_FD, 1), (STDERR_FD, 2)],
+        close: vec![STDOUT_FD, STDERR_FD],
+        cwd: cs(&cfg.cwd),
+    };
+    let guest = match ns::spawn_guest(&cs(&program), &argv, &envp, &setup) {
+        Ok(pid) => pid,
+        Err(("execve", errno)) => return exec_failed(&cmd, errno),
+        Err((step, errno)) => {
+            let m = format!("{step} in the guest failed: {}", ns::strerror(errno));
+            eprintln!("repro: sandbox setup failed: {m}");
+            return (RunOutcome::SetupFailed { message: m }, crate::EXIT_SETUP);
+        }
+    };
+    // The init keeps no end of the output pipes: they close when the guest's last process does.
+    ns::close_raw(STDOUT_FD);
+    ns::close_raw(STDERR_FD);
+    let exit = wait_guest(guest, &sigfd);
+    let outcome = match exit {
+        ChildExit::Exited(code) => RunOutcome::Exited { code },
+        ChildExit::Signaled(signal) => RunOutcome::Signaled { signal, name: signal_name(signal) },
+    };
+    (outcome, exit.code())
+}
+
+fn wait_guest(guest: i32, sigfd: &std::os::fd::OwnedFd) -> ChildExit {
+    loop {
+        // Reap whatever has exited; the guest's own status ends the run.
+        loop {
+            match ns::wait_child(-1, true) {
+                Ok(Some((pid, exit))) if pid == guest => return exit,
+                Ok(Some(_)) => continue,
+                Ok(None) => break,
+                Err(_) => return ChildExit::Exited(crate::EXIT_SETUP),
+            }
+        }
+        match ns::read_signal(sigfd) {
+            Ok(libc_sig::CHLD) => {}
+            Ok(sig) => {
+                let _ = ns::kill(guest, sig);
+            }
+            Err(_) => return ChildExit::Exited(crate::EXIT_SETUP),
+        }
+    }
+}
+
+/// The conventional name of a signal number.
+pub fn signal_name(sig: i32) -> String {
+    let names = [
+        "",
+        "SIGHUP",
+        "SIGINT",
+        "SIGQUIT",
+        "SIGILL",
+        "SIGTRAP",
+        "SIGABRT",
+        "SIGBUS",
+        "SIGFPE",
+        "SIGKILL",
+        "SIGUSR1",
+        "SIGSEGV",
+        "SIGUSR2",
+        "SIGPIPE",
+        "SIGALRM",
+        "SIGTERM",
+        "SIGSTKFLT",
+        "SIGCHLD",
+        "SIGCONT",
+        "SIGSTOP",
+        "SIGTSTP",
+        "SIGTTIN",
+        "SIGTTOU",
+        "SIGURG",
+        "SIGXCPU",
+        "SIGXFSZ",
+        "SIGVTALRM",
+        "SIGPROF",
+        "SIGWINCH",
+        "SIGIO",
+        "SIGPWR",
+        "SIGSYS",
+    ];
+    names.get(sig as usize).filter(|n| !n.is_empty()).map(|n| n.to_string()).unwrap_or_else(|| format!("SIG{sig}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_names() {
+        assert_eq!(signal_name(9), "SIGKILL");
+        assert_eq!(signal_name(2), "SIGINT");
+        assert_eq!(signal_name(40), "SIG40");
+    }
+
+    #[test]
+    fn programs_resolve_through_path() {
+        assert_eq!(resolve_program("sh", "/nonexistent:/bin").unwrap(), "/bin/sh");
+        assert_eq!(resolve_program("no-such-program-xyz", "/bin").unwrap_err(), 2);
+        let d = tempfile::tempdir().unwrap();
+        let plain = d.path().join("plain");
+        fs::write(&plain, "x").unwrap();
+        fs::set_permissions(&plain, fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(resolve_program(&plain.to_string_lossy(), "/bin").unwrap_err(), 13);
+        assert_eq!(resolve_program(&d.path().to_string_lossy(), "/bin").unwrap_err(), 13);
+        assert_eq!(resolve_program("/no/such", "/bin").unwrap_err(), 2);
+    }
+}

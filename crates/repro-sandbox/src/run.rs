@@ -1,0 +1,365 @@
+//! `repro run`: prepares the settings, starts the init in new namespaces, pumps the guest's output, forwards
+//! signals, and writes the run directory.
+
+use std::collections::BTreeMap;
+use std::ffi::CString;
+use std::fs;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use repro_model::run::{BindMount, Enforcement, Epoch, Rlimit, RunOutcome, RunRecord, RunSettings, RUN_FORMAT};
+use repro_sys::ns::{self, flags, rlimit};
+
+use crate::cgroup::{Cgroup, Hierarchy};
+use crate::init::{InitConfig, InitResult, INIT_SIGNALS, STDERR_FD, STDOUT_FD};
+use crate::parse::{self, EnvSpec};
+use crate::reaper::{self, ReapJob};
+use crate::rundir::{self, RunDir};
+use crate::SandboxError;
+
+/// Default memory limit: 4 GiB.
+pub const DEFAULT_MEMORY: u64 = 4 << 30;
+/// Guest hostname and domain name.
+pub const HOSTNAME: &str = "repro";
+pub const DOMAINNAME: &str = "repro.invalid";
+/// The guest's umask.
+pub const UMASK: u32 = 0o022;
+
+/// The options of `repro run` as the user gave them (strings still unparsed).
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub command: Vec<String>,
+    pub epoch: Option<String>,
+    pub seed: u64,
+    pub cpus: u32,
+    pub memory: Option<String>,
+    pub env: Vec<String>,
+    pub bind: Vec<String>,
+    pub keep_changes: bool,
+    pub state_dir: Option<PathBuf>,
+}
+
+/// A validated run, ready to execute.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    pub settings: RunSettings,
+    pub state_dir: PathBuf,
+}
+
+/// Fixed resource limits of the guest.
+pub fn fixed_rlimits() -> Vec<(i32, &'static str, u64, u64)> {
+    vec![
+        (rlimit::NOFILE, "nofile", 1024, 4096),
+        (rlimit::STACK, "stack", 8 << 20, rlimit::INFINITY),
+        (rlimit::CORE, "core", 0, 0),
+    ]
+}
+
+impl RunRequest {
+    /// Validates the options against the host: every error names the argument and the expected form.
+    pub fn prepare(opts: &RunOptions) -> Result<RunRequest, SandboxError> {
+        if opts.command.is_empty() {
+            return Err(SandboxError::usage("CMD", "no command given: repro run [OPTIONS] -- CMD [ARGS...]"));
+        }
+        let cwd = std::env::current_dir().map_err(|e| SandboxError::io("cannot read the current directory", ".", e))?;
+        let epoch =
+            parse::resolve_epoch(opts.epoch.as_deref(), std::env::var("SOURCE_DATE_EPOCH").ok().as_deref(), &cwd)?;
+        let memory_bytes = match &opts.memory {
+            Some(m) => parse::parse_memory("--memory", m)?,
+            None => DEFAULT_MEMORY,
+        };
+        if opts.cpus == 0 {
+            return Err(SandboxError::usage("--cpus", "expected a number of CPUs of at least 1"));
+        }
+        let specs: Vec<EnvSpec> = opts.env.iter().map(|e| parse::parse_env(e)).collect::<Result<_, _>>()?;
+        let env = crate::env::guest_env(epoch.unix, &specs, |k| std::env::var(k).ok());
+        let binds: Vec<BindMount> = opts.bind.iter().map(|b| parse::parse_bind(b, &cwd)).collect::<Result<_, _>>()?;
+        let allowed = ns::allowed_cpus();
+        let cpu_affinity: Vec<usize> = allowed.iter().copied().take(opts.cpus as usize).collect();
+        let state_dir =
+            rundir::state_dir(opts.state_dir.as_deref(), std::env::var("REPRO_STATE_DIR").ok().as_deref(), &cwd);
+        let settings = RunSettings {
+            command: opts.command.clone(),
+            cwd: cwd.to_string_lossy().into_owned(),
+            epoch,
+            seed: opts.seed,
+            cpus: opts.cpus,
+            cpu_affinity,
+            memory_bytes,
+            env,
+            binds,
+            keep_changes: opts.keep_changes,
+            hostname: HOSTNAME.into(),
+            domainname: DOMAINNAME.into(),
+            umask: format!("{UMASK:04o}"),
+            aslr: false,
+            rlimits: fixed_rlimits()
+                .into_iter()
+                .map(|(_, name, soft, hard)| Rlimit { resource: name.into(), soft, hard })
+                .collect(),
+            user_namespace: ns::getuid() != 0,
+        };
+        Ok(RunRequest { settings, state_dir })
+    }
+}
+
+/// Where the guest's output goes besides the run directory.
+#[derive(Debug, Clone, Copy)]
+pub struct Echo {
+    pub stdout: bool,
+    pub stderr: bool,
+}
+
+/// A finished run.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    pub record: RunRecord,
+    pub dir: PathBuf,
+}
+
+/// Runs the request. `exe` is repro's own executable (for `__init` and `__reap`).
+pub fn execute(req: &RunRequest, exe: &Path, echo: Echo) -> Result<RunReport, SandboxError> {
+    let started = Instant::now();
+    let now = time::OffsetDateTime::now_utc();
+    let s = &req.settings;
+    let id = rundir::new_id(now);
+    let dir = RunDir::create(&req.state_dir, &id)?;
+    let mut warnings = Vec::new();
+    if (s.cpus as usize) > s.cpu_affinity.len() {
+        warnings.push(format!(
+            "--cpus {}: only {} CPU(s) are available here; the guest is pinned to {:?}",
+            s.cpus,
+            s.cpu_affinity.len(),
+            s.cpu_affinity
+        ));
+    }
+
+    let root = dir.join(".root");
+    let work = dir.join(".work");
+    let upper = dir.join("upper");
+    let etc = dir.join(".etc");
+    for d in [&root, &work, &upper, &etc] {
+        fs::create_dir(d).map_err(|e| SandboxError::io("cannot create", d, e))?;
+    }
+    let etc_files = [
+        ("hostname", format!("{HOSTNAME}\n")),
+        ("hosts", format!("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{HOSTNAME}.{DOMAINNAME} {HOSTNAME}\n")),
+        ("resolv.conf", "# repro: the sandbox has no network\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n".to_string()),
+    ];
+    for (name, content) in &etc_files {
+        fs::write(etc.join(name), content).map_err(|e| SandboxError::io("cannot write", etc.join(name), e))?;
+    }
+    let cwd = Path::new(&s.cwd);
+    let hide = if req.state_dir.starts_with(cwd) && req.state_dir != cwd {
+        vec![req.state_dir.to_string_lossy().into_owned()]
+    } else {
+        Vec::new()
+    };
+    let result_path = dir.join(".init-result.json");
+    let cfg = InitConfig {
+        argv: s.command.clone(),
+        env: s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        cwd: s.cwd.clone(),
+        root: root.to_string_lossy().into_owned(),
+        upper: upper.to_string_lossy().into_owned(),
+        work: work.to_string_lossy().into_owned(),
+        hide,
+        binds: s.binds.clone(),
+        etc: etc_files.iter().map(|(n, _)| (n.to_string(), etc.join(n).to_string_lossy().into_owned())).collect(),
+        hostname: s.hostname.clone(),
+        domainname: s.domainname.clone(),
+        umask: UMASK,
+        no_aslr: !s.aslr,
+        rlimits: fixed_rlimits().into_iter().map(|(r, _, soft, hard)| (r, soft, hard)).collect(),
+        cpus: s.cpu_affinity.clone(),
+        result: result_path.to_string_lossy().into_owned(),
+        user_namespace: s.user_namespace,
+    };
+    let cfg_path = dir.join(".init.json");
+    dir.write_atomic(".init.json", &serde_json::to_vec_pretty(&cfg).map_err(|e| SandboxError::Setup(e.to_string()))?)?;
+
+    // The cgroup for the memory limit.
+    let hierarchy = Hierarchy::detect();
+    let cgroup = match Cgroup::create(&hierarchy, &id, s.memory_bytes) {
+        Ok(cg) => Some(cg),
+        Err(e) => {
+            warnings.push(format!("memory limit not enforced: cannot create a cgroup ({}): {e}", hierarchy.describe()));
+            None
+        }
+    };
+
+    // The reaper outlives us if we are killed.
+    let job = ReapJob { cgroup: cgroup.as_ref().map(|c| c.path.clone()), scratch: vec![root.clone(), work.clone()] };
+    let mut reaper = Command::new(exe)
+        .arg("__reap")
+        .args(job.to_args())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| SandboxError::io("cannot start the cleanup process", exe, e))?;
+    let reaper_pipe = reaper.stdin.take();
+
+    // Signals are read through a signalfd from here on; threads started below inherit the mask.
+    ns::block_signals(&INIT_SIGNALS)?;
+    let sigfd = ns::signalfd(&INIT_SIGNALS)?;
+
+    let (out_r, out_w) = ns::pipe()?;
+    let (err_r, err_w) = ns::pipe()?;
+    let (sync_r, sync_w) = ns::pipe()?;
+    let exe_c = CString::new(exe.as_os_str().as_encoded_bytes()).map_err(|e| SandboxError::Setup(e.to_string()))?;
+    let argv = vec![
+        CString::new("repro-init").unwrap_or_default(),
+        CString::new("__init").unwrap_or_default(),
+        CString::new(cfg_path.as_os_str().as_encoded_bytes()).map_err(|e| SandboxError::Setup(e.to_string()))?,
+    ];
+    let mut namespaces = flags::MOUNT | flags::PID | flags::NET | flags::UTS | flags::IPC;
+    if s.user_namespace {
+        namespaces |= flags::USER;
+    }
+    let init_pid = ns::spawn_init(&ns::InitSpawn {
+        namespaces,
+        program: &exe_c,
+        argv: &argv,
+        fds: &[(out_w.as_raw_fd(), STDOUT_FD), (err_w.as_raw_fd(), STDERR_FD)],
+        sync: sync_r.as_raw_fd(),
+        block_signals: &INIT_SIGNALS,
+    })?;
+    drop(sync_r);
+    if s.user_namespace {
+        let (uid, gid) = (ns::getuid(), ns::getgid());
+        let maps =
+            [("setgroups", "deny".to_string()), ("uid_map", format!("0 {uid} 1")), ("gid_map", format!("0 {gid} 1"))];
+        for (file, content) in maps {
+            let p = format!("/proc/{init_pid}/{file}");
+            ns::write_file(&p, &content).map_err(|e| SandboxError::io("cannot write", p, e))?;
+        }
+    }
+    if let Some(cg) = &cgroup {
+        if let Err(e) = cg.add(init_pid) {
+            warnings.push(format!("memory limit not enforced: cannot join cgroup {}: {e}", cg.path.display()));
+        }
+    }
+    ns::write_byte(&sync_w)?;
+    drop(sync_w);
+    drop(out_w);
+    drop(err_w);
+
+    let out_pump =
+        pump(out_r, dir.join("stdout"), echo.stdout.then(|| Box::new(std::io::stdout()) as Box<dyn Write + Send>));
+    let err_pump =
+        pump(err_r, dir.join("stderr"), echo.stderr.then(|| Box::new(std::io::stderr()) as Box<dyn Write + Send>));
+
+    let init_exit = loop {
+        if let Some((_, exit)) = ns::wait_child(init_pid, true)? {
+            break exit;
+        }
+        match ns::read_signal(&sigfd)? {
+            crate::init::libc_sig::CHLD => {}
+            sig => ns::kill(init_pid, sig)?,
+        }
+    };
+    let stdout_bytes =
+        out_pump.join().unwrap_or(Ok(0)).map_err(|e| SandboxError::io("cannot save", dir.join("stdout"), e))?;
+    let stderr_bytes =
+        err_pump.join().unwrap_or(Ok(0)).map_err(|e| SandboxError::io("cannot save", dir.join("stderr"), e))?;
+
+    let result: Option<InitResult> = fs::read(&result_path).ok().and_then(|d| serde_json::from_slice(&d).ok());
+    let (outcome, exit_status) = match result {
+        Some(r) => (r.outcome, r.exit_status),
+        None => (
+            RunOutcome::SetupFailed {
+                message: format!("the sandbox's init ended ({init_exit:?}) without reporting a result"),
+            },
+            crate::EXIT_SETUP,
+        ),
+    };
+
+    // Tear down: nothing of the guest is left once its PID 1 has exited; the cgroup goes, then the scratch.
+    if let Some(cg) = &cgroup {
+        cg.kill_all(std::time::Duration::from_secs(5));
+        let _ = cg.remove();
+    }
+    reaper::remove_tree(&root);
+    reaper::remove_tree(&work);
+    reaper::remove_tree(&etc);
+    let _ = fs::remove_file(&cfg_path);
+    let _ = fs::remove_file(&result_path);
+    drop(reaper_pipe);
+    let _ = reaper.wait();
+
+    // What the guest changed.
+    let changes_dir = dir.join("changes");
+    fs::rename(&upper, &changes_dir).map_err(|e| SandboxError::io("cannot rename", &upper, e))?;
+    let changes = crate::changes::collect(&changes_dir, cwd)?;
+    let mut cjson = serde_json::to_vec_pretty(&changes).map_err(|e| SandboxError::Setup(e.to_string()))?;
+    cjson.push(b'\n');
+    dir.write_atomic("changes.json", &cjson)?;
+    if s.keep_changes {
+        crate::changes::apply(&changes, &changes_dir, cwd)?;
+    }
+
+    let record = RunRecord {
+        format: RUN_FORMAT,
+        id: id.clone(),
+        repro_version: env!("CARGO_PKG_VERSION").to_string(),
+        settings: s.clone(),
+        started_at: parse::rfc3339(now.unix_timestamp()),
+        duration_ms: started.elapsed().as_millis() as u64,
+        outcome,
+        exit_status,
+        stdout_bytes,
+        stderr_bytes,
+        changes: changes.summary(s.keep_changes),
+        enforcement: Enforcement { cgroup: cgroup.as_ref().map(|c| c.path.to_string_lossy().into_owned()), warnings },
+    };
+    dir.finish(&record)?;
+    Ok(RunReport { record, dir: dir.path })
+}
+
+/// Copies a pipe to a file and, optionally, to one of our own streams, as data arrives.
+fn pump(
+    src: OwnedFd,
+    file: PathBuf,
+    mut echo: Option<Box<dyn Write + Send>>,
+) -> std::thread::JoinHandle<std::io::Result<u64>> {
+    std::thread::spawn(move || {
+        let mut src = fs::File::from(src);
+        let mut out = fs::File::create(&file)?;
+        let mut buf = vec![0u8; 1 << 16];
+        let mut total = 0u64;
+        loop {
+            let n = match src.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            out.write_all(&buf[..n])?;
+            if let Some(w) = echo.as_mut() {
+                // A closed terminal must not stop the saving.
+                if w.write_all(&buf[..n]).and_then(|_| w.flush()).is_err() {
+                    echo = None;
+                }
+            }
+            total += n as u64;
+        }
+        out.sync_all()?;
+        Ok(total)
+    })
+}
+
+/// The environment as a sorted list, for display.
+pub fn env_lines(env: &BTreeMap<String, String>) -> Vec<String> {
+    env.iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+/// The epoch as shown to users.
+pub fn describe_epoch(e: &Epoch) -> String {
+    format!("{} ({}, {:?})", e.rfc3339, e.unix, e.source)
+}

@@ -1,0 +1,190 @@
+//! Run directories: `<state>/runs/<id>/`.
+//!
+//! A run directory is created with an `INCOMPLETE` marker; `run.json` is written last, atomically (a temporary
+//! file renamed into place), and only then is the marker removed. A directory without `run.json` is a run that
+//! did not finish, whatever else it holds.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use repro_model::run::RunRecord;
+
+use crate::SandboxError;
+
+/// The marker of a run that has not finished.
+pub const INCOMPLETE: &str = "INCOMPLETE";
+/// The record of a finished run.
+pub const RUN_JSON: &str = "run.json";
+
+/// The state directory: `--state-dir`, else `$REPRO_STATE_DIR`, else `<cwd>/.repro`.
+pub fn state_dir(flag: Option<&Path>, env: Option<&str>, cwd: &Path) -> PathBuf {
+    match (flag, env.filter(|e| !e.is_empty())) {
+        (Some(f), _) => crate::parse::normalize(&cwd.join(f)),
+        (None, Some(e)) => crate::parse::normalize(&cwd.join(e)),
+        (None, None) => cwd.join(".repro"),
+    }
+}
+
+/// A new run id: UTC time of day plus a short random suffix, so ids sort by start time.
+pub fn new_id(now: time::OffsetDateTime) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(&now.unix_timestamp_nanos().to_le_bytes());
+    h.update(&std::process::id().to_le_bytes());
+    let suffix = h.finalize().to_hex();
+    format!(
+        "{:04}{:02}{:02}-{:02}{:02}{:02}-{}",
+        now.year(),
+        now.month() as u8,
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second(),
+        &suffix[..6]
+    )
+}
+
+/// One run directory.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    pub id: String,
+    pub path: PathBuf,
+}
+
+impl RunDir {
+    /// Creates a fresh run directory with its `INCOMPLETE` marker.
+    pub fn create(state: &Path, id: &str) -> Result<RunDir, SandboxError> {
+        let runs = state.join("runs");
+        fs::create_dir_all(&runs).map_err(|e| SandboxError::io("cannot create the state directory", &runs, e))?;
+        let path = runs.join(id);
+        fs::create_dir(&path).map_err(|e| SandboxError::io("cannot create the run directory", &path, e))?;
+        let dir = RunDir { id: id.to_string(), path };
+        dir.write_atomic(INCOMPLETE, b"this run has not finished; run.json is written when it does\n")?;
+        Ok(dir)
+    }
+
+    pub fn join(&self, p: &str) -> PathBuf {
+        self.path.join(p)
+    }
+
+    /// Writes a file atomically: to a temporary name, synced, then renamed into place.
+    pub fn write_atomic(&self, name: &str, data: &[u8]) -> Result<(), SandboxError> {
+        write_atomic(&self.path.join(name), data)
+    }
+
+    /// Writes `run.json` and removes the `INCOMPLETE` marker.
+    pub fn finish(&self, record: &RunRecord) -> Result<(), SandboxError> {
+        let mut json = serde_json::to_vec_pretty(record).map_err(|e| SandboxError::Setup(e.to_string()))?;
+        json.push(b'\n');
+        self.write_atomic(RUN_JSON, &json)?;
+        fs::remove_file(self.join(INCOMPLETE))
+            .map_err(|e| SandboxError::io("cannot remove the marker", self.join(INCOMPLETE), e))
+    }
+}
+
+/// Writes `path` atomically (temporary file in the same directory, fsync, rename).
+pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), SandboxError> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let res = (|| {
+        let mut f = fs::File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    res.map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        SandboxError::io("cannot write", path, e)
+    })
+}
+
+/// A run as listed by `repro runs`.
+#[derive(Debug, Clone)]
+pub struct ListedRun {
+    pub id: String,
+    pub path: PathBuf,
+    /// `None` when the run did not finish (or its record is unreadable).
+    pub record: Option<RunRecord>,
+}
+
+/// The runs in a state directory, oldest first.
+pub fn list(state: &Path) -> Result<Vec<ListedRun>, SandboxError> {
+    let runs = state.join("runs");
+    let entries = match fs::read_dir(&runs) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(SandboxError::io("cannot read", &runs, e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries.flatten() {
+        if !entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            continue;
+        }
+        let id = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        let record = read_record(&path).ok();
+        out.push(ListedRun { id, path, record });
+    }
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(out)
+}
+
+/// Reads `run.json` of a run directory.
+pub fn read_record(dir: &Path) -> Result<RunRecord, SandboxError> {
+    let p = dir.join(RUN_JSON);
+    let data = fs::read(&p).map_err(|e| SandboxError::io("cannot read", &p, e))?;
+    serde_json::from_slice(&data).map_err(|e| SandboxError::Corrupt { path: p, message: e.to_string() })
+}
+
+/// Finds a run by id, unique id prefix, or `last`.
+pub fn find(state: &Path, key: &str) -> Result<ListedRun, SandboxError> {
+    let runs = list(state)?;
+    if key == "last" {
+        return runs.into_iter().last().ok_or_else(|| SandboxError::NoSuchRun(key.into()));
+    }
+    if let Some(exact) = runs.iter().find(|r| r.id == key) {
+        return Ok(exact.clone());
+    }
+    let mut matches: Vec<ListedRun> = runs.into_iter().filter(|r| r.id.starts_with(key)).collect();
+    match matches.len() {
+        1 => Ok(matches.remove(0)),
+        0 => Err(SandboxError::NoSuchRun(key.into())),
+        n => Err(SandboxError::usage(format!("RUN '{key}'"), format!("matches {n} runs; give more of the id"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_sort_by_time() {
+        let a = new_id(time::macros::datetime!(2026-01-02 03:04:05 UTC));
+        let b = new_id(time::macros::datetime!(2026-01-02 03:04:06 UTC));
+        assert!(a.starts_with("20260102-030405-"));
+        assert!(a < b);
+    }
+
+    #[test]
+    fn state_dir_precedence() {
+        let cwd = Path::new("/w");
+        assert_eq!(state_dir(None, None, cwd), PathBuf::from("/w/.repro"));
+        assert_eq!(state_dir(None, Some("/s"), cwd), PathBuf::from("/s"));
+        assert_eq!(state_dir(Some(Path::new("st")), Some("/s"), cwd), PathBuf::from("/w/st"));
+    }
+
+    #[test]
+    fn incomplete_until_finished_and_lookup() {
+        let d = tempfile::tempdir().unwrap();
+        let run = RunDir::create(d.path(), "20260101-000000-aaaaaa").unwrap();
+        RunDir::create(d.path(), "20260101-000001-bbbbbb").unwrap();
+        assert!(run.join(INCOMPLETE).exists());
+        let listed = list(d.path()).unwrap();
+        assert_eq!(listed.len(), 2);
+        assert!(listed.iter().all(|r| r.record.is_none()));
+        assert_eq!(find(d.path(), "last").unwrap().id, "20260101-000001-bbbbbb");
+        assert_eq!(find(d.path(), "20260101-000000").unwrap().id, "20260101-000000-aaaaaa");
+        assert!(matches!(find(d.path(), "2026"), Err(SandboxError::Usage { .. })));
+        assert!(matches!(find(d.path(), "x"), Err(SandboxError::NoSuchRun(_))));
+    }
+}
