@@ -1,1 +1,294 @@
-//! The transport that carries the guest's mediated syscalls to the DeterminismController.
+//! The determinism supervisor: the transport that carries the guest's mediated syscalls to the
+//! [`DeterminismController`](repro_detcore::DeterminismController).
+//!
+//! Shape (see docs/determinism.md):
+//! - a seccomp-bpf filter installed in the child before exec returns USER_NOTIF for the mediated
+//!   syscalls only; everything else runs natively. A notify thread answers them, writing results with
+//!   process_vm_writev and checking SECCOMP_IOCTL_NOTIF_ID_VALID after reading guest memory;
+//! - ptrace (PTRACE_SEIZE, exec/clone/fork/vfork events, EXITKILL) on the calling thread, for the rare
+//!   events: at every exec the vDSO is disabled (AT_SYSINFO_EHDR set to 0, so libc falls back to real
+//!   syscalls, which the filter mediates) and the 16 AT_RANDOM bytes are rewritten from the seeded
+//!   stream; rdtsc/rdtscp trap with PR_SET_TSC and are emulated at the SIGSEGV stop.
+
+mod exec;
+mod notify;
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::ffi::CString;
+use std::sync::{Arc, Mutex};
+
+use repro_detcore::{ControllerConfig, DeterminismController};
+use repro_sys::ptrace::{self, Event, Options};
+use repro_sys::seccomp::{BpfFilter, Listener};
+use repro_sys::spawn::{self, SpawnError};
+
+/// What the guest's view of the world is a function of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DetConfig {
+    /// Seeds the entropy stream (getrandom, /dev/urandom, AT_RANDOM, uuid, boot_id).
+    pub seed: u64,
+    /// Logical CLOCK_REALTIME at the start of the run.
+    pub epoch_unix_secs: i64,
+    /// Logical nanoseconds each clock read advances the clock by; 0 freezes time between events.
+    pub clock_step_ns: u64,
+    /// CPUs as seen by the guest (nproc, sched_getaffinity, /proc/cpuinfo, /sys cpu lists).
+    pub cpus: u32,
+}
+
+impl Default for DetConfig {
+    /// Seed 0, epoch 2023-11-14T22:13:20Z, a clock that ticks 1 µs per read, one CPU.
+    fn default() -> Self {
+        DetConfig { seed: 0, epoch_unix_secs: 1_700_000_000, clock_step_ns: 1000, cpus: 1 }
+    }
+}
+
+/// The program to run under supervision.
+pub struct GuestSpec<'a> {
+    /// Resolved path to execve.
+    pub program: CString,
+    pub argv: Vec<CString>,
+    pub envp: Vec<CString>,
+    /// Runs in the forked child just before the seccomp filter is installed and execve is called
+    /// (the sandbox uses it for setsid, umask, personality, rlimits, affinity). Must only do
+    /// async-signal-safe work.
+    pub pre_exec: &'a mut dyn FnMut() -> std::io::Result<()>,
+}
+
+/// How the guest's top process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuestExit {
+    Exited(i32),
+    Signaled(i32),
+}
+
+/// Counts of what the supervisor did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SupervisorStats {
+    /// Mediated syscalls answered by the supervisor, by syscall name.
+    pub mediated: BTreeMap<String, u64>,
+    /// Notifications let through to the kernel unchanged (e.g. openat of an ordinary file).
+    pub continued: u64,
+    /// Processes and threads created by the guest (fork, vfork, clone).
+    pub tasks_created: u64,
+    /// Program images started (execve), including the first.
+    pub execs: u64,
+    /// rdtsc/rdtscp instructions emulated.
+    pub rdtsc: u64,
+}
+
+impl SupervisorStats {
+    /// Total mediated syscalls.
+    pub fn total_mediated(&self) -> u64 {
+        self.mediated.values().sum()
+    }
+
+    /// The stats as a JSON object.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "mediated": self.mediated,
+            "continued": self.continued,
+            "tasks_created": self.tasks_created,
+            "execs": self.execs,
+            "rdtsc": self.rdtsc,
+        })
+    }
+}
+
+/// The result of a supervised run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestOutcome {
+    pub exit: GuestExit,
+    /// "determinism not enforced" reasons, empty when everything was enforced.
+    pub not_enforced: Vec<String>,
+    pub stats: SupervisorStats,
+}
+
+/// Errors of the supervisor.
+#[derive(Debug, thiserror::Error)]
+pub enum TracerError {
+    /// execve of the guest failed (ENOENT: the sandbox exits 127; EACCES: 126).
+    #[error("cannot execute {program:?}: {}", std::io::Error::from_raw_os_error(*errno))]
+    Exec { program: String, errno: i32 },
+    /// The caller's pre-exec hook failed in the child.
+    #[error("pre-exec setup of the guest failed: {}", std::io::Error::from_raw_os_error(*errno))]
+    PreExec { errno: i32 },
+    /// The seccomp filter could not be installed.
+    #[error("installing the seccomp filter failed: {}", std::io::Error::from_raw_os_error(*errno))]
+    Filter { errno: i32 },
+    /// A system call of the supervisor failed.
+    #[error("{context} (pid {pid}): {source}")]
+    Sys { context: &'static str, pid: i32, source: std::io::Error },
+}
+
+/// State shared by the ptrace thread and the notify thread.
+pub(crate) struct Shared {
+    pub ctl: DeterminismController,
+    pub stats: SupervisorStats,
+    pub not_enforced: BTreeSet<String>,
+    /// Live guest tasks (so a stopped clock loop can kill them all).
+    pub live: HashSet<i32>,
+    pub dirs: std::collections::HashMap<(u64, u64), repro_detcore::DirListing>,
+}
+
+pub(crate) type SharedRef = Arc<Mutex<Shared>>;
+
+pub(crate) fn lock(s: &SharedRef) -> std::sync::MutexGuard<'_, Shared> {
+    // A panic in the other thread must not make the run lose its results: use the data anyway.
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn now_real_ns() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i128)
+        .unwrap_or(0)
+}
+
+/// Runs the guest under the supervisor and returns when its top process has exited (after its
+/// remaining descendants are killed and reaped). The caller must be single-threaded; it is normally
+/// PID 1 of a fresh PID namespace. `on_spawn` is called with the guest's pid once it runs.
+pub fn supervise(
+    spec: GuestSpec<'_>,
+    cfg: &DetConfig,
+    on_spawn: &mut dyn FnMut(i32),
+) -> Result<GuestOutcome, TracerError> {
+    let filter = BpfFilter::notify(&notify::mediated_syscalls())
+        .map_err(|source| TracerError::Sys { context: "building the seccomp filter", pid: 0, source })?;
+    let ctl = DeterminismController::new(&ControllerConfig {
+        seed: cfg.seed,
+        epoch_unix_secs: cfg.epoch_unix_secs,
+        clock_step_ns: cfg.clock_step_ns,
+        cpus: cfg.cpus,
+        machine: std::env::consts::ARCH.to_string(),
+        run_start_real_ns: now_real_ns(),
+    });
+    let program_name = spec.program.to_string_lossy().into_owned();
+    let pending = spawn::spawn_guest(&spec.program, &spec.argv, &spec.envp, &filter, true, spec.pre_exec)
+        .map_err(|e| spawn_error(e, &program_name, 0))?;
+    let pid = pending.pid;
+    let options = Options::PTRACE_O_TRACEEXEC
+        | Options::PTRACE_O_TRACECLONE
+        | Options::PTRACE_O_TRACEFORK
+        | Options::PTRACE_O_TRACEVFORK
+        | Options::PTRACE_O_EXITKILL;
+    if let Err(source) = ptrace::seize(pid, options) {
+        let _ = ptrace::kill_process(pid, libc::SIGKILL);
+        let _ = ptrace::wait_any();
+        return Err(TracerError::Sys { context: "PTRACE_SEIZE of the guest", pid, source });
+    }
+    let listener_fd = pending
+        .listener
+        .try_clone()
+        .map_err(|source| TracerError::Sys { context: "duplicating the seccomp listener", pid, source })?;
+    let shared: SharedRef = Arc::new(Mutex::new(Shared {
+        ctl,
+        stats: SupervisorStats::default(),
+        not_enforced: BTreeSet::new(),
+        live: HashSet::from([pid]),
+        dirs: Default::default(),
+    }));
+    let notifier = {
+        let shared = shared.clone();
+        let listener = Listener::new(listener_fd);
+        std::thread::Builder::new()
+            .name("repro-notify".into())
+            .spawn(move || notify::serve(listener, shared))
+            .map_err(|source| TracerError::Sys { context: "starting the notify thread", pid, source })?
+    };
+    if let Err(e) = pending.release() {
+        let _ = ptrace::kill_process(pid, libc::SIGKILL);
+        while ptrace::wait_any().is_ok() {}
+        let _ = notifier.join();
+        return Err(spawn_error(e, &program_name, pid));
+    }
+    on_spawn(pid);
+    let exit = trace_loop(pid, &shared)?;
+    let _ = notifier.join();
+    let sh = lock(&shared);
+    Ok(GuestOutcome { exit, not_enforced: sh.not_enforced.iter().cloned().collect(), stats: sh.stats.clone() })
+}
+
+fn spawn_error(e: SpawnError, program: &str, pid: i32) -> TracerError {
+    match e {
+        SpawnError::Exec(errno) => TracerError::Exec { program: program.to_string(), errno },
+        SpawnError::PreExec(errno) => TracerError::PreExec { errno },
+        SpawnError::Filter(errno) => TracerError::Filter { errno },
+        SpawnError::Io(source) => TracerError::Sys { context: "starting the guest", pid, source },
+    }
+}
+
+const PTRACE_EVENT_FORK: i32 = 1;
+const PTRACE_EVENT_VFORK: i32 = 2;
+const PTRACE_EVENT_CLONE: i32 = 3;
+const PTRACE_EVENT_EXEC: i32 = 4;
+
+/// The ptrace loop: runs on the thread that attached until the top process has exited and every
+/// other task is gone.
+fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
+    let mut exit: Option<GuestExit> = None;
+    loop {
+        let ev = match ptrace::wait_any() {
+            Ok(ev) => ev,
+            Err(e) if e.raw_os_error() == Some(libc::ECHILD) => break,
+            Err(source) => return Err(TracerError::Sys { context: "waitpid", pid: top, source }),
+        };
+        match ev {
+            Event::PtraceEvent { tracee, event, .. } => {
+                let tid = tracee.tid();
+                match event {
+                    PTRACE_EVENT_EXEC => {
+                        exec::on_exec(&tracee, shared);
+                    }
+                    PTRACE_EVENT_FORK | PTRACE_EVENT_VFORK | PTRACE_EVENT_CLONE => {
+                        if let Ok(child) = tracee.event_msg() {
+                            let mut sh = lock(shared);
+                            sh.live.insert(child as i32);
+                            sh.stats.tasks_created += 1;
+                        }
+                    }
+                    _ => {
+                        // PTRACE_EVENT_STOP: a new task's first stop or a group stop. New tasks are
+                        // recorded here too, in case their stop arrives before the parent's event.
+                        lock(shared).live.insert(tid);
+                    }
+                }
+                // A task may vanish (SIGKILL) between the stop and the resume: ignore ESRCH.
+                let _ = tracee.cont(None);
+            }
+            Event::Signal { tracee, sig } => {
+                if sig == libc::SIGSEGV && exec::emulate_rdtsc(&tracee, shared) {
+                    let _ = tracee.cont(None);
+                } else {
+                    let _ = tracee.cont(if sig == 0 { None } else { Some(sig) });
+                }
+            }
+            Event::Exited { tid, code } => {
+                if tid == top {
+                    exit = Some(GuestExit::Exited(code));
+                    kill_remaining(shared, tid);
+                }
+                lock(shared).live.remove(&tid);
+            }
+            Event::Killed { tid, sig } => {
+                if tid == top {
+                    exit = Some(GuestExit::Signaled(sig));
+                    kill_remaining(shared, tid);
+                }
+                lock(shared).live.remove(&tid);
+            }
+        }
+    }
+    exit.ok_or(TracerError::Sys {
+        context: "the guest's exit status was never reported",
+        pid: top,
+        source: std::io::Error::from_raw_os_error(libc::ECHILD),
+    })
+}
+
+/// The top process is gone: its remaining descendants are killed so the run ends.
+fn kill_remaining(shared: &SharedRef, top: i32) {
+    let live: Vec<i32> = lock(shared).live.iter().copied().filter(|&t| t != top).collect();
+    for t in live {
+        let _ = ptrace::kill_task(t, libc::SIGKILL);
+    }
+}
