@@ -139,17 +139,18 @@ pub fn runs(a: RunsArgs) -> Result<i32, CliError> {
         println!("no runs in {}", state.display());
         return Ok(0);
     }
-    println!("{:<24} {:<12} {:>9}  COMMAND", "ID", "STATUS", "DURATION");
+    let width = list.iter().map(|r| r.id.len()).max().unwrap_or(2);
+    println!("{:<width$} {:<12} {:>9}  COMMAND", "ID", "STATUS", "DURATION");
     for r in &list {
         match &r.record {
             Some(rec) => println!(
-                "{:<24} {:<12} {:>7}ms  {}",
+                "{:<width$} {:<12} {:>7}ms  {}",
                 r.id,
                 format!("exit {}", rec.exit_status),
                 rec.duration_ms,
                 shell_words(&rec.settings.command)
             ),
-            None => println!("{:<24} {:<12} {:>9}  -", r.id, "incomplete", "-"),
+            None => println!("{:<width$} {:<12} {:>9}  -", r.id, "incomplete", "-"),
         }
     }
     Ok(0)

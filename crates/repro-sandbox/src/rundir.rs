@@ -26,20 +26,21 @@ pub fn state_dir(flag: Option<&Path>, env: Option<&str>, cwd: &Path) -> PathBuf 
     }
 }
 
-/// A new run id: UTC time of day plus a short random suffix, so ids sort by start time.
+/// A new run id: UTC date and time to the millisecond plus a short random suffix, so ids sort by start time.
 pub fn new_id(now: time::OffsetDateTime) -> String {
     let mut h = blake3::Hasher::new();
     h.update(&now.unix_timestamp_nanos().to_le_bytes());
     h.update(&std::process::id().to_le_bytes());
     let suffix = h.finalize().to_hex();
     format!(
-        "{:04}{:02}{:02}-{:02}{:02}{:02}-{}",
+        "{:04}{:02}{:02}-{:02}{:02}{:02}.{:03}-{}",
         now.year(),
         now.month() as u8,
         now.day(),
         now.hour(),
         now.minute(),
         now.second(),
+        now.millisecond(),
         &suffix[..6]
     )
 }
@@ -161,7 +162,7 @@ mod tests {
     fn ids_sort_by_time() {
         let a = new_id(time::macros::datetime!(2026-01-02 03:04:05 UTC));
         let b = new_id(time::macros::datetime!(2026-01-02 03:04:06 UTC));
-        assert!(a.starts_with("20260102-030405-"));
+        assert!(a.starts_with("20260102-030405.000-"));
         assert!(a < b);
     }
 

@@ -1,9 +1,61 @@
 //! Helpers shared by the end-to-end tests.
 #![allow(dead_code)]
 
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
 use assert_cmd::Command;
 
 /// A `repro` command built from this workspace.
 pub fn repro() -> Command {
     Command::cargo_bin("repro").expect("the repro binary is built")
+}
+
+/// The path of the built `repro` binary.
+pub fn repro_path() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("repro")
+}
+
+/// A fresh working directory for one test (its state directory is `.repro` inside it).
+pub struct Workdir {
+    pub dir: tempfile::TempDir,
+}
+
+impl Workdir {
+    pub fn new() -> Workdir {
+        Workdir { dir: tempfile::Builder::new().prefix("repro-it-").tempdir().expect("tempdir") }
+    }
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    /// `repro run [args] -- cmd...` in this directory.
+    pub fn run(&self, args: &[&str], cmd: &[&str]) -> Output {
+        let mut c = repro();
+        c.current_dir(self.path()).arg("run").args(args).arg("--").args(cmd);
+        c.output().expect("repro runs")
+    }
+    /// `repro run -q -- sh -c SCRIPT`.
+    pub fn sh(&self, script: &str) -> Output {
+        self.run(&["-q"], &["sh", "-c", script])
+    }
+    /// The only run directory.
+    pub fn last_run(&self) -> PathBuf {
+        let runs = self.path().join(".repro/runs");
+        let mut all: Vec<PathBuf> = std::fs::read_dir(&runs).expect("runs").map(|e| e.unwrap().path()).collect();
+        all.sort();
+        all.pop().expect("a run directory")
+    }
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts the exit status, printing the output when it differs.
+pub fn assert_code(o: &Output, code: i32) {
+    assert_eq!(o.status.code(), Some(code), "stdout:\n{}\nstderr:\n{}", stdout(o), stderr(o));
 }

@@ -2,4 +2,8 @@
 //! One module per command family.
 
 mod chaos;
+mod cli;
 mod common;
+mod doctor;
+mod run;
+mod signals;
