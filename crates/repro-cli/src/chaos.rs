@@ -1,16 +1,216 @@
-//! `repro chaos ...` (owned by the fault-injection work).
-use clap::Subcommand;
+//! `repro chaos ...`: parsing, dispatch and printing. The work is done by `repro_chaos`.
+//!
+//! Exit codes: 0 PASS, XFAIL or n/a (and success of list/show/preflight), 1 FAIL (including XPASS),
+//! 2 ERROR (the harness, a preflight check or a hook broke) and bad input (unreadable or invalid YAML,
+//! unknown experiment, adapter or run directory).
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use repro_chaos::api;
+use repro_chaos::evaluate::Evaluation;
+use repro_chaos::runner::{self, RunOptions};
 
 use crate::CliError;
 
+/// Exit code when the harness could not do its job (bad input included).
+const EXIT_ERROR: i32 = 2;
+
 #[derive(Debug, Subcommand)]
 pub enum ChaosCommand {
-    /// List the experiments found.
-    List,
+    /// Run an experiment: preflight, targets, observers, the flow, undo, checks; prints the check lines,
+    /// the verdict and the run directory. Exit 0 PASS/XFAIL/n/a, 1 FAIL, 2 ERROR.
+    Run {
+        /// The experiment: a YAML file, or an id found under --dir.
+        experiment: String,
+        /// The adapter: a YAML file or a name (default: the experiment's default-adapter).
+        #[arg(long)]
+        adapter: Option<String>,
+        /// Seed for every random choice (which instance `select: one` hits); recorded in the timeline.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Where run directories go (default .repro/chaos).
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+        /// Don't print events to stderr while running.
+        #[arg(long, short)]
+        quiet: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// List the experiments found under --dir.
+    List {
+        /// Only experiments that mention this issue.
+        #[arg(long)]
+        issue: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Describe an experiment.
+    Show {
+        experiment: String,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Run only the preflight checks of an experiment on an adapter. Exit 0 ready or n/a, 2 ERROR.
+    Preflight {
+        experiment: String,
+        #[arg(long)]
+        adapter: Option<String>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Recompute the verdict of a run directory offline; writes evaluations/<ts>.json.
+    Evaluate {
+        /// The run directory.
+        run: PathBuf,
+        /// Evaluate with this experiment file instead of the run's experiment.yaml.
+        #[arg(long)]
+        experiment: Option<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct Common {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Where experiments are looked up by id (default examples/chaos if present, else .).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
+impl Common {
+    fn dir(&self) -> PathBuf {
+        self.dir.clone().unwrap_or_else(api::default_search_dir)
+    }
+}
+
+fn err(e: repro_chaos::ChaosError) -> CliError {
+    CliError::new(EXIT_ERROR, e.to_string())
+}
+
+fn print_json(v: &impl serde::Serialize) -> Result<(), CliError> {
+    let s = serde_json::to_string_pretty(v).map_err(|e| CliError::new(EXIT_ERROR, e.to_string()))?;
+    println!("{s}");
+    Ok(())
+}
+
+fn print_evaluation(ev: &Evaluation) {
+    for l in ev.lines() {
+        println!("{l}");
+    }
+    println!("{}", ev.verdict.as_str());
+    if matches!(ev.verdict, repro_chaos::evaluate::Verdict::Error | repro_chaos::evaluate::Verdict::NotApplicable) {
+        println!("  {}", ev.reason);
+    }
 }
 
 pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
     match cmd {
-        ChaosCommand::List => Err(CliError::new(2, "chaos: not built yet")),
+        ChaosCommand::Run { experiment, adapter, seed, state_dir, quiet, common } => {
+            let exp = api::resolve_experiment(&experiment, &common.dir()).map_err(err)?;
+            let ad = api::resolve_adapter(adapter.as_deref(), &exp).map_err(err)?;
+            let opts = RunOptions { seed, state_dir, echo: !quiet && !common.json };
+            let out = runner::run(&exp, &ad, &opts).map_err(err)?;
+            if common.json {
+                print_json(&out.evaluation)?;
+            } else {
+                print_evaluation(&out.evaluation);
+                println!("{}", out.run_dir.display());
+            }
+            Ok(out.evaluation.exit_code)
+        }
+        ChaosCommand::List { issue, common } => {
+            let (entries, errors) = api::list(&common.dir(), issue.as_deref());
+            for e in &errors {
+                eprintln!("repro: warning: {e}");
+            }
+            if common.json {
+                print_json(&entries)?;
+            } else {
+                for e in &entries {
+                    println!("{} (v{})", e.id, e.version);
+                    println!("  {}", e.title);
+                    if !e.issues.is_empty() {
+                        println!("  issues: {}", e.issues.join(", "));
+                    }
+                    for l in wrap(&e.hypothesis, 76) {
+                        println!("    {l}");
+                    }
+                    println!();
+                }
+            }
+            Ok(0)
+        }
+        ChaosCommand::Show { experiment, common } => {
+            let exp = api::resolve_experiment(&experiment, &common.dir()).map_err(err)?;
+            if common.json {
+                print_json(&api::show_json(&exp))?;
+            } else {
+                print!("{}", api::show_text(&exp));
+            }
+            Ok(0)
+        }
+        ChaosCommand::Preflight { experiment, adapter, common } => {
+            let exp = api::resolve_experiment(&experiment, &common.dir()).map_err(err)?;
+            let ad = api::resolve_adapter(adapter.as_deref(), &exp).map_err(err)?;
+            let rep = api::preflight(&exp, &ad).map_err(err)?;
+            if common.json {
+                print_json(&rep)?;
+            } else {
+                for c in &rep.checks {
+                    for l in c.lines() {
+                        println!("{l}");
+                    }
+                }
+                println!("{}", rep.status);
+                if rep.status != "ready" {
+                    println!("  {}", rep.reason);
+                }
+            }
+            Ok(rep.exit_code)
+        }
+        ChaosCommand::Evaluate { run, experiment, common } => {
+            let (ev, path) = api::evaluate_run(&run, experiment.as_deref()).map_err(err)?;
+            if common.json {
+                let mut v = serde_json::to_value(&ev).map_err(|e| CliError::new(EXIT_ERROR, e.to_string()))?;
+                v["evaluation_file"] = serde_json::json!(path);
+                print_json(&v)?;
+            } else {
+                let exp_desc = match &experiment {
+                    Some(p) => p.display().to_string(),
+                    None => Path::new(&run).join("experiment.yaml").display().to_string(),
+                };
+                let sha = ev.experiment["sha256"].as_str().unwrap_or("").chars().take(12).collect::<String>();
+                let asha = ev.adapter["sha256"].as_str().unwrap_or("").chars().take(12).collect::<String>();
+                println!(
+                    "  evaluated with {exp_desc} (sha256 {sha}) and adapter {} (sha256 {asha})",
+                    ev.adapter["name"].as_str().unwrap_or("?")
+                );
+                print_evaluation(&ev);
+                println!("{}", path.display());
+            }
+            Ok(ev.exit_code)
+        }
     }
+}
+
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut line = String::new();
+    for w in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + w.len() > width {
+            out.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(w);
+    }
+    if !line.is_empty() {
+        out.push(line);
+    }
+    out
 }

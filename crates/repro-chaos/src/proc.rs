@@ -1,0 +1,262 @@
+//! Processes: spawning in their own process group, hooks with timeouts, signals, /proc inspection.
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+/// A cancellation flag that sleepers can wait on.
+#[derive(Clone, Default)]
+pub struct Cancel {
+    inner: Arc<(Mutex<Option<String>>, Condvar)>,
+}
+
+impl Cancel {
+    pub fn cancel(&self, reason: &str) {
+        let mut g = self.inner.0.lock().unwrap_or_else(|e| e.into_inner());
+        if g.is_none() {
+            *g = Some(reason.to_string());
+        }
+        self.inner.1.notify_all();
+    }
+    pub fn reason(&self) -> Option<String> {
+        self.inner.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.reason().is_some()
+    }
+    /// Sleeps for `d`; returns false early if cancelled.
+    pub fn sleep(&self, d: Duration) -> bool {
+        let deadline = Instant::now() + d;
+        let mut g = self.inner.0.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if g.is_some() {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return true;
+            }
+            g = self.inner.1.wait_timeout(g, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+}
+
+/// A `bash -c script` command in its own process group, with `env` added.
+pub fn shell(script: &str, env: &BTreeMap<String, String>, cwd: &Path) -> Command {
+    let mut c = Command::new("bash");
+    c.arg("-c").arg(script).current_dir(cwd).envs(env).process_group(0);
+    c
+}
+
+/// The outcome of a hook.
+#[derive(Debug, Clone)]
+pub struct HookOutcome {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    /// stdout and stderr, interleaved.
+    pub output: String,
+    pub elapsed: Duration,
+}
+
+impl HookOutcome {
+    pub fn ok(&self) -> bool {
+        self.code == Some(0) && !self.timed_out
+    }
+    pub fn describe(&self) -> String {
+        if self.timed_out {
+            format!("timed out after {:.1}s", self.elapsed.as_secs_f64())
+        } else if let Some(c) = self.code {
+            format!("exit code {c}")
+        } else if let Some(s) = self.signal {
+            format!("killed by signal {s}")
+        } else {
+            "no exit status".into()
+        }
+    }
+}
+
+/// Runs `script` with bash in its own process group, capturing its output, killing it after `timeout`.
+/// Anything the hook leaves running in its group is killed when it ends.
+pub fn run_hook(
+    script: &str,
+    env: &BTreeMap<String, String>,
+    cwd: &Path,
+    timeout: Duration,
+    cancel: Option<&Cancel>,
+) -> std::io::Result<HookOutcome> {
+    let started = Instant::now();
+    let wrapped = format!("exec 2>&1\n{script}");
+    let mut cmd = shell(&wrapped, env, cwd);
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = cmd.spawn()?;
+    let pid = child.id() as i32;
+    let mut out = child.stdout.take().expect("piped stdout");
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = out.read_to_end(&mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    });
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let mut timed_out = false;
+    let status: Option<ExitStatus> = loop {
+        let step = Duration::from_millis(50).min(timeout.saturating_sub(started.elapsed()));
+        match rx.recv_timeout(step) {
+            Ok(s) => break s.ok(),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                let cancelled = cancel.is_some_and(Cancel::is_cancelled);
+                if started.elapsed() >= timeout || cancelled {
+                    timed_out = true;
+                    kill_group(pid, Signal::SIGKILL);
+                    break rx.recv().ok().and_then(|s| s.ok());
+                }
+            }
+        }
+    };
+    // Whatever the hook left behind in its group goes with it.
+    kill_group(pid, Signal::SIGKILL);
+    let output = reader.join().unwrap_or_default();
+    Ok(HookOutcome {
+        code: status.and_then(|s| s.code()),
+        signal: status.and_then(|s| s.signal()),
+        timed_out,
+        output,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Sends `sig` to process group `pgid`; false if no such group.
+pub fn kill_group(pgid: i32, sig: Signal) -> bool {
+    if pgid <= 1 {
+        return false;
+    }
+    killpg(Pid::from_raw(pgid), sig).is_ok()
+}
+
+pub fn kill_pid(pid: i32, sig: Signal) -> bool {
+    if pid <= 1 {
+        return false;
+    }
+    nix::sys::signal::kill(Pid::from_raw(pid), sig).is_ok()
+}
+
+/// Whether any process (zombies excluded) is in group `pgid`.
+pub fn group_alive(pgid: i32) -> bool {
+    group_members(pgid).iter().any(|m| m.state != 'Z' && m.state != 'X')
+}
+
+/// A process seen in /proc.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcInfo {
+    pub pid: i32,
+    pub pgid: i32,
+    pub state: char,
+    pub comm: String,
+}
+
+/// Parses `/proc/<pid>/stat`.
+pub fn parse_stat(text: &str) -> Option<ProcInfo> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let pid = text[..open].trim().parse().ok()?;
+    let comm = text[open + 1..close].to_string();
+    let mut rest = text[close + 1..].split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    let _ppid = rest.next()?;
+    let pgid = rest.next()?.parse().ok()?;
+    Some(ProcInfo { pid, pgid, state, comm })
+}
+
+pub fn proc_info(pid: i32) -> Option<ProcInfo> {
+    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// All processes, from /proc.
+pub fn all_processes() -> Vec<ProcInfo> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return vec![];
+    };
+    rd.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).filter_map(proc_info).collect()
+}
+
+pub fn group_members(pgid: i32) -> Vec<ProcInfo> {
+    all_processes().into_iter().filter(|p| p.pgid == pgid).collect()
+}
+
+/// Polls `cond` every `interval` until it holds or `timeout` passes.
+pub fn poll_until(timeout: Duration, interval: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(interval.min(deadline.saturating_duration_since(Instant::now())));
+    }
+}
+
+/// Spawns a long-running child in its own group with stdout/stderr appended to `log`.
+pub fn spawn_logged(mut cmd: Command, log: &Path) -> std::io::Result<Child> {
+    let f = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+    let f2 = f.try_clone()?;
+    cmd.stdin(Stdio::null()).stdout(f).stderr(f2);
+    cmd.spawn()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_with_spaces_and_parens_in_comm() {
+        let p = parse_stat("1234 (a) b (c)) T 1 1200 1200 0 -1").unwrap();
+        assert_eq!(p.pid, 1234);
+        assert_eq!(p.comm, "a) b (c)");
+        assert_eq!(p.state, 'T');
+        assert_eq!(p.pgid, 1200);
+    }
+
+    #[test]
+    fn hook_captures_output_and_code() {
+        let d = tempfile::tempdir().unwrap();
+        let mut env = BTreeMap::new();
+        env.insert("X".to_string(), "42".to_string());
+        let o = run_hook("echo out $X; echo err >&2; exit 3", &env, d.path(), Duration::from_secs(5), None).unwrap();
+        assert_eq!(o.code, Some(3));
+        assert!(o.output.contains("out 42") && o.output.contains("err"), "{}", o.output);
+    }
+
+    #[test]
+    fn hook_timeout_kills_group() {
+        let d = tempfile::tempdir().unwrap();
+        let t = Instant::now();
+        let o = run_hook("sleep 30 & sleep 30", &BTreeMap::new(), d.path(), Duration::from_millis(200), None).unwrap();
+        assert!(o.timed_out);
+        assert!(!o.ok());
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn cancel_wakes_sleepers() {
+        let c = Cancel::default();
+        let c2 = c.clone();
+        let h = std::thread::spawn(move || c2.sleep(Duration::from_secs(30)));
+        std::thread::sleep(Duration::from_millis(20));
+        c.cancel("test");
+        assert!(!h.join().unwrap());
+        assert_eq!(c.reason().as_deref(), Some("test"));
+    }
+}

@@ -1,0 +1,1814 @@
+//! The harness: run directory, targets, instances, operations, the flow engine, observers, undo.
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{SigSet, Signal};
+use serde_json::{json, Value};
+
+use crate::error::{ChaosError, Result};
+use crate::evaluate::{self, shell_quote, CheckResult, Evaluation, RunData, INCOMPLETE_MARKER};
+use crate::fsutil::{self, mkdirs, write_atomic, write_json_atomic, write_json_durable};
+use crate::load::{LoadedAdapter, LoadedExperiment};
+use crate::model::*;
+use crate::proc::{self, Cancel};
+use crate::prom;
+use crate::timeline::Timeline;
+
+/// Options of `repro chaos run`.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub seed: Option<u64>,
+    /// Where runs go: `<state_dir>/<experiment>/<run-id>/` (default `.repro/chaos`).
+    pub state_dir: Option<PathBuf>,
+    /// Echo timeline events to stderr.
+    pub echo: bool,
+}
+
+pub struct RunOutcome {
+    pub run_dir: PathBuf,
+    pub evaluation: Evaluation,
+}
+
+// ------------------------------------------------------------------ small helpers
+
+/// splitmix64: small, fast and stable across versions, so a seed means the same thing forever.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+fn fnv1a(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// Which candidates an operation's run hits: depends only on seed, operation name and run number.
+pub fn select(seed: u64, op: &str, run: u32, candidates: &[String], how: Select) -> Vec<String> {
+    let k = match how {
+        Select::One => 1,
+        Select::All => candidates.len(),
+        Select::Count(n) => (n as usize).min(candidates.len()),
+    };
+    if k >= candidates.len() {
+        return candidates.to_vec();
+    }
+    let mut rng = Rng::new(seed ^ fnv1a(op) ^ u64::from(run).wrapping_mul(0x9E37_79B9));
+    let mut idx: Vec<usize> = (0..candidates.len()).collect();
+    for i in 0..k {
+        let j = i + rng.below(idx.len() - i);
+        idx.swap(i, j);
+    }
+    let mut chosen: Vec<usize> = idx[..k].to_vec();
+    chosen.sort_unstable();
+    chosen.into_iter().map(|i| candidates[i].clone()).collect()
+}
+
+/// Expands `${VAR}` from `env`.
+pub fn expand(s: &str, env: &BTreeMap<String, String>) -> String {
+    let re = regex::Regex::new(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}").expect("static regex");
+    re.replace_all(s, |c: &regex::Captures| env.get(&c[1]).cloned().unwrap_or_default()).into_owned()
+}
+
+fn free_port() -> std::io::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+fn secs(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0).round() / 1000.0
+}
+
+/// A change counter that waiters can block on.
+#[derive(Default)]
+struct Notify {
+    gen: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl Notify {
+    fn bump(&self) {
+        let mut g = self.gen.lock().unwrap_or_else(|e| e.into_inner());
+        *g += 1;
+        self.cv.notify_all();
+    }
+    fn wait(&self, d: Duration) {
+        let g = self.gen.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = self.cv.wait_timeout(g, d);
+    }
+}
+
+// ------------------------------------------------------------------ runtime state
+
+struct TargetRt {
+    spec: Target,
+    /// (pid of the current incarnation, whether it is still running)
+    state: Mutex<(Option<i32>, bool)>,
+    incarnation: AtomicU32,
+}
+
+struct InstanceRt {
+    workload: String,
+    name: String,
+    dir: PathBuf,
+    pid: Mutex<Option<i32>>,
+    running: AtomicBool,
+    /// Set while an operation restarts the instance, so its workload does not count it as ended.
+    restarting: AtomicBool,
+    started: AtomicBool,
+    env: BTreeMap<String, String>,
+}
+
+struct Undo {
+    id: u64,
+    operation: String,
+    uses: String,
+    run: u32,
+    action: UndoAction,
+}
+
+enum UndoAction {
+    /// Start the target again if it is down.
+    StartTarget(String),
+    /// SIGCONT the frozen processes.
+    Thaw { group: bool, ids: Vec<i32>, names: Vec<String> },
+    /// An adapter operation's undo hook.
+    Hook { script: String, env: BTreeMap<String, String> },
+}
+
+#[derive(Debug)]
+enum FlowError {
+    Cancelled,
+}
+
+struct Ctx {
+    exp: Experiment,
+    adapter: Adapter,
+    run_dir: PathBuf,
+    seed: u64,
+    tl: Timeline,
+    cancel: Cancel,
+    notify: Notify,
+    env: BTreeMap<String, String>,
+    targets: BTreeMap<String, Arc<TargetRt>>,
+    instances: Mutex<BTreeMap<String, Vec<Arc<InstanceRt>>>>,
+    op_runs: Mutex<HashMap<String, u32>>,
+    undo: Mutex<Vec<Undo>>,
+    undo_seq: AtomicU32,
+    watch_lines: Mutex<HashMap<String, Vec<String>>>,
+    /// Process groups of every instance ever started (for the leak check).
+    groups: Mutex<Vec<i32>>,
+    /// Target incarnations whose exit has not been recorded yet.
+    pending: Mutex<Vec<PendingExit>>,
+}
+
+impl Ctx {
+    fn emit(&self, event: &str, fields: Value) {
+        self.tl.emit(event, fields);
+    }
+
+    /// Records a harness error (the run's verdict becomes ERROR) and stops the flow.
+    fn harness_error(&self, reason: &str) {
+        self.emit("harness.error", json!({ "reason": reason }));
+        self.cancel.cancel(reason);
+        self.notify.bump();
+    }
+
+    fn hook_env(&self, extra: &[(&str, String)]) -> BTreeMap<String, String> {
+        let mut env = self.env.clone();
+        for (k, v) in extra {
+            env.insert((*k).to_string(), v.clone());
+        }
+        env
+    }
+
+    fn check_cancel(&self) -> std::result::Result<(), FlowError> {
+        if self.cancel.is_cancelled() {
+            Err(FlowError::Cancelled)
+        } else {
+            Ok(())
+        }
+    }
+
+    // -------------------------------------------------------------- targets
+
+    fn target_dir(&self, name: &str) -> PathBuf {
+        self.run_dir.join("system/targets").join(name)
+    }
+
+    /// Starts a target and waits until it is healthy. Err means the start hook itself broke.
+    fn start_target(
+        &self,
+        t: &Arc<TargetRt>,
+        reason: &str,
+        operation: Option<&str>,
+    ) -> std::result::Result<bool, String> {
+        let name = t.spec.name.clone();
+        // A new incarnation starts only after the previous one's group is empty.
+        let old = t.state.lock().unwrap_or_else(|e| e.into_inner()).0;
+        if let Some(pgid) = old {
+            if !proc::poll_until(Duration::from_secs(5), Duration::from_millis(10), || !proc::group_alive(pgid)) {
+                proc::kill_group(pgid, Signal::SIGKILL);
+                self.emit("target.drained", json!({"target": name, "pgid": pgid}));
+                proc::poll_until(Duration::from_secs(5), Duration::from_millis(10), || !proc::group_alive(pgid));
+            }
+        }
+        let env = self.hook_env(&[
+            ("CHAOS_TARGET", name.clone()),
+            ("CHAOS_TARGET_DIR", self.target_dir(&name).display().to_string()),
+        ]);
+        let log = self.run_dir.join("logs").join(format!("{name}.log"));
+        let cmd = proc::shell(&t.spec.start, &env, &self.run_dir);
+        let mut child =
+            proc::spawn_logged(cmd, &log).map_err(|e| format!("target {name}: start hook could not run: {e}"))?;
+        let pid = child.id() as i32;
+        let inc = t.incarnation.fetch_add(1, Ordering::SeqCst) + 1;
+        *t.state.lock().unwrap_or_else(|e| e.into_inner()) = (Some(pid), true);
+        let mut fields = json!({"target": name, "pid": pid, "incarnation": inc, "reason": reason});
+        if let Some(op) = operation {
+            fields["operation"] = json!(op);
+        }
+        self.emit(if inc == 1 { "target.started" } else { "target.restarted" }, fields);
+        let t2 = Arc::clone(t);
+        let (tx, rx) = std::sync::mpsc::channel::<std::process::ExitStatus>();
+        std::thread::spawn(move || {
+            if let Ok(st) = child.wait() {
+                let mut g = t2.state.lock().unwrap_or_else(|e| e.into_inner());
+                if g.0 == Some(pid) {
+                    g.1 = false;
+                }
+                let _ = tx.send(st);
+            }
+        });
+        // The exit is recorded in the timeline by `reap_target_events`.
+        self.pending.lock().unwrap_or_else(|e| e.into_inner()).push((name.clone(), pid, rx));
+        let Some(h) = &t.spec.health else {
+            return Ok(true);
+        };
+        let timeout = h.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30));
+        let interval = h.interval.map(|d| d.0).unwrap_or(Duration::from_millis(50));
+        let started = Instant::now();
+        let healthy = proc::poll_until(timeout, interval, || {
+            if !t.state.lock().unwrap_or_else(|e| e.into_inner()).1 {
+                return true; // exited: stop polling, reported below
+            }
+            proc::run_hook(&h.run, &env, &self.run_dir, interval.max(Duration::from_secs(5)), None)
+                .map(|o| o.ok())
+                .unwrap_or(false)
+        }) && t.state.lock().unwrap_or_else(|e| e.into_inner()).1;
+        self.reap_target_events();
+        if healthy {
+            self.emit("target.healthy", json!({"target": name, "pid": pid, "after": secs(started.elapsed())}));
+        } else {
+            self.emit("target.unhealthy", json!({"target": name, "pid": pid, "after": secs(started.elapsed())}));
+        }
+        Ok(healthy)
+    }
+
+    /// Records `target.exited` for incarnations that have ended.
+    fn reap_target_events(&self) {
+        let mut g = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        g.retain(|(name, pid, rx)| match rx.try_recv() {
+            Ok(st) => {
+                use std::os::unix::process::ExitStatusExt;
+                self.emit(
+                    "target.exited",
+                    json!({"target": name, "pid": pid, "code": st.code(), "signal": st.signal()}),
+                );
+                false
+            }
+            Err(std::sync::mpsc::TryRecvError::Empty) => true,
+            Err(_) => false,
+        });
+    }
+
+    fn target_pid(&self, t: &TargetRt) -> Option<(i32, bool)> {
+        let g = t.state.lock().unwrap_or_else(|e| e.into_inner());
+        g.0.map(|p| (p, g.1))
+    }
+
+    /// Stops a target gracefully (SIGTERM, then SIGKILL after its stop timeout).
+    fn stop_target(&self, t: &TargetRt, why: &str) {
+        let Some((pid, running)) = self.target_pid(t) else { return };
+        let group = t.spec.signal_scope == SignalScope::Group;
+        if running {
+            proc::kill_pid(pid, Signal::SIGCONT);
+            proc::kill_group(pid, Signal::SIGCONT);
+            if group {
+                proc::kill_group(pid, Signal::SIGTERM);
+            } else {
+                proc::kill_pid(pid, Signal::SIGTERM);
+            }
+            let timeout = t.spec.stop_timeout.map(|d| d.0).unwrap_or(Duration::from_secs(10));
+            if !proc::poll_until(timeout, Duration::from_millis(10), || !self.target_running(t)) {
+                proc::kill_group(pid, Signal::SIGKILL);
+            }
+        }
+        proc::poll_until(Duration::from_secs(5), Duration::from_millis(10), || !proc::group_alive(pid));
+        proc::kill_group(pid, Signal::SIGKILL);
+        self.reap_target_events();
+        self.emit("target.stopped", json!({"target": t.spec.name, "pid": pid, "reason": why}));
+    }
+
+    fn target_running(&self, t: &TargetRt) -> bool {
+        t.state.lock().unwrap_or_else(|e| e.into_inner()).1
+    }
+
+    // -------------------------------------------------------------- instances
+
+    fn instance_list(&self, workload: &str) -> Vec<Arc<InstanceRt>> {
+        self.instances.lock().unwrap_or_else(|e| e.into_inner()).get(workload).cloned().unwrap_or_default()
+    }
+
+    /// Creates (first run) or reuses the instances of a workload.
+    fn prepare_instances(&self, w: &Workload) -> Result<Vec<Arc<InstanceRt>>> {
+        let mut g = self.instances.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(v) = g.get(&w.name.value) {
+            return Ok(v.clone());
+        }
+        let wdir = self.run_dir.join("workloads").join(&w.name.value);
+        mkdirs(&wdir.join("instances"))?;
+        write_atomic(&wdir.join("run.sh"), w.run.as_bytes())?;
+        write_atomic(&wdir.join("wrapper.sh"), WRAPPER.as_bytes())?;
+        let mut v = Vec::new();
+        for i in 0..w.instances {
+            let name = format!("{}-{i}", w.name.value);
+            let dir = wdir.join("instances").join(&name);
+            let out = dir.join("output");
+            mkdirs(&out.join(".chaos"))?;
+            mkdirs(&dir.join("logs"))?;
+            let mut env = self.env.clone();
+            for (k, val) in &w.env {
+                let expanded = expand(val, &env);
+                env.insert(k.clone(), expanded);
+            }
+            env.insert("CHAOS_EXPERIMENT_WORKLOAD".into(), w.name.value.clone());
+            env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCE".into(), name.clone());
+            env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_INDEX".into(), i.to_string());
+            env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCES".into(), w.instances.to_string());
+            env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR".into(), out.display().to_string());
+            env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_DIR".into(), dir.display().to_string());
+            env.insert("CHAOS_WORKLOAD_SCRIPT".into(), wdir.join("run.sh").display().to_string());
+            let text: String = env.iter().map(|(k, v)| format!("{k}={}\n", shell_quote(v))).collect();
+            write_atomic(&dir.join("env"), text.as_bytes())?;
+            v.push(Arc::new(InstanceRt {
+                workload: w.name.value.clone(),
+                name,
+                dir,
+                pid: Mutex::new(None),
+                running: AtomicBool::new(false),
+                restarting: AtomicBool::new(false),
+                started: AtomicBool::new(false),
+                env,
+            }));
+        }
+        g.insert(w.name.value.clone(), v.clone());
+        Ok(v)
+    }
+
+    fn instance_hook(&self, which: &str, script: &Option<String>, inst: &InstanceRt) {
+        let Some(script) = script else { return };
+        let env = inst.env.clone();
+        match proc::run_hook(script, &env, &self.run_dir, Duration::from_secs(60), None) {
+            Ok(o) if o.ok() => {}
+            Ok(o) => self.harness_error(&format!(
+                "instance {} hook {which} failed: {}: {}",
+                inst.name,
+                o.describe(),
+                o.output.trim()
+            )),
+            Err(e) => self.harness_error(&format!("instance {} hook {which} could not run: {e}", inst.name)),
+        }
+    }
+
+    /// Spawns one instance's script in its own process group.
+    fn spawn_instance(self: &Arc<Self>, inst: &Arc<InstanceRt>, reason: &str) -> std::result::Result<(), String> {
+        let wdir = self.run_dir.join("workloads").join(&inst.workload);
+        let mut cmd = std::process::Command::new("bash");
+        {
+            use std::os::unix::process::CommandExt;
+            cmd.arg(wdir.join("wrapper.sh")).current_dir(inst.dir.join("output")).envs(&inst.env).process_group(0);
+        }
+        let log = inst.dir.join("logs/instance.log");
+        let mut child =
+            proc::spawn_logged(cmd, &log).map_err(|e| format!("instance {}: could not start: {e}", inst.name))?;
+        let pid = child.id() as i32;
+        *inst.pid.lock().unwrap_or_else(|e| e.into_inner()) = Some(pid);
+        self.groups.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+        inst.running.store(true, Ordering::SeqCst);
+        inst.started.store(true, Ordering::SeqCst);
+        self.emit(
+            "instance.created",
+            json!({"workload": inst.workload, "instance": inst.name, "pid": pid, "reason": reason}),
+        );
+        self.notify.bump();
+        let ctx = Arc::clone(self);
+        let inst2 = Arc::clone(inst);
+        std::thread::spawn(move || {
+            use std::os::unix::process::ExitStatusExt;
+            let st = child.wait().ok();
+            let code = st.and_then(|s| s.code());
+            let signal = st.and_then(|s| s.signal());
+            let state = match (code, signal) {
+                (Some(0), _) => "Succeeded",
+                (Some(_), _) => "Failed",
+                _ => "Killed",
+            };
+            ctx.emit(
+                "instance.state",
+                json!({"workload": inst2.workload, "instance": inst2.name, "pid": pid, "state": state, "exit_code": code, "signal": signal}),
+            );
+            let still_current = *inst2.pid.lock().unwrap_or_else(|e| e.into_inner()) == Some(pid);
+            if still_current {
+                inst2.running.store(false, Ordering::SeqCst);
+            }
+            ctx.notify.bump();
+        });
+        Ok(())
+    }
+
+    /// A workload leaf: start every instance, wait until all have ended (or the timeout).
+    fn run_workload(self: &Arc<Self>, w: &Workload) -> std::result::Result<(), FlowError> {
+        let insts = match self.prepare_instances(w) {
+            Ok(v) => v,
+            Err(e) => {
+                self.harness_error(&format!("workload {}: {e}", w.name.value));
+                return Err(FlowError::Cancelled);
+            }
+        };
+        for inst in &insts {
+            self.instance_hook("create", &self.adapter.instance.create, inst);
+            self.check_cancel()?;
+            if let Err(e) = self.spawn_instance(inst, "flow") {
+                self.harness_error(&e);
+                return Err(FlowError::Cancelled);
+            }
+        }
+        let timeout = w.timeout.map(|d| d.0).unwrap_or(self.exp.timeout.0);
+        let started = Instant::now();
+        let mut timed_out = false;
+        loop {
+            let busy = insts.iter().any(|i| i.running.load(Ordering::SeqCst) || i.restarting.load(Ordering::SeqCst));
+            if !busy {
+                break;
+            }
+            if self.cancel.is_cancelled() {
+                break;
+            }
+            if started.elapsed() >= timeout {
+                timed_out = true;
+                break;
+            }
+            self.notify.wait(Duration::from_millis(20));
+        }
+        for inst in &insts {
+            if inst.running.load(Ordering::SeqCst) {
+                let pid = inst.pid.lock().unwrap_or_else(|e| e.into_inner()).unwrap_or(0);
+                proc::kill_group(pid, Signal::SIGCONT);
+                proc::kill_group(pid, Signal::SIGKILL);
+                if timed_out {
+                    self.emit(
+                        "instance.state",
+                        json!({"workload": inst.workload, "instance": inst.name, "state": "TimedOut", "timeout": secs(timeout)}),
+                    );
+                }
+                proc::poll_until(Duration::from_secs(5), Duration::from_millis(5), || {
+                    !inst.running.load(Ordering::SeqCst)
+                });
+            }
+            self.collect_instance(inst);
+        }
+        self.check_cancel()
+    }
+
+    fn collect_instance(&self, inst: &InstanceRt) {
+        let code = std::fs::read_to_string(inst.dir.join("output/.chaos/exit_code"))
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok());
+        self.instance_hook("collect", &self.adapter.instance.collect, inst);
+        self.emit("instance.collected", json!({"workload": inst.workload, "instance": inst.name, "exit_code": code}));
+        let pid = inst.pid.lock().unwrap_or_else(|e| e.into_inner()).unwrap_or(0);
+        proc::kill_group(pid, Signal::SIGKILL);
+        self.instance_hook("delete", &self.adapter.instance.delete, inst);
+        self.emit("instance.deleted", json!({"workload": inst.workload, "instance": inst.name}));
+    }
+
+    // -------------------------------------------------------------- operations
+
+    fn push_undo(&self, op: &Operation, run: u32, action: UndoAction) -> u64 {
+        let id = u64::from(self.undo_seq.fetch_add(1, Ordering::SeqCst));
+        self.undo.lock().unwrap_or_else(|e| e.into_inner()).push(Undo {
+            id,
+            operation: op.name.value.clone(),
+            uses: op.uses.value.clone(),
+            run,
+            action,
+        });
+        id
+    }
+
+    fn take_undo(&self, id: u64) -> Option<Undo> {
+        let mut g = self.undo.lock().unwrap_or_else(|e| e.into_inner());
+        let pos = g.iter().position(|u| u.id == id)?;
+        Some(g.remove(pos))
+    }
+
+    /// Runs an undo and records its outcome; `at_end` says whether the end-of-run sweep runs it.
+    fn run_undo(&self, u: Undo, at_end: bool) -> bool {
+        let (ok, detail) = match &u.action {
+            UndoAction::StartTarget(name) => match self.targets.get(name) {
+                Some(t) if self.target_running(t) => (true, "already running".to_string()),
+                Some(t) => match self.start_target(t, "undo", Some(&u.operation)) {
+                    Ok(true) => (true, "restarted and healthy".to_string()),
+                    Ok(false) => (false, "restarted but not healthy".to_string()),
+                    Err(e) => {
+                        self.harness_error(&e);
+                        (false, e)
+                    }
+                },
+                None => (false, format!("no target {name}")),
+            },
+            UndoAction::Thaw { group, ids, names } => {
+                for &id in ids {
+                    if *group {
+                        proc::kill_group(id, Signal::SIGCONT);
+                    } else {
+                        proc::kill_pid(id, Signal::SIGCONT);
+                    }
+                }
+                let thawed = proc::poll_until(Duration::from_secs(5), Duration::from_millis(5), || {
+                    ids.iter().all(|&id| !is_stopped(id, *group))
+                });
+                (thawed, if thawed { format!("resumed {}", names.join(", ")) } else { "still stopped".to_string() })
+            }
+            UndoAction::Hook { script, env } => {
+                match proc::run_hook(script, env, &self.run_dir, Duration::from_secs(120), None) {
+                    Ok(o) if o.ok() => (true, o.output.trim().to_string()),
+                    Ok(o) => {
+                        let msg = format!("undo hook of {} failed: {}: {}", u.operation, o.describe(), o.output.trim());
+                        self.harness_error(&msg);
+                        (false, msg)
+                    }
+                    Err(e) => {
+                        let msg = format!("undo hook of {} could not run: {e}", u.operation);
+                        self.harness_error(&msg);
+                        (false, msg)
+                    }
+                }
+            }
+        };
+        self.emit(
+            if at_end { "operation.undo" } else { "operation.reverted" },
+            json!({"operation": u.operation, "uses": u.uses, "run": u.run, "ok": ok, "detail": detail}),
+        );
+        ok
+    }
+
+    fn run_operation(self: &Arc<Self>, op: &Operation) -> std::result::Result<(), FlowError> {
+        self.check_cancel()?;
+        let run = {
+            let mut g = self.op_runs.lock().unwrap_or_else(|e| e.into_inner());
+            let n = g.entry(op.name.value.clone()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let target = op.target.as_ref().map(|t| t.value.clone());
+        let (scope, candidates): (&str, Vec<String>) = match &target {
+            Some(t) if self.targets.contains_key(t) => ("target", vec![t.clone()]),
+            Some(t) => ("workload", self.instance_list(t).iter().map(|i| i.name.clone()).collect()),
+            None => ("adapter", vec![]),
+        };
+        let selected = select(self.seed, &op.name.value, run, &candidates, op.select);
+        self.emit(
+            "operation.selected",
+            json!({"operation": op.name.value, "run": run, "seed": self.seed, "select": op.select.to_string(), "candidates": candidates, "selected": selected}),
+        );
+        if scope == "workload" && selected.is_empty() {
+            self.emit(
+                "operation.skipped",
+                json!({"operation": op.name.value, "run": run, "reason": "the workload has no instances yet"}),
+            );
+            return Ok(());
+        }
+        let res = match Fault::from_name(&op.uses) {
+            Some(f) => self.run_fault(op, f, run, scope, &selected),
+            None => self.run_adapter_op(op, run, target.as_deref(), &selected),
+        };
+        self.emit("operation.finished", json!({"operation": op.name.value, "run": run}));
+        res
+    }
+
+    /// Pids (or pgids) of the selected candidates: (id, signal-the-group?).
+    fn victims(&self, scope: &str, selected: &[String]) -> Vec<(String, i32, bool)> {
+        let mut out = Vec::new();
+        for name in selected {
+            if scope == "target" {
+                if let Some(t) = self.targets.get(name) {
+                    if let Some((pid, true)) = self.target_pid(t) {
+                        out.push((name.clone(), pid, t.spec.signal_scope == SignalScope::Group));
+                    }
+                }
+            } else {
+                for insts in self.instances.lock().unwrap_or_else(|e| e.into_inner()).values() {
+                    for i in insts.iter().filter(|i| &i.name == name) {
+                        if i.running.load(Ordering::SeqCst) {
+                            if let Some(pid) = *i.pid.lock().unwrap_or_else(|e| e.into_inner()) {
+                                out.push((name.clone(), pid, true));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn find_instance(&self, name: &str) -> Option<Arc<InstanceRt>> {
+        self.instances
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .flat_map(|v| v.iter())
+            .find(|i| i.name == name)
+            .cloned()
+    }
+
+    fn signal(&self, id: i32, group: bool, sig: Signal) {
+        if group {
+            proc::kill_group(id, sig);
+        } else {
+            proc::kill_pid(id, sig);
+        }
+    }
+
+    /// Kills the victims and verifies they are gone (a killed target's process, a killed instance's group).
+    fn kill_and_verify(
+        &self,
+        op: &Operation,
+        run: u32,
+        scope: &str,
+        victims: &[(String, i32, bool)],
+        sig: Signal,
+    ) -> std::result::Result<(), FlowError> {
+        for (_, id, group) in victims {
+            if sig == Signal::SIGTERM {
+                self.signal(*id, *group, Signal::SIGCONT);
+            }
+            self.signal(*id, *group, sig);
+        }
+        let gone = |name: &str, id: i32, group: bool| -> bool {
+            if scope == "target" {
+                let running = self.targets.get(name).is_some_and(|t| self.target_pid(t) == Some((id, true)));
+                !running && (!group || !proc::group_alive(id))
+            } else {
+                !proc::group_alive(id)
+            }
+        };
+        let timeout = if sig == Signal::SIGKILL {
+            Duration::from_secs(5)
+        } else {
+            victims
+                .iter()
+                .filter_map(|(n, _, _)| self.targets.get(n))
+                .filter_map(|t| t.spec.stop_timeout.map(|d| d.0))
+                .max()
+                .unwrap_or(Duration::from_secs(10))
+        };
+        let ok =
+            proc::poll_until(timeout, Duration::from_millis(2), || victims.iter().all(|(n, id, g)| gone(n, *id, *g)));
+        if !ok && sig != Signal::SIGKILL {
+            for (_, id, group) in victims {
+                self.signal(*id, *group, Signal::SIGKILL);
+            }
+            self.emit("operation.escalated", json!({"operation": op.name.value, "run": run, "signal": "SIGKILL"}));
+            if proc::poll_until(Duration::from_secs(5), Duration::from_millis(2), || {
+                victims.iter().all(|(n, id, g)| gone(n, *id, *g))
+            }) {
+                return Ok(());
+            }
+        }
+        if !ok && sig == Signal::SIGKILL {
+            self.harness_error(&format!("{}: the {} did not take effect: still running", op.name.value, op.uses.value));
+            return Err(FlowError::Cancelled);
+        }
+        self.reap_target_events();
+        self.emit(
+            "operation.verified",
+            json!({"operation": op.name.value, "run": run, "effect": "gone", "instances": victims.iter().map(|v| v.0.clone()).collect::<Vec<_>>()}),
+        );
+        Ok(())
+    }
+
+    fn restart_candidates(
+        self: &Arc<Self>,
+        op: &Operation,
+        scope: &str,
+        names: &[String],
+    ) -> std::result::Result<(), FlowError> {
+        for name in names {
+            if scope == "target" {
+                if let Some(t) = self.targets.get(name) {
+                    match self.start_target(t, op.uses.value.as_str(), Some(&op.name.value)) {
+                        Ok(_) => {}
+                        Err(e) => {
+                            self.harness_error(&e);
+                            return Err(FlowError::Cancelled);
+                        }
+                    }
+                }
+            } else if let Some(inst) = self.find_instance(name) {
+                if let Err(e) = self.spawn_instance(&inst, op.uses.value.as_str()) {
+                    self.harness_error(&e);
+                    return Err(FlowError::Cancelled);
+                }
+                inst.restarting.store(false, Ordering::SeqCst);
+            }
+        }
+        Ok(())
+    }
+
+    fn run_fault(
+        self: &Arc<Self>,
+        op: &Operation,
+        fault: Fault,
+        run: u32,
+        scope: &str,
+        selected: &[String],
+    ) -> std::result::Result<(), FlowError> {
+        let victims = self.victims(scope, selected);
+        let names: Vec<String> = victims.iter().map(|v| v.0.clone()).collect();
+        let ids: Vec<i32> = victims.iter().map(|v| v.1).collect();
+        self.emit(
+            "operation.started",
+            json!({"operation": op.name.value, "uses": op.uses.value, "run": run, "target": op.target.as_ref().map(|t| t.value.clone()), "scope": scope, "instances": names, "ids": ids}),
+        );
+        if victims.is_empty() {
+            self.emit(
+                "operation.skipped",
+                json!({"operation": op.name.value, "run": run, "reason": "nothing selected is running"}),
+            );
+            return Ok(());
+        }
+        if scope == "workload" && matches!(fault, Fault::Restart | Fault::RestartInPlace | Fault::Outage) {
+            for n in &names {
+                if let Some(i) = self.find_instance(n) {
+                    i.restarting.store(true, Ordering::SeqCst);
+                }
+            }
+        }
+        match fault {
+            Fault::Kill => {
+                self.kill_and_verify(op, run, scope, &victims, Signal::SIGKILL)?;
+                if scope == "target" {
+                    for n in &names {
+                        self.push_undo(op, run, UndoAction::StartTarget(n.clone()));
+                    }
+                }
+            }
+            Fault::Restart | Fault::RestartInPlace => {
+                let sig = if fault == Fault::Restart { Signal::SIGTERM } else { Signal::SIGKILL };
+                let res = self.kill_and_verify(op, run, scope, &victims, sig);
+                if res.is_err() {
+                    self.clear_restarting(&names);
+                    return res;
+                }
+                let res = self.restart_candidates(op, scope, &names);
+                self.clear_restarting(&names);
+                res?;
+                self.emit("operation.reverted", json!({"operation": op.name.value, "uses": op.uses.value, "run": run, "ok": true, "detail": "started again"}));
+            }
+            Fault::Outage => {
+                let res = self.kill_and_verify(op, run, scope, &victims, Signal::SIGKILL);
+                if res.is_err() {
+                    self.clear_restarting(&names);
+                    return res;
+                }
+                let undo_ids: Vec<u64> = if scope == "target" {
+                    names.iter().map(|n| self.push_undo(op, run, UndoAction::StartTarget(n.clone()))).collect()
+                } else {
+                    vec![]
+                };
+                let d = op.duration.map(|d| d.0).unwrap_or_default();
+                if !self.cancel.sleep(d) {
+                    self.clear_restarting(&names);
+                    return Err(FlowError::Cancelled);
+                }
+                for id in undo_ids {
+                    if let Some(u) = self.take_undo(id) {
+                        self.run_undo(u, false);
+                    }
+                }
+                if scope == "workload" {
+                    let res = self.restart_candidates(op, scope, &names);
+                    self.clear_restarting(&names);
+                    res?;
+                    self.emit("operation.reverted", json!({"operation": op.name.value, "uses": op.uses.value, "run": run, "ok": true, "detail": "started again"}));
+                }
+            }
+            Fault::Freeze => {
+                for (_, id, group) in &victims {
+                    self.signal(*id, *group, Signal::SIGSTOP);
+                }
+                let group_flags: Vec<bool> = victims.iter().map(|v| v.2).collect();
+                let all_group = group_flags.iter().all(|g| *g);
+                let undo_id = self.push_undo(
+                    op,
+                    run,
+                    UndoAction::Thaw { group: all_group, ids: ids.clone(), names: names.clone() },
+                );
+                let frozen = proc::poll_until(Duration::from_secs(5), Duration::from_millis(2), || {
+                    victims.iter().all(|(_, id, g)| is_stopped(*id, *g))
+                });
+                if !frozen {
+                    self.harness_error(&format!("{}: the freeze did not take effect", op.name.value));
+                    return Err(FlowError::Cancelled);
+                }
+                self.emit(
+                    "operation.verified",
+                    json!({"operation": op.name.value, "run": run, "effect": "stopped", "instances": names}),
+                );
+                if let Some(d) = op.duration {
+                    let completed = self.cancel.sleep(d.0);
+                    if let Some(u) = self.take_undo(undo_id) {
+                        self.run_undo(u, false);
+                    }
+                    if !completed {
+                        return Err(FlowError::Cancelled);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn clear_restarting(&self, names: &[String]) {
+        for n in names {
+            if let Some(i) = self.find_instance(n) {
+                i.restarting.store(false, Ordering::SeqCst);
+            }
+        }
+        self.notify.bump();
+    }
+
+    fn run_adapter_op(
+        self: &Arc<Self>,
+        op: &Operation,
+        run: u32,
+        target: Option<&str>,
+        selected: &[String],
+    ) -> std::result::Result<(), FlowError> {
+        let Some(spec) = self.adapter.operations.iter().find(|o| o.name == op.uses.value) else {
+            self.harness_error(&format!("{}: adapter has no operation {}", op.name.value, op.uses.value));
+            return Err(FlowError::Cancelled);
+        };
+        let pids: Vec<String> = match target {
+            Some(t) if self.targets.contains_key(t) => {
+                self.victims("target", selected).iter().map(|v| v.1.to_string()).collect()
+            }
+            Some(_) => self.victims("workload", selected).iter().map(|v| v.1.to_string()).collect(),
+            None => vec![],
+        };
+        let mut env = self.hook_env(&[
+            ("CHAOS_OPERATION", op.name.value.clone()),
+            ("CHAOS_OPERATION_RUN", run.to_string()),
+            ("CHAOS_TARGET", target.unwrap_or("").to_string()),
+            ("CHAOS_SELECTED", selected.join(" ")),
+            ("CHAOS_PIDS", pids.join(" ")),
+            ("CHAOS_DURATION_SECONDS", op.duration.map(|d| d.0.as_secs_f64().to_string()).unwrap_or_default()),
+        ]);
+        for (k, v) in &op.env {
+            let expanded = expand(v, &env);
+            env.insert(k.clone(), expanded);
+        }
+        self.emit(
+            "operation.started",
+            json!({"operation": op.name.value, "uses": op.uses.value, "run": run, "target": target, "scope": "adapter", "instances": selected, "ids": pids}),
+        );
+        let timeout = spec.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(120));
+        let undo_id = spec
+            .undo
+            .as_ref()
+            .map(|u| self.push_undo(op, run, UndoAction::Hook { script: u.clone(), env: env.clone() }));
+        match proc::run_hook(&spec.run, &env, &self.run_dir, timeout, Some(&self.cancel)) {
+            Ok(o) if o.ok() => {
+                self.emit("operation.verified", json!({"operation": op.name.value, "run": run, "effect": "hook succeeded", "output": o.output.trim()}));
+            }
+            Ok(o) => {
+                self.harness_error(&format!(
+                    "{}: adapter operation {} failed: {}: {}",
+                    op.name.value,
+                    spec.name,
+                    o.describe(),
+                    o.output.trim()
+                ));
+                return Err(FlowError::Cancelled);
+            }
+            Err(e) => {
+                self.harness_error(&format!("{}: adapter operation {} could not run: {e}", op.name.value, spec.name));
+                return Err(FlowError::Cancelled);
+            }
+        }
+        if let (Some(d), Some(id)) = (op.duration, undo_id) {
+            let completed = self.cancel.sleep(d.0);
+            if let Some(u) = self.take_undo(id) {
+                self.run_undo(u, false);
+            }
+            if !completed {
+                return Err(FlowError::Cancelled);
+            }
+        }
+        Ok(())
+    }
+
+    // -------------------------------------------------------------- flow
+
+    fn exec(self: &Arc<Self>, node: &FlowNode, path: &str) -> std::result::Result<(), FlowError> {
+        self.check_cancel()?;
+        match &node.kind {
+            FlowKind::Leaf(name) => {
+                self.emit("node.started", json!({"node": path, "name": name}));
+                let res = if let Some(w) = self.exp.workloads.iter().find(|w| &w.name.value == name) {
+                    let w = w.clone();
+                    self.run_workload(&w)
+                } else if let Some(op) = self.exp.operations.iter().find(|o| &o.name.value == name) {
+                    let op = op.clone();
+                    self.run_operation(&op)
+                } else {
+                    self.harness_error(&format!("flow names unknown {name}"));
+                    Err(FlowError::Cancelled)
+                };
+                self.emit("node.finished", json!({"node": path, "name": name, "ok": res.is_ok()}));
+                res
+            }
+            FlowKind::Serial(v) => {
+                for (i, n) in v.iter().enumerate() {
+                    self.exec(n, &format!("{path}.serial[{i}]"))?;
+                }
+                Ok(())
+            }
+            FlowKind::Parallel(v) => {
+                let results: Vec<std::result::Result<(), FlowError>> = std::thread::scope(|s| {
+                    let handles: Vec<_> = v
+                        .iter()
+                        .enumerate()
+                        .map(|(i, n)| {
+                            let me = Arc::clone(self);
+                            let p = format!("{path}.parallel[{i}]");
+                            s.spawn(move || me.exec(n, &p))
+                        })
+                        .collect();
+                    handles.into_iter().map(|h| h.join().unwrap_or(Err(FlowError::Cancelled))).collect()
+                });
+                results.into_iter().collect()
+            }
+            FlowKind::Delay(d) => {
+                self.emit("node.started", json!({"node": path, "delay": secs(d.0)}));
+                if !self.cancel.sleep(d.0) {
+                    return Err(FlowError::Cancelled);
+                }
+                Ok(())
+            }
+            FlowKind::Wait(w) => self.exec_wait(w, path),
+            FlowKind::Repeat { mode, body } => {
+                let started = Instant::now();
+                let mut i = 0u32;
+                loop {
+                    match mode {
+                        RepeatMode::Times(n) if i >= *n => break,
+                        RepeatMode::For(d) if i > 0 && started.elapsed() >= d.0 => break,
+                        _ => {}
+                    }
+                    self.emit("node.started", json!({"node": path, "repeat": i + 1}));
+                    self.exec(body, &format!("{path}.repeat[{i}]"))?;
+                    i += 1;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn exec_wait(self: &Arc<Self>, w: &WaitSpec, path: &str) -> std::result::Result<(), FlowError> {
+        let timeout = w.timeout.map(|d| d.0).unwrap_or(self.exp.timeout.0);
+        let started = Instant::now();
+        if let Some(wl) = &w.workload {
+            let cond = w.condition.unwrap_or(Condition::Started);
+            self.emit("wait.started", json!({"node": path, "workload": wl.value, "condition": cond}));
+            let total =
+                self.exp.workloads.iter().find(|x| x.name.value == wl.value).map(|x| x.instances as usize).unwrap_or(0);
+            loop {
+                self.check_cancel()?;
+                let insts = self.instance_list(&wl.value);
+                let met = insts.len() == total
+                    && match cond {
+                        Condition::Started => insts.iter().all(|i| i.started.load(Ordering::SeqCst)),
+                        Condition::Finished => insts.iter().all(|i| {
+                            i.started.load(Ordering::SeqCst)
+                                && !i.running.load(Ordering::SeqCst)
+                                && !i.restarting.load(Ordering::SeqCst)
+                        }),
+                    };
+                if met {
+                    break;
+                }
+                if started.elapsed() >= timeout {
+                    self.harness_error(&format!("wait for {} {:?} timed out after {}", wl.value, cond, Dur(timeout)));
+                    return Err(FlowError::Cancelled);
+                }
+                self.notify.wait(Duration::from_millis(20));
+            }
+            self.emit(
+                "wait.finished",
+                json!({"node": path, "workload": wl.value, "condition": cond, "after": secs(started.elapsed())}),
+            );
+        } else if let Some(sig) = &w.signal {
+            let Some(spec) = self.adapter.signals.iter().find(|s| s.name == sig.value) else {
+                self.harness_error(&format!("adapter has no signal {}", sig.value));
+                return Err(FlowError::Cancelled);
+            };
+            let re = regex::Regex::new(&spec.pattern).map_err(|_| FlowError::Cancelled)?;
+            let from =
+                self.watch_lines.lock().unwrap_or_else(|e| e.into_inner()).get(&spec.watcher).map_or(0, Vec::len);
+            self.emit("wait.started", json!({"node": path, "signal": sig.value, "watcher": spec.watcher}));
+            let mut seen = from;
+            let matched = loop {
+                self.check_cancel()?;
+                let hit = {
+                    let g = self.watch_lines.lock().unwrap_or_else(|e| e.into_inner());
+                    let lines = g.get(&spec.watcher).map(Vec::as_slice).unwrap_or(&[]);
+                    let hit = lines[seen.min(lines.len())..].iter().find(|l| re.is_match(l)).cloned();
+                    seen = lines.len();
+                    hit
+                };
+                if let Some(line) = hit {
+                    break line;
+                }
+                if started.elapsed() >= timeout {
+                    self.harness_error(&format!("wait for signal {} timed out after {}", sig.value, Dur(timeout)));
+                    return Err(FlowError::Cancelled);
+                }
+                self.notify.wait(Duration::from_millis(20));
+            };
+            self.emit("signal.matched", json!({"node": path, "signal": sig.value, "line": matched}));
+        }
+        if let Some(d) = w.delay {
+            if !self.cancel.sleep(d.0) {
+                return Err(FlowError::Cancelled);
+            }
+        }
+        Ok(())
+    }
+}
+
+type PendingExit = (String, i32, std::sync::mpsc::Receiver<std::process::ExitStatus>);
+
+/// Whether the process (or every live process of the group) is stopped.
+fn is_stopped(id: i32, group: bool) -> bool {
+    if group {
+        let members: Vec<_> = proc::group_members(id).into_iter().filter(|p| p.state != 'Z').collect();
+        !members.is_empty() && members.iter().all(|p| p.state == 'T' || p.state == 't')
+    } else {
+        proc::proc_info(id).is_some_and(|p| p.state == 'T' || p.state == 't')
+    }
+}
+
+const WRAPPER: &str = r#"# Written by repro chaos: runs the workload script once and records the attempt and its exit code.
+out="$CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR"
+printf '%(%Y-%m-%dT%H:%M:%S)T pid %s\n' -1 "$$" >> "$out/.chaos/attempts"
+rm -f "$out/.chaos/exit_code"
+bash "$CHAOS_WORKLOAD_SCRIPT"
+code=$?
+printf '%s\n' "$code" > "$out/.chaos/exit_code.tmp" && mv -f "$out/.chaos/exit_code.tmp" "$out/.chaos/exit_code"
+exit "$code"
+"#;
+
+// ------------------------------------------------------------------ applicability, preflight
+
+/// Why the experiment cannot run on this adapter, if it cannot.
+pub fn not_applicable(exp: &Experiment, adapter: &Adapter) -> Option<String> {
+    for op in &exp.operations {
+        let target = op.target.as_ref().map(|t| t.value.as_str());
+        let is_workload = target.is_some_and(|t| exp.workloads.iter().any(|w| w.name.value == t));
+        match Fault::from_name(&op.uses) {
+            Some(f) => {
+                let Some(t) = target else { continue };
+                if is_workload {
+                    continue;
+                }
+                match adapter.targets.iter().find(|x| x.name == t) {
+                    None => {
+                        return Some(format!(
+                            "operation {} targets {t}, which adapter {} does not have",
+                            op.name.value, adapter.name
+                        ))
+                    }
+                    Some(x) => {
+                        if let Some(faults) = &x.faults {
+                            if !faults.contains(&f) {
+                                return Some(format!(
+                                    "operation {} uses {} on {t}, which adapter {} does not support for that target",
+                                    op.name.value,
+                                    f.name(),
+                                    adapter.name
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            None => {
+                if !adapter.operations.iter().any(|o| o.name == op.uses.value) {
+                    return Some(format!(
+                        "operation {} uses {}, which adapter {} does not define",
+                        op.name.value, op.uses.value, adapter.name
+                    ));
+                }
+                if let Some(t) = target {
+                    if !is_workload && !adapter.targets.iter().any(|x| x.name == t) {
+                        return Some(format!(
+                            "operation {} targets {t}, which adapter {} does not have",
+                            op.name.value, adapter.name
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    fn signals(n: &FlowNode, out: &mut Vec<String>) {
+        match &n.kind {
+            FlowKind::Wait(w) => {
+                if let Some(s) = &w.signal {
+                    out.push(s.value.clone());
+                }
+            }
+            FlowKind::Serial(v) | FlowKind::Parallel(v) => v.iter().for_each(|c| signals(c, out)),
+            FlowKind::Repeat { body, .. } => signals(body, out),
+            _ => {}
+        }
+    }
+    let mut sigs = vec![];
+    if let Some(f) = &exp.flow {
+        signals(f, &mut sigs);
+    }
+    for s in sigs {
+        if !adapter.signals.iter().any(|x| x.name == s) {
+            return Some(format!("the flow waits for signal {s}, which adapter {} does not define", adapter.name));
+        }
+    }
+    None
+}
+
+/// Runs the adapter's then the experiment's preflight checks.
+pub fn run_preflight(
+    exp: &Experiment,
+    adapter: &Adapter,
+    env: &BTreeMap<String, String>,
+    cwd: &Path,
+    mut on_result: impl FnMut(&CheckResult),
+) -> Vec<CheckResult> {
+    let mut out = Vec::new();
+    for c in adapter.preflight.iter().chain(exp.preflight.iter()) {
+        let timeout = c.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30));
+        let (passed, details) = match proc::run_hook(&c.run, env, cwd, timeout, None) {
+            Ok(o) if o.ok() => (true, vec![]),
+            Ok(o) => {
+                let mut d: Vec<String> =
+                    o.output.lines().rev().take(10).map(str::to_string).collect::<Vec<_>>().into_iter().rev().collect();
+                d.push(o.describe());
+                (false, d)
+            }
+            Err(e) => (false, vec![format!("could not run: {e}")]),
+        };
+        let id = format!("preflight/{}", c.name);
+        let r = CheckResult::new("preflight", id.clone(), id, passed, details);
+        on_result(&r);
+        out.push(r);
+    }
+    out
+}
+
+/// The variables every hook, workload and check sees.
+pub fn base_env(
+    exp: &LoadedExperiment,
+    adapter: &LoadedAdapter,
+    run_id: &str,
+    run_dir: &Path,
+    seed: u64,
+    scratch: &Path,
+) -> std::io::Result<BTreeMap<String, String>> {
+    let mut env = BTreeMap::new();
+    let dir_of = |p: &Path| {
+        p.parent()
+            .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf()))
+            .unwrap_or_default()
+            .display()
+            .to_string()
+    };
+    env.insert("CHAOS_EXPERIMENT".into(), exp.experiment.id.value.clone());
+    env.insert("CHAOS_EXPERIMENT_DIR".into(), dir_of(&exp.path));
+    env.insert("CHAOS_ADAPTER".into(), adapter.adapter.name.clone());
+    env.insert("CHAOS_ADAPTER_DIR".into(), dir_of(&adapter.path));
+    env.insert("CHAOS_RUN_ID".into(), run_id.to_string());
+    env.insert("CHAOS_RUN_DIR".into(), run_dir.display().to_string());
+    env.insert("CHAOS_SEED".into(), seed.to_string());
+    env.insert("CHAOS_SCRATCH_DIR".into(), scratch.display().to_string());
+    for p in &adapter.adapter.ports {
+        env.insert(format!("CHAOS_PORT_{}", p.to_ascii_uppercase()), free_port()?.to_string());
+    }
+    for (k, v) in &adapter.adapter.env {
+        let expanded = expand(v, &env);
+        env.insert(k.clone(), expanded);
+    }
+    Ok(env)
+}
+
+fn git_sha(dir: &Path) -> Option<String> {
+    let o = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(dir)
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    o.status.success().then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
+}
+
+// ------------------------------------------------------------------ observers
+
+struct Observers {
+    stop: Cancel,
+    handles: Vec<std::thread::JoinHandle<()>>,
+    watcher_pgids: Vec<i32>,
+}
+
+fn start_observers(ctx: &Arc<Ctx>) -> Observers {
+    let stop = Cancel::default();
+    let mut handles = Vec::new();
+    let mut watcher_pgids = Vec::new();
+    for s in &ctx.adapter.observers.metrics {
+        let ctx2 = Arc::clone(ctx);
+        let stop2 = stop.clone();
+        let spec = s.clone();
+        handles.push(std::thread::spawn(move || scrape_loop(&ctx2, &spec, &stop2)));
+    }
+    for w in &ctx.adapter.observers.watchers {
+        let log = ctx.run_dir.join("logs").join(format!("watch-{}.log", w.name));
+        let mut cmd = proc::shell(&w.run, &ctx.env, &ctx.run_dir);
+        let errlog = match std::fs::OpenOptions::new().create(true).append(true).open(&log) {
+            Ok(f) => f,
+            Err(e) => {
+                ctx.harness_error(&format!("watcher {}: {e}", w.name));
+                continue;
+            }
+        };
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(errlog);
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                ctx.harness_error(&format!("watcher {} could not start: {e}", w.name));
+                continue;
+            }
+        };
+        watcher_pgids.push(child.id() as i32);
+        ctx.emit("watcher.started", json!({"watcher": w.name, "pid": child.id()}));
+        let out = child.stdout.take().expect("piped stdout");
+        let ctx2 = Arc::clone(ctx);
+        let name = w.name.clone();
+        handles.push(std::thread::spawn(move || {
+            let jsonl = ctx2.run_dir.join("system/watch").join(format!("{name}.jsonl"));
+            let mut raw = std::fs::OpenOptions::new().create(true).append(true).open(&log).ok();
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                let rec = json!({"t": secs(Duration::from_secs_f64(ctx2.tl.elapsed())), "ts": fsutil::rfc3339(fsutil::now()), "line": line});
+                let _ = fsutil::append_line(&jsonl, &rec.to_string());
+                if let Some(f) = raw.as_mut() {
+                    use std::io::Write;
+                    let _ = writeln!(f, "{line}");
+                }
+                ctx2.watch_lines.lock().unwrap_or_else(|e| e.into_inner()).entry(name.clone()).or_default().push(line);
+                ctx2.notify.bump();
+            }
+            let _ = child.wait();
+        }));
+    }
+    Observers { stop, handles, watcher_pgids }
+}
+
+fn scrape_once(ctx: &Ctx, spec: &Scrape, types: &mut BTreeMap<String, String>) {
+    let url = expand(&spec.url, &ctx.env);
+    let t = secs(Duration::from_secs_f64(ctx.tl.elapsed()));
+    let ts = fsutil::rfc3339(fsutil::now());
+    let dir = ctx.run_dir.join("system/metrics");
+    let rec = match prom::http_get(&url, Duration::from_secs(2))
+        .and_then(|body| prom::parse(&body).map_err(|e| e.to_string()))
+    {
+        Ok(expo) => {
+            let mut changed = false;
+            for (k, v) in &expo.types {
+                if types.get(k) != Some(v) {
+                    types.insert(k.clone(), v.clone());
+                    changed = true;
+                }
+            }
+            if changed {
+                let _ = write_json_atomic(&dir.join(format!("{}.types.json", spec.target)), &json!(types));
+            }
+            let samples: Vec<Value> = expo
+                .samples
+                .iter()
+                .map(|s| {
+                    let v = if s.value.is_finite() {
+                        json!(s.value)
+                    } else if s.value.is_nan() {
+                        json!("NaN")
+                    } else if s.value > 0.0 {
+                        json!("+Inf")
+                    } else {
+                        json!("-Inf")
+                    };
+                    json!({"name": s.name, "labels": s.labels, "value": v})
+                })
+                .collect();
+            json!({"t": t, "ts": ts, "samples": samples})
+        }
+        Err(e) => json!({"t": t, "ts": ts, "error": e}),
+    };
+    let _ = fsutil::append_line(&dir.join(format!("{}.jsonl", spec.target)), &rec.to_string());
+}
+
+fn scrape_loop(ctx: &Ctx, spec: &Scrape, stop: &Cancel) {
+    let interval = spec.interval.map(|d| d.0).unwrap_or(Duration::from_secs(2));
+    let mut types = BTreeMap::new();
+    loop {
+        scrape_once(ctx, spec, &mut types);
+        if !stop.sleep(interval) {
+            break;
+        }
+    }
+    // A last scrape, so the state after the flow and its undo is recorded.
+    scrape_once(ctx, spec, &mut types);
+}
+
+fn stop_observers(ctx: &Ctx, obs: Observers) {
+    obs.stop.cancel("run ended");
+    for pgid in &obs.watcher_pgids {
+        proc::kill_group(*pgid, Signal::SIGTERM);
+    }
+    for pgid in &obs.watcher_pgids {
+        if !proc::poll_until(Duration::from_secs(2), Duration::from_millis(5), || !proc::group_alive(*pgid)) {
+            proc::kill_group(*pgid, Signal::SIGKILL);
+        }
+    }
+    for h in obs.handles {
+        let _ = h.join();
+    }
+    ctx.emit("observers.stopped", json!({}));
+}
+
+// ------------------------------------------------------------------ post-run adapter checks
+
+fn adapter_checks(ctx: &Ctx) -> Vec<CheckResult> {
+    let mut out = Vec::new();
+    let groups: Vec<i32> = ctx.groups.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let leaked = |groups: &[i32]| -> Vec<proc::ProcInfo> {
+        groups.iter().flat_map(|g| proc::group_members(*g)).filter(|p| p.state != 'Z' && p.state != 'X').collect()
+    };
+    let ok = proc::poll_until(Duration::from_secs(5), Duration::from_millis(10), || leaked(&groups).is_empty());
+    let details = if ok {
+        vec![]
+    } else {
+        leaked(&groups).iter().map(|p| format!("pid {} ({}) in group {}", p.pid, p.comm, p.pgid)).collect()
+    };
+    out.push(CheckResult::new(
+        "adapter",
+        "adapter/no-leaked-processes".into(),
+        "adapter/no-leaked-processes".into(),
+        ok,
+        details,
+    ));
+
+    let mut watched: Vec<i32> = groups.clone();
+    for t in ctx.targets.values() {
+        if let Some((pid, _)) = ctx.target_pid(t) {
+            watched.push(pid);
+        }
+    }
+    let frozen = |groups: &[i32]| -> Vec<proc::ProcInfo> {
+        groups.iter().flat_map(|g| proc::group_members(*g)).filter(|p| p.state == 'T' || p.state == 't').collect()
+    };
+    let ok = proc::poll_until(Duration::from_secs(5), Duration::from_millis(10), || frozen(&watched).is_empty());
+    let details = if ok {
+        vec![]
+    } else {
+        frozen(&watched).iter().map(|p| format!("pid {} ({}) is stopped", p.pid, p.comm)).collect()
+    };
+    out.push(CheckResult::new(
+        "adapter",
+        "adapter/nothing-frozen".into(),
+        "adapter/nothing-frozen".into(),
+        ok,
+        details,
+    ));
+
+    if !ctx.targets.is_empty() {
+        let mut details = Vec::new();
+        let mut all = true;
+        for t in ctx.targets.values() {
+            let env = ctx.hook_env(&[("CHAOS_TARGET", t.spec.name.clone())]);
+            let running = ctx.target_running(t);
+            let healthy = running
+                && match &t.spec.health {
+                    None => true,
+                    Some(h) => {
+                        let timeout = h.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30));
+                        let interval = h.interval.map(|d| d.0).unwrap_or(Duration::from_millis(50));
+                        proc::poll_until(timeout, interval, || {
+                            proc::run_hook(&h.run, &env, &ctx.run_dir, Duration::from_secs(5), None)
+                                .is_ok_and(|o| o.ok())
+                        })
+                    }
+                };
+            if !healthy {
+                all = false;
+                details.push(format!("{} is {}", t.spec.name, if running { "not healthy" } else { "not running" }));
+            }
+        }
+        out.push(CheckResult::new(
+            "adapter",
+            "adapter/targets-healthy".into(),
+            "adapter/targets-healthy".into(),
+            all,
+            details,
+        ));
+    }
+    for c in &ctx.adapter.checks {
+        let timeout = c.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(10));
+        let interval = c.interval.map(|d| d.0).unwrap_or(Duration::from_millis(50));
+        let mut last = String::new();
+        let ok = proc::poll_until(timeout, interval, || {
+            match proc::run_hook(&c.run, &ctx.env, &ctx.run_dir, timeout, None) {
+                Ok(o) if o.ok() => true,
+                Ok(o) => {
+                    last = format!("{} {}", o.output.trim(), o.describe());
+                    false
+                }
+                Err(e) => {
+                    last = e.to_string();
+                    false
+                }
+            }
+        });
+        let id = format!("adapter/{}", c.name);
+        out.push(CheckResult::new("adapter", id.clone(), id, ok, if ok { vec![] } else { vec![last] }));
+    }
+    for r in &out {
+        ctx.emit("check.finished", json!({"scope": "adapter", "check": r.id, "ok": r.passed}));
+    }
+    out
+}
+
+// ------------------------------------------------------------------ signals
+
+/// Blocks SIGINT and SIGTERM in this thread (and the threads it spawns) and turns them into a cancel.
+struct SignalGuard {
+    handle: Option<std::thread::JoinHandle<()>>,
+    done: Arc<AtomicBool>,
+    old: Option<SigSet>,
+}
+
+impl SignalGuard {
+    fn install(cancel: Cancel, notify: impl Fn(&str) + Send + 'static) -> SignalGuard {
+        let mut set = SigSet::empty();
+        set.add(Signal::SIGINT);
+        set.add(Signal::SIGTERM);
+        set.add(Signal::SIGUSR2);
+        let old = set.thread_swap_mask(nix::sys::signal::SigmaskHow::SIG_BLOCK).ok();
+        let done = Arc::new(AtomicBool::new(false));
+        let done2 = Arc::clone(&done);
+        let handle = std::thread::spawn(move || loop {
+            match set.wait() {
+                Ok(Signal::SIGUSR2) if done2.load(Ordering::SeqCst) => break,
+                Ok(Signal::SIGUSR2) => {}
+                Ok(sig) => {
+                    let why = format!("interrupted by {sig:?}");
+                    notify(&why);
+                    cancel.cancel(&why);
+                }
+                Err(_) => break,
+            }
+        });
+        SignalGuard { handle: Some(handle), done, old }
+    }
+}
+
+impl Drop for SignalGuard {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::SeqCst);
+        if let Some(h) = self.handle.take() {
+            use std::os::unix::thread::JoinHandleExt;
+            let _ = nix::sys::pthread::pthread_kill(h.as_pthread_t(), Signal::SIGUSR2);
+            let _ = h.join();
+        }
+        if let Some(old) = self.old {
+            let _ = old.thread_set_mask();
+        }
+    }
+}
+
+// ------------------------------------------------------------------ the run
+
+fn run_id() -> String {
+    let now = fsutil::now();
+    let nanos = u64::from(now.nanosecond()) ^ u64::from(std::process::id()).wrapping_mul(0x9E37_79B9);
+    let mut rng = Rng::new(nanos);
+    format!("{}-{:04x}", fsutil::compact_stamp(now), rng.next_u64() & 0xffff)
+}
+
+/// Runs an experiment on an adapter and returns the run directory and its evaluation.
+pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -> Result<RunOutcome> {
+    let e = &exp.experiment;
+    let seed = opts.seed.unwrap_or_else(|| {
+        let n = fsutil::now();
+        Rng::new(u64::from(n.nanosecond()) ^ (n.unix_timestamp() as u64)).next_u64() % 1_000_000
+    });
+    let state_dir = opts.state_dir.clone().unwrap_or_else(|| PathBuf::from(".repro/chaos"));
+    let id = run_id();
+    let run_dir = state_dir.join(&e.id.value).join(&id);
+    mkdirs(&run_dir)?;
+    let run_dir = std::fs::canonicalize(&run_dir).map_err(|err| ChaosError::io(&run_dir, err))?;
+    write_atomic(
+        &run_dir.join(INCOMPLETE_MARKER),
+        b"The harness has not finished this run (or was killed): there is no verdict.\n",
+    )?;
+    for d in ["logs", "system/metrics", "system/watch", "system/targets", "workloads", "evaluations"] {
+        mkdirs(&run_dir.join(d))?;
+    }
+    write_atomic(&run_dir.join("experiment.yaml"), exp.text.as_bytes())?;
+    write_atomic(&run_dir.join("adapter.yaml"), adapter.text.as_bytes())?;
+    let scratch = std::env::temp_dir().join(format!("repro-chaos-{id}"));
+    mkdirs(&scratch)?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0o755));
+    }
+    let env = base_env(exp, adapter, &id, &run_dir, seed, &scratch)
+        .map_err(|err| ChaosError::Harness(format!("picking ports: {err}")))?;
+    let tl = Timeline::create(&run_dir, opts.echo)?;
+    let cancel = Cancel::default();
+
+    let mut targets = BTreeMap::new();
+    for t in &adapter.adapter.targets {
+        mkdirs(&run_dir.join("system/targets").join(&t.name))?;
+        targets.insert(
+            t.name.clone(),
+            Arc::new(TargetRt { spec: t.clone(), state: Mutex::new((None, false)), incarnation: AtomicU32::new(0) }),
+        );
+    }
+    let ctx = Arc::new(Ctx {
+        exp: e.clone(),
+        adapter: adapter.adapter.clone(),
+        run_dir: run_dir.clone(),
+        seed,
+        tl,
+        cancel: cancel.clone(),
+        notify: Notify::default(),
+        env,
+        targets,
+        instances: Mutex::new(BTreeMap::new()),
+        op_runs: Mutex::new(HashMap::new()),
+        undo: Mutex::new(Vec::new()),
+        undo_seq: AtomicU32::new(0),
+        watch_lines: Mutex::new(HashMap::new()),
+        groups: Mutex::new(Vec::new()),
+        pending: Mutex::new(Vec::new()),
+    });
+    let sig_ctx = Arc::clone(&ctx);
+    let guard = SignalGuard::install(cancel.clone(), move |why| {
+        sig_ctx.emit("harness.error", json!({"reason": why}));
+        sig_ctx.notify.bump();
+    });
+
+    ctx.emit(
+        "run.started",
+        json!({"run": id, "experiment": e.id.value, "version": e.version, "seed": seed, "adapter": adapter.adapter.name, "dir": run_dir}),
+    );
+    write_manifest(&ctx, exp, adapter, &id)?;
+
+    let result = drive(&ctx);
+    drop(guard);
+    if let Err(err) = result {
+        ctx.emit("harness.error", json!({"reason": err.to_string()}));
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+
+    let data = RunData::read(&run_dir, None)?;
+    let evaluation = evaluate::evaluate(&data, true);
+    for c in &evaluation.checks {
+        if c.scope == "workload" || c.scope == "experiment" {
+            ctx.emit("check.finished", json!({"scope": c.scope, "check": c.id, "ok": c.passed, "outcome": c.outcome}));
+        }
+    }
+    ctx.emit("run.finished", json!({"verdict": evaluation.verdict.as_str(), "reason": evaluation.reason}));
+    ctx.tl.sync();
+    let v = serde_json::to_value(&evaluation).map_err(|err| ChaosError::Harness(err.to_string()))?;
+    write_json_durable(&run_dir.join("verdict.json"), &v)?;
+    std::fs::remove_file(run_dir.join(INCOMPLETE_MARKER)).map_err(|err| ChaosError::io(&run_dir, err))?;
+    Ok(RunOutcome { run_dir, evaluation })
+}
+
+fn write_manifest(ctx: &Ctx, exp: &LoadedExperiment, adapter: &LoadedAdapter, id: &str) -> Result<()> {
+    let mut systems = serde_json::Map::new();
+    for t in &adapter.adapter.targets {
+        if let Some(v) = &t.version {
+            let out = proc::run_hook(v, &ctx.env, &ctx.run_dir, Duration::from_secs(10), None)
+                .map(|o| o.output.trim().to_string())
+                .unwrap_or_else(|err| format!("unknown: {err}"));
+            systems.insert(t.name.clone(), json!(out));
+        }
+    }
+    let bash = proc::run_hook("echo \"$BASH_VERSION\"", &BTreeMap::new(), &ctx.run_dir, Duration::from_secs(5), None)
+        .map(|o| o.output.trim().to_string())
+        .unwrap_or_default();
+    systems.insert("bash".into(), json!(bash));
+    systems.insert(
+        "kernel".into(),
+        json!(std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim()),
+    );
+    let exp_dir = exp.path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let manifest = json!({
+        "run": id,
+        "experiment": {"id": exp.experiment.id.value, "version": exp.experiment.version, "path": exp.path, "sha256": fsutil::sha256_hex(exp.text.as_bytes())},
+        "adapter": {"name": adapter.adapter.name, "path": adapter.path, "sha256": fsutil::sha256_hex(adapter.text.as_bytes())},
+        "repro_version": env!("CARGO_PKG_VERSION"),
+        "git_sha": git_sha(exp_dir),
+        "seed": ctx.seed,
+        "started": fsutil::rfc3339(ctx.tl.start_wall()),
+        "ports": ctx.env.iter().filter(|(k, _)| k.starts_with("CHAOS_PORT_")).map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        "systems": systems,
+    });
+    write_json_atomic(&ctx.run_dir.join("manifest.json"), &manifest)
+}
+
+/// Everything between the start and the evaluation. Errors here are harness errors.
+fn drive(ctx: &Arc<Ctx>) -> Result<()> {
+    let run_dir = &ctx.run_dir;
+    if let Some(reason) = not_applicable(&ctx.exp, &ctx.adapter) {
+        ctx.emit("run.not-applicable", json!({"reason": reason}));
+        write_json_atomic(&run_dir.join("system/preflight.json"), &json!([]))?;
+        return Ok(());
+    }
+    let pre = run_preflight(&ctx.exp, &ctx.adapter, &ctx.env, run_dir, |r| {
+        ctx.emit("check.finished", json!({"scope": "preflight", "check": r.id, "ok": r.passed}));
+    });
+    let v = serde_json::to_value(&pre).map_err(|err| ChaosError::Harness(err.to_string()))?;
+    write_json_atomic(&run_dir.join("system/preflight.json"), &v)?;
+    if pre.iter().any(|r| !r.passed) {
+        ctx.emit("flow.skipped", json!({"reason": "a preflight check failed"}));
+        return Ok(());
+    }
+
+    // Targets: setup once, then start and wait until healthy.
+    let mut started_targets: Vec<Arc<TargetRt>> = Vec::new();
+    for t in ctx.targets.values() {
+        if ctx.cancel.is_cancelled() {
+            break;
+        }
+        if let Some(setup) = &t.spec.setup {
+            let env = ctx.hook_env(&[
+                ("CHAOS_TARGET", t.spec.name.clone()),
+                ("CHAOS_TARGET_DIR", ctx.target_dir(&t.spec.name).display().to_string()),
+            ]);
+            match proc::run_hook(setup, &env, run_dir, Duration::from_secs(120), Some(&ctx.cancel)) {
+                Ok(o) if o.ok() => {
+                    let _ = std::fs::write(run_dir.join("logs").join(format!("{}-setup.log", t.spec.name)), &o.output);
+                }
+                Ok(o) => {
+                    ctx.harness_error(&format!(
+                        "target {}: setup hook failed: {}: {}",
+                        t.spec.name,
+                        o.describe(),
+                        o.output.trim()
+                    ));
+                    break;
+                }
+                Err(err) => {
+                    ctx.harness_error(&format!("target {}: setup hook could not run: {err}", t.spec.name));
+                    break;
+                }
+            }
+        }
+        started_targets.push(Arc::clone(t));
+        match ctx.start_target(t, "run", None) {
+            Ok(true) => {}
+            Ok(false) => {
+                ctx.harness_error(&format!("target {} did not become healthy", t.spec.name));
+                break;
+            }
+            Err(err) => {
+                ctx.harness_error(&err);
+                break;
+            }
+        }
+    }
+
+    let observers = if ctx.cancel.is_cancelled() { None } else { Some(start_observers(ctx)) };
+
+    if !ctx.cancel.is_cancelled() {
+        if let Some(flow) = ctx.exp.flow.clone() {
+            // The experiment's timeout bounds the flow.
+            let deadline_cancel = ctx.cancel.clone();
+            let timeout = ctx.exp.timeout.0;
+            let flow_done = Cancel::default();
+            let flow_done2 = flow_done.clone();
+            let ctx_t = Arc::clone(ctx);
+            let watchdog = std::thread::spawn(move || {
+                if flow_done2.sleep(timeout) && !deadline_cancel.is_cancelled() {
+                    ctx_t.harness_error(&format!("the experiment's timeout of {} ended the flow", Dur(timeout)));
+                }
+            });
+            ctx.emit("flow.started", json!({}));
+            let res = ctx.exec(&flow, "flow");
+            flow_done.cancel("flow finished");
+            let _ = watchdog.join();
+            ctx.emit("flow.finished", json!({"ok": res.is_ok()}));
+        }
+    }
+
+    // Undo, newest first.
+    loop {
+        let u = ctx.undo.lock().unwrap_or_else(|err| err.into_inner()).pop();
+        let Some(u) = u else { break };
+        ctx.run_undo(u, true);
+    }
+    // Instances still running (cancelled flow) are killed and collected.
+    let all: Vec<Arc<InstanceRt>> =
+        ctx.instances.lock().unwrap_or_else(|err| err.into_inner()).values().flatten().cloned().collect();
+    for inst in all {
+        if inst.running.load(Ordering::SeqCst) {
+            let pid = inst.pid.lock().unwrap_or_else(|err| err.into_inner()).unwrap_or(0);
+            proc::kill_group(pid, Signal::SIGCONT);
+            proc::kill_group(pid, Signal::SIGKILL);
+            proc::poll_until(Duration::from_secs(5), Duration::from_millis(5), || !inst.running.load(Ordering::SeqCst));
+            ctx.collect_instance(&inst);
+        }
+    }
+    if let Some(o) = observers {
+        stop_observers(ctx, o);
+    }
+    if !started_targets.is_empty() || ctx.targets.is_empty() {
+        let checks = adapter_checks(ctx);
+        let v = serde_json::to_value(&checks).map_err(|err| ChaosError::Harness(err.to_string()))?;
+        write_json_atomic(&run_dir.join("system/adapter-checks.json"), &v)?;
+    }
+    for t in started_targets.iter().rev() {
+        ctx.stop_target(t, "run ended");
+    }
+    ctx.reap_target_events();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selection_is_a_function_of_seed_op_and_run() {
+        let c: Vec<String> = (0..10).map(|i| format!("w-{i}")).collect();
+        let a = select(42, "kill-one", 1, &c, Select::One);
+        assert_eq!(a, select(42, "kill-one", 1, &c, Select::One));
+        assert_eq!(a.len(), 1);
+        let picks: std::collections::BTreeSet<Vec<String>> =
+            (0..50).map(|s| select(s, "kill-one", 1, &c, Select::One)).collect();
+        assert!(picks.len() > 3, "different seeds pick different instances");
+        assert_eq!(select(1, "x", 1, &c, Select::All), c);
+        let three = select(7, "x", 2, &c, Select::Count(3));
+        assert_eq!(three.len(), 3);
+        assert_eq!(select(7, "x", 1, &c, Select::Count(30)).len(), 10);
+    }
+
+    #[test]
+    fn expands_variables() {
+        let mut env = BTreeMap::new();
+        env.insert("P".to_string(), "6390".to_string());
+        assert_eq!(expand("http://127.0.0.1:${P}/m${NOPE}", &env), "http://127.0.0.1:6390/m");
+    }
+}

@@ -1,0 +1,102 @@
+//! The timeline: one JSON object per line, `t` seconds since the start, `ts`, `event` and fields.
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+
+use crate::error::{ChaosError, Result};
+use crate::fsutil::rfc3339;
+
+pub struct Timeline {
+    start: Instant,
+    start_wall: time::OffsetDateTime,
+    files: Mutex<(File, File)>,
+    echo: bool,
+    pub path: PathBuf,
+}
+
+impl Timeline {
+    /// Opens `timeline.jsonl` and `logs/harness.log` under `run_dir`.
+    pub fn create(run_dir: &Path, echo: bool) -> Result<Timeline> {
+        let path = run_dir.join("timeline.jsonl");
+        let open = |p: &Path| OpenOptions::new().create(true).append(true).open(p).map_err(|e| ChaosError::io(p, e));
+        let t = open(&path)?;
+        let log = open(&run_dir.join("logs/harness.log"))?;
+        Ok(Timeline {
+            start: Instant::now(),
+            start_wall: time::OffsetDateTime::now_utc(),
+            files: Mutex::new((t, log)),
+            echo,
+            path,
+        })
+    }
+
+    pub fn elapsed(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    pub fn start_wall(&self) -> time::OffsetDateTime {
+        self.start_wall
+    }
+
+    /// Records an event. `fields` must be a JSON object (anything else is stored under `data`).
+    pub fn emit(&self, event: &str, fields: Value) {
+        let t = self.elapsed();
+        let ts = rfc3339(time::OffsetDateTime::now_utc());
+        let mut obj = Map::new();
+        obj.insert("t".into(), Value::from((t * 1000.0).round() / 1000.0));
+        obj.insert("ts".into(), Value::from(ts.clone()));
+        obj.insert("event".into(), Value::from(event));
+        let rest = match fields {
+            Value::Object(m) => m,
+            Value::Null => Map::new(),
+            other => {
+                let mut m = Map::new();
+                m.insert("data".into(), other);
+                m
+            }
+        };
+        let rest_text = Value::Object(rest.clone()).to_string();
+        obj.extend(rest);
+        let mut line = Value::Object(obj).to_string();
+        line.push('\n');
+        let human = format!("{ts} {event} {rest_text}\n");
+        let mut g = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        // One write per line: a crash leaves at most one torn last line, which readers skip.
+        let _ = g.0.write_all(line.as_bytes());
+        let _ = g.1.write_all(human.as_bytes());
+        if self.echo {
+            eprint!("{human}");
+        }
+    }
+
+    pub fn sync(&self) {
+        let g = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = g.0.sync_all();
+        let _ = g.1.sync_all();
+    }
+}
+
+/// Whether `event` (a timeline object) has `name` and every `where` field (compared as text; arrays
+/// match when one element matches).
+pub fn event_matches(event: &Value, name: &str, where_: &std::collections::BTreeMap<String, String>) -> bool {
+    if event.get("event").and_then(Value::as_str) != Some(name) {
+        return false;
+    }
+    where_.iter().all(|(k, want)| match event.get(k) {
+        Some(Value::String(s)) => s == want,
+        Some(Value::Array(a)) => a.iter().any(|v| value_text(v) == *want),
+        Some(v) => value_text(v) == *want,
+        None => false,
+    })
+}
+
+pub fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
