@@ -30,19 +30,13 @@ impl Timespec {
     pub fn from_ns(ns: i128) -> Self {
         let sec = ns.div_euclid(NSEC_PER_SEC as i128);
         let nsec = ns.rem_euclid(NSEC_PER_SEC as i128);
-        Timespec {
-            sec: sec.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
-            nsec: nsec as i64,
-        }
+        Timespec { sec: sec.clamp(i64::MIN as i128, i64::MAX as i128) as i64, nsec: nsec as i64 }
     }
 
     /// The value in nanoseconds; errors on a field the kernel would reject (EINVAL).
     pub fn to_ns(self) -> Result<i128, DetError> {
         if self.nsec < 0 || self.nsec >= NSEC_PER_SEC {
-            return Err(DetError::InvalidTimespec {
-                sec: self.sec,
-                nsec: self.nsec,
-            });
+            return Err(DetError::InvalidTimespec { sec: self.sec, nsec: self.nsec });
         }
         Ok(self.sec as i128 * NSEC_PER_SEC as i128 + self.nsec as i128)
     }
@@ -129,9 +123,7 @@ impl LogicalClock {
     pub fn read(&mut self, kind: ClockKind) -> ClockRead {
         self.reads_in_row = self.reads_in_row.saturating_add(1);
         if self.step_ns == 0 && self.reads_in_row >= STALL_READS {
-            return ClockRead::Stalled {
-                reads: self.reads_in_row,
-            };
+            return ClockRead::Stalled { reads: self.reads_in_row };
         }
         let value = self.peek(kind);
         self.elapsed_ns += self.step_ns as i128;
@@ -147,10 +139,7 @@ impl LogicalClock {
     pub fn sleep_for(&mut self, dur: Timespec) -> Result<(), DetError> {
         let ns = dur.to_ns()?;
         if dur.sec < 0 {
-            return Err(DetError::InvalidTimespec {
-                sec: dur.sec,
-                nsec: dur.nsec,
-            });
+            return Err(DetError::InvalidTimespec { sec: dur.sec, nsec: dur.nsec });
         }
         self.note_event();
         self.elapsed_ns += ns;
@@ -184,24 +173,9 @@ mod tests {
     #[test]
     fn realtime_starts_at_epoch_and_monotonic_at_fixed_value() {
         let mut c = LogicalClock::new(1_700_000_000, 0);
-        assert_eq!(
-            val(c.read(ClockKind::Realtime)),
-            Timespec {
-                sec: 1_700_000_000,
-                nsec: 0
-            }
-        );
-        assert_eq!(
-            val(c.read(ClockKind::Monotonic)),
-            Timespec {
-                sec: 10_000,
-                nsec: 0
-            }
-        );
-        assert_eq!(
-            val(c.read(ClockKind::CpuTime)),
-            Timespec { sec: 0, nsec: 0 }
-        );
+        assert_eq!(val(c.read(ClockKind::Realtime)), Timespec { sec: 1_700_000_000, nsec: 0 });
+        assert_eq!(val(c.read(ClockKind::Monotonic)), Timespec { sec: 10_000, nsec: 0 });
+        assert_eq!(val(c.read(ClockKind::CpuTime)), Timespec { sec: 0, nsec: 0 });
     }
 
     #[test]
@@ -212,23 +186,14 @@ mod tests {
         let m = val(c.read(ClockKind::Monotonic));
         assert_eq!(a, Timespec { sec: 0, nsec: 0 });
         assert_eq!(b, Timespec { sec: 0, nsec: 1500 });
-        assert_eq!(
-            m,
-            Timespec {
-                sec: 10_000,
-                nsec: 3000
-            }
-        );
+        assert_eq!(m, Timespec { sec: 10_000, nsec: 3000 });
     }
 
     #[test]
     fn frozen_clock_does_not_move_between_reads() {
         let mut c = LogicalClock::new(5, 0);
         for _ in 0..100 {
-            assert_eq!(
-                val(c.read(ClockKind::Realtime)),
-                Timespec { sec: 5, nsec: 0 }
-            );
+            assert_eq!(val(c.read(ClockKind::Realtime)), Timespec { sec: 5, nsec: 0 });
         }
     }
 
@@ -236,59 +201,28 @@ mod tests {
     fn sleep_jumps_the_clock() {
         let mut c = LogicalClock::new(100, 0);
         c.sleep_for(Timespec { sec: 60, nsec: 5 }).unwrap();
-        assert_eq!(
-            val(c.read(ClockKind::Realtime)),
-            Timespec { sec: 160, nsec: 5 }
-        );
-        assert_eq!(
-            val(c.read(ClockKind::Monotonic)),
-            Timespec {
-                sec: 10_060,
-                nsec: 5
-            }
-        );
+        assert_eq!(val(c.read(ClockKind::Realtime)), Timespec { sec: 160, nsec: 5 });
+        assert_eq!(val(c.read(ClockKind::Monotonic)), Timespec { sec: 10_060, nsec: 5 });
     }
 
     #[test]
     fn absolute_sleep_jumps_forward_only() {
         let mut c = LogicalClock::new(100, 0);
-        c.sleep_until(
-            ClockKind::Monotonic,
-            Timespec {
-                sec: 10_010,
-                nsec: 0,
-            },
-        )
-        .unwrap();
+        c.sleep_until(ClockKind::Monotonic, Timespec { sec: 10_010, nsec: 0 }).unwrap();
         assert_eq!(c.peek(ClockKind::Realtime), Timespec { sec: 110, nsec: 0 });
         // A deadline in the past leaves the clock where it is.
-        c.sleep_until(ClockKind::Realtime, Timespec { sec: 50, nsec: 0 })
-            .unwrap();
+        c.sleep_until(ClockKind::Realtime, Timespec { sec: 50, nsec: 0 }).unwrap();
         assert_eq!(c.peek(ClockKind::Realtime), Timespec { sec: 110, nsec: 0 });
-        c.sleep_until(ClockKind::Realtime, Timespec { sec: 200, nsec: 1 })
-            .unwrap();
-        assert_eq!(
-            c.peek(ClockKind::Monotonic),
-            Timespec {
-                sec: 10_100,
-                nsec: 1
-            }
-        );
+        c.sleep_until(ClockKind::Realtime, Timespec { sec: 200, nsec: 1 }).unwrap();
+        assert_eq!(c.peek(ClockKind::Monotonic), Timespec { sec: 10_100, nsec: 1 });
     }
 
     #[test]
     fn invalid_timespecs_are_errors() {
         let mut c = LogicalClock::new(0, 0);
-        assert!(c
-            .sleep_for(Timespec {
-                sec: 0,
-                nsec: NSEC_PER_SEC
-            })
-            .is_err());
+        assert!(c.sleep_for(Timespec { sec: 0, nsec: NSEC_PER_SEC }).is_err());
         assert!(c.sleep_for(Timespec { sec: -1, nsec: 0 }).is_err());
-        assert!(c
-            .sleep_until(ClockKind::Realtime, Timespec { sec: 1, nsec: -1 })
-            .is_err());
+        assert!(c.sleep_until(ClockKind::Realtime, Timespec { sec: 1, nsec: -1 }).is_err());
         assert_eq!(c.elapsed_ns(), 0);
     }
 
@@ -298,10 +232,7 @@ mod tests {
         for _ in 0..STALL_READS - 1 {
             assert!(matches!(c.read(ClockKind::Monotonic), ClockRead::Value(_)));
         }
-        assert_eq!(
-            c.read(ClockKind::Monotonic),
-            ClockRead::Stalled { reads: STALL_READS }
-        );
+        assert_eq!(c.read(ClockKind::Monotonic), ClockRead::Stalled { reads: STALL_READS });
     }
 
     #[test]
@@ -332,10 +263,7 @@ mod tests {
         assert_eq!(ClockKind::from_id(2), Ok(ClockKind::CpuTime));
         // MAKE_PROCESS_CPUCLOCK(pid 5, CPUCLOCK_SCHED) = ((~5) << 3) | 2
         assert_eq!(ClockKind::from_id((!5i64 << 3) | 2), Ok(ClockKind::CpuTime));
-        assert_eq!(
-            ClockKind::from_id((!3i64 << 3) | 3),
-            Err(DetError::UnknownClock((!3i64 << 3) | 3))
-        );
+        assert_eq!(ClockKind::from_id((!3i64 << 3) | 3), Err(DetError::UnknownClock((!3i64 << 3) | 3)));
         assert_eq!(ClockKind::from_id(10), Err(DetError::UnknownClock(10)));
         assert_eq!(ClockKind::from_id(42), Err(DetError::UnknownClock(42)));
     }

@@ -154,7 +154,7 @@ impl DeterminismController {
         };
         let ino = self.inodes.inode(id);
         let dev = self.inodes.dev(id.dev);
-        (dev, ino, self.file_times.map_times(times, now))
+        (dev, ino, self.file_times.map_times(id, times, now))
     }
 }
 
@@ -183,10 +183,7 @@ mod tests {
         let ua = a.virtual_file(VirtualFile::Uuid, 0);
         assert_eq!(ua, b.virtual_file(VirtualFile::Uuid, 0));
         assert_ne!(ua, c.virtual_file(VirtualFile::Uuid, 0));
-        assert_ne!(
-            a.virtual_file(VirtualFile::BootId, 0),
-            c.virtual_file(VirtualFile::BootId, 0)
-        );
+        assert_ne!(a.virtual_file(VirtualFile::BootId, 0), c.virtual_file(VirtualFile::BootId, 0));
     }
 
     #[test]
@@ -201,18 +198,9 @@ mod tests {
 
     #[test]
     fn virtual_paths() {
-        assert_eq!(
-            VirtualFile::for_path(b"/dev/urandom"),
-            Some(VirtualFile::Urandom)
-        );
-        assert_eq!(
-            VirtualFile::for_path(b"/proc/sys/kernel/random/boot_id"),
-            Some(VirtualFile::BootId)
-        );
-        assert_eq!(
-            VirtualFile::for_path(b"/proc/cpuinfo"),
-            Some(VirtualFile::CpuInfo)
-        );
+        assert_eq!(VirtualFile::for_path(b"/dev/urandom"), Some(VirtualFile::Urandom));
+        assert_eq!(VirtualFile::for_path(b"/proc/sys/kernel/random/boot_id"), Some(VirtualFile::BootId));
+        assert_eq!(VirtualFile::for_path(b"/proc/cpuinfo"), Some(VirtualFile::CpuInfo));
         assert_eq!(VirtualFile::for_path(b"/etc/passwd"), None);
         let mut a = DeterminismController::new(&cfg(1));
         assert_eq!(a.virtual_file(VirtualFile::Urandom, 10).len(), 10);
@@ -224,13 +212,7 @@ mod tests {
         let mut a = DeterminismController::new(&cfg(1));
         assert!(a.clock_gettime(99).is_err());
         assert!(a.sleep_until(99, Timespec { sec: 0, nsec: 0 }).is_err());
-        assert_eq!(
-            a.clock_gettime(0),
-            Ok(ClockRead::Value(Timespec {
-                sec: 1_600_000_000,
-                nsec: 0
-            }))
-        );
+        assert_eq!(a.clock_gettime(0), Ok(ClockRead::Value(Timespec { sec: 1_600_000_000, nsec: 0 })));
     }
 
     #[test]

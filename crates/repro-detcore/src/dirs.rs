@@ -43,15 +43,8 @@ impl DirListing {
             }
             let d_type = buf[off + 18];
             let name_area = &buf[off + 19..off + reclen];
-            let len = name_area
-                .iter()
-                .position(|&b| b == 0)
-                .unwrap_or(name_area.len());
-            out.push(DirEntry {
-                name: name_area[..len].to_vec(),
-                ino,
-                d_type,
-            });
+            let len = name_area.iter().position(|&b| b == 0).unwrap_or(name_area.len());
+            out.push(DirEntry { name: name_area[..len].to_vec(), ino, d_type });
             off += reclen;
         }
     }
@@ -81,9 +74,7 @@ impl DirListing {
         mut ino_of: impl FnMut(&DirEntry) -> u64,
     ) -> Result<(Vec<u8>, u64), DetError> {
         let mut out = Vec::new();
-        let mut i = usize::try_from(pos)
-            .unwrap_or(usize::MAX)
-            .min(self.entries.len());
+        let mut i = usize::try_from(pos).unwrap_or(usize::MAX).min(self.entries.len());
         while i < self.entries.len() {
             let e = &self.entries[i];
             let reclen = dirent64_reclen(e.name.len());
@@ -106,10 +97,7 @@ impl DirListing {
             out.resize(start + reclen, 0);
             i += 1;
         }
-        Ok((
-            out,
-            i.max(pos.min(self.entries.len() as u64) as usize) as u64,
-        ))
+        Ok((out, i.max(pos.min(self.entries.len() as u64) as usize) as u64))
     }
 }
 
@@ -119,30 +107,18 @@ mod tests {
     use proptest::prelude::*;
 
     fn entry(name: &str, ino: u64) -> DirEntry {
-        DirEntry {
-            name: name.as_bytes().to_vec(),
-            ino,
-            d_type: 8,
-        }
+        DirEntry { name: name.as_bytes().to_vec(), ino, d_type: 8 }
     }
 
     fn names(buf: &[u8]) -> Vec<String> {
         let mut v = Vec::new();
         DirListing::parse_dirents(buf, &mut v);
-        v.into_iter()
-            .map(|e| String::from_utf8(e.name).unwrap())
-            .collect()
+        v.into_iter().map(|e| String::from_utf8(e.name).unwrap()).collect()
     }
 
     #[test]
     fn sorted_by_name_bytewise() {
-        let d = DirListing::new(vec![
-            entry("b", 1),
-            entry("B", 2),
-            entry("..", 3),
-            entry(".", 4),
-            entry("a", 5),
-        ]);
+        let d = DirListing::new(vec![entry("b", 1), entry("B", 2), entry("..", 3), entry(".", 4), entry("a", 5)]);
         let (buf, pos) = d.serve(0, 4096, |e| e.ino).unwrap();
         assert_eq!(names(&buf), vec![".", "..", "B", "a", "b"]);
         assert_eq!(pos, 5);
@@ -168,17 +144,10 @@ mod tests {
     #[test]
     fn too_small_buffer_is_an_error_not_a_panic() {
         let d = DirListing::new(vec![entry("a-long-name", 1)]);
-        assert!(matches!(
-            d.serve(0, 10, |e| e.ino),
-            Err(DetError::BufferTooSmall { .. })
-        ));
+        assert!(matches!(d.serve(0, 10, |e| e.ino), Err(DetError::BufferTooSmall { .. })));
         assert_eq!(
             d.serve(0, 0, |e| e.ino).map(|_| ()),
-            Err(DetError::BufferTooSmall {
-                buf_len: 0,
-                needed: 32,
-                name: "a-long-name".into()
-            })
+            Err(DetError::BufferTooSmall { buf_len: 0, needed: 32, name: "a-long-name".into() })
         );
     }
 

@@ -30,17 +30,11 @@ impl ChaCha20 {
         state[2] = 0x7962_2d32;
         state[3] = 0x6b20_6574;
         for i in 0..8 {
-            state[4 + i] =
-                u32::from_le_bytes([key[4 * i], key[4 * i + 1], key[4 * i + 2], key[4 * i + 3]]);
+            state[4 + i] = u32::from_le_bytes([key[4 * i], key[4 * i + 1], key[4 * i + 2], key[4 * i + 3]]);
         }
         state[12] = counter;
         for i in 0..3 {
-            state[13 + i] = u32::from_le_bytes([
-                nonce[4 * i],
-                nonce[4 * i + 1],
-                nonce[4 * i + 2],
-                nonce[4 * i + 3],
-            ]);
+            state[13 + i] = u32::from_le_bytes([nonce[4 * i], nonce[4 * i + 1], nonce[4 * i + 2], nonce[4 * i + 3]]);
         }
         ChaCha20 { state }
     }
@@ -94,12 +88,7 @@ impl EntropyStream {
         key[8..32].copy_from_slice(b"repro determinism v1 key");
         let mut nonce = [0u8; 12];
         nonce[8..12].copy_from_slice(&domain.to_le_bytes());
-        EntropyStream {
-            cipher: ChaCha20::new(&key, &nonce, 0),
-            block: [0; 64],
-            used: 64,
-            produced: 0,
-        }
+        EntropyStream { cipher: ChaCha20::new(&key, &nonce, 0), block: [0; 64], used: 64, produced: 0 }
     }
 
     /// Fills `out` with the next bytes of the stream.
@@ -204,20 +193,12 @@ mod tests {
         assert!(u.ends_with('\n'));
         let u = u.trim_end();
         let parts: Vec<&str> = u.split('-').collect();
-        assert_eq!(
-            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
-            vec![8, 4, 4, 4, 12]
-        );
+        assert_eq!(parts.iter().map(|p| p.len()).collect::<Vec<_>>(), vec![8, 4, 4, 4, 12]);
         assert!(parts[2].starts_with('4'));
         assert!(matches!(&parts[3][..1], "8" | "9" | "a" | "b"));
-        assert!(u
-            .chars()
-            .all(|c| c == '-' || c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+        assert!(u.chars().all(|c| c == '-' || c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
         assert_eq!(format_uuid([0; 16]), "00000000-0000-4000-8000-000000000000");
-        assert_eq!(
-            format_uuid([0xff; 16]),
-            "ffffffff-ffff-4fff-bfff-ffffffffffff"
-        );
+        assert_eq!(format_uuid([0xff; 16]), "ffffffff-ffff-4fff-bfff-ffffffffffff");
         assert_ne!(s.uuid_line(), format!("{u}\n"));
     }
 

@@ -50,11 +50,17 @@ pub struct FileTimes {
 }
 
 /// Maps real file timestamps to logical ones.
+///
+/// Keys are (file, real time): two files written within one tick of the host's coarse file clock carry
+/// the same real time, yet must not look simultaneous in one run and ordered in the next, so ties
+/// between different files are ordered by first observation (a later-seen file looks newer).
 #[derive(Debug, Clone)]
 pub struct FileTimeMap {
     run_start_real_ns: i128,
     pinned_ns: i128,
-    seen: BTreeMap<i128, i128>,
+    /// (real time, tie-break sequence) -> logical time, in real-time order.
+    ordered: BTreeMap<(i128, u64), i128>,
+    by_file: HashMap<(FileIdentity, i128), i128>,
 }
 
 impl FileTimeMap {
@@ -64,20 +70,24 @@ impl FileTimeMap {
         FileTimeMap {
             run_start_real_ns,
             pinned_ns: epoch_ns - NSEC_PER_SEC as i128,
-            seen: BTreeMap::new(),
+            ordered: BTreeMap::new(),
+            by_file: HashMap::new(),
         }
     }
 
-    /// The logical time for real timestamp `real`, seen when the logical realtime clock reads `now`.
-    pub fn map(&mut self, real: i128, now: i128) -> i128 {
+    /// The logical time for real timestamp `real` of file `id`, seen when the logical realtime clock
+    /// reads `now`.
+    pub fn map(&mut self, id: FileIdentity, real: i128, now: i128) -> i128 {
         if real < self.run_start_real_ns {
             return self.pinned_ns;
         }
-        if let Some(&l) = self.seen.get(&real) {
+        if let Some(&l) = self.by_file.get(&(id, real)) {
             return l;
         }
-        let below = self.seen.range(..real).next_back().map(|(_, &l)| l);
-        let above = self.seen.range(real..).next().map(|(_, &l)| l);
+        let seq = self.by_file.len() as u64;
+        let key = (real, seq);
+        let below = self.ordered.range(..key).next_back().map(|(_, &l)| l);
+        let above = self.ordered.range(key..).next().map(|(_, &l)| l);
         let logical = match (below, above) {
             (None, None) => now.max(self.pinned_ns + 1),
             (Some(b), None) => now.max(b + 1000),
@@ -90,24 +100,21 @@ impl FileTimeMap {
                 }
             }
         };
-        self.seen.insert(real, logical);
+        self.ordered.insert(key, logical);
+        self.by_file.insert((id, real), logical);
         logical
     }
 
     /// Maps all three times of a file.
-    pub fn map_times(&mut self, real: FileTimes, now: i128) -> FileTimes {
+    pub fn map_times(&mut self, id: FileIdentity, real: FileTimes, now: i128) -> FileTimes {
         // Map in time order so that the three keep their relative order even when first seen together.
         let mut order = [(real.atime, 0), (real.mtime, 1), (real.ctime, 2)];
         order.sort();
         let mut out = [0i128; 3];
         for (t, i) in order {
-            out[i] = self.map(t, now);
+            out[i] = self.map(id, t, now);
         }
-        FileTimes {
-            atime: out[0],
-            mtime: out[1],
-            ctime: out[2],
-        }
+        FileTimes { atime: out[0], mtime: out[1], ctime: out[2] }
     }
 }
 
@@ -119,10 +126,7 @@ mod tests {
     #[test]
     fn inodes_are_numbered_in_order_of_first_sight() {
         let mut m = InodeMap::default();
-        let a = FileIdentity {
-            dev: 5,
-            ino: 999_999,
-        };
+        let a = FileIdentity { dev: 5, ino: 999_999 };
         let b = FileIdentity { dev: 5, ino: 3 };
         assert_eq!(m.inode(a), FIRST_INODE);
         assert_eq!(m.inode(b), FIRST_INODE + 1);
@@ -138,19 +142,32 @@ mod tests {
         let start = 1_000 * NSEC_PER_SEC as i128;
         let epoch = 50 * NSEC_PER_SEC as i128;
         let mut m = FileTimeMap::new(start, epoch);
-        assert_eq!(m.map(3, epoch), epoch - NSEC_PER_SEC as i128);
-        assert_eq!(m.map(start - 1, epoch), epoch - NSEC_PER_SEC as i128);
+        let f = |ino| FileIdentity { dev: 1, ino };
+        assert_eq!(m.map(f(1), 3, epoch), epoch - NSEC_PER_SEC as i128);
+        assert_eq!(m.map(f(1), start - 1, epoch), epoch - NSEC_PER_SEC as i128);
         let now = epoch + 7;
-        let a = m.map(start + 100, now);
+        let a = m.map(f(1), start + 100, now);
         assert_eq!(a, now);
-        let b = m.map(start + 200, now);
+        let b = m.map(f(2), start + 200, now);
         assert!(b > a);
         // Seen later but written earlier: still ordered between its neighbours.
-        let c = m.map(start + 150, now);
+        let c = m.map(f(3), start + 150, now);
         assert!(a < c && c < b);
-        let d = m.map(start + 10, now);
+        let d = m.map(f(4), start + 10, now);
         assert!(d < a && d > epoch - NSEC_PER_SEC as i128);
-        assert_eq!(m.map(start + 150, now + 1_000_000), c);
+        assert_eq!(m.map(f(3), start + 150, now + 1_000_000), c);
+    }
+
+    #[test]
+    fn files_written_in_the_same_host_tick_are_ordered_by_first_sight() {
+        let mut m = FileTimeMap::new(0, 0);
+        let a = m.map(FileIdentity { dev: 1, ino: 1 }, 500, 10);
+        let b = m.map(FileIdentity { dev: 1, ino: 2 }, 500, 10);
+        assert!(b > a);
+        assert_eq!(m.map(FileIdentity { dev: 1, ino: 1 }, 500, 99), a);
+        // The same file's three times, equal on the host, stay equal.
+        let t = m.map_times(FileIdentity { dev: 1, ino: 3 }, FileTimes { atime: 700, mtime: 700, ctime: 700 }, 10);
+        assert!(t.atime == t.mtime && t.mtime == t.ctime);
     }
 
     proptest! {
@@ -160,7 +177,7 @@ mod tests {
             let mut m = FileTimeMap::new(start, 1_000_000_000_000);
             let mut pairs = Vec::new();
             for (i, t) in times.iter().enumerate() {
-                let l = m.map(*t as i128 * 1_000_000, 1_000_000_000_000 + i as i128);
+                let l = m.map(FileIdentity { dev: 0, ino: *t as u64 }, *t as i128 * 1_000_000, 1_000_000_000_000 + i as i128);
                 pairs.push((*t, l));
             }
             for (t1, l1) in &pairs {

@@ -21,14 +21,7 @@ impl UtsName {
     /// `struct utsname` as the kernel writes it: six NUL-padded fields of 65 bytes.
     pub fn to_bytes(&self) -> [u8; 6 * UTS_FIELD_LEN] {
         let mut out = [0u8; 6 * UTS_FIELD_LEN];
-        let fields = [
-            &self.sysname,
-            &self.nodename,
-            &self.release,
-            &self.version,
-            &self.machine,
-            &self.domainname,
-        ];
+        let fields = [&self.sysname, &self.nodename, &self.release, &self.version, &self.machine, &self.domainname];
         for (i, f) in fields.iter().enumerate() {
             let b = f.as_bytes();
             let n = b.len().min(UTS_FIELD_LEN - 1);
@@ -60,14 +53,7 @@ impl SysinfoValues {
         for i in 0..3 {
             b[8 + 8 * i..16 + 8 * i].copy_from_slice(&self.loads[i].to_le_bytes());
         }
-        let words = [
-            self.totalram,
-            self.freeram,
-            self.sharedram,
-            self.bufferram,
-            self.totalswap,
-            self.freeswap,
-        ];
+        let words = [self.totalram, self.freeram, self.sharedram, self.bufferram, self.totalswap, self.freeswap];
         for (i, w) in words.iter().enumerate() {
             b[32 + 8 * i..40 + 8 * i].copy_from_slice(&w.to_le_bytes());
         }
@@ -180,21 +166,13 @@ impl Identity {
     /// `/proc/uptime` from the logical monotonic clock.
     pub fn uptime(&self, clock: &LogicalClock) -> String {
         let t = clock.peek(crate::ClockKind::Monotonic);
-        let idle = (t.sec as i128 * NSEC_PER_SEC as i128 + t.nsec as i128) * self.cpus as i128
-            / 10_000_000;
-        format!(
-            "{}.{:02} {}.{:02}\n",
-            t.sec,
-            t.nsec / 10_000_000,
-            idle / 100,
-            idle % 100
-        )
+        let idle = (t.sec as i128 * NSEC_PER_SEC as i128 + t.nsec as i128) * self.cpus as i128 / 10_000_000;
+        format!("{}.{:02} {}.{:02}\n", t.sec, t.nsec / 10_000_000, idle / 100, idle % 100)
     }
 
     /// `/proc/stat`: zero counters, boot time so that boot + uptime = logical realtime.
     pub fn stat(&self, clock: &LogicalClock) -> String {
-        let btime = clock.peek(crate::ClockKind::Realtime).sec
-            - clock.peek(crate::ClockKind::Monotonic).sec;
+        let btime = clock.peek(crate::ClockKind::Realtime).sec - clock.peek(crate::ClockKind::Monotonic).sec;
         let mut s = String::from("cpu  0 0 0 0 0 0 0 0 0 0\n");
         for i in 0..self.cpus {
             s.push_str(&format!("cpu{i} 0 0 0 0 0 0 0 0 0 0\n"));
@@ -217,10 +195,7 @@ mod tests {
         let b = id.uts.to_bytes();
         assert_eq!(&b[..6], b"Linux\0");
         assert_eq!(&b[65..71], b"repro\0");
-        assert_eq!(
-            &b[130..130 + PINNED_RELEASE.len()],
-            PINNED_RELEASE.as_bytes()
-        );
+        assert_eq!(&b[130..130 + PINNED_RELEASE.len()], PINNED_RELEASE.as_bytes());
         assert_eq!(&b[260..267], b"x86_64\0");
         assert_eq!(&b[325..331], b"(none)");
         // Over-long fields are cut so a NUL always ends them.
@@ -253,9 +228,7 @@ mod tests {
         assert_eq!(Identity::new(0, "x86_64").cpus, 1);
         assert_eq!(id.affinity_mask(2), vec![0b111, 0]);
         assert_eq!(Identity::new(9, "x").affinity_mask(1), vec![0xff]);
-        assert!(id
-            .stat(&LogicalClock::new(1_000_000, 0))
-            .contains("btime 990000\n"));
+        assert!(id.stat(&LogicalClock::new(1_000_000, 0)).contains("btime 990000\n"));
         assert!(id.meminfo().starts_with("MemTotal:        4194304 kB\n"));
     }
 

@@ -23,14 +23,8 @@ pub use identity::{Identity, SysinfoValues, UtsName};
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum DetError {
     /// The guest's buffer cannot hold even one directory entry (getdents64 returns EINVAL).
-    #[error(
-        "getdents64 buffer of {buf_len} bytes cannot hold the entry {name:?} ({needed} bytes)"
-    )]
-    BufferTooSmall {
-        buf_len: usize,
-        needed: usize,
-        name: String,
-    },
+    #[error("getdents64 buffer of {buf_len} bytes cannot hold the entry {name:?} ({needed} bytes)")]
+    BufferTooSmall { buf_len: usize, needed: usize, name: String },
     /// A clock id the kernel does not know (clock_gettime returns EINVAL).
     #[error("unknown clock id {0}")]
     UnknownClock(i64),

@@ -79,7 +79,9 @@ pub(crate) fn on_exec(tracee: &Tracee<Stopped>, shared: &SharedRef) {
     sh.stats.execs += 1;
     sh.live.insert(tid);
     let Ok(regs) = tracee.regs() else {
-        sh.not_enforced.insert(format!("could not read the registers of pid {tid} at exec; vDSO and AT_RANDOM left as the kernel set them"));
+        sh.not_enforced.insert(format!(
+            "could not read the registers of pid {tid} at exec; vDSO and AT_RANDOM left as the kernel set them"
+        ));
         return;
     };
     let mut reader = StackReader { pid: tid, base: 0, buf: Vec::new() };

@@ -138,10 +138,7 @@ pub(crate) fn lock(s: &SharedRef) -> std::sync::MutexGuard<'_, Shared> {
 }
 
 fn now_real_ns() -> i128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i128)
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or(0)
 }
 
 /// Runs the guest under the supervisor and returns when its top process has exited (after its
@@ -152,8 +149,11 @@ pub fn supervise(
     cfg: &DetConfig,
     on_spawn: &mut dyn FnMut(i32),
 ) -> Result<GuestOutcome, TracerError> {
-    let filter = BpfFilter::notify(&notify::mediated_syscalls())
-        .map_err(|source| TracerError::Sys { context: "building the seccomp filter", pid: 0, source })?;
+    let filter = BpfFilter::notify(&notify::mediated_syscalls()).map_err(|source| TracerError::Sys {
+        context: "building the seccomp filter",
+        pid: 0,
+        source,
+    })?;
     let ctl = DeterminismController::new(&ControllerConfig {
         seed: cfg.seed,
         epoch_unix_secs: cfg.epoch_unix_secs,
@@ -176,10 +176,11 @@ pub fn supervise(
         let _ = ptrace::wait_any();
         return Err(TracerError::Sys { context: "PTRACE_SEIZE of the guest", pid, source });
     }
-    let listener_fd = pending
-        .listener
-        .try_clone()
-        .map_err(|source| TracerError::Sys { context: "duplicating the seccomp listener", pid, source })?;
+    let listener_fd = pending.listener.try_clone().map_err(|source| TracerError::Sys {
+        context: "duplicating the seccomp listener",
+        pid,
+        source,
+    })?;
     let shared: SharedRef = Arc::new(Mutex::new(Shared {
         ctl,
         stats: SupervisorStats::default(),

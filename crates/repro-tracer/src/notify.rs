@@ -61,7 +61,10 @@ enum Reply {
     Error(i32),
     Continue,
     /// Install this descriptor in the guest and return its number.
-    AddFd { fd: OwnedFd, cloexec: bool },
+    AddFd {
+        fd: OwnedFd,
+        cloexec: bool,
+    },
 }
 
 fn errno_of(e: &io::Error) -> i32 {
@@ -106,9 +109,9 @@ fn handle(n: &Notification, listener: &Listener, shared: &SharedRef) -> Reply {
         libc::SYS_clock_gettime => clock_gettime(&mut sh, pid, a[0] as i32 as i64, a[1]),
         libc::SYS_gettimeofday => gettimeofday(&mut sh, pid, a[0], a[1]),
         libc::SYS_time => time(&mut sh, pid, a[0]),
-        libc::SYS_nanosleep => read_timespec(pid, a[0]).and_then(|t| {
-            sh.ctl.sleep_for(t).map(|_| 0).map_err(|_| libc::EINVAL)
-        }),
+        libc::SYS_nanosleep => {
+            read_timespec(pid, a[0]).and_then(|t| sh.ctl.sleep_for(t).map(|_| 0).map_err(|_| libc::EINVAL))
+        }
         libc::SYS_clock_nanosleep => read_timespec(pid, a[2]).and_then(|t| {
             let clk = a[0] as i32 as i64;
             let res = if a[1] as i32 & libc::TIMER_ABSTIME != 0 {
@@ -329,9 +332,8 @@ fn getdents64(sh: &mut Shared, pid: i32, fd: i32, dirp: u64, count: usize) -> Re
     }
     let Shared { dirs, ctl, .. } = sh;
     let listing = dirs.get(&key).ok_or(libc::EIO)?;
-    let (out, next) = listing
-        .serve(pos, count, |e| ctl.inodes.inode(FileIdentity { dev, ino: e.ino }))
-        .map_err(|_| libc::EINVAL)?;
+    let (out, next) =
+        listing.serve(pos, count, |e| ctl.inodes.inode(FileIdentity { dev, ino: e.ino })).map_err(|_| libc::EINVAL)?;
     if out.is_empty() {
         dirs.remove(&key);
     }
@@ -374,10 +376,9 @@ enum StatKind {
 
 /// Rewrites "/proc/self" and "/proc/thread-self" so the supervisor resolves them for the guest task.
 fn guest_path(p: &[u8], tid: i32) -> Vec<u8> {
-    for (prefix, repl) in [
-        (&b"/proc/self"[..], format!("/proc/{tid}")),
-        (&b"/proc/thread-self"[..], format!("/proc/{tid}/task/{tid}")),
-    ] {
+    for (prefix, repl) in
+        [(&b"/proc/self"[..], format!("/proc/{tid}")), (&b"/proc/thread-self"[..], format!("/proc/{tid}/task/{tid}"))]
+    {
         if p.starts_with(prefix) && (p.len() == prefix.len() || p[prefix.len()] == b'/') {
             let mut v = repl.into_bytes();
             v.extend_from_slice(&p[prefix.len()..]);
@@ -451,7 +452,7 @@ fn stat(
             let times = FileTimes { atime: ts(64), mtime: ts(112), ctime: ts(96) };
             let btime = ts(80);
             let (vdev, vino, t) = sh.ctl.file_view(id, times);
-            let vbtime = if btime != 0 { sh.ctl.file_times.map(btime, t.ctime) } else { 0 };
+            let vbtime = if btime != 0 { sh.ctl.file_times.map(id, btime, t.ctime) } else { 0 };
             sx[32..40].copy_from_slice(&vino.to_le_bytes());
             sx[136..140].copy_from_slice(&0u32.to_le_bytes());
             sx[140..144].copy_from_slice(&(vdev as u32).to_le_bytes());

@@ -33,7 +33,9 @@ fn parse() -> Args {
     while let Some(arg) = it.next() {
         let s = arg.to_string_lossy().into_owned();
         let mut val = |name: &str| -> String {
-            it.next().map(|v| v.to_string_lossy().into_owned()).unwrap_or_else(|| usage(&format!("{name} needs a value")))
+            it.next()
+                .map(|v| v.to_string_lossy().into_owned())
+                .unwrap_or_else(|| usage(&format!("{name} needs a value")))
         };
         match s.as_str() {
             "--seed" => a.cfg.seed = val("--seed").parse().unwrap_or_else(|_| usage("bad --seed")),
@@ -133,7 +135,13 @@ fn main() -> ExitCode {
         // PID 1 of the new namespace: a private /proc that shows it.
         use nix::mount::{mount, MsFlags};
         let _ = mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>);
-        let _ = mount(Some("proc"), "/proc", Some("proc"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC, None::<&str>);
+        let _ = mount(
+            Some("proc"),
+            "/proc",
+            Some("proc"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            None::<&str>,
+        );
         run(&a)
     });
     match init {

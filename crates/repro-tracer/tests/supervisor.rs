@@ -1,0 +1,316 @@
+//! End-to-end tests of the supervisor on real processes: every guest runs through the
+//! `repro-supervise` helper binary (its own process, in a fresh PID namespace), never forked from
+//! this multithreaded test harness.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+const HELPER: &str = env!("CARGO_BIN_EXE_repro-supervise");
+
+fn guests_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/guests")
+}
+
+/// Guest binaries, compiled once per test process.
+fn build_dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = tempfile::tempdir().expect("tempdir");
+        for name in ["probe", "threads", "clockpoll", "timerfd", "listdir"] {
+            let src = guests_dir().join(format!("c/{name}.c"));
+            let out = d.path().join(name);
+            let st =
+                Command::new("gcc").args(["-O2", "-pthread", "-o"]).arg(&out).arg(&src).status().expect("gcc runs");
+            assert!(st.success(), "compiling {src:?}");
+        }
+        let st = Command::new("rustc")
+            .args(["-O", "--edition", "2021", "-o"])
+            .arg(d.path().join("rprobe"))
+            .arg(guests_dir().join("rust/probe.rs"))
+            .status()
+            .expect("rustc runs");
+        assert!(st.success(), "compiling the Rust guest");
+        d
+    })
+    .path()
+}
+
+fn guest(name: &str) -> PathBuf {
+    build_dir().join(name)
+}
+
+fn supervised(flags: &[&str], cmd: &[&str]) -> Output {
+    Command::new(HELPER)
+        .args(flags)
+        .arg("--")
+        .args(cmd)
+        .env("TZ", "UTC")
+        .env("LC_ALL", "C")
+        .env("PYTHONHASHSEED", "0")
+        .output()
+        .expect("helper runs")
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn ok(o: Output) -> String {
+    assert!(
+        o.status.success(),
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        text(&o),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    text(&o)
+}
+
+/// Runs `cmd` without the supervisor (the probes skip their 60 s sleep then).
+fn native(cmd: &[&str]) -> String {
+    let o = Command::new(cmd[0])
+        .args(&cmd[1..])
+        .env("TZ", "UTC")
+        .env("LC_ALL", "C")
+        .env("PROBE_SLEEP", "0")
+        .output()
+        .expect("native runs");
+    assert!(o.status.success(), "native {cmd:?}: {}", String::from_utf8_lossy(&o.stderr));
+    text(&o)
+}
+
+fn line<'a>(out: &'a str, prefix: &str) -> &'a str {
+    out.lines().find(|l| l.starts_with(prefix)).unwrap_or_else(|| panic!("no line {prefix:?} in\n{out}"))
+}
+
+/// Runs `cmd` twice (identical), with another seed and epoch (different), and natively (different).
+fn check_deterministic(cmd: &[&str], seed_dependent: &[&str], epoch_dependent: &[&str]) -> String {
+    let a = ok(supervised(&[], cmd));
+    let b = ok(supervised(&[], cmd));
+    assert_eq!(a, b, "two runs with the same seed differ");
+    let s = ok(supervised(&["--seed", "1"], cmd));
+    for p in seed_dependent {
+        assert_ne!(line(&a, p), line(&s, p), "{p} does not depend on the seed");
+    }
+    let e = ok(supervised(&["--epoch", "1000000000"], cmd));
+    for p in epoch_dependent {
+        assert_ne!(line(&a, p), line(&e, p), "{p} does not depend on the epoch");
+    }
+    let n1 = native(cmd);
+    for p in seed_dependent.iter().chain(epoch_dependent) {
+        assert_ne!(line(&a, p), line(&n1, p), "{p} is the same natively");
+    }
+    a
+}
+
+#[test]
+fn c_guest_sees_logical_time_seeded_entropy_and_pinned_identity() {
+    let probe = guest("probe");
+    let started = Instant::now();
+    let out = check_deterministic(
+        &[probe.to_str().unwrap()],
+        &["getrandom", "at_random"],
+        &["libc realtime", "raw realtime", "gettimeofday", "time "],
+    );
+    assert!(started.elapsed() < Duration::from_secs(20), "five runs with a 60 s sleep each must not wait");
+    assert_eq!(line(&out, "vdso"), "vdso absent");
+    assert_eq!(line(&out, "pid"), "pid 2 ppid 1");
+    assert_eq!(line(&out, "libc realtime").split(' ').nth(2).unwrap().split('.').next(), Some("1700000000"));
+    assert!(line(&out, "uname").starts_with("uname Linux repro 6.1.0-repro"));
+    assert_eq!(line(&out, "nproc"), "nproc 1 1");
+    assert_eq!(line(&out, "slept"), "slept 60 s");
+    // rdtsc is emulated from the logical clock, not the host counter.
+    let native_rdtsc: u64 =
+        line(&native(&[probe.to_str().unwrap()]), "rdtsc ").split(' ').nth(1).unwrap().parse().unwrap();
+    let rdtsc: u64 = line(&out, "rdtsc ").split(' ').nth(1).unwrap().parse().unwrap();
+    assert!((10_000_000_000_000..10_000_100_000_000).contains(&rdtsc), "rdtsc {rdtsc}");
+    assert_ne!(rdtsc, native_rdtsc);
+    let cpus = ok(supervised(&["--cpus", "3"], &[probe.to_str().unwrap()]));
+    assert_eq!(line(&cpus, "nproc"), "nproc 3 3");
+}
+
+#[test]
+fn sleep_60_takes_well_under_a_second() {
+    let t = Instant::now();
+    let out = ok(supervised(&[], &["/bin/sh", "-c", "date +%s; sleep 60; date +%s"]));
+    assert!(t.elapsed() < Duration::from_millis(900), "took {:?}", t.elapsed());
+    let v: Vec<i64> = out.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(v[1] - v[0], 60);
+}
+
+fn fill_in_random_order(dir: &Path, salt: u64) {
+    let mut names: Vec<String> = (0..40).map(|i| format!("f{i:02}")).collect();
+    let mut x = salt.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    for i in (1..names.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        names.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    for n in names {
+        std::fs::write(dir.join(n), b"x").unwrap();
+    }
+}
+
+#[test]
+fn python_guest_is_reproducible() {
+    let d = tempfile::tempdir().unwrap();
+    let clock = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    fill_in_random_order(d.path(), clock);
+    let probe = guests_dir().join("python/probe.py");
+    let cmd = ["python3", probe.to_str().unwrap(), d.path().to_str().unwrap()];
+    let out = check_deterministic(
+        &cmd,
+        &["urandom", "uuid4", "random", "/proc/sys/kernel/random/boot_id"],
+        &["time", "datetime"],
+    );
+    assert_eq!(line(&out, "slept"), "slept 60");
+    assert_eq!(line(&out, "hostname"), "hostname repro");
+    assert_eq!(line(&out, "cpus"), "cpus 1 1");
+    assert_eq!(line(&out, "cpuinfo"), "cpuinfo processors 1");
+    let listing = line(&out, "listdir");
+    let sorted: Vec<String> = (0..40).map(|i| format!("'f{i:02}'")).collect();
+    assert_eq!(listing, format!("listdir [{}]", sorted.join(", ")));
+}
+
+#[test]
+fn directory_order_does_not_depend_on_creation_order_or_buffer_size() {
+    let lister = guest("listdir");
+    let mut outs = Vec::new();
+    let mut natives = Vec::new();
+    for salt in [1, 2] {
+        let d = tempfile::tempdir().unwrap();
+        fill_in_random_order(d.path(), salt);
+        // Same path for both runs so the output can be compared.
+        let fixed = build_dir().join(format!("dir{salt}"));
+        std::fs::rename(d.path(), &fixed).unwrap();
+        let o = ok(supervised(&[], &[lister.to_str().unwrap(), fixed.to_str().unwrap()]));
+        natives.push(native(&[lister.to_str().unwrap(), fixed.to_str().unwrap()]));
+        std::fs::remove_dir_all(&fixed).unwrap();
+        outs.push(o);
+    }
+    assert_eq!(outs[0], outs[1]);
+    assert!(
+        !natives[0].starts_with("readdir .\nreaddir ..\nreaddir f00\nreaddir f01\n"),
+        "native order is already sorted"
+    );
+    let readdir: Vec<&str> = outs[0].lines().filter_map(|l| l.strip_prefix("readdir ")).collect();
+    let small: Vec<&str> = outs[0].lines().filter_map(|l| l.strip_prefix("small ")).collect();
+    let mut want = vec![".".to_string(), "..".to_string()];
+    want.extend((0..40).map(|i| format!("f{i:02}")));
+    assert_eq!(readdir, want);
+    assert_eq!(small, want);
+}
+
+#[test]
+fn shell_pipeline_times_and_files_are_reproducible() {
+    let probe = guests_dir().join("shell/probe.sh");
+    let run = |flags: &[&str]| {
+        let d = tempfile::tempdir().unwrap();
+        let fixed = build_dir().join(format!("sh-{}", flags.join("")));
+        let _ = std::fs::remove_dir_all(&fixed);
+        std::fs::rename(d.path(), &fixed).unwrap();
+        fill_in_random_order(&fixed, 3);
+        let o = ok(supervised(flags, &[probe.to_str().unwrap(), fixed.to_str().unwrap()]));
+        std::fs::remove_dir_all(&fixed).unwrap();
+        o
+    };
+    let a = run(&[]);
+    let b = run(&[]);
+    assert_eq!(a, b);
+    assert_eq!(line(&a, "elapsed"), "elapsed 60");
+    assert_eq!(line(&a, "pid"), "pid 2");
+    assert!(line(&a, "new2 is newer").contains("newer"));
+    let s = run(&["--seed", "9"]);
+    assert_ne!(a, s);
+    assert!(a.starts_with("Tue Nov 14 22:13:20 UTC 2023\n"), "{a}");
+}
+
+#[test]
+fn rust_guest_is_reproducible() {
+    let p = guest("rprobe");
+    let out = check_deterministic(&[p.to_str().unwrap()], &["randomstate"], &["systemtime"]);
+    assert_eq!(line(&out, "slept"), "slept 60");
+    assert_eq!(line(&out, "threads"), "threads 6");
+    assert_eq!(line(&out, "parallelism"), "parallelism 1");
+}
+
+#[test]
+fn multithreaded_program_runs_and_verifies() {
+    let p = guest("threads");
+    let a = ok(supervised(&[], &[p.to_str().unwrap()]));
+    let b = ok(supervised(&[], &[p.to_str().unwrap()]));
+    assert_eq!(a, b);
+    assert_eq!(a.lines().filter(|l| l.starts_with("thread ")).count(), 4);
+    assert!(line(&a, "done at").ends_with("pid 2"));
+}
+
+#[test]
+fn static_busybox_runs() {
+    let cmd = ["/bin/busybox", "sh", "-c", "date +%s; sleep 30; date +%s; cat /proc/sys/kernel/random/uuid; echo $$"];
+    let a = ok(supervised(&[], &cmd));
+    let b = ok(supervised(&[], &cmd));
+    assert_eq!(a, b);
+    let v: Vec<&str> = a.lines().collect();
+    assert_eq!(v[0], "1700000000");
+    assert_eq!(v[1], "1700000030");
+    assert_eq!(v[3], "2");
+    assert_ne!(a, ok(supervised(&["--seed", "5"], &cmd)));
+}
+
+#[test]
+fn make_builds_a_small_project() {
+    let d = tempfile::tempdir().unwrap();
+    for f in ["Makefile", "main.c", "greet.c", "greet.h"] {
+        std::fs::copy(guests_dir().join("make").join(f), d.path().join(f)).unwrap();
+    }
+    let dir = d.path().to_str().unwrap();
+    let first = ok(supervised(&[], &["make", "-C", dir]));
+    assert!(first.contains("cc -o hello main.o greet.o"), "{first}");
+    let hello = ok(supervised(&[], &[d.path().join("hello").to_str().unwrap()]));
+    assert_eq!(hello, "hello from make\n");
+    let second = ok(supervised(&[], &["make", "-C", dir]));
+    assert!(second.contains("is up to date"), "{second}");
+    // An input changed within the run is newer than the outputs built before it.
+    let third = ok(supervised(&[], &["sh", "-c", &format!("touch {dir}/greet.c && make -C {dir}")]));
+    assert!(third.contains("cc -c -o greet.o greet.c"), "{third}");
+    assert!(!third.contains("main.o main.c"), "{third}");
+}
+
+#[test]
+fn frozen_clock_poll_loop_is_stopped_with_an_explanation() {
+    let p = guest("clockpoll");
+    let t = Instant::now();
+    let o = supervised(&["--clock-step-ns", "0"], &[p.to_str().unwrap()]);
+    assert!(t.elapsed() < Duration::from_secs(30));
+    assert_eq!(o.status.code(), Some(121));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("[repro] determinism not enforced: the guest read the clock 20000 times"), "{err}");
+    assert!(err.contains("--clock-step-ns"), "{err}");
+    // With a clock that ticks on reads the same loop ends.
+    let ticking = ok(supervised(&["--clock-step-ns", "100000"], &[p.to_str().unwrap()]));
+    assert_eq!(ticking, "one second passed\n");
+}
+
+#[test]
+fn unmediated_clock_sources_are_reported() {
+    let o = supervised(&[], &[guest("timerfd").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(121));
+    assert_eq!(text(&o), "timerfd ok\n");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("determinism not enforced: the guest created a timerfd"));
+}
+
+#[test]
+fn exec_failures_map_to_shell_codes() {
+    assert_eq!(supervised(&[], &["/nonexistent/program"]).status.code(), Some(127));
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("not-executable");
+    std::fs::write(&f, "#!/bin/sh\n").unwrap();
+    assert_eq!(supervised(&[], &[f.to_str().unwrap()]).status.code(), Some(126));
+    let o = supervised(&[], &["/bin/sh", "-c", "exit 7"]);
+    assert_eq!(o.status.code(), Some(7));
+    let o = supervised(&[], &["/bin/sh", "-c", "kill -TERM $$"]);
+    assert_eq!(o.status.code(), Some(128 + 15));
+}

@@ -1,0 +1,2 @@
+#include "greet.h"
+int main(void) { greet("make"); return 0; }
