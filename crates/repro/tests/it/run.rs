@@ -384,3 +384,46 @@ fn bad_input_is_a_usage_error() {
     }
     assert!(!w.path().join(".repro").exists(), "no run directory for a usage error");
 }
+
+/// Not root: the sandbox adds a user namespace; the boundary is the same, the memory limit is reported as not
+/// enforced (an unprivileged user cannot create a cgroup here).
+#[test]
+fn unprivileged_user_gets_a_user_namespace() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = Workdir::new();
+    // A copy of the binary and a directory that the unprivileged user can reach.
+    let bin_dir = tempfile::tempdir().unwrap();
+    fs::set_permissions(bin_dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = bin_dir.path().join("repro");
+    fs::copy(repro_path(), &bin).unwrap();
+    fs::set_permissions(w.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let o = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&bin)
+        .args([
+            "run",
+            "-q",
+            "--",
+            "sh",
+            "-c",
+            "hostname; ls /sys/class/net; echo made > new.txt; cat new.txt; touch /usr/x 2>&1; true",
+        ])
+        .current_dir(w.path())
+        .output()
+        .unwrap();
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    assert!(out.starts_with("repro\nlo\nmade\n"), "{out}");
+    assert!(out.contains("Read-only file system"), "{out}");
+    assert!(!w.path().join("new.txt").exists());
+    let run = w.last_run();
+    assert_eq!(fs::read_to_string(run.join("changes/new.txt")).unwrap(), "made\n");
+    let rec: serde_json::Value = serde_json::from_slice(&fs::read(run.join("run.json")).unwrap()).unwrap();
+    assert_eq!(rec["settings"]["user_namespace"], true);
+    let warned = rec["enforcement"]["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().starts_with("memory limit not enforced"));
+    assert_eq!(warned, rec["enforcement"]["cgroup"].is_null());
+}
