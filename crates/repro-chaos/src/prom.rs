@@ -218,7 +218,7 @@ pub fn http_get(url: &str, timeout: Duration) -> Result<String, String> {
     let text = String::from_utf8_lossy(&buf);
     let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| format!("{url}: malformed HTTP response"))?;
     let status = head.lines().next().unwrap_or("");
-    if !status.split_whitespace().nth(1).is_some_and(|c| c == "200") {
+    if status.split_whitespace().nth(1).is_none_or(|c| c != "200") {
         return Err(format!("{url}: {status}"));
     }
     if head.lines().any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding: chunked")) {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 
 use crate::error::{ChaosError, Result};
@@ -1488,48 +1488,37 @@ fn adapter_checks(ctx: &Ctx) -> Vec<CheckResult> {
 
 // ------------------------------------------------------------------ signals
 
-/// Blocks SIGINT and SIGTERM in this thread (and the threads it spawns) and turns them into a cancel.
+/// Turns SIGINT and SIGTERM into a cancel of the run while it lasts (children keep default handling).
 struct SignalGuard {
-    handle: Option<std::thread::JoinHandle<()>>,
-    done: Arc<AtomicBool>,
-    old: Option<SigSet>,
+    handle: Option<signal_hook::iterator::Handle>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl SignalGuard {
     fn install(cancel: Cancel, notify: impl Fn(&str) + Send + 'static) -> SignalGuard {
-        let mut set = SigSet::empty();
-        set.add(Signal::SIGINT);
-        set.add(Signal::SIGTERM);
-        set.add(Signal::SIGUSR2);
-        let old = set.thread_swap_mask(nix::sys::signal::SigmaskHow::SIG_BLOCK).ok();
-        let done = Arc::new(AtomicBool::new(false));
-        let done2 = Arc::clone(&done);
-        let handle = std::thread::spawn(move || loop {
-            match set.wait() {
-                Ok(Signal::SIGUSR2) if done2.load(Ordering::SeqCst) => break,
-                Ok(Signal::SIGUSR2) => {}
-                Ok(sig) => {
-                    let why = format!("interrupted by {sig:?}");
-                    notify(&why);
-                    cancel.cancel(&why);
-                }
-                Err(_) => break,
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+            return SignalGuard { handle: None, thread: None };
+        };
+        let handle = signals.handle();
+        let thread = std::thread::spawn(move || {
+            for sig in signals.forever() {
+                let why = if sig == SIGINT { "interrupted by SIGINT" } else { "interrupted by SIGTERM" };
+                notify(why);
+                cancel.cancel(why);
             }
         });
-        SignalGuard { handle: Some(handle), done, old }
+        SignalGuard { handle: Some(handle), thread: Some(thread) }
     }
 }
 
 impl Drop for SignalGuard {
     fn drop(&mut self) {
-        self.done.store(true, Ordering::SeqCst);
         if let Some(h) = self.handle.take() {
-            use std::os::unix::thread::JoinHandleExt;
-            let _ = nix::sys::pthread::pthread_kill(h.as_pthread_t(), Signal::SIGUSR2);
-            let _ = h.join();
+            h.close();
         }
-        if let Some(old) = self.old {
-            let _ = old.thread_set_mask();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
         }
     }
 }

@@ -1,1 +1,555 @@
-//! End-to-end tests of `repro chaos`.
+//! End-to-end tests of `repro chaos`: real processes, real servers, real run directories.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::{assert_code, repro, repro_path, stderr, stdout, Workdir};
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/chaos")
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    if let Some(d) = p.parent() {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// `repro chaos run EXP --state-dir <wd>/state -q [extra]` in the work dir.
+fn chaos_run(wd: &Workdir, exp: &Path, extra: &[&str]) -> Output {
+    let mut c = repro();
+    c.current_dir(wd.path())
+        .args(["chaos", "run"])
+        .arg(exp)
+        .arg("--state-dir")
+        .arg(wd.path().join("state"))
+        .arg("-q")
+        .args(extra);
+    c.output().expect("repro runs")
+}
+
+/// The run directory: the last line of `chaos run`'s output.
+fn run_dir(o: &Output) -> PathBuf {
+    PathBuf::from(stdout(o).lines().last().expect("output").trim())
+}
+
+fn timeline(dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(dir.join("timeline.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn events<'a>(tl: &'a [Value], name: &str) -> Vec<&'a Value> {
+    tl.iter().filter(|e| e["event"] == name).collect()
+}
+
+fn header(id: &str) -> String {
+    format!("apiVersion: repro.dev/chaos/v1\nid: {id}\nversion: 1\ntitle: {id}\nhypothesis: h\ntimeout: 1m\n")
+}
+
+/// One workload `w` whose script is `script`, an exit-code check and a shell check `out` on a file.
+fn simple(id: &str, script: &str, extra: &str) -> String {
+    format!(
+        "{}workloads:\n  - name: w\n    kind: shell\n    run: |\n      {script}\n    checks:\n      - name: exited-ok\n        kind: exit-code\n      - name: wrote\n        kind: shell\n        run: test -s out\nflow: w\n{extra}",
+        header(id)
+    )
+}
+
+#[test]
+fn hello_world_passes_and_leaves_a_complete_run_directory() {
+    let wd = Workdir::new();
+    let started = Instant::now();
+    let o = chaos_run(&wd, &examples().join("hello-world.yaml"), &["--seed", "0"]);
+    assert_code(&o, 0);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let out = stdout(&o);
+    assert!(out.contains("  ok    hello-0/exited-ok\n"), "{out}");
+    assert!(out.contains("  ok    hello-0/said-hello\n"), "{out}");
+    assert!(out.contains("  ok    adapter/no-leaked-processes\n"), "{out}");
+    assert!(out.contains("\nPASS\n"), "{out}");
+    let dir = run_dir(&o);
+    assert!(dir.starts_with(wd.path().join("state/hello-world").canonicalize().unwrap()));
+    for f in [
+        "experiment.yaml",
+        "adapter.yaml",
+        "manifest.json",
+        "timeline.jsonl",
+        "verdict.json",
+        "logs/harness.log",
+        "system/preflight.json",
+        "system/adapter-checks.json",
+        "workloads/hello/run.sh",
+        "workloads/hello/instances/hello-0/env",
+        "workloads/hello/instances/hello-0/logs/instance.log",
+        "workloads/hello/instances/hello-0/output/greeting",
+        "workloads/hello/instances/hello-0/output/.chaos/attempts",
+        "workloads/hello/instances/hello-0/output/.chaos/exit_code",
+    ] {
+        assert!(dir.join(f).is_file(), "missing {f}");
+    }
+    assert!(!dir.join("INCOMPLETE").exists());
+    let out_dir = dir.join("workloads/hello/instances/hello-0/output");
+    assert_eq!(std::fs::read_to_string(out_dir.join("greeting")).unwrap(), "hello, world\n");
+    assert_eq!(std::fs::read_to_string(out_dir.join(".chaos/exit_code")).unwrap(), "0\n");
+    assert_eq!(std::fs::read_to_string(out_dir.join(".chaos/attempts")).unwrap().lines().count(), 1);
+    let verdict: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("verdict.json")).unwrap()).unwrap();
+    assert_eq!(verdict["verdict"], "PASS");
+    let manifest: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["seed"], 0);
+    assert_eq!(manifest["experiment"]["sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(manifest["adapter"]["name"], "process");
+    let tl = timeline(&dir);
+    assert_eq!(tl.first().unwrap()["event"], "run.started");
+    assert_eq!(tl.last().unwrap()["event"], "run.finished");
+    assert_eq!(tl.last().unwrap()["verdict"], "PASS");
+    let ts: Vec<f64> = tl.iter().map(|e| e["t"].as_f64().unwrap()).collect();
+    assert!(ts.windows(2).all(|w| w[0] <= w[1]), "t is monotonic");
+}
+
+#[test]
+fn a_failing_check_fails_the_run_with_exit_1() {
+    let wd = Workdir::new();
+    let exp = write(wd.path(), "fail.yaml", &simple("fail", "echo x > out; exit 3", ""));
+    let o = chaos_run(&wd, &exp, &[]);
+    assert_code(&o, 1);
+    let out = stdout(&o);
+    assert!(out.contains("  FAIL  w-0/exited-ok\n          exit code 3, want 0\n"), "{out}");
+    assert!(out.contains("  ok    w-0/wrote\n"), "{out}");
+    assert!(out.contains("\nFAIL\n"), "{out}");
+}
+
+#[test]
+fn a_known_failure_is_xfail_with_exit_0() {
+    let wd = Workdir::new();
+    let exp = write(
+        wd.path(),
+        "xfail.yaml",
+        &simple(
+            "xfail",
+            "exit 3",
+            "expectations:\n  - issue: BUG-1\n    kind: known\n    checks: [w/exited-ok, 'w/wr*']\n",
+        ),
+    );
+    let o = chaos_run(&wd, &exp, &[]);
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("  xfail w-0/exited-ok (known: BUG-1)\n"), "{out}");
+    assert!(out.contains("  xfail w-0/wrote (known: BUG-1)\n"), "{out}");
+    assert!(out.contains("\nXFAIL\n"), "{out}");
+}
+
+#[test]
+fn a_known_failure_that_passes_is_xpass_and_fails_the_run() {
+    let wd = Workdir::new();
+    let exp = write(
+        wd.path(),
+        "xpass.yaml",
+        &simple("xpass", "echo x > out", "expectations:\n  - issue: BUG-2\n    checks: [w/exited-ok]\n"),
+    );
+    let o = chaos_run(&wd, &exp, &[]);
+    assert_code(&o, 1);
+    let out = stdout(&o);
+    assert!(out.contains("  XPASS w-0/exited-ok (known: BUG-2)\n"), "{out}");
+    assert!(out.contains("\nFAIL\n"), "{out}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(run_dir(&o).join("verdict.json")).unwrap()).unwrap();
+    assert!(v["reason"].as_str().unwrap().contains("XPASS"), "{v}");
+}
+
+#[test]
+fn flaky_checks_may_pass_or_fail() {
+    let wd = Workdir::new();
+    // exited-ok passes, wrote fails: both are covered by a flaky expectation.
+    let exp = write(
+        wd.path(),
+        "flaky.yaml",
+        &simple("flaky", "true", "expectations:\n  - issue: RACE-3\n    kind: flaky\n    checks: ['w/*']\n"),
+    );
+    let o = chaos_run(&wd, &exp, &[]);
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("  ok    w-0/exited-ok (flaky: RACE-3)\n"), "{out}");
+    assert!(out.contains("  flaky w-0/wrote (flaky: RACE-3)\n"), "{out}");
+    assert!(out.contains("\nXFAIL\n"), "{out}");
+    // With everything passing, a flaky expectation leaves a PASS.
+    let exp = write(
+        wd.path(),
+        "flaky2.yaml",
+        &simple("flaky2", "echo x > out", "expectations:\n  - issue: RACE-3\n    kind: flaky\n    checks: ['w/*']\n"),
+    );
+    let o = chaos_run(&wd, &exp, &[]);
+    assert_code(&o, 0);
+    assert!(stdout(&o).contains("\nPASS\n"), "{}", stdout(&o));
+}
+
+#[test]
+fn a_broken_preflight_check_is_error_and_skips_the_flow() {
+    let wd = Workdir::new();
+    let exp = write(
+        wd.path(),
+        "pre.yaml",
+        &simple(
+            "pre",
+            "echo x > out",
+            "preflight:\n  - name: has-frobnicator\n    run: echo no frobnicator here; exit 4\n",
+        ),
+    );
+    let o = chaos_run(&wd, &exp, &[]);
+    assert_code(&o, 2);
+    let out = stdout(&o);
+    assert!(
+        out.contains("  FAIL  preflight/has-frobnicator\n          no frobnicator here\n          exit code 4\n"),
+        "{out}"
+    );
+    assert!(out.contains("\nERROR\n"), "{out}");
+    let dir = run_dir(&o);
+    assert!(!dir.join("workloads/w").exists(), "the flow did not run");
+    assert!(events(&timeline(&dir), "flow.skipped").len() == 1);
+    // preflight alone says the same.
+    let o = repro().current_dir(wd.path()).args(["chaos", "preflight"]).arg(&exp).output().unwrap();
+    assert_code(&o, 2);
+    assert!(stdout(&o).contains("ERROR"), "{}", stdout(&o));
+}
+
+#[test]
+fn an_experiment_the_adapter_cannot_run_is_not_applicable() {
+    let wd = Workdir::new();
+    let exp = write(
+        wd.path(),
+        "na.yaml",
+        &format!(
+            "{}operations:\n  - name: kill-db\n    uses: kill\n    target: database\nflow: kill-db\n",
+            header("na")
+        ),
+    );
+    let o = chaos_run(&wd, &exp, &[]);
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("n/a\n  operation kill-db targets database, which adapter process does not have"), "{out}");
+    let o = repro().current_dir(wd.path()).args(["chaos", "preflight", "--json"]).arg(&exp).output().unwrap();
+    assert_code(&o, 0);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["status"], "n/a");
+}
+
+/// An adapter with one long-running target (`sleep`), for freeze/kill tests without a real server.
+const SLEEPER_ADAPTER: &str = r#"apiVersion: repro.dev/chaos/v1
+kind: adapter
+name: sleeper
+driver: process
+targets:
+  - name: sleeper
+    start: exec sleep 600
+    health:
+      run: test -d /proc
+    stop-timeout: 2s
+"#;
+
+#[test]
+fn sigint_runs_the_undo_and_ends_with_error() {
+    let wd = Workdir::new();
+    let adapter = write(wd.path(), "adapters/sleeper.yaml", SLEEPER_ADAPTER);
+    let exp = write(
+        wd.path(),
+        "freeze.yaml",
+        &format!(
+            "{}default-adapter: sleeper\noperations:\n  - name: freeze-it\n    uses: freeze\n    target: sleeper\nflow:\n  serial:\n    - freeze-it\n    - delay: 60s\n",
+            header("freeze")
+        ),
+    );
+    assert!(adapter.is_file());
+    let child = Command::new(repro_path())
+        .current_dir(wd.path())
+        .args(["chaos", "run"])
+        .arg(&exp)
+        .arg("--state-dir")
+        .arg(wd.path().join("state"))
+        .arg("-q")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the freeze is verified in the timeline.
+    let state = wd.path().join("state/freeze");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (dir, frozen_pid) = loop {
+        assert!(Instant::now() < deadline, "freeze never verified");
+        let found = std::fs::read_dir(&state).ok().and_then(|mut rd| rd.next()).map(|e| e.unwrap().path());
+        if let Some(d) = found {
+            if let Ok(t) = std::fs::read_to_string(d.join("timeline.jsonl")) {
+                if t.contains("\"operation.verified\"") {
+                    let started: Value = t
+                        .lines()
+                        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                        .find(|e| e["event"] == "operation.started")
+                        .unwrap();
+                    break (d, started["ids"][0].as_i64().unwrap());
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{frozen_pid}/stat")).unwrap();
+    assert!(stat.split(") ").nth(1).unwrap().starts_with('T'), "the target is stopped: {stat}");
+    let t0 = Instant::now();
+    let killed = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(15), "SIGINT ended the 60s delay early");
+    assert_code(&out, 2);
+    let tl = timeline(&dir);
+    let undo = events(&tl, "operation.undo");
+    assert_eq!(undo.len(), 1, "{tl:?}");
+    assert_eq!(undo[0]["operation"], "freeze-it");
+    assert_eq!(undo[0]["ok"], true);
+    let err = events(&tl, "harness.error");
+    assert!(err.iter().any(|e| e["reason"] == "interrupted by SIGINT"), "{err:?}");
+    assert_eq!(tl.last().unwrap()["verdict"], "ERROR");
+    // The target was thawed before it was stopped, and nothing is left running or frozen.
+    let checks: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("system/adapter-checks.json")).unwrap()).unwrap();
+    let frozen = checks.as_array().unwrap().iter().find(|c| c["id"] == "adapter/nothing-frozen").unwrap();
+    assert_eq!(frozen["passed"], true, "{checks}");
+    assert!(
+        !Path::new(&format!("/proc/{frozen_pid}")).exists() || {
+            let s = std::fs::read_to_string(format!("/proc/{frozen_pid}/stat")).unwrap_or_default();
+            s.is_empty() || s.contains(") Z")
+        }
+    );
+    assert!(dir.join("verdict.json").is_file());
+    assert!(!dir.join("INCOMPLETE").exists());
+}
+
+#[test]
+fn a_killed_harness_leaves_an_incomplete_run_without_a_verdict() {
+    let wd = Workdir::new();
+    let exp = write(
+        wd.path(),
+        "long.yaml",
+        &format!("{}workloads:\n  - name: w\n    kind: shell\n    run: sleep 30\nflow: w\n", header("long")),
+    );
+    let mut child = Command::new(repro_path())
+        .current_dir(wd.path())
+        .args(["chaos", "run"])
+        .arg(&exp)
+        .arg("--state-dir")
+        .arg(wd.path().join("state"))
+        .arg("-q")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let state = wd.path().join("state/long");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let dir = loop {
+        assert!(Instant::now() < deadline);
+        let found = std::fs::read_dir(&state).ok().and_then(|mut rd| rd.next()).map(|e| e.unwrap().path());
+        if let Some(d) = found {
+            if std::fs::read_to_string(d.join("timeline.jsonl")).unwrap_or_default().contains("instance.created") {
+                break d;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The instance's own process group survives the harness; clean it up.
+    let tl = timeline(&dir);
+    let pid = events(&tl, "instance.created")[0]["pid"].as_i64().unwrap();
+    let _ = Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status();
+    assert!(dir.join("INCOMPLETE").is_file());
+    assert!(!dir.join("verdict.json").exists());
+    let o = repro().args(["chaos", "evaluate", "--json"]).arg(&dir).output().unwrap();
+    assert_code(&o, 2);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["verdict"], "ERROR");
+    assert!(v["reason"].as_str().unwrap().contains("incomplete"), "{v}");
+    assert!(!dir.join("verdict.json").exists(), "evaluate never writes a verdict.json");
+}
+
+#[test]
+fn the_same_seed_hits_the_same_instances() {
+    let wd = Workdir::new();
+    let exp = write(
+        wd.path(),
+        "seeded.yaml",
+        &format!(
+            "{}workloads:\n  - name: w\n    kind: shell\n    instances: 6\n    run: sleep 0.5\noperations:\n  - name: kill-two\n    uses: kill\n    target: w\n    select: 2\nflow:\n  parallel:\n    - w\n    - serial: [{{wait: {{workload: w, condition: started}}}}, kill-two]\nchecks:\n  - name: two-killed\n    kind: shell\n    run: test \"$(grep -c '\"state\":\"Killed\"' timeline.jsonl)\" -eq 2\n",
+            header("seeded")
+        ),
+    );
+    let selected = |seed: &str| -> Vec<String> {
+        let o = chaos_run(&wd, &exp, &["--seed", seed]);
+        assert_code(&o, 0);
+        let tl = timeline(&run_dir(&o));
+        let sel = events(&tl, "operation.selected");
+        assert_eq!(sel.len(), 1);
+        assert_eq!(sel[0]["seed"].as_u64().unwrap().to_string(), seed);
+        assert_eq!(sel[0]["candidates"].as_array().unwrap().len(), 6);
+        let mut killed: Vec<String> = events(&tl, "instance.state")
+            .iter()
+            .filter(|e| e["state"] == "Killed")
+            .map(|e| e["instance"].as_str().unwrap().to_string())
+            .collect();
+        killed.sort();
+        let chosen: Vec<String> =
+            sel[0]["selected"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+        assert_eq!(killed, chosen, "the selected instances are the ones killed");
+        chosen
+    };
+    let a = selected("11");
+    assert_eq!(a.len(), 2);
+    assert_eq!(a, selected("11"));
+    let others: Vec<Vec<String>> = ["12", "13", "14"].iter().map(|s| selected(s)).collect();
+    assert!(others.iter().any(|o| *o != a), "other seeds pick other instances: {a:?} {others:?}");
+}
+
+#[test]
+fn evaluate_offline_with_a_newer_experiment() {
+    let wd = Workdir::new();
+    let o = chaos_run(&wd, &examples().join("hello-world.yaml"), &[]);
+    assert_code(&o, 0);
+    let dir = run_dir(&o);
+    let verdict_before = std::fs::read_to_string(dir.join("verdict.json")).unwrap();
+    // Version 2 adds a timeline check that holds and a shell check that does not.
+    let newer = std::fs::read_to_string(examples().join("hello-world.yaml"))
+        .unwrap()
+        .replace("version: 1", "version: 2")
+        .replace(
+            "flow: hello",
+            "flow: hello\nchecks:\n  - name: hello-collected\n    kind: timeline\n    event: instance.collected\n    where: {instance: hello-0, exit_code: \"0\"}\n  - name: said-goodbye\n    kind: shell\n    run: grep -rq goodbye workloads/hello\n",
+        );
+    let newer_path = write(wd.path(), "hello-v2.yaml", &newer);
+    let o = repro().args(["chaos", "evaluate", "--experiment"]).arg(&newer_path).arg(&dir).output().unwrap();
+    assert_code(&o, 1);
+    let out = stdout(&o);
+    assert!(out.contains("evaluated with"), "{out}");
+    assert!(out.contains("  ok    experiment/hello-collected\n"), "{out}");
+    assert!(out.contains("  FAIL  experiment/said-goodbye\n"), "{out}");
+    assert!(out.contains("\nFAIL\n"), "{out}");
+    let evals: Vec<PathBuf> = std::fs::read_dir(dir.join("evaluations")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(evals.len(), 1);
+    let ev: Value = serde_json::from_str(&std::fs::read_to_string(&evals[0]).unwrap()).unwrap();
+    assert_eq!(ev["verdict"], "FAIL");
+    assert_eq!(ev["experiment"]["version"], 2);
+    assert_eq!(std::fs::read_to_string(dir.join("verdict.json")).unwrap(), verdict_before, "verdict.json untouched");
+    // Without --experiment the run's own experiment.yaml is used and the verdict is the original one.
+    let o = repro().args(["chaos", "evaluate", "--json"]).arg(&dir).output().unwrap();
+    assert_code(&o, 0);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["verdict"], "PASS");
+    assert_eq!(std::fs::read_dir(dir.join("evaluations")).unwrap().count(), 2);
+    // Moved elsewhere, the run directory still evaluates: checks read only the run directory.
+    let moved = wd.path().join("moved-run");
+    std::fs::rename(&dir, &moved).unwrap();
+    let o = repro().args(["chaos", "evaluate"]).arg(&moved).output().unwrap();
+    assert_code(&o, 0);
+    assert!(stdout(&o).contains("  ok    hello-0/said-hello\n"), "{}", stdout(&o));
+}
+
+#[test]
+fn yaml_errors_name_file_line_column_field_and_expectation() {
+    let wd = Workdir::new();
+    let cases: &[(&str, String)] = &[
+        (
+            "unknown-field",
+            format!("{}workloads:\n  - name: w\n    kind: shell\n    colour: red\n    run: 'true'\n", header("e1")),
+        ),
+        (
+            "bad-duration",
+            header("e2").replace("timeout: 1m", "timeout: five minutes"),
+        ),
+        (
+            "bad-select",
+            format!("{}operations:\n  - name: k\n    uses: kill\n    target: w\n    select: some\n", header("e3")),
+        ),
+        (
+            "unknown-flow-leaf",
+            format!("{}workloads:\n  - name: w\n    kind: shell\n    run: 'true'\nflow:\n  serial:\n    - w\n    - v\n", header("e4")),
+        ),
+        ("missing-field", header("e5").replace("hypothesis: h\n", "")),
+        (
+            "wrong-api-version",
+            header("e6").replace("repro.dev/chaos/v1", "chaos/v1alpha1"),
+        ),
+        (
+            "bad-check-kind",
+            format!("{}workloads:\n  - name: w\n    kind: shell\n    run: 'true'\n    checks:\n      - name: c\n        kind: exit-status\n", header("e7")),
+        ),
+        (
+            "wait-without-target",
+            format!("{}flow:\n  serial:\n    - wait: {{delay: 1s}}\n", header("e8")),
+        ),
+    ];
+    let mut report = String::new();
+    for (name, text) in cases {
+        let p = write(wd.path(), &format!("{name}.yaml"), text);
+        let o = repro().current_dir(wd.path()).args(["chaos", "show", &format!("{name}.yaml")]).output().unwrap();
+        assert_code(&o, 2);
+        assert!(p.is_file());
+        report.push_str(&stderr(&o));
+    }
+    insta::assert_snapshot!("chaos_yaml_errors", report);
+}
+
+#[test]
+fn list_show_and_issue_filter() {
+    let wd = Workdir::new();
+    write(wd.path(), "exps/a.yaml", &simple("alpha", "true", "issues: [ISSUE-7]\n"));
+    write(
+        wd.path(),
+        "exps/b.yaml",
+        &simple("beta", "true", "expectations:\n  - issue: ISSUE-8\n    checks: [w/wrote]\n"),
+    );
+    write(wd.path(), "exps/adapters/sleeper.yaml", SLEEPER_ADAPTER);
+    let o = repro().current_dir(wd.path()).args(["chaos", "list", "--dir", "exps"]).output().unwrap();
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("alpha (v1)") && out.contains("beta (v1)"), "{out}");
+    assert!(!out.contains("sleeper"), "adapters are not experiments: {out}");
+    let o = repro()
+        .current_dir(wd.path())
+        .args(["chaos", "list", "--dir", "exps", "--issue", "ISSUE-8", "--json"])
+        .output()
+        .unwrap();
+    assert_code(&o, 0);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let ids: Vec<&str> = v.as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["beta"]);
+    let o = repro().current_dir(wd.path()).args(["chaos", "show", "--dir", "exps", "beta"]).output().unwrap();
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    assert!(out.starts_with("beta (v1)\n"), "{out}");
+    assert!(out.contains("ISSUE-8, known to fail:\n    w/wrote"), "{out}");
+    let o =
+        repro().current_dir(wd.path()).args(["chaos", "show", "--dir", "exps", "--json", "alpha"]).output().unwrap();
+    assert_code(&o, 0);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["workloads"][0]["name"], "w");
+    let o = repro().current_dir(wd.path()).args(["chaos", "show", "--dir", "exps", "gamma"]).output().unwrap();
+    assert_code(&o, 2);
+    assert!(stderr(&o).contains("experiment \"gamma\" not found"), "{}", stderr(&o));
+}
+
+#[test]
+fn smoke_example_passes() {
+    let wd = Workdir::new();
+    let o = chaos_run(&wd, &examples().join("smoke.yaml"), &["--seed", "5"]);
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("\nPASS\n"), "{out}");
+    let dir = run_dir(&o);
+    assert!(dir.join("system/metrics/web.jsonl").is_file());
+    assert!(dir.join("system/metrics/web.types.json").is_file());
+    assert!(dir.join("system/watch/web-log.jsonl").is_file());
+    assert!(dir.join("logs/watch-web-log.log").is_file());
+    let tl = timeline(&dir);
+    assert_eq!(events(&tl, "signal.matched").len(), 1);
+    assert_eq!(events(&tl, "operation.reverted").len(), 2, "freeze thawed and web restarted");
+}
