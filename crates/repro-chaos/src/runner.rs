@@ -539,7 +539,7 @@ impl Ctx {
         let (ok, detail) = match &u.action {
             UndoAction::StartTarget(name) => match self.targets.get(name) {
                 Some(t) if self.target_running(t) => (true, "already running".to_string()),
-                Some(t) => match self.start_target(t, "undo", Some(&u.operation)) {
+                Some(t) => match self.start_target(t, if at_end { "undo" } else { "revert" }, Some(&u.operation)) {
                     Ok(true) => (true, "restarted and healthy".to_string()),
                     Ok(false) => (false, "restarted but not healthy".to_string()),
                     Err(e) => {
@@ -1677,7 +1677,10 @@ fn drive(ctx: &Arc<Ctx>) -> Result<()> {
 
     // Targets: setup once, then start and wait until healthy.
     let mut started_targets: Vec<Arc<TargetRt>> = Vec::new();
-    for t in ctx.targets.values() {
+    // In the adapter's order: a later target (an exporter) may need an earlier one (its server).
+    let ordered: Vec<Arc<TargetRt>> =
+        ctx.adapter.targets.iter().filter_map(|t| ctx.targets.get(&t.name)).cloned().collect();
+    for t in &ordered {
         if ctx.cancel.is_cancelled() {
             break;
         }

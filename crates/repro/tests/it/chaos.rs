@@ -363,6 +363,9 @@ fn a_killed_harness_leaves_an_incomplete_run_without_a_verdict() {
     let tl = timeline(&dir);
     let pid = events(&tl, "instance.created")[0]["pid"].as_i64().unwrap();
     let _ = Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status();
+    let scratch = std::env::temp_dir().join(format!("repro-chaos-{}", dir.file_name().unwrap().to_string_lossy()));
+    assert!(scratch.is_dir(), "the killed harness could not remove its scratch directory");
+    std::fs::remove_dir_all(&scratch).unwrap();
     assert!(dir.join("INCOMPLETE").is_file());
     assert!(!dir.join("verdict.json").exists());
     let o = repro().args(["chaos", "evaluate", "--json"]).arg(&dir).output().unwrap();
@@ -552,4 +555,81 @@ fn smoke_example_passes() {
     let tl = timeline(&dir);
     assert_eq!(events(&tl, "signal.matched").len(), 1);
     assert_eq!(events(&tl, "operation.reverted").len(), 2, "freeze thawed and web restarted");
+}
+
+fn lines(p: &Path) -> usize {
+    std::fs::read_to_string(p).map(|t| t.lines().count()).unwrap_or(0)
+}
+
+#[test]
+fn redis_keeps_acknowledged_writes_across_kill_9() {
+    let wd = Workdir::new();
+    let o = chaos_run(&wd, &examples().join("redis-kill-acked-writes.yaml"), &[]);
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("  ok    verifier-0/no-acknowledged-write-lost\n"), "{out}");
+    assert!(out.contains("  ok    experiment/exporter-sees-redis-up\n"), "{out}");
+    assert!(out.contains("\nPASS\n"), "{out}");
+    let dir = run_dir(&o);
+    let writer = dir.join("workloads/writer/instances/writer-0/output");
+    assert!(lines(&writer.join("acked")) > 0 && lines(&writer.join("failed")) > 0);
+    let tl = timeline(&dir);
+    let exited = events(&tl, "target.exited");
+    assert!(exited.iter().any(|e| e["target"] == "redis" && e["signal"] == 9), "redis got SIGKILL: {exited:?}");
+    let types: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("system/metrics/redis.types.json")).unwrap()).unwrap();
+    assert_eq!(types["redis_up"], "gauge");
+    let manifest: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    assert!(manifest["systems"]["redis"].as_str().unwrap().starts_with("Redis server v="), "{manifest}");
+}
+
+#[test]
+fn redis_clients_time_out_while_frozen_and_recover() {
+    let wd = Workdir::new();
+    let o = chaos_run(&wd, &examples().join("redis-freeze.yaml"), &[]);
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("  ok    client-0/timed-out-while-frozen\n"), "{out}");
+    assert!(out.contains("  ok    client-0/recovered\n"), "{out}");
+    assert!(out.contains("  ok    experiment/exporter-saw-redis-down\n"), "{out}");
+    assert!(out.contains("  ok    adapter/nothing-frozen\n"), "{out}");
+    assert!(out.contains("\nPASS\n"), "{out}");
+}
+
+#[test]
+fn postgres_keeps_committed_rows_across_kill_9_of_the_postmaster() {
+    let wd = Workdir::new();
+    let o = chaos_run(&wd, &examples().join("postgres-kill-postmaster.yaml"), &[]);
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("  ok    verifier-0/every-committed-row-present\n"), "{out}");
+    assert!(out.contains("  ok    experiment/crash-recovery-ran\n"), "{out}");
+    assert!(out.contains("  ok    experiment/exporter-sees-postgres-up\n"), "{out}");
+    assert!(out.contains("\nPASS\n"), "{out}");
+    let dir = run_dir(&o);
+    let ins = dir.join("workloads/inserter/instances/inserter-0/output");
+    assert!(lines(&ins.join("committed")) > 0 && lines(&ins.join("failed")) > 0);
+    let tl = timeline(&dir);
+    assert!(events(&tl, "target.exited").iter().any(|e| e["target"] == "postgres" && e["signal"] == 9));
+    let scratch = std::env::temp_dir().join(format!("repro-chaos-{}", dir.file_name().unwrap().to_string_lossy()));
+    assert!(!scratch.exists(), "the data directory in the scratch directory is removed after the run");
+}
+
+/// A check that passes against the real system fails when the system loses data: the Redis
+/// experiment with fsync off and the data thrown away on restart must FAIL (the checks can fail).
+#[test]
+fn redis_losing_writes_is_caught() {
+    let wd = Workdir::new();
+    let adapter = std::fs::read_to_string(examples().join("adapters/process-redis.yaml"))
+        .unwrap()
+        .replace("--appendonly yes --appendfsync always", "--appendonly no")
+        .replace(
+            "setup: mkdir -p \"$CHAOS_TARGET_DIR/data\"",
+            "setup: mkdir -p \"$CHAOS_TARGET_DIR/data\"\n    # no persistence at all",
+        );
+    let ad = write(wd.path(), "adapters/lossy-redis.yaml", &adapter);
+    let o = chaos_run(&wd, &examples().join("redis-kill-acked-writes.yaml"), &["--adapter", ad.to_str().unwrap()]);
+    assert_code(&o, 1);
+    let out = stdout(&o);
+    assert!(out.contains("  FAIL  verifier-0/no-acknowledged-write-lost\n          lost "), "{out}");
 }
