@@ -42,6 +42,18 @@ pub struct RunArgs {
     /// Where run directories go [default: $REPRO_STATE_DIR, else ./.repro].
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// Logical nanoseconds each clock read advances the guest's clock; 0 freezes time between events.
+    #[arg(long, value_name = "N", default_value_t = repro_sandbox::run::DEFAULT_CLOCK_STEP_NS)]
+    clock_step_ns: u64,
+    /// Run inside the hermetic boundary only, without the determinism supervisor.
+    #[arg(long)]
+    no_supervisor: bool,
+    /// Run the command several times from identical starting states and compare what they produced.
+    #[arg(long)]
+    verify: bool,
+    /// How many runs `--verify` makes.
+    #[arg(long, value_name = "N", default_value_t = 2, requires = "verify")]
+    runs: u32,
     /// Print the run record as JSON on stdout (the guest's stdout is then only saved, not echoed).
     #[arg(long)]
     json: bool,
@@ -64,14 +76,23 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
         bind: a.bind,
         keep_changes: a.keep_changes,
         state_dir: a.state_dir,
+        clock_step_ns: a.clock_step_ns,
+        no_supervisor: a.no_supervisor,
     };
+    if a.verify && a.keep_changes {
+        return Err(CliError::usage("--keep-changes: cannot be combined with --verify"));
+    }
+    if a.verify && a.runs < 2 {
+        return Err(CliError::usage(format!("--runs {}: --verify needs at least 2 runs", a.runs)));
+    }
     let req = RunRequest::prepare(&opts)?;
     let exe = std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+    if a.verify {
+        return verify(&req, &exe, a.runs, a.json);
+    }
     let report = repro_sandbox::run::execute(&req, &exe, Echo { stdout: !a.json, stderr: true })?;
     let r = &report.record;
-    for w in &r.enforcement.warnings {
-        eprintln!("repro: warning: {w}");
-    }
+    report_enforcement(r);
     if a.json {
         print_json(r)?;
     } else if !a.quiet {
@@ -84,6 +105,53 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
         );
     }
     Ok(r.exit_status)
+}
+
+/// Warnings, and what the supervisor could not enforce, on stderr.
+fn report_enforcement(r: &RunRecord) {
+    for w in &r.enforcement.warnings {
+        eprintln!("repro: warning: {w}");
+    }
+    for n in &r.determinism.not_enforced {
+        eprintln!("[repro] determinism not enforced: {n}");
+    }
+    if !r.determinism.not_enforced.is_empty() {
+        eprintln!("[repro] {} but this run is NOT reproducible; see the messages above (exit 121)", outcome_text(r));
+    }
+}
+
+fn verify(req: &RunRequest, exe: &std::path::Path, runs: u32, json: bool) -> Result<i32, CliError> {
+    let mut records = Vec::new();
+    for i in 0..runs {
+        // The first run's output is shown; the others are only saved.
+        let echo = Echo { stdout: i == 0 && !json, stderr: i == 0 };
+        let report = repro_sandbox::run::execute(req, exe, echo)?;
+        if i == 0 {
+            for w in &report.record.enforcement.warnings {
+                eprintln!("repro: warning: {w}");
+            }
+        }
+        records.push((report.record, report.dir));
+    }
+    let report = repro_sandbox::verify::compare(&records);
+    let code = if !report.identical {
+        repro_sandbox::EXIT_VERIFY_DIFFERS
+    } else if !report.not_enforced.is_empty() {
+        repro_sandbox::EXIT_NOT_DETERMINISTIC
+    } else {
+        0
+    };
+    if json {
+        let mut v = serde_json::to_value(&report).map_err(|e| CliError::new(1, e.to_string()))?;
+        v["exit_status"] = code.into();
+        print_json(&v)?;
+    } else {
+        for n in &report.not_enforced {
+            eprintln!("[repro] determinism not enforced: {n}");
+        }
+        eprint!("{}", repro_sandbox::verify::render(&report));
+    }
+    Ok(code)
 }
 
 fn outcome_text(r: &RunRecord) -> String {

@@ -73,6 +73,27 @@ pub struct RunSettings {
     pub rlimits: Vec<Rlimit>,
     /// Whether a user namespace was used (repro not run as root).
     pub user_namespace: bool,
+    /// Whether the determinism supervisor mediated the guest (`--no-supervisor` turns it off).
+    #[serde(default)]
+    pub supervised: bool,
+    /// Logical nanoseconds each clock read advances the guest's clock; 0 freezes it between events.
+    #[serde(default)]
+    pub clock_step_ns: u64,
+}
+
+/// What the determinism supervisor did and could not do.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Determinism {
+    /// Whether the guest ran under the supervisor.
+    pub supervised: bool,
+    /// What the supervisor could not enforce; a run with any is reported as not deterministic (exit 121).
+    pub not_enforced: Vec<String>,
+    /// Mediated system calls answered by the supervisor, by name.
+    pub mediated: BTreeMap<String, u64>,
+    /// Processes and threads the guest created.
+    pub tasks_created: u64,
+    /// Program images started (execve).
+    pub execs: u64,
 }
 
 /// How the guest ended.
@@ -116,6 +137,8 @@ pub struct RunRecord {
     pub stderr_bytes: u64,
     pub changes: ChangeSummary,
     pub enforcement: Enforcement,
+    #[serde(default)]
+    pub determinism: Determinism,
 }
 
 /// Counts of changed files.

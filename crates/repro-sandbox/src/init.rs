@@ -10,7 +10,7 @@ use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use repro_model::run::{BindMount, RunOutcome};
+use repro_model::run::{BindMount, Determinism, RunOutcome};
 use repro_sys::ns::{self, mflags, ChildExit};
 use serde::{Deserialize, Serialize};
 
@@ -56,6 +56,18 @@ pub struct InitConfig {
     pub result: String,
     /// Whether the init runs in its own user namespace (overlay then needs `userxattr`).
     pub user_namespace: bool,
+    /// The determinism supervisor's settings; `None` runs the guest without it.
+    pub determinism: Option<DetSettings>,
+}
+
+/// What the supervisor makes the guest's view of the world a function of.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DetSettings {
+    pub seed: u64,
+    pub epoch_unix_secs: i64,
+    pub clock_step_ns: u64,
+    /// CPUs as the guest sees them.
+    pub cpus: u32,
 }
 
 /// What the init reports back.
@@ -63,6 +75,8 @@ pub struct InitConfig {
 pub struct InitResult {
     pub outcome: RunOutcome,
     pub exit_status: i32,
+    #[serde(default)]
+    pub determinism: Determinism,
 }
 
 /// The init's entry point. Returns the exit status.
@@ -85,14 +99,15 @@ pub fn main(config_path: &Path) -> i32 {
             return crate::EXIT_SETUP;
         }
     };
+    let mut determinism = Determinism { supervised: cfg.determinism.is_some(), ..Default::default() };
     let (outcome, status) = match setup(&cfg) {
         Err(msg) => {
             eprintln!("repro: sandbox setup failed: {msg}");
             (RunOutcome::SetupFailed { message: msg }, crate::EXIT_SETUP)
         }
-        Ok(()) => run_guest(&cfg),
+        Ok(()) => run_guest(&cfg, &mut determinism),
     };
-    let res = InitResult { outcome, exit_status: status };
+    let res = InitResult { outcome, exit_status: status, determinism };
     let _ = result_file.write_all(&serde_json::to_vec(&res).unwrap_or_default());
     let _ = result_file.sync_all();
     status
@@ -279,7 +294,7 @@ fn exec_failed(cmd: &str, errno: i32) -> (RunOutcome, i32) {
     (RunOutcome::ExecFailed { errno, message }, code)
 }
 
-fn run_guest(cfg: &InitConfig) -> (RunOutcome, i32) {
+fn run_guest(cfg: &InitConfig, determinism: &mut Determinism) -> (RunOutcome, i32) {
     let cmd = cfg.argv.first().cloned().unwrap_or_default();
     let path_var = cfg.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or(crate::env::PATH);
     let sigfd = match ns::signalfd(&INIT_SIGNALS) {
@@ -308,24 +323,104 @@ fn run_guest(cfg: &InitConfig) -> (RunOutcome, i32) {
         close: vec![STDOUT_FD, STDERR_FD],
         cwd: cs(&cfg.cwd),
     };
-    let guest = match ns::spawn_guest(&cs(&program), &argv, &envp, &setup) {
-        Ok(pid) => pid,
-        Err(("execve", errno)) => return exec_failed(&cmd, errno),
-        Err((step, errno)) => {
-            let m = format!("{step} in the guest failed: {}", ns::strerror(errno));
-            eprintln!("repro: sandbox setup failed: {m}");
-            return (RunOutcome::SetupFailed { message: m }, crate::EXIT_SETUP);
-        }
+    let exit = match &cfg.determinism {
+        None => match spawn_plain(&cs(&program), &argv, &envp, &setup, &sigfd) {
+            Ok(exit) => exit,
+            Err(failed) => return failed(&cmd),
+        },
+        Some(det) => match supervised(cs(&program), argv, envp, &setup, det, sigfd, determinism) {
+            Ok(exit) => exit,
+            Err(failed) => return failed(&cmd),
+        },
     };
-    // The init keeps no end of the output pipes: they close when the guest's last process does.
-    ns::close_raw(STDOUT_FD);
-    ns::close_raw(STDERR_FD);
-    let exit = wait_guest(guest, &sigfd);
     let outcome = match exit {
         ChildExit::Exited(code) => RunOutcome::Exited { code },
         ChildExit::Signaled(signal) => RunOutcome::Signaled { signal, name: signal_name(signal) },
     };
     (outcome, exit.code())
+}
+
+/// How a failed start is reported: a function of the command name.
+type Failed = Box<dyn FnOnce(&str) -> (RunOutcome, i32)>;
+
+fn setup_failed(m: String) -> Failed {
+    Box::new(move |_| {
+        eprintln!("repro: sandbox setup failed: {m}");
+        (RunOutcome::SetupFailed { message: m }, crate::EXIT_SETUP)
+    })
+}
+
+/// Starts the guest without the supervisor and waits for it.
+fn spawn_plain(
+    program: &CString,
+    argv: &[CString],
+    envp: &[CString],
+    setup: &ns::GuestSetup,
+    sigfd: &std::os::fd::OwnedFd,
+) -> Result<ChildExit, Failed> {
+    let guest = match ns::spawn_guest(program, argv, envp, setup) {
+        Ok(pid) => pid,
+        Err(("execve", errno)) => return Err(Box::new(move |cmd| exec_failed(cmd, errno))),
+        Err((step, errno)) => return Err(setup_failed(format!("{step} in the guest failed: {}", ns::strerror(errno)))),
+    };
+    // The init keeps no end of the output pipes: they close when the guest's last process does.
+    ns::close_raw(STDOUT_FD);
+    ns::close_raw(STDERR_FD);
+    Ok(wait_guest(guest, sigfd))
+}
+
+/// Starts the guest under the determinism supervisor and waits for it. Signals for the guest are forwarded
+/// by a thread started once the guest runs.
+fn supervised(
+    program: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    setup: &ns::GuestSetup,
+    det: &DetSettings,
+    sigfd: std::os::fd::OwnedFd,
+    determinism: &mut Determinism,
+) -> Result<ChildExit, Failed> {
+    let mut pre_exec = || -> std::io::Result<()> {
+        ns::apply_guest_setup(setup).map_err(|(_, errno)| std::io::Error::from_raw_os_error(errno))
+    };
+    let spec = repro_tracer::GuestSpec { program, argv, envp, pre_exec: &mut pre_exec };
+    let cfg = repro_tracer::DetConfig {
+        seed: det.seed,
+        epoch_unix_secs: det.epoch_unix_secs,
+        clock_step_ns: det.clock_step_ns,
+        cpus: det.cpus,
+    };
+    let mut sigfd = Some(sigfd);
+    let mut on_spawn = |guest: i32| {
+        // The guest has its own copies of the output pipes now.
+        ns::close_raw(STDOUT_FD);
+        ns::close_raw(STDERR_FD);
+        if let Some(fd) = sigfd.take() {
+            std::thread::spawn(move || loop {
+                match ns::read_signal(&fd) {
+                    Ok(libc_sig::CHLD) => {}
+                    Ok(sig) => {
+                        let _ = ns::kill(guest, sig);
+                    }
+                    Err(_) => return,
+                }
+            });
+        }
+    };
+    match repro_tracer::supervise(spec, &cfg, &mut on_spawn) {
+        Ok(out) => {
+            determinism.not_enforced = out.not_enforced;
+            determinism.mediated = out.stats.mediated;
+            determinism.tasks_created = out.stats.tasks_created;
+            determinism.execs = out.stats.execs;
+            Ok(match out.exit {
+                repro_tracer::GuestExit::Exited(c) => ChildExit::Exited(c),
+                repro_tracer::GuestExit::Signaled(s) => ChildExit::Signaled(s),
+            })
+        }
+        Err(repro_tracer::TracerError::Exec { errno, .. }) => Err(Box::new(move |cmd| exec_failed(cmd, errno))),
+        Err(e) => Err(setup_failed(e.to_string())),
+    }
 }
 
 fn wait_guest(guest: i32, sigfd: &std::os::fd::OwnedFd) -> ChildExit {

@@ -41,7 +41,14 @@ pub struct RunOptions {
     pub bind: Vec<String>,
     pub keep_changes: bool,
     pub state_dir: Option<PathBuf>,
+    /// Logical nanoseconds per clock read (`--clock-step-ns`).
+    pub clock_step_ns: u64,
+    /// Run without the determinism supervisor (`--no-supervisor`).
+    pub no_supervisor: bool,
 }
+
+/// Default clock step: each clock read advances logical time by 1 µs (see docs/determinism.md).
+pub const DEFAULT_CLOCK_STEP_NS: u64 = 1000;
 
 /// A validated run, ready to execute.
 #[derive(Debug, Clone)]
@@ -102,6 +109,8 @@ impl RunRequest {
                 .map(|(_, name, soft, hard)| Rlimit { resource: name.into(), soft, hard })
                 .collect(),
             user_namespace: ns::getuid() != 0,
+            supervised: !opts.no_supervisor,
+            clock_step_ns: opts.clock_step_ns,
         };
         Ok(RunRequest { settings, state_dir })
     }
@@ -178,6 +187,12 @@ pub fn execute(req: &RunRequest, exe: &Path, echo: Echo) -> Result<RunReport, Sa
         cpus: s.cpu_affinity.clone(),
         result: result_path.to_string_lossy().into_owned(),
         user_namespace: s.user_namespace,
+        determinism: s.supervised.then_some(crate::init::DetSettings {
+            seed: s.seed,
+            epoch_unix_secs: s.epoch.unix,
+            clock_step_ns: s.clock_step_ns,
+            cpus: s.cpus,
+        }),
     };
     let cfg_path = dir.join(".init.json");
     dir.write_atomic(".init.json", &serde_json::to_vec_pretty(&cfg).map_err(|e| SandboxError::Setup(e.to_string()))?)?;
@@ -270,15 +285,21 @@ pub fn execute(req: &RunRequest, exe: &Path, echo: Echo) -> Result<RunReport, Sa
         err_pump.join().unwrap_or(Ok(0)).map_err(|e| SandboxError::io("cannot save", dir.join("stderr"), e))?;
 
     let result: Option<InitResult> = fs::read(&result_path).ok().and_then(|d| serde_json::from_slice(&d).ok());
-    let (outcome, exit_status) = match result {
-        Some(r) => (r.outcome, r.exit_status),
+    let (outcome, mut exit_status, determinism) = match result {
+        Some(r) => (r.outcome, r.exit_status, r.determinism),
         None => (
             RunOutcome::SetupFailed {
                 message: format!("the sandbox's init ended ({init_exit:?}) without reporting a result"),
             },
             crate::EXIT_SETUP,
+            Default::default(),
         ),
     };
+    // A run that was not deterministic is not evidence of anything, whatever the guest's status.
+    let ran = matches!(outcome, RunOutcome::Exited { .. } | RunOutcome::Signaled { .. });
+    if ran && !determinism.not_enforced.is_empty() {
+        exit_status = crate::EXIT_NOT_DETERMINISTIC;
+    }
 
     // Tear down: nothing of the guest is left once its PID 1 has exited; the cgroup goes, then the scratch.
     if let Some(cg) = &cgroup {
@@ -317,6 +338,7 @@ pub fn execute(req: &RunRequest, exe: &Path, echo: Echo) -> Result<RunReport, Sa
         stderr_bytes,
         changes: changes.summary(s.keep_changes),
         enforcement: Enforcement { cgroup: cgroup.as_ref().map(|c| c.path.to_string_lossy().into_owned()), warnings },
+        determinism,
     };
     dir.finish(&record)?;
     Ok(RunReport { record, dir: dir.path })

@@ -6,16 +6,32 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-fn spawn_run(w: &Workdir, script: &str) -> (Child, BufReader<std::process::ChildStdout>) {
+/// A running `repro run`, killed when dropped (so a failing test leaves nothing behind).
+struct Running {
+    child: Child,
+    /// Kept open so a guest reading stdin blocks (a sleep would not: the supervisor skips it).
+    _stdin: std::process::ChildStdin,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_run(w: &Workdir, script: &str) -> (Running, BufReader<std::process::ChildStdout>) {
     let mut child = Command::new(repro_path())
         .current_dir(w.path())
         .args(["run", "-q", "--", "sh", "-c", script])
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let out = BufReader::new(child.stdout.take().unwrap());
-    (child, out)
+    let stdin = child.stdin.take().unwrap();
+    (Running { child, _stdin: stdin }, out)
 }
 
 fn wait_ready(out: &mut BufReader<std::process::ChildStdout>) {
@@ -39,13 +55,13 @@ fn poll(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
 #[test]
 fn sigint_to_repro_reaches_the_guest() {
     let w = Workdir::new();
-    let (mut child, mut out) =
+    let (mut run, mut out) =
         spawn_run(&w, "trap 'echo got-INT; exit 42' INT; echo ready; while :; do sleep 0.05; done");
     wait_ready(&mut out);
-    signal(child.id(), "INT");
+    signal(run.child.id(), "INT");
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    let status = child.wait().unwrap();
+    let status = run.child.wait().unwrap();
     assert_eq!(rest, "got-INT\n");
     assert_eq!(status.code(), Some(42));
 }
@@ -53,54 +69,50 @@ fn sigint_to_repro_reaches_the_guest() {
 #[test]
 fn sigterm_without_a_handler_gives_128_plus_15() {
     let w = Workdir::new();
-    let (mut child, mut out) = spawn_run(&w, "echo ready; exec sleep 1000");
+    let (mut run, mut out) = spawn_run(&w, "echo ready; exec cat");
     wait_ready(&mut out);
-    signal(child.id(), "TERM");
-    assert_eq!(child.wait().unwrap().code(), Some(143));
+    signal(run.child.id(), "TERM");
+    assert_eq!(run.child.wait().unwrap().code(), Some(143));
 }
 
-/// The processes whose command line is `sleep <marker>`.
-fn processes_with(marker: &str) -> Vec<u32> {
-    let wanted = format!("sleep\0{marker}\0");
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .map(|c| String::from_utf8_lossy(&c) == wanted)
-                .unwrap_or(false)
-        })
-        .collect()
+/// Whether a process is alive (not a zombie).
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit(')').next().map(|r| !r.trim_start().starts_with('Z')).unwrap_or(false))
+        .unwrap_or(false)
 }
 
 #[test]
 fn sigkill_to_repro_leaves_no_process_mount_or_cgroup() {
     let w = Workdir::new();
-    let marker = format!("{}", 900000 + std::process::id() % 99999);
-    let (mut child, mut out) = spawn_run(&w, &format!("sleep {marker} & echo ready; exec sleep {marker}"));
+    let (mut run, mut out) = spawn_run(&w, "mkfifo /tmp/f; cat /tmp/f & echo ready; exec cat");
     wait_ready(&mut out);
-    let run = w.last_run();
-    let id = run.file_name().unwrap().to_str().unwrap().to_string();
+    let dir = w.last_run();
+    let id = dir.file_name().unwrap().to_str().unwrap().to_string();
     let cgroups: Vec<std::path::PathBuf> = ["/sys/fs/cgroup/memory/repro", "/sys/fs/cgroup/repro"]
         .iter()
         .map(|b| std::path::Path::new(b).join(&id))
         .filter(|p| p.exists())
         .collect();
     assert_eq!(cgroups.len(), 1, "the run has a cgroup");
-    poll("both guest processes run", Duration::from_secs(10), || processes_with(&marker).len() == 2);
-    signal(child.id(), "KILL");
-    let _ = child.wait();
-    poll("guest processes gone", Duration::from_secs(10), || processes_with(&marker).is_empty());
+    // The init, the guest shell (now cat) and the background cat.
+    let mut pids = Vec::new();
+    poll("the guest processes run", Duration::from_secs(10), || {
+        pids = std::fs::read_to_string(cgroups[0].join("cgroup.procs")).unwrap().lines().map(String::from).collect();
+        pids.len() >= 3
+    });
+    signal(run.child.id(), "KILL");
+    let _ = run.child.wait();
+    poll("guest processes gone", Duration::from_secs(10), || !pids.iter().any(|p| alive(p)));
     poll("cgroup removed", Duration::from_secs(10), || !cgroups[0].exists());
     poll("scratch directories removed", Duration::from_secs(10), || {
-        !run.join(".root").exists() && !run.join(".work").exists()
+        !dir.join(".root").exists() && !dir.join(".work").exists()
     });
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    assert!(!mounts.contains(run.to_str().unwrap()), "no mount of the run is left");
+    assert!(!mounts.contains(dir.to_str().unwrap()), "no mount of the run is left");
     // The run directory says it did not finish, and nothing claims it did.
-    assert!(run.join("INCOMPLETE").exists());
-    assert!(!run.join("run.json").exists());
+    assert!(dir.join("INCOMPLETE").exists());
+    assert!(!dir.join("run.json").exists());
     let o = repro().current_dir(w.path()).args(["runs"]).output().unwrap();
     let listing = stdout(&o);
     let line = listing.lines().find(|l| l.starts_with(&id)).map(|l| l.split_whitespace().collect::<Vec<_>>());

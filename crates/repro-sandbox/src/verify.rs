@@ -1,0 +1,225 @@
+//! `repro run --verify`: runs a command several times from identical starting states and compares what
+//! each run produced: exit status, stdout, stderr and the files it changed.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use repro_model::run::{Changes, RunRecord};
+use serde::Serialize;
+
+/// One run of a verification.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifiedRun {
+    pub id: String,
+    pub dir: PathBuf,
+    pub exit_status: i32,
+    pub not_enforced: Vec<String>,
+}
+
+/// One way in which a run differs from the first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Difference {
+    ExitStatus {
+        run: usize,
+        first: i32,
+        this: i32,
+    },
+    /// The first differing line of a stream (1-based), with up to two lines of context before it.
+    Output {
+        run: usize,
+        stream: String,
+        line: usize,
+        byte_offset: u64,
+        context: Vec<String>,
+        first: Option<String>,
+        this: Option<String>,
+    },
+    /// A changed file present in one run only.
+    FilePresence {
+        run: usize,
+        path: String,
+        in_first: bool,
+    },
+    /// A changed file whose content differs, from `byte_offset` on.
+    FileContent {
+        run: usize,
+        path: String,
+        byte_offset: u64,
+    },
+}
+
+/// The result of a verification.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerifyReport {
+    pub identical: bool,
+    pub runs: Vec<VerifiedRun>,
+    pub differences: Vec<Difference>,
+    /// Sources the supervisor could not mediate, from any run: the likely cause of a difference.
+    pub not_enforced: Vec<String>,
+}
+
+/// Compares the runs in `dirs` (the first is the reference).
+pub fn compare(records: &[(RunRecord, PathBuf)]) -> VerifyReport {
+    let mut differences = Vec::new();
+    let runs: Vec<VerifiedRun> = records
+        .iter()
+        .map(|(r, d)| VerifiedRun {
+            id: r.id.clone(),
+            dir: d.clone(),
+            exit_status: r.exit_status,
+            not_enforced: r.determinism.not_enforced.clone(),
+        })
+        .collect();
+    if let Some(((first, first_dir), rest)) = records.split_first() {
+        for (i, (rec, dir)) in rest.iter().enumerate() {
+            let run = i + 2;
+            if rec.exit_status != first.exit_status {
+                differences.push(Difference::ExitStatus { run, first: first.exit_status, this: rec.exit_status });
+            }
+            for stream in ["stdout", "stderr"] {
+                let a = fs::read(first_dir.join(stream)).unwrap_or_default();
+                let b = fs::read(dir.join(stream)).unwrap_or_default();
+                if let Some(d) = first_line_difference(&a, &b) {
+                    differences.push(Difference::Output {
+                        run,
+                        stream: stream.into(),
+                        line: d.line,
+                        byte_offset: d.byte_offset,
+                        context: d.context,
+                        first: d.first,
+                        this: d.this,
+                    });
+                }
+            }
+            differences.extend(file_differences(run, first_dir, dir));
+        }
+    }
+    let mut not_enforced: Vec<String> = runs.iter().flat_map(|r| r.not_enforced.iter().cloned()).collect();
+    not_enforced.sort();
+    not_enforced.dedup();
+    VerifyReport { identical: differences.is_empty(), runs, differences, not_enforced }
+}
+
+/// Where two outputs first differ, by line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineDifference {
+    pub line: usize,
+    pub byte_offset: u64,
+    pub context: Vec<String>,
+    pub first: Option<String>,
+    pub this: Option<String>,
+}
+
+/// The first line at which `a` and `b` differ (1-based), or `None` when they are equal.
+pub fn first_line_difference(a: &[u8], b: &[u8]) -> Option<LineDifference> {
+    if a == b {
+        return None;
+    }
+    let la: Vec<&[u8]> = a.split_inclusive(|c| *c == b'\n').collect();
+    let lb: Vec<&[u8]> = b.split_inclusive(|c| *c == b'\n').collect();
+    let mut offset = 0u64;
+    let text = |l: &[u8]| String::from_utf8_lossy(l).trim_end_matches('\n').to_string();
+    for i in 0..la.len().max(lb.len()) {
+        let (x, y) = (la.get(i), lb.get(i));
+        if x != y {
+            let context = la[i.saturating_sub(2)..i].iter().map(|l| text(l)).collect();
+            return Some(LineDifference {
+                line: i + 1,
+                byte_offset: offset,
+                context,
+                first: x.map(|l| text(l)),
+                this: y.map(|l| text(l)),
+            });
+        }
+        offset += x.map(|l| l.len()).unwrap_or(0) as u64;
+    }
+    None
+}
+
+fn file_differences(run: usize, first: &Path, this: &Path) -> Vec<Difference> {
+    let read = |d: &Path| -> Changes {
+        fs::read(d.join("changes.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+    };
+    let (a, b) = (read(first), read(this));
+    let mut out = Vec::new();
+    for ca in &a.changes {
+        match b.changes.iter().find(|cb| cb.path == ca.path && cb.kind == ca.kind) {
+            None => out.push(Difference::FilePresence { run, path: ca.path.clone(), in_first: true }),
+            Some(cb) if cb.blake3 != ca.blake3 => {
+                let fa = fs::read(first.join("changes").join(&ca.path)).unwrap_or_default();
+                let fb = fs::read(this.join("changes").join(&cb.path)).unwrap_or_default();
+                let offset = fa.iter().zip(fb.iter()).position(|(x, y)| x != y).unwrap_or(fa.len().min(fb.len()));
+                out.push(Difference::FileContent { run, path: ca.path.clone(), byte_offset: offset as u64 });
+            }
+            Some(_) => {}
+        }
+    }
+    for cb in &b.changes {
+        if !a.changes.iter().any(|ca| ca.path == cb.path && ca.kind == cb.kind) {
+            out.push(Difference::FilePresence { run, path: cb.path.clone(), in_first: false });
+        }
+    }
+    out
+}
+
+/// The report as text: one line when identical, otherwise what differs.
+pub fn render(r: &VerifyReport) -> String {
+    let mut out = String::new();
+    if r.identical {
+        let first = &r.runs[0];
+        out.push_str(&format!(
+            "repro: verified: {} runs identical (exit status {}, same stdout, stderr and changed files)\n",
+            r.runs.len(),
+            first.exit_status
+        ));
+        return out;
+    }
+    out.push_str(&format!("repro: NOT reproducible: {} runs differ\n", r.runs.len()));
+    for d in &r.differences {
+        match d {
+            Difference::ExitStatus { run, first, this } => {
+                out.push_str(&format!("  exit status: run 1 exited {first}, run {run} exited {this}\n"))
+            }
+            Difference::Output { run, stream, line, byte_offset, context, first, this } => {
+                out.push_str(&format!(
+                    "  {stream}: run {run} differs from run 1 at line {line} (byte {byte_offset}):\n"
+                ));
+                for c in context {
+                    out.push_str(&format!("      {c}\n"));
+                }
+                out.push_str(&format!("    - {}\n", first.as_deref().unwrap_or("(end of output)")));
+                out.push_str(&format!("    + {}\n", this.as_deref().unwrap_or("(end of output)")));
+            }
+            Difference::FilePresence { run, path, in_first } => {
+                out.push_str(&format!("  file {path}: changed in run {} only\n", if *in_first { 1 } else { *run }))
+            }
+            Difference::FileContent { run, path, byte_offset } => out.push_str(&format!(
+                "  file {path}: content differs between run 1 and run {run} from byte {byte_offset}\n"
+            )),
+        }
+    }
+    for n in &r.not_enforced {
+        out.push_str(&format!("  likely cause: determinism not enforced: {n}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_difference_by_line() {
+        assert_eq!(first_line_difference(b"a\nb\n", b"a\nb\n"), None);
+        let d = first_line_difference(b"a\nb\nc\nd\n", b"a\nb\nc\nX\n").unwrap();
+        assert_eq!(d.line, 4);
+        assert_eq!(d.byte_offset, 6);
+        assert_eq!(d.context, vec!["b", "c"]);
+        assert_eq!((d.first.as_deref(), d.this.as_deref()), (Some("d"), Some("X")));
+        let d = first_line_difference(b"a\n", b"a\nmore\n").unwrap();
+        assert_eq!((d.line, d.first, d.this.as_deref()), (2, None, Some("more")));
+        let d = first_line_difference(b"abc", b"abd").unwrap();
+        assert_eq!(d.line, 1);
+    }
+}
