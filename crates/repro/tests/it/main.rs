@@ -4,6 +4,7 @@
 mod chaos;
 mod cli;
 mod common;
+mod determinism;
 mod doctor;
 mod run;
 mod signals;

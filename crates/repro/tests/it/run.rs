@@ -333,7 +333,7 @@ fn run_directory_is_complete_and_listed() {
         assert!(!run.join(f).exists(), "{f} is gone");
     }
     let id = run.file_name().unwrap().to_str().unwrap().to_string();
-    assert!(stderr(&o).contains(&format!("repro: exit 3 in ")), "{}", stderr(&o));
+    assert!(stderr(&o).contains("repro: exit 3 in "), "{}", stderr(&o));
     let rec: serde_json::Value = serde_json::from_slice(&fs::read(run.join("run.json")).unwrap()).unwrap();
     assert_eq!(rec["id"], id.as_str());
     assert_eq!(rec["exit_status"], 3);

@@ -1,0 +1,132 @@
+//! `repro run` with the determinism supervisor, end to end: the guest's clock, entropy and identity are a
+//! function of (command, files, seed, epoch); `--verify` proves it by running twice.
+
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+const PROBE: &str = r#"
+import os, random, time, uuid, datetime
+print(time.time(), time.monotonic(), datetime.datetime.now().isoformat())
+print(random.random(), os.urandom(8).hex(), uuid.uuid4())
+print(os.getpid(), os.uname().nodename, os.cpu_count(), open('/proc/sys/kernel/random/boot_id').read().strip())
+print(sorted(os.listdir('.')) == os.listdir('.'))
+"#;
+
+fn probe(w: &Workdir, args: &[&str]) -> String {
+    let o = w.run(&[&["-q"], args].concat(), &["python3", "-c", PROBE]);
+    assert_code(&o, 0);
+    stdout(&o)
+}
+
+#[test]
+fn same_inputs_same_view_of_the_world() {
+    let w = Workdir::new();
+    // A directory filled in an order of its own.
+    for name in ["zeta", "alpha", "mid", "beta", "omega"] {
+        std::fs::write(w.path().join(name), name).unwrap();
+    }
+    let a = probe(&w, &[]);
+    let b = probe(&w, &[]);
+    assert_eq!(a, b, "two runs see the same world");
+    assert!(a.lines().nth(3) == Some("True"), "directory listings are sorted: {a}");
+    assert!(a.starts_with("1735689600."), "time starts at the default epoch: {a}");
+    let seeded = probe(&w, &["--seed", "1"]);
+    assert_eq!(a.lines().next(), seeded.lines().next(), "the seed does not move the clock");
+    assert_ne!(a.lines().nth(1), seeded.lines().nth(1), "another seed, other random bytes");
+    let later = probe(&w, &["--epoch", "2030-01-01T00:00:00Z"]);
+    assert!(later.starts_with("1893456000."), "{later}");
+    assert_eq!(a.lines().nth(1), later.lines().nth(1), "the epoch does not change the entropy stream");
+    // Natively the same program differs from run to run.
+    let native = |_: ()| {
+        std::process::Command::new("python3").args(["-c", PROBE]).current_dir(w.path()).output().unwrap().stdout
+    };
+    assert_ne!(native(()), native(()));
+}
+
+#[test]
+fn sleeping_costs_no_wall_time() {
+    let w = Workdir::new();
+    let start = Instant::now();
+    let o = w.sh("date +%s; sleep 60; date +%s");
+    let took = start.elapsed();
+    assert_code(&o, 0);
+    let t: Vec<i64> = stdout(&o).lines().map(|l| l.parse().unwrap()).collect();
+    assert!(t[1] - t[0] >= 60, "the guest saw a minute pass: {t:?}");
+    assert!(took < Duration::from_secs(5), "sleep 60 took {took:?}");
+}
+
+#[test]
+fn verify_identical_runs() {
+    let w = Workdir::new();
+    let o = w.run(
+        &["--verify", "--runs", "3"],
+        &["sh", "-c", "date; head -c 16 /dev/urandom | od -An -tx1; echo $$ > pid; ls -i pid"],
+    );
+    assert_code(&o, 0);
+    assert!(stderr(&o).contains("repro: verified: 3 runs identical"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_dir(w.path().join(".repro/runs")).unwrap().count(), 3);
+}
+
+#[test]
+fn verify_explains_what_differs() {
+    let w = Workdir::new();
+    // Without the supervisor the clock and entropy are the host's: the runs differ.
+    let script = "echo fixed; date +%N; head -c 8 /dev/urandom > random.bin";
+    let o = w.run(&["--verify", "--no-supervisor"], &["sh", "-c", script]);
+    assert_code(&o, 122);
+    let err = stderr(&o);
+    assert!(err.contains("repro: NOT reproducible: 2 runs differ"), "{err}");
+    assert!(err.contains("stdout: run 2 differs from run 1 at line 2 (byte 6):\n      fixed\n"), "{err}");
+    assert!(err.contains("file random.bin: content differs between run 1 and run 2 from byte"), "{err}");
+    let o = w.run(&["--verify", "--no-supervisor", "--json"], &["sh", "-c", script]);
+    assert_code(&o, 122);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["identical"], false);
+    assert_eq!(v["exit_status"], 122);
+    let kinds: Vec<&str> = v["differences"].as_array().unwrap().iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["output", "file-content"]);
+    // The same script under the supervisor verifies.
+    let o = w.run(&["--verify"], &["sh", "-c", script]);
+    assert_code(&o, 0);
+}
+
+#[test]
+fn a_frozen_clock_polled_in_a_loop_is_stopped_and_reported() {
+    let w = Workdir::new();
+    let o = w.run(
+        &["--clock-step-ns", "0"],
+        &["python3", "-c", "import time\nt = time.time()\nwhile time.time() == t: pass\nprint('moved')"],
+    );
+    assert_code(&o, 121);
+    let err = stderr(&o);
+    assert!(err.contains("[repro] determinism not enforced: "), "{err}");
+    assert!(err.contains("NOT reproducible"), "{err}");
+    let rec: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(w.last_run().join("run.json")).unwrap()).unwrap();
+    assert_eq!(rec["exit_status"], 121);
+    assert!(!rec["determinism"]["not_enforced"].as_array().unwrap().is_empty());
+    // With a clock that steps on reads, the same loop ends.
+    let o = w
+        .run(&["-q"], &["python3", "-c", "import time\nt = time.time()\nwhile time.time() == t: pass\nprint('moved')"]);
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), "moved\n");
+}
+
+#[test]
+fn the_run_record_says_what_was_mediated() {
+    let w = Workdir::new();
+    let o = w.run(&["-q", "--json"], &["sh", "-c", "date; ls /"]);
+    assert_code(&o, 0);
+    let rec: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rec["determinism"]["supervised"], true);
+    assert!(rec["determinism"]["execs"].as_u64().unwrap() >= 3, "sh, date, ls: {rec}");
+    assert!(rec["determinism"]["mediated"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .any(|k| k.contains("clock") || k.contains("time")));
+    let o = w.run(&["-q", "--json", "--no-supervisor"], &["true"]);
+    let rec: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rec["determinism"]["supervised"], false);
+}
