@@ -128,6 +128,23 @@ pub(crate) struct Shared {
     /// Live guest tasks (so a stopped clock loop can kill them all).
     pub live: HashSet<i32>,
     pub dirs: std::collections::HashMap<(u64, u64), repro_detcore::DirListing>,
+    /// Devices of pseudo file systems (/proc, /sys, /dev...): their file times are the host's "now".
+    pub pseudo_devs: HashSet<u64>,
+}
+
+/// Devices of the pseudo file systems whose timestamps follow the host clock rather than writes.
+fn pseudo_fs_devs() -> HashSet<u64> {
+    let dev_of = |p: &str| {
+        let c = CString::new(p).ok()?;
+        let st = repro_sys::fdops::newfstatat_raw(None, &c, 0).ok()?;
+        Some(u64::from_le_bytes(st[0..8].try_into().ok()?))
+    };
+    let root = dev_of("/");
+    ["/proc", "/sys", "/dev", "/dev/pts", "/dev/shm", "/dev/mqueue", "/run"]
+        .iter()
+        .filter_map(|p| dev_of(p))
+        .filter(|d| Some(*d) != root)
+        .collect()
 }
 
 pub(crate) type SharedRef = Arc<Mutex<Shared>>;
@@ -187,6 +204,7 @@ pub fn supervise(
         not_enforced: BTreeSet::new(),
         live: HashSet::from([pid]),
         dirs: Default::default(),
+        pseudo_devs: pseudo_fs_devs(),
     }));
     let notifier = {
         let shared = shared.clone();
