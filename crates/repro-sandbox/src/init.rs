@@ -109,7 +109,6 @@ pub fn main(config_path: &Path) -> i32 {
     };
     let res = InitResult { outcome, exit_status: status, determinism };
     let _ = result_file.write_all(&serde_json::to_vec(&res).unwrap_or_default());
-    let _ = result_file.sync_all();
     status
 }
 

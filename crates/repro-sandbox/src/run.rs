@@ -371,7 +371,6 @@ fn pump(
             }
             total += n as u64;
         }
-        out.sync_all()?;
         Ok(total)
     })
 }

@@ -68,29 +68,33 @@ impl RunDir {
         self.path.join(p)
     }
 
-    /// Writes a file atomically: to a temporary name, synced, then renamed into place.
+    /// Writes a file atomically: to a temporary name, then renamed into place (not synced: see `finish`).
     pub fn write_atomic(&self, name: &str, data: &[u8]) -> Result<(), SandboxError> {
-        write_atomic(&self.path.join(name), data)
+        write_atomic(&self.path.join(name), data, false)
     }
 
-    /// Writes `run.json` and removes the `INCOMPLETE` marker.
+    /// Writes `run.json` and removes the `INCOMPLETE` marker. Everything written to the run directory before
+    /// is made durable first (one syncfs), so a `run.json` that exists never refers to lost output.
     pub fn finish(&self, record: &RunRecord) -> Result<(), SandboxError> {
         let mut json = serde_json::to_vec_pretty(record).map_err(|e| SandboxError::Setup(e.to_string()))?;
         json.push(b'\n');
-        self.write_atomic(RUN_JSON, &json)?;
+        write_atomic(&self.join(RUN_JSON), &json, true)?;
         fs::remove_file(self.join(INCOMPLETE))
             .map_err(|e| SandboxError::io("cannot remove the marker", self.join(INCOMPLETE), e))
     }
 }
 
-/// Writes `path` atomically (temporary file in the same directory, fsync, rename).
-pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), SandboxError> {
+/// Writes `path` atomically (temporary file in the same directory, then rename). `durable`: before the
+/// rename, flush the whole filesystem (syncfs), so the file and everything written before it survive a crash.
+pub fn write_atomic(path: &Path, data: &[u8], durable: bool) -> Result<(), SandboxError> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
     let res = (|| {
         let mut f = fs::File::create(&tmp)?;
         f.write_all(data)?;
-        f.sync_all()?;
+        if durable {
+            repro_sys::ns::syncfs(&f)?;
+        }
         fs::rename(&tmp, path)
     })();
     res.map_err(|e| {

@@ -676,6 +676,17 @@ pub fn strerror(errno: i32) -> String {
     io::Error::from_raw_os_error(errno).to_string().split(" (os error").next().unwrap_or_default().to_string()
 }
 
+/// Flushes every dirty page of the filesystem that holds `file` (syncfs(2)): one call makes everything
+/// written there so far durable.
+pub fn syncfs(file: &std::fs::File) -> io::Result<()> {
+    // SAFETY: syncfs takes a descriptor we own for the duration of the call.
+    if unsafe { libc::syncfs(file.as_raw_fd()) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// Release descriptor: writes one byte.
 pub fn write_byte(fd: &OwnedFd) -> Result<()> {
     let b = [1u8];
