@@ -350,7 +350,6 @@ impl Ctx {
         let wdir = self.run_dir.join("workloads").join(&w.name.value);
         mkdirs(&wdir.join("instances"))?;
         write_atomic(&wdir.join("run.sh"), w.run.as_bytes())?;
-        write_atomic(&wdir.join("wrapper.sh"), WRAPPER.as_bytes())?;
         let mut v = Vec::new();
         for i in 0..w.instances {
             let name = format!("{}-{i}", w.name.value);
@@ -405,10 +404,15 @@ impl Ctx {
     /// Spawns one instance's script in its own process group.
     fn spawn_instance(self: &Arc<Self>, inst: &Arc<InstanceRt>, reason: &str) -> std::result::Result<(), String> {
         let wdir = self.run_dir.join("workloads").join(&inst.workload);
+        let out = inst.dir.join("output");
+        // A line per start in .chaos/attempts; .chaos/exit_code only once this start has ended.
+        let _ = std::fs::remove_file(out.join(".chaos/exit_code"));
+        fsutil::append_line(&out.join(".chaos/attempts"), &format!("{} {reason}", fsutil::rfc3339(fsutil::now())))
+            .map_err(|e| format!("instance {}: {e}", inst.name))?;
         let mut cmd = std::process::Command::new("bash");
         {
             use std::os::unix::process::CommandExt;
-            cmd.arg(wdir.join("wrapper.sh")).current_dir(inst.dir.join("output")).envs(&inst.env).process_group(0);
+            cmd.arg(wdir.join("run.sh")).current_dir(&out).envs(&inst.env).process_group(0);
         }
         let log = inst.dir.join("logs/instance.log");
         let mut child =
@@ -430,6 +434,13 @@ impl Ctx {
             let st = child.wait().ok();
             let code = st.and_then(|s| s.code());
             let signal = st.and_then(|s| s.signal());
+            if let Some(c) = code {
+                // Written before the instance counts as ended, so collect and the checks see it.
+                let p = inst2.dir.join("output/.chaos/exit_code");
+                if let Err(e) = write_atomic(&p, format!("{c}\n").as_bytes()) {
+                    ctx.harness_error(&format!("instance {}: {e}", inst2.name));
+                }
+            }
             let state = match (code, signal) {
                 (Some(0), _) => "Succeeded",
                 (Some(_), _) => "Failed",
@@ -1091,16 +1102,6 @@ fn is_stopped(id: i32, group: bool) -> bool {
         proc::proc_info(id).is_some_and(|p| p.state == 'T' || p.state == 't')
     }
 }
-
-const WRAPPER: &str = r#"# Written by repro chaos: runs the workload script once and records the attempt and its exit code.
-out="$CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR"
-printf '%(%Y-%m-%dT%H:%M:%S)T pid %s\n' -1 "$$" >> "$out/.chaos/attempts"
-rm -f "$out/.chaos/exit_code"
-bash "$CHAOS_WORKLOAD_SCRIPT"
-code=$?
-printf '%s\n' "$code" > "$out/.chaos/exit_code.tmp" && mv -f "$out/.chaos/exit_code.tmp" "$out/.chaos/exit_code"
-exit "$code"
-"#;
 
 // ------------------------------------------------------------------ applicability, preflight
 
