@@ -73,6 +73,7 @@ impl RunRequest {
             return Err(SandboxError::usage("CMD", "no command given: repro run [OPTIONS] -- CMD [ARGS...]"));
         }
         let cwd = std::env::current_dir().map_err(|e| SandboxError::io("cannot read the current directory", ".", e))?;
+        check_cwd(&cwd)?;
         let epoch =
             parse::resolve_epoch(opts.epoch.as_deref(), std::env::var("SOURCE_DATE_EPOCH").ok().as_deref(), &cwd)?;
         let memory_bytes = match &opts.memory {
@@ -114,6 +115,21 @@ impl RunRequest {
         };
         Ok(RunRequest { settings, state_dir })
     }
+}
+
+/// The working directory becomes the guest's writable overlay: it cannot be the root or a kernel filesystem.
+fn check_cwd(cwd: &Path) -> Result<(), SandboxError> {
+    let bad = cwd == Path::new("/") || ["/proc", "/sys", "/dev"].iter().any(|p| cwd.starts_with(p));
+    if bad {
+        return Err(SandboxError::usage(
+            "working directory",
+            format!(
+                "'{}' cannot be the sandbox's writable directory: run repro from a project directory",
+                cwd.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Where the guest's output goes besides the run directory.

@@ -383,6 +383,9 @@ fn bad_input_is_a_usage_error() {
         assert!(!stderr(&o).contains("panicked"), "{args:?}");
     }
     assert!(!w.path().join(".repro").exists(), "no run directory for a usage error");
+    let o = repro().current_dir("/").args(["run", "--", "true"]).output().unwrap();
+    assert_code(&o, 2);
+    assert!(stderr(&o).contains("working directory: '/' cannot be the sandbox's writable directory"), "{}", stderr(&o));
 }
 
 /// Not root: the sandbox adds a user namespace; the boundary is the same, the memory limit is reported as not
