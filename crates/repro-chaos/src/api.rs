@@ -261,11 +261,12 @@ pub fn show_text(l: &LoadedExperiment) -> String {
         o.push(String::new());
         o.push("checks:".into());
         for c in &e.checks {
-            o.push(format!("  {} ({:?}):", c.name.value, c.kind.value).to_lowercase().replacen(
-                &c.name.value.to_lowercase(),
-                &c.name.value,
-                1,
-            ));
+            let kind = match c.kind.value {
+                CheckKind::Shell => "shell",
+                CheckKind::Metric => "metric",
+                CheckKind::Timeline => "timeline",
+            };
+            o.push(format!("  {} ({kind}):", c.name.value));
             o.extend(wrap(&c.description, "    ", 80));
         }
     }

@@ -633,3 +633,108 @@ fn redis_losing_writes_is_caught() {
     let out = stdout(&o);
     assert!(out.contains("  FAIL  verifier-0/no-acknowledged-write-lost\n          lost "), "{out}");
 }
+
+#[test]
+fn faults_on_targets_and_instances_adapter_operations_repeat_and_undo() {
+    let wd = Workdir::new();
+    let adapter = format!(
+        "{SLEEPER_ADAPTER}operations:\n  - name: flag\n    run: echo \"$CHAOS_OPERATION $CHAOS_OPERATION_RUN pids=$CHAOS_PIDS\" >> \"$CHAOS_RUN_DIR/system/flag-runs\"\n    undo: echo \"undo $CHAOS_OPERATION $CHAOS_OPERATION_RUN\" >> \"$CHAOS_RUN_DIR/system/flag-undos\"\n"
+    );
+    write(wd.path(), "adapters/sleeper.yaml", &adapter);
+    let exp = write(
+        wd.path(),
+        "ops.yaml",
+        &format!(
+            r#"{}default-adapter: sleeper
+workloads:
+  - name: w
+    kind: shell
+    instances: 2
+    run: sleep 0.3; echo done > out
+    checks:
+      - name: exited-ok
+        kind: exit-code
+      - name: started-twice
+        kind: shell
+        run: test "$(wc -l < .chaos/attempts)" -eq 2 && test -s out
+operations:
+  - {{name: restart-w, uses: restart, target: w, select: all}}
+  - {{name: flag-briefly, uses: flag, target: sleeper, duration: 50ms}}
+  - {{name: flag-until-end, uses: flag}}
+  - {{name: bounce, uses: restart-in-place, target: sleeper}}
+  - {{name: kill-sleeper, uses: kill, target: sleeper}}
+flow:
+  serial:
+    - parallel:
+        - w
+        - serial: [{{wait: {{workload: w, condition: started}}}}, restart-w]
+    - repeat: {{times: 2, do: flag-briefly}}
+    - flag-until-end
+    - bounce
+    - kill-sleeper
+checks:
+  - name: flagged-twice-and-reverted
+    kind: shell
+    run: |
+      test "$(grep -c '^flag-briefly' system/flag-runs)" -eq 2
+      test "$(grep -c 'undo flag-briefly' system/flag-undos)" -eq 2
+      grep -q 'pids=[0-9]' system/flag-runs
+  - name: undone-at-the-end
+    kind: timeline
+    order:
+      - {{event: operation.undo, where: {{operation: kill-sleeper, ok: "true"}}}}
+      - {{event: operation.undo, where: {{operation: flag-until-end, ok: "true"}}}}
+  - name: restarted-in-place
+    kind: timeline
+    order:
+      - {{event: operation.started, where: {{operation: bounce}}}}
+      - {{event: target.restarted, where: {{target: sleeper, operation: bounce}}}}
+      - {{event: operation.reverted, where: {{operation: bounce}}}}
+"#,
+            header("ops")
+        ),
+    );
+    let o = chaos_run(&wd, &exp, &[]);
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    for line in [
+        "  ok    w-0/started-twice\n",
+        "  ok    w-1/started-twice\n",
+        "  ok    experiment/flagged-twice-and-reverted\n",
+        "  ok    experiment/undone-at-the-end\n",
+        "  ok    experiment/restarted-in-place\n",
+        "  ok    adapter/targets-healthy\n",
+        "PASS\n",
+    ] {
+        assert!(out.contains(line), "{line:?} in {out}");
+    }
+    let dir = run_dir(&o);
+    let tl = timeline(&dir);
+    let runs: Vec<u64> = events(&tl, "operation.reverted")
+        .iter()
+        .filter(|e| e["operation"] == "flag-briefly")
+        .map(|e| e["run"].as_u64().unwrap())
+        .collect();
+    assert_eq!(runs, [1, 2]);
+    let undos = std::fs::read_to_string(dir.join("system/flag-undos")).unwrap();
+    assert!(undos.contains("undo flag-until-end 1"), "{undos}");
+}
+
+#[test]
+fn a_failing_adapter_operation_is_error() {
+    let wd = Workdir::new();
+    let adapter = format!("{SLEEPER_ADAPTER}operations:\n  - name: broken\n    run: echo cannot do it; exit 7\n");
+    write(wd.path(), "adapters/sleeper.yaml", &adapter);
+    let exp = write(
+        wd.path(),
+        "broken-op.yaml",
+        &format!(
+            "{}default-adapter: sleeper\noperations:\n  - {{name: b, uses: broken}}\nflow: b\n",
+            header("broken-op")
+        ),
+    );
+    let o = chaos_run(&wd, &exp, &[]);
+    assert_code(&o, 2);
+    let out = stdout(&o);
+    assert!(out.contains("ERROR\n  b: adapter operation broken failed: exit code 7: cannot do it"), "{out}");
+}
