@@ -738,3 +738,39 @@ fn a_failing_adapter_operation_is_error() {
     let out = stdout(&o);
     assert!(out.contains("ERROR\n  b: adapter operation broken failed: exit code 7: cannot do it"), "{out}");
 }
+
+#[test]
+fn timeouts_workload_and_experiment() {
+    let wd = Workdir::new();
+    // A workload timeout kills the instance: no exit code, the check fails.
+    let exp = write(
+        wd.path(),
+        "wl-timeout.yaml",
+        &format!(
+            "{}workloads:\n  - name: w\n    kind: shell\n    timeout: 200ms\n    run: sleep 30\n    checks:\n      - {{name: exited-ok, kind: exit-code}}\nflow: w\n",
+            header("wl-timeout")
+        ),
+    );
+    let started = Instant::now();
+    let o = chaos_run(&wd, &exp, &[]);
+    assert_code(&o, 1);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(stdout(&o).contains("  FAIL  w-0/exited-ok\n          no exit code recorded\n"), "{}", stdout(&o));
+    let tl = timeline(&run_dir(&o));
+    assert!(events(&tl, "instance.state").iter().any(|e| e["state"] == "TimedOut"));
+    // The experiment's timeout ends the flow: ERROR.
+    let exp = write(
+        wd.path(),
+        "exp-timeout.yaml",
+        &format!("{}flow:\n  delay: 30s\n", header("exp-timeout").replace("timeout: 1m", "timeout: 300ms")),
+    );
+    let started = Instant::now();
+    let o = chaos_run(&wd, &exp, &[]);
+    assert_code(&o, 2);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(stdout(&o).contains("ERROR\n  the experiment's timeout of 300ms ended the flow"), "{}", stdout(&o));
+    // Something that is not a run directory is bad input.
+    let o = repro().args(["chaos", "evaluate"]).arg(wd.path()).output().unwrap();
+    assert_code(&o, 2);
+    assert!(stderr(&o).contains("not a run directory (no experiment.yaml)"), "{}", stderr(&o));
+}
