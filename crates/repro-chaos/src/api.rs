@@ -102,8 +102,8 @@ pub fn resolve_adapter(arg: Option<&str>, exp: &LoadedExperiment) -> Result<Load
 pub fn issues_of(e: &Experiment) -> Vec<String> {
     let mut v: Vec<String> = e.issues.clone();
     for x in &e.expectations {
-        if !v.contains(&x.issue) {
-            v.push(x.issue.clone());
+        if !v.contains(&x.issue.value) {
+            v.push(x.issue.value.clone());
         }
     }
     v

@@ -175,7 +175,7 @@ pub fn apply_expectations(results: &mut [CheckResult], expectations: &[Expectati
     for r in results.iter_mut() {
         let hit = expectations.iter().find(|x| x.checks.iter().any(|g| glob_match(g, &r.key) || glob_match(g, &r.id)));
         let Some(x) = hit else { continue };
-        r.issue = Some(x.issue.clone());
+        r.issue = Some(x.issue.value.clone());
         r.outcome = match (x.kind, r.passed) {
             (ExpectationKind::Known, false) => Outcome::Xfail,
             (ExpectationKind::Known, true) => Outcome::Xpass,
@@ -579,9 +579,9 @@ mod tests {
 
     fn x(kind: ExpectationKind, checks: &[&str]) -> Expectation {
         Expectation {
-            issue: "ISSUE-1".into(),
+            issue: At::new("ISSUE-1".into()),
             kind,
-            checks: checks.iter().map(|s| s.to_string()).collect(),
+            checks: checks.iter().map(|s| At::new(s.to_string())).collect(),
             description: String::new(),
         }
     }

@@ -375,8 +375,8 @@ pub fn validate_experiment(path: &Path, e: &Experiment) -> Result<()> {
         if x.checks.is_empty() {
             return invalid(
                 path,
-                0,
-                0,
+                x.issue.line,
+                x.issue.column,
                 format!("expectations[{i}].checks"),
                 "expected at least one check (workload/check or experiment/check)",
             );
@@ -385,10 +385,13 @@ pub fn validate_experiment(path: &Path, e: &Experiment) -> Result<()> {
             if !c.contains('/') {
                 return invalid(
                     path,
-                    0,
-                    0,
+                    c.line,
+                    c.column,
                     format!("expectations[{i}].checks[{j}]"),
-                    format!("expected `scope/check` such as counter/exited-ok or experiment/recovered, got {c:?}"),
+                    format!(
+                        "expected `scope/check` such as counter/exited-ok or experiment/recovered, got {:?}",
+                        c.value
+                    ),
                 );
             }
         }
@@ -507,6 +510,21 @@ flow: hello
         let t = HELLO.replace("flow: hello", "flow:\n  serial:\n    - hello\n    - nope");
         let m = err(&t);
         assert!(m.starts_with("e.yaml:17:7: flow: unknown operation or workload `nope`"), "{m}");
+    }
+
+    proptest::proptest! {
+        /// Any edit of a valid experiment parses or fails with a located error; it never panics.
+        #[test]
+        fn edited_experiments_never_panic(at in 0usize..400, len in 0usize..12, insert in "[ -~\n]{0,8}") {
+            let mut t = HELLO.to_string();
+            let at = at.min(t.len());
+            let end = (at + len).min(t.len());
+            t.replace_range(at..end, &insert);
+            if let Err(e) = parse_experiment(Path::new("e.yaml"), &t) {
+                let m = e.to_string();
+                proptest::prop_assert!(m.starts_with("e.yaml:"), "{}", m);
+            }
+        }
     }
 
     #[test]

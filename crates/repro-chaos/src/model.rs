@@ -31,6 +31,12 @@ impl<T> std::ops::Deref for At<T> {
     }
 }
 
+impl<T: fmt::Display> fmt::Display for At<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.value.fmt(f)
+    }
+}
+
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for At<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = serde_saphyr::Spanned::<T>::deserialize(d)?;
@@ -740,11 +746,11 @@ pub enum ExpectationKind {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Expectation {
-    pub issue: String,
+    pub issue: At<String>,
     #[serde(default)]
     pub kind: ExpectationKind,
     /// `workload/check`, `experiment/check`, `preflight/check` or `adapter/check`; `*` and `?` globs allowed.
-    pub checks: Vec<String>,
+    pub checks: Vec<At<String>>,
     #[serde(default)]
     pub description: String,
 }

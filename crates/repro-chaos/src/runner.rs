@@ -706,20 +706,18 @@ impl Ctx {
                 .max()
                 .unwrap_or(Duration::from_secs(10))
         };
-        let ok =
+        let mut ok =
             proc::poll_until(timeout, Duration::from_millis(2), || victims.iter().all(|(n, id, g)| gone(n, *id, *g)));
         if !ok && sig != Signal::SIGKILL {
             for (_, id, group) in victims {
                 self.signal(*id, *group, Signal::SIGKILL);
             }
             self.emit("operation.escalated", json!({"operation": op.name.value, "run": run, "signal": "SIGKILL"}));
-            if proc::poll_until(Duration::from_secs(5), Duration::from_millis(2), || {
+            ok = proc::poll_until(Duration::from_secs(5), Duration::from_millis(2), || {
                 victims.iter().all(|(n, id, g)| gone(n, *id, *g))
-            }) {
-                return Ok(());
-            }
+            });
         }
-        if !ok && sig == Signal::SIGKILL {
+        if !ok {
             self.harness_error(&format!("{}: the {} did not take effect: still running", op.name.value, op.uses.value));
             return Err(FlowError::Cancelled);
         }
