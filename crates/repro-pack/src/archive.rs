@@ -1,0 +1,288 @@
+//! The pack file: a deterministic tar (manifest.json first, then `blobs/<blake3>` sorted by digest; mtime 0,
+//! uid/gid 0, mode 0644, no user or group names) compressed as one zstd frame with a content checksum.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::manifest::{Digest, Manifest, PACK_FORMAT};
+use crate::store::Store;
+use crate::PackError;
+
+/// zstd level of packs: fast to write, smaller than gzip -6.
+pub const ZSTD_LEVEL: i32 = 6;
+/// The pack file's extension.
+pub const EXTENSION: &str = "repro";
+
+/// Where a blob's bytes come from when writing.
+#[derive(Debug, Clone)]
+pub enum BlobSource {
+    Bytes(Vec<u8>),
+    File(PathBuf),
+}
+
+fn header(path: &str, size: u64) -> Result<tar::Header, io::Error> {
+    let mut h = tar::Header::new_ustar();
+    h.set_path(path)?;
+    h.set_size(size);
+    h.set_mode(0o644);
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_mtime(0);
+    h.set_entry_type(tar::EntryType::Regular);
+    h.set_cksum();
+    Ok(h)
+}
+
+/// A reader that hashes what passes through.
+struct Hashing<R> {
+    inner: R,
+    hasher: blake3::Hasher,
+    len: u64,
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+}
+
+/// Writes a pack atomically: into a hidden temporary file next to `out`, then renamed. A writer killed half-way
+/// leaves only a `.<name>.partial-*` file, never something named like a pack. With `thin`, blobs go to `store`
+/// and only the manifest is in the pack.
+pub fn write_pack(
+    out: &Path,
+    manifest: &Manifest,
+    blobs: &BTreeMap<Digest, BlobSource>,
+    store: Option<&Store>,
+) -> Result<(), PackError> {
+    let dir = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "pack".into());
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}.partial-"))
+        .tempfile_in(&dir)
+        .map_err(|e| PackError::io("cannot create a temporary file in", &dir, e))?;
+    let werr = |e: io::Error| PackError::io("cannot write", out, e);
+    let mut manifest_json = serde_json::to_vec_pretty(manifest)
+        .map_err(|e| PackError::Manifest { path: out.to_path_buf(), detail: e.to_string() })?;
+    manifest_json.push(b'\n');
+    let file = tmp.as_file().try_clone().map_err(werr)?;
+    let mut enc = zstd::Encoder::new(io::BufWriter::with_capacity(1 << 20, file), ZSTD_LEVEL).map_err(werr)?;
+    enc.include_checksum(true).map_err(werr)?;
+    {
+        let mut tar = tar::Builder::new(&mut enc);
+        let h = header("manifest.json", manifest_json.len() as u64).map_err(werr)?;
+        tar.append(&h, &manifest_json[..]).map_err(werr)?;
+        for (digest, src) in blobs {
+            let (reader, size, what): (Box<dyn Read>, u64, PathBuf) = match src {
+                BlobSource::Bytes(b) => (Box::new(io::Cursor::new(b.clone())), b.len() as u64, PathBuf::from("(data)")),
+                BlobSource::File(p) => {
+                    let f = fs::File::open(p).map_err(|e| PackError::io("cannot read", p, e))?;
+                    let len = f.metadata().map_err(|e| PackError::io("cannot stat", p, e))?.len();
+                    (Box::new(f), len, p.clone())
+                }
+            };
+            if let Some(s) = store {
+                s.put_reader(digest, reader, &what)?;
+                continue;
+            }
+            let mut hr = Hashing { inner: reader.take(size), hasher: blake3::Hasher::new(), len: 0 };
+            let h = header(&format!("blobs/{digest}"), size).map_err(werr)?;
+            tar.append(&h, &mut hr).map_err(|e| PackError::Closure { path: what.clone(), detail: e.to_string() })?;
+            let actual = hr.hasher.finalize().to_hex().to_string();
+            if &actual != digest || hr.len != size {
+                return Err(PackError::Closure {
+                    path: what,
+                    detail: format!("it changed while being packed (expected blake3 {digest}, read {actual})"),
+                });
+            }
+        }
+        tar.finish().map_err(werr)?;
+    }
+    let bw = enc.finish().map_err(werr)?;
+    let file = bw.into_inner().map_err(|e| werr(e.into_error()))?;
+    file.sync_all().map_err(werr)?;
+    tmp.persist(out).map_err(|e| PackError::io("cannot rename the finished pack to", out, e.error))?;
+    Ok(())
+}
+
+/// A pack that was read and checked.
+#[derive(Debug, Clone)]
+pub struct Pack {
+    pub path: PathBuf,
+    pub manifest: Manifest,
+    /// blake3 of manifest.json: identifies the pack's content (every blob is named in it).
+    pub id: Digest,
+    /// Size of the pack file.
+    pub compressed_bytes: u64,
+    /// Blobs and their sizes (from the pack, or from the store for a thin pack).
+    pub blobs: BTreeMap<Digest, u64>,
+}
+
+fn classify(path: &Path, e: io::Error) -> PackError {
+    let msg = e.to_string();
+    let lower = msg.to_lowercase();
+    if e.kind() == io::ErrorKind::UnexpectedEof || lower.contains("eof") || lower.contains("incomplete") {
+        PackError::Truncated { path: path.to_path_buf(), detail: msg }
+    } else {
+        PackError::Corrupt { path: path.to_path_buf(), detail: msg }
+    }
+}
+
+/// Reads and checks a pack: the manifest parses and validates, every blob's content matches its name, every blob
+/// the manifest names is there (in the pack, or in `store` for a thin pack) with the size it says, and nothing
+/// else is. With `extract_to`, each blob is also written to `extract_to/<digest>`.
+pub fn read_pack(path: &Path, store: &Store, extract_to: Option<&Path>) -> Result<Pack, PackError> {
+    let file = fs::File::open(path).map_err(|e| PackError::io("cannot open the pack", path, e))?;
+    let compressed_bytes = file.metadata().map_err(|e| PackError::io("cannot stat", path, e))?.len();
+    let dec = zstd::Decoder::new(file).map_err(|e| classify(path, e))?;
+    let mut ar = tar::Archive::new(dec);
+    let mut entries = ar.entries().map_err(|e| classify(path, e))?;
+    let first = match entries.next() {
+        Some(e) => e.map_err(|e| classify(path, e))?,
+        None => return Err(PackError::Truncated { path: path.into(), detail: "it holds no manifest.json".into() }),
+    };
+    let first_name = first.path().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    if first_name != "manifest.json" {
+        return Err(PackError::UnexpectedEntry {
+            path: path.into(),
+            entry: first_name,
+            why: "the first entry must be manifest.json",
+        });
+    }
+    let mut mbytes = Vec::new();
+    let mut first = first;
+    first.read_to_end(&mut mbytes).map_err(|e| classify(path, e))?;
+    let manifest = parse_manifest(path, &mbytes)?;
+    let wanted: BTreeMap<Digest, (String, Option<u64>)> =
+        manifest.blob_refs().into_iter().map(|(field, d, size)| (d, (field, size))).collect();
+    let mut seen: BTreeMap<Digest, u64> = BTreeMap::new();
+    if let Some(dir) = extract_to {
+        fs::create_dir_all(dir).map_err(|e| PackError::io("cannot create", dir, e))?;
+    }
+    let mut buf = vec![0u8; 1 << 16];
+    for entry in entries {
+        let mut entry = entry.map_err(|e| classify(path, e))?;
+        let name = entry.path().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let Some(digest) = name.strip_prefix("blobs/") else {
+            return Err(PackError::UnexpectedEntry { path: path.into(), entry: name, why: "not a blob" });
+        };
+        if !wanted.contains_key(digest) {
+            return Err(PackError::UnexpectedEntry {
+                path: path.into(),
+                entry: name.clone(),
+                why: "the manifest does not refer to it",
+            });
+        }
+        if seen.contains_key(digest) {
+            return Err(PackError::UnexpectedEntry { path: path.into(), entry: name.clone(), why: "repeated" });
+        }
+        let mut out = match extract_to {
+            Some(dir) => Some(
+                tempfile::Builder::new()
+                    .prefix(".partial-")
+                    .tempfile_in(dir)
+                    .map_err(|e| PackError::io("cannot create a file in", dir, e))?,
+            ),
+            None => None,
+        };
+        let mut hasher = blake3::Hasher::new();
+        let mut len = 0u64;
+        loop {
+            let n = entry.read(&mut buf).map_err(|e| classify(path, e))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            len += n as u64;
+            if let Some(o) = out.as_mut() {
+                o.write_all(&buf[..n]).map_err(|e| PackError::io("cannot write", o.path().to_path_buf(), e))?;
+            }
+        }
+        let actual = hasher.finalize().to_hex().to_string();
+        if actual != digest {
+            return Err(PackError::DigestMismatch { path: path.into(), entry: name.clone(), actual });
+        }
+        if let (Some(o), Some(dir)) = (out, extract_to) {
+            let dest = dir.join(digest);
+            o.persist(&dest).map_err(|e| PackError::io("cannot write", &dest, e.error))?;
+        }
+        seen.insert(digest.to_string(), len);
+    }
+    // The end of the stream: zstd checks its checksum once everything was read.
+    let mut rest = Vec::new();
+    ar.into_inner().read_to_end(&mut rest).map_err(|e| classify(path, e))?;
+    for (digest, (field, _)) in &wanted {
+        if seen.contains_key(digest) {
+            continue;
+        }
+        if manifest.thin {
+            if let Some(mut f) = store.open(digest) {
+                let mut hasher = blake3::Hasher::new();
+                let n = io::copy(&mut f, &mut hasher)
+                    .map_err(|e| PackError::io("cannot read", store.path_of(digest), e))?;
+                if hasher.finalize().to_hex().as_str() != digest {
+                    return Err(PackError::DigestMismatch {
+                        path: path.into(),
+                        entry: store.path_of(digest).display().to_string(),
+                        actual: hasher.finalize().to_hex().to_string(),
+                    });
+                }
+                if let Some(dir) = extract_to {
+                    let dest = dir.join(digest);
+                    fs::copy(store.path_of(digest), &dest).map_err(|e| PackError::io("cannot write", &dest, e))?;
+                }
+                seen.insert(digest.clone(), n);
+                continue;
+            }
+        }
+        return Err(PackError::MissingBlob {
+            path: path.into(),
+            field: field.clone(),
+            digest: digest.clone(),
+            store: if manifest.thin {
+                format!(" nor in the store {} (it is a thin pack)", store.root.display())
+            } else {
+                String::new()
+            },
+        });
+    }
+    for (digest, (field, size)) in &wanted {
+        if let (Some(expected), Some(&actual)) = (size, seen.get(digest)) {
+            if *expected != actual {
+                return Err(PackError::SizeMismatch {
+                    path: path.into(),
+                    field: field.clone(),
+                    digest: digest.clone(),
+                    expected: *expected,
+                    actual,
+                });
+            }
+        }
+    }
+    Ok(Pack { path: path.into(), id: crate::manifest::digest(&mbytes), manifest, compressed_bytes, blobs: seen })
+}
+
+/// Parses and validates manifest.json.
+pub fn parse_manifest(path: &Path, bytes: &[u8]) -> Result<Manifest, PackError> {
+    let v: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| PackError::Manifest { path: path.into(), detail: format!("not JSON: {e}") })?;
+    let format = v.get("format").and_then(|f| f.as_u64()).ok_or_else(|| PackError::Manifest {
+        path: path.into(),
+        detail: "the field 'format' is missing or not a number".into(),
+    })?;
+    if format > PACK_FORMAT as u64 {
+        return Err(PackError::UnsupportedFormat { path: path.into(), found: format as u32, supported: PACK_FORMAT });
+    }
+    let m: Manifest =
+        serde_json::from_value(v).map_err(|e| PackError::Manifest { path: path.into(), detail: e.to_string() })?;
+    m.validate().map_err(|detail| PackError::Manifest { path: path.into(), detail })?;
+    Ok(m)
+}

@@ -1,0 +1,358 @@
+//! The guest's file closure: from the paths the supervisor saw the guest use to the entries of a pack.
+//!
+//! Every accessed path is resolved component by component on the host, the way the kernel would in the guest:
+//! each symbolic link met on the way becomes an entry and resolution continues at its target, so that
+//! `/usr/bin/python3 -> python3.11` and `/lib64 -> usr/lib64` chains replay. Parents are directories. A file the
+//! guest read, executed or mapped is packed with its content; one it only stat'ed keeps its size (a sparse file
+//! on replay); names it only saw in a directory listing keep their type. Executed scripts add their `#!`
+//! interpreter.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use crate::archive::BlobSource;
+use crate::manifest::{Digest, EntryKind, FileEntry};
+use crate::PackError;
+
+/// One path the guest used and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access {
+    pub path: String,
+    pub kinds: Vec<String>,
+}
+
+/// What to leave out and where guest paths live on the host.
+#[derive(Debug, Clone, Default)]
+pub struct ClosureOptions {
+    /// Guest path prefixes that are not inputs (the sandbox's /proc, /sys, /dev, /tmp, /home, fixed /etc files).
+    pub excluded: Vec<String>,
+    /// Prefixes under which `excluded` does not apply (the working directory, bind mounts).
+    pub exempt: Vec<String>,
+    /// Prefixes that are never packed, not even when exempt (the state directory).
+    pub hidden: Vec<String>,
+    /// `(guest prefix, host prefix)`: where a guest path is read on the host (bind mounts); longest first.
+    pub map: Vec<(String, String)>,
+}
+
+fn under(path: &str, prefix: &str) -> bool {
+    let prefix = prefix.trim_end_matches('/');
+    prefix.is_empty()
+        || path == prefix
+        || (path.starts_with(prefix) && path.as_bytes().get(prefix.len()) == Some(&b'/'))
+}
+
+impl ClosureOptions {
+    fn skipped(&self, guest: &str) -> bool {
+        if self.hidden.iter().any(|h| under(guest, h)) {
+            return true;
+        }
+        self.excluded.iter().any(|x| under(guest, x)) && !self.exempt.iter().any(|x| under(guest, x))
+    }
+
+    fn host(&self, guest: &str) -> PathBuf {
+        for (g, h) in &self.map {
+            if under(guest, g) {
+                return PathBuf::from(format!(
+                    "{}{}",
+                    h.trim_end_matches('/'),
+                    &guest[g.trim_end_matches('/').len()..]
+                ));
+            }
+        }
+        PathBuf::from(guest)
+    }
+}
+
+/// The result: entries by guest path and the blobs their contents are in.
+#[derive(Debug, Default)]
+pub struct Closure {
+    pub entries: BTreeMap<String, FileEntry>,
+    pub blobs: BTreeMap<Digest, BlobSource>,
+}
+
+const MAX_LINKS: u32 = 40;
+
+fn rank(k: EntryKind) -> u8 {
+    match k {
+        EntryKind::Listed => 0,
+        EntryKind::Sized => 1,
+        EntryKind::File => 2,
+        EntryKind::Dir | EntryKind::Symlink => 3,
+    }
+}
+
+fn hash_file(p: &Path) -> Result<(Digest, u64), PackError> {
+    let mut f = fs::File::open(p).map_err(|e| PackError::io("cannot read", p, e))?;
+    let mut h = blake3::Hasher::new();
+    let n = std::io::copy(&mut f, &mut h).map_err(|e| PackError::io("cannot read", p, e))?;
+    Ok((h.finalize().to_hex().to_string(), n))
+}
+
+/// The interpreter of a `#!` script, if `p` is one.
+fn shebang(p: &Path) -> Option<String> {
+    let mut f = fs::File::open(p).ok()?;
+    let mut head = [0u8; 256];
+    let n = f.read(&mut head).ok()?;
+    let head = &head[..n];
+    let rest = head.strip_prefix(b"#!")?;
+    let line = rest.split(|&b| b == b'\n').next()?;
+    let line = String::from_utf8_lossy(line);
+    let interp = line.split_whitespace().next()?;
+    interp.starts_with('/').then(|| interp.to_string())
+}
+
+impl Closure {
+    /// Builds the closure of `accesses`.
+    pub fn build(accesses: &[Access], opts: &ClosureOptions) -> Result<Closure, PackError> {
+        let mut c = Closure::default();
+        let mut queue: VecDeque<(String, Vec<String>)> =
+            accesses.iter().map(|a| (a.path.clone(), a.kinds.clone())).collect();
+        let mut execs_seen = std::collections::HashSet::new();
+        while let Some((path, kinds)) = queue.pop_front() {
+            let Some(fin) = c.resolve(&path, opts)? else { continue };
+            let host = opts.host(&fin);
+            let Ok(md) = fs::symlink_metadata(&host) else { continue };
+            let mode = md.permissions().mode() & 0o7777;
+            let reads = kinds.iter().any(|k| matches!(k.as_str(), "open" | "exec" | "map"));
+            if md.is_dir() {
+                c.add(&fin, EntryKind::Dir, mode, None, None, None, &kinds);
+                if kinds.iter().any(|k| k == "list") {
+                    c.add_listing(&fin, &host, opts)?;
+                }
+            } else if md.is_file() {
+                if reads {
+                    let (d, size) = hash_file(&host)?;
+                    c.blobs.entry(d.clone()).or_insert_with(|| BlobSource::File(host.clone()));
+                    c.add(&fin, EntryKind::File, mode, Some(size), Some(d), None, &kinds);
+                    if kinds.iter().any(|k| k == "exec") && execs_seen.insert(fin.clone()) {
+                        if let Some(interp) = shebang(&host) {
+                            queue.push_back((interp, vec!["exec".into()]));
+                        }
+                    }
+                } else {
+                    c.add(&fin, EntryKind::Sized, mode, Some(md.size()), None, None, &kinds);
+                }
+            }
+            // Sockets, fifos and devices outside /dev are not packed.
+        }
+        Ok(c)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        path: &str,
+        kind: EntryKind,
+        mode: u32,
+        size: Option<u64>,
+        blake3: Option<Digest>,
+        target: Option<String>,
+        access: &[String],
+    ) {
+        let e = self.entries.entry(path.to_string()).or_insert_with(|| FileEntry {
+            path: path.to_string(),
+            kind,
+            mode,
+            size,
+            blake3: blake3.clone(),
+            target: target.clone(),
+            access: Vec::new(),
+        });
+        if rank(kind) > rank(e.kind) {
+            e.kind = kind;
+            e.size = size;
+            e.blake3 = blake3;
+            e.target = target;
+            e.mode = mode;
+        }
+        for a in access {
+            if !e.access.contains(a) {
+                e.access.push(a.clone());
+            }
+        }
+        e.access.sort();
+    }
+
+    fn add_listing(&mut self, dir: &str, host: &Path, opts: &ClosureOptions) -> Result<(), PackError> {
+        let rd = fs::read_dir(host).map_err(|e| PackError::io("cannot list", host, e))?;
+        let mut names: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
+        names.sort();
+        for name in names {
+            let Some(name) = name.to_str() else { continue };
+            let guest = format!("{}/{name}", dir.trim_end_matches('/'));
+            if opts.skipped(&guest) {
+                continue;
+            }
+            let hp = host.join(name);
+            let Ok(md) = fs::symlink_metadata(&hp) else { continue };
+            let mode = md.permissions().mode() & 0o7777;
+            if md.file_type().is_symlink() {
+                let t = fs::read_link(&hp).map_err(|e| PackError::io("cannot read the link", &hp, e))?;
+                self.add(&guest, EntryKind::Symlink, 0o777, None, None, Some(t.to_string_lossy().into_owned()), &[]);
+            } else if md.is_dir() {
+                self.add(&guest, EntryKind::Dir, mode, None, None, None, &[]);
+            } else if md.is_file() {
+                self.add(&guest, EntryKind::Listed, mode, None, None, None, &[]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolves `path` like the kernel, adding the directories and links met; returns the final guest path
+    /// when it exists and is not excluded.
+    fn resolve(&mut self, path: &str, opts: &ClosureOptions) -> Result<Option<String>, PackError> {
+        if !path.starts_with('/') {
+            return Ok(None);
+        }
+        let mut todo: VecDeque<String> = comps(path);
+        let mut done = String::from("/");
+        let mut links = 0;
+        while let Some(c) = todo.pop_front() {
+            if c == ".." {
+                if let Some(i) = done.rfind('/') {
+                    done.truncate(i.max(1));
+                }
+                continue;
+            }
+            let cand = if done == "/" { format!("/{c}") } else { format!("{done}/{c}") };
+            if opts.skipped(&cand) {
+                return Ok(None);
+            }
+            let host = opts.host(&cand);
+            let Ok(md) = fs::symlink_metadata(&host) else {
+                // A parent of a bind mount's guest path need not exist on the host.
+                if opts.map.iter().any(|(g, _)| under(g, &cand)) {
+                    self.add(&cand, EntryKind::Dir, 0o755, None, None, None, &[]);
+                    done = cand;
+                    continue;
+                }
+                return Ok(None);
+            };
+            if md.file_type().is_symlink() {
+                links += 1;
+                if links > MAX_LINKS {
+                    return Ok(None);
+                }
+                let t = fs::read_link(&host).map_err(|e| PackError::io("cannot read the link", &host, e))?;
+                let ts = t.to_string_lossy().into_owned();
+                self.add(&cand, EntryKind::Symlink, 0o777, None, None, Some(ts.clone()), &[]);
+                let mut next = comps(&ts);
+                while let Some(x) = next.pop_back() {
+                    todo.push_front(x);
+                }
+                if ts.starts_with('/') {
+                    done = "/".into();
+                }
+            } else if md.is_dir() {
+                self.add(&cand, EntryKind::Dir, md.permissions().mode() & 0o7777, None, None, None, &[]);
+                done = cand;
+            } else {
+                if !todo.is_empty() {
+                    return Ok(None);
+                }
+                done = cand;
+            }
+        }
+        Ok(Some(done))
+    }
+}
+
+fn comps(p: &str) -> VecDeque<String> {
+    Path::new(p)
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn acc(p: &Path, kinds: &[&str]) -> Access {
+        Access { path: p.to_string_lossy().into_owned(), kinds: kinds.iter().map(|s| s.to_string()).collect() }
+    }
+
+    #[test]
+    fn follows_link_chains_and_keeps_each_link() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        fs::create_dir_all(r.join("usr/lib")).unwrap();
+        fs::write(r.join("usr/lib/libx.so.1.2"), b"ELF").unwrap();
+        symlink("libx.so.1.2", r.join("usr/lib/libx.so.1")).unwrap();
+        symlink("usr/lib", r.join("lib")).unwrap();
+        fs::write(r.join("statted"), b"0123456789").unwrap();
+        let c = Closure::build(
+            &[
+                acc(&r.join("lib/libx.so.1"), &["open"]),
+                acc(&r.join("statted"), &["stat"]),
+                acc(&r.join("nope"), &["open"]),
+            ],
+            &ClosureOptions::default(),
+        )
+        .unwrap();
+        let key = |s: &str| format!("{}/{s}", r.display());
+        assert_eq!(c.entries[&key("lib")].kind, EntryKind::Symlink);
+        assert_eq!(c.entries[&key("lib")].target.as_deref(), Some("usr/lib"));
+        assert_eq!(c.entries[&key("usr/lib/libx.so.1")].kind, EntryKind::Symlink);
+        let f = &c.entries[&key("usr/lib/libx.so.1.2")];
+        assert_eq!((f.kind, f.size, f.access.clone()), (EntryKind::File, Some(3), vec!["open".to_string()]));
+        assert!(c.blobs.contains_key(f.blake3.as_ref().unwrap()));
+        let s = &c.entries[&key("statted")];
+        assert_eq!((s.kind, s.size, s.blake3.clone()), (EntryKind::Sized, Some(10), None));
+        assert!(!c.entries.contains_key(&key("nope")));
+        assert_eq!(c.entries[&key("usr")].kind, EntryKind::Dir);
+    }
+
+    #[test]
+    fn listings_exclusions_and_shebangs() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        fs::create_dir_all(r.join("w/sub")).unwrap();
+        fs::create_dir_all(r.join("w/.repro")).unwrap();
+        fs::write(r.join("w/a.txt"), b"a").unwrap();
+        fs::write(r.join("interp"), b"I").unwrap();
+        fs::write(r.join("w/run.sh"), format!("#!{}/interp -x\necho\n", r.display())).unwrap();
+        fs::create_dir_all(r.join("skip")).unwrap();
+        fs::write(r.join("skip/x"), b"x").unwrap();
+        let w = r.join("w").to_string_lossy().into_owned();
+        let opts = ClosureOptions {
+            excluded: vec![r.join("skip").to_string_lossy().into_owned()],
+            hidden: vec![format!("{w}/.repro")],
+            ..Default::default()
+        };
+        let c = Closure::build(
+            &[acc(&r.join("w"), &["list"]), acc(&r.join("w/run.sh"), &["exec"]), acc(&r.join("skip/x"), &["open"])],
+            &opts,
+        )
+        .unwrap();
+        let key = |s: &str| format!("{}/{s}", r.display());
+        assert_eq!(c.entries[&key("w/a.txt")].kind, EntryKind::Listed);
+        assert_eq!(c.entries[&key("w/sub")].kind, EntryKind::Dir);
+        assert!(!c.entries.contains_key(&key("w/.repro")));
+        assert_eq!(c.entries[&key("w/run.sh")].kind, EntryKind::File);
+        assert_eq!(c.entries[&key("interp")].kind, EntryKind::File, "the #! interpreter is packed");
+        assert!(!c.entries.contains_key(&key("skip/x")));
+    }
+
+    #[test]
+    fn bind_mapping_reads_from_the_host_path() {
+        let d = tempfile::tempdir().unwrap();
+        fs::create_dir_all(d.path().join("host")).unwrap();
+        fs::write(d.path().join("host/data"), b"bound").unwrap();
+        let opts = ClosureOptions {
+            map: vec![("/guest/mnt".into(), d.path().join("host").to_string_lossy().into_owned())],
+            ..Default::default()
+        };
+        let host = opts.host("/guest/mnt/data");
+        assert_eq!(fs::read(host).unwrap(), b"bound");
+        assert!(under("/a/b", "/a") && !under("/ab", "/a") && under("/a", "/a") && under("/x", "/"));
+    }
+}

@@ -1,0 +1,38 @@
+use std::path::PathBuf;
+
+/// Errors of reading, writing and checking reproducer packs. Every variant names the pack or file and what is
+/// wrong with it; all of them are bad input for the command line (exit 2) except [`PackError::Io`] on writing.
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    #[error("{what} '{path}': {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("pack '{path}' is truncated: {detail}")]
+    Truncated { path: PathBuf, detail: String },
+    #[error("pack '{path}' is corrupt: {detail}")]
+    Corrupt { path: PathBuf, detail: String },
+    #[error("pack '{path}': blob {entry} does not match its digest (its content hashes to {actual}): the pack was tampered with or damaged")]
+    DigestMismatch { path: PathBuf, entry: String, actual: String },
+    #[error("pack '{path}': {field} refers to blob {digest}, which is not in the pack{store}")]
+    MissingBlob { path: PathBuf, field: String, digest: String, store: String },
+    #[error("pack '{path}': blob {digest} has {actual} bytes but {field} says {expected}")]
+    SizeMismatch { path: PathBuf, field: String, digest: String, expected: u64, actual: u64 },
+    #[error("pack '{path}': manifest.json: {detail}")]
+    Manifest { path: PathBuf, detail: String },
+    #[error("pack '{path}' has format {found}, but this repro reads formats 1 to {supported}: upgrade repro")]
+    UnsupportedFormat { path: PathBuf, found: u32, supported: u32 },
+    #[error("pack '{path}': unexpected entry '{entry}' ({why})")]
+    UnexpectedEntry { path: PathBuf, entry: String, why: &'static str },
+    #[error("cannot pack '{path}': {detail}")]
+    Closure { path: PathBuf, detail: String },
+}
+
+impl PackError {
+    pub(crate) fn io(what: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        PackError::Io { what, path: path.into(), source }
+    }
+}

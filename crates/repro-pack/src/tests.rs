@@ -1,0 +1,312 @@
+//! Round trips, determinism and damage detection of the pack file.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::manifest::*;
+use crate::*;
+
+pub(crate) fn sample_manifest(files: Vec<FileEntry>, stdout: &[u8], stderr: &[u8]) -> Manifest {
+    Manifest {
+        format: PACK_FORMAT,
+        repro_version: "0.1.0".into(),
+        command: CommandSpec {
+            argv: vec!["python3".into(), "fail.py".into(), "it's".into()],
+            cwd: "/work/proj".into(),
+            env: BTreeMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]),
+        },
+        determinism: DeterminismSpec {
+            supervised: true,
+            seed: 7,
+            epoch_unix: 1_700_000_000,
+            epoch_rfc3339: "2023-11-14T22:13:20Z".into(),
+            clock_step_ns: 1000,
+        },
+        resources: Resources { cpus: 1, memory_bytes: 4 << 30 },
+        system: System { arch: "x86_64".into(), kernel_release: "6.1.0".into(), libc_version: "glibc 2.36".into() },
+        source: Source {
+            git: Some(GitState { commit: "0123456789abcdef0123456789abcdef01234567".into(), uncommitted_digest: None }),
+            lockfiles: vec![Lockfile { path: "requirements.txt".into(), blake3: digest(b"req") }],
+        },
+        result: RunResult {
+            outcome: "exited".into(),
+            exit_status: 1,
+            stdout: BlobRef::of(stdout),
+            stderr: BlobRef::of(stderr),
+            changes: vec![],
+        },
+        signature: Signature::compute(1, stdout, stderr, &[]),
+        files,
+        tapes: Tapes { network_mode: "none".into(), ..Default::default() },
+        thin: false,
+    }
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    manifest: Manifest,
+    blobs: BTreeMap<Digest, BlobSource>,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("fail.py");
+    fs::write(&script, b"raise SystemExit('boom')\n").unwrap();
+    let (sd, ss) = (digest(b"raise SystemExit('boom')\n"), 25);
+    let files = vec![
+        FileEntry {
+            path: "/usr".into(),
+            kind: EntryKind::Dir,
+            mode: 0o755,
+            size: None,
+            blake3: None,
+            target: None,
+            access: vec![],
+        },
+        FileEntry {
+            path: "/usr/bin/python3".into(),
+            kind: EntryKind::Symlink,
+            mode: 0o777,
+            size: None,
+            blake3: None,
+            target: Some("python3.11".into()),
+            access: vec![],
+        },
+        FileEntry {
+            path: "/usr/bin/python3.11".into(),
+            kind: EntryKind::Sized,
+            mode: 0o755,
+            size: Some(4096),
+            blake3: None,
+            target: None,
+            access: vec!["stat".into()],
+        },
+        FileEntry {
+            path: "/work/proj/fail.py".into(),
+            kind: EntryKind::File,
+            mode: 0o644,
+            size: Some(ss),
+            blake3: Some(sd.clone()),
+            target: None,
+            access: vec!["open".into()],
+        },
+    ];
+    let (out, err) = (b"".to_vec(), b"boom\n".to_vec());
+    let manifest = sample_manifest(files, &out, &err);
+    let mut blobs = BTreeMap::new();
+    blobs.insert(sd, BlobSource::File(script));
+    blobs.insert(digest(&out), BlobSource::Bytes(out));
+    blobs.insert(digest(&err), BlobSource::Bytes(err));
+    Fixture { dir, manifest, blobs }
+}
+
+fn store(f: &Fixture) -> Store {
+    Store::at(f.dir.path().join("cas"))
+}
+
+fn write(f: &Fixture, name: &str) -> PathBuf {
+    let p = f.dir.path().join(name);
+    write_pack(&p, &f.manifest, &f.blobs, None).unwrap();
+    p
+}
+
+#[test]
+fn round_trip_and_byte_identical() {
+    let f = fixture();
+    let a = write(&f, "a.repro");
+    let b = write(&f, "b.repro");
+    assert_eq!(fs::read(&a).unwrap(), fs::read(&b).unwrap(), "same input, same bytes");
+    let pack = read_pack(&a, &store(&f), None).unwrap();
+    assert_eq!(pack.manifest, f.manifest);
+    assert_eq!(pack.blobs.len(), 3);
+    // No partial files are left next to the pack.
+    let names: Vec<String> =
+        fs::read_dir(f.dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(!names.iter().any(|n| n.contains("partial")), "{names:?}");
+}
+
+#[test]
+fn tar_entries_are_sorted_and_normalized() {
+    let f = fixture();
+    let p = write(&f, "a.repro");
+    let dec = zstd::Decoder::new(fs::File::open(&p).unwrap()).unwrap();
+    let mut ar = tar::Archive::new(dec);
+    let mut names = Vec::new();
+    for e in ar.entries().unwrap() {
+        let e = e.unwrap();
+        let h = e.header();
+        assert_eq!((h.mtime().unwrap(), h.uid().unwrap(), h.gid().unwrap(), h.mode().unwrap()), (0, 0, 0, 0o644));
+        names.push(e.path().unwrap().to_string_lossy().into_owned());
+    }
+    assert_eq!(names[0], "manifest.json");
+    let mut sorted = names[1..].to_vec();
+    sorted.sort();
+    assert_eq!(names[1..], sorted[..]);
+    assert!(names[1..].iter().all(|n| n.starts_with("blobs/") && n.len() == 6 + 64));
+}
+
+/// Rewrites a pack with `edit` applied to its tar entries (name, data), keeping the format otherwise.
+fn rewrite(src: &Path, dst: &Path, edit: impl Fn(&str, &mut Vec<u8>)) {
+    let dec = zstd::Decoder::new(fs::File::open(src).unwrap()).unwrap();
+    let mut ar = tar::Archive::new(dec);
+    let mut enc = zstd::Encoder::new(fs::File::create(dst).unwrap(), 3).unwrap();
+    {
+        let mut b = tar::Builder::new(&mut enc);
+        for e in ar.entries().unwrap() {
+            let mut e = e.unwrap();
+            let name = e.path().unwrap().to_string_lossy().into_owned();
+            let mut data = Vec::new();
+            std::io::Read::read_to_end(&mut e, &mut data).unwrap();
+            edit(&name, &mut data);
+            let mut h = e.header().clone();
+            h.set_size(data.len() as u64);
+            h.set_cksum();
+            b.append(&h, &data[..]).unwrap();
+        }
+        b.finish().unwrap();
+    }
+    enc.finish().unwrap().flush().unwrap();
+}
+
+#[test]
+fn tampered_blob_is_named() {
+    let f = fixture();
+    let p = write(&f, "a.repro");
+    let bad = f.dir.path().join("bad.repro");
+    let target = f.manifest.files[3].blake3.clone().unwrap();
+    rewrite(&p, &bad, |name, data| {
+        if name.ends_with(&target) {
+            data[0] = b'#';
+        }
+    });
+    let err = read_pack(&bad, &store(&f), None).unwrap_err();
+    assert!(matches!(err, PackError::DigestMismatch { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains(&target) && msg.contains("tampered"), "{msg}");
+}
+
+#[test]
+fn tampered_manifest_is_rejected() {
+    let f = fixture();
+    let p = write(&f, "a.repro");
+    let bad = f.dir.path().join("bad.repro");
+    rewrite(&p, &bad, |name, data| {
+        if name == "manifest.json" {
+            let s = String::from_utf8(data.clone()).unwrap().replace("\"size\": 25", "\"size\": 26");
+            *data = s.into_bytes();
+        }
+    });
+    let msg = read_pack(&bad, &store(&f), None).unwrap_err().to_string();
+    assert!(msg.contains("files[/work/proj/fail.py]") && msg.contains("26"), "{msg}");
+    rewrite(&p, &bad, |name, data| {
+        if name == "manifest.json" {
+            *data = b"{\"format\": 99}".to_vec();
+        }
+    });
+    let msg = read_pack(&bad, &store(&f), None).unwrap_err().to_string();
+    assert!(msg.contains("format 99") && msg.contains("upgrade repro"), "{msg}");
+    rewrite(&p, &bad, |name, data| {
+        if name == "manifest.json" {
+            let s = String::from_utf8(data.clone()).unwrap().replace("\"cwd\"", "\"cwdx\"");
+            *data = s.into_bytes();
+        }
+    });
+    let msg = read_pack(&bad, &store(&f), None).unwrap_err().to_string();
+    assert!(msg.contains("manifest.json") && msg.contains("cwdx"), "{msg}");
+}
+
+#[test]
+fn truncated_and_garbage_packs_are_rejected() {
+    let f = fixture();
+    let p = write(&f, "a.repro");
+    let bytes = fs::read(&p).unwrap();
+    for cut in [bytes.len() - 1, bytes.len() - 8, bytes.len() / 2, 20] {
+        let t = f.dir.path().join("t.repro");
+        fs::write(&t, &bytes[..cut]).unwrap();
+        let err = read_pack(&t, &store(&f), None).unwrap_err();
+        assert!(matches!(err, PackError::Truncated { .. }), "cut at {cut}: {err}");
+        assert!(err.to_string().contains("is truncated"), "{err}");
+    }
+    let g = f.dir.path().join("g.repro");
+    fs::write(&g, b"not a pack at all").unwrap();
+    let err = read_pack(&g, &store(&f), None).unwrap_err();
+    assert!(matches!(err, PackError::Corrupt { .. } | PackError::Truncated { .. }), "{err}");
+    // A flipped byte in the compressed stream.
+    let mut flipped = bytes.clone();
+    let i = flipped.len() / 2;
+    flipped[i] ^= 0x55;
+    fs::write(&g, &flipped).unwrap();
+    assert!(read_pack(&g, &store(&f), None).is_err());
+}
+
+#[test]
+fn extra_and_missing_blobs_are_rejected() {
+    let f = fixture();
+    let mut blobs = f.blobs.clone();
+    let script_digest = f.manifest.files[3].blake3.clone().unwrap();
+    blobs.remove(&script_digest);
+    let p = f.dir.path().join("missing.repro");
+    write_pack(&p, &f.manifest, &blobs, None).unwrap();
+    let msg = read_pack(&p, &store(&f), None).unwrap_err().to_string();
+    assert!(msg.contains("files[/work/proj/fail.py]") && msg.contains("not in the pack"), "{msg}");
+    let mut blobs = f.blobs.clone();
+    blobs.insert(digest(b"extra"), BlobSource::Bytes(b"extra".to_vec()));
+    write_pack(&p, &f.manifest, &blobs, None).unwrap();
+    let msg = read_pack(&p, &store(&f), None).unwrap_err().to_string();
+    assert!(msg.contains("does not refer to it"), "{msg}");
+}
+
+#[test]
+fn thin_packs_use_the_store() {
+    let f = fixture();
+    let mut m = f.manifest.clone();
+    m.thin = true;
+    let s = store(&f);
+    let p = f.dir.path().join("thin.repro");
+    write_pack(&p, &m, &f.blobs, Some(&s)).unwrap();
+    let full = write(&f, "full.repro");
+    assert!(fs::metadata(&p).unwrap().len() < fs::metadata(&full).unwrap().len());
+    let pack = read_pack(&p, &s, None).unwrap();
+    assert_eq!(pack.blobs.len(), 3);
+    let d = m.files[3].blake3.clone().unwrap();
+    fs::remove_file(s.path_of(&d)).unwrap();
+    let msg = read_pack(&p, &s, None).unwrap_err().to_string();
+    assert!(msg.contains("thin pack") && msg.contains(&d), "{msg}");
+}
+
+#[test]
+fn materialize_and_unpack() {
+    let f = fixture();
+    let p = write(&f, "a.repro");
+    let out = f.dir.path().join("out");
+    let pack = summary::unpack(&p, &out, &store(&f)).unwrap();
+    assert_eq!(fs::read(out.join("root/work/proj/fail.py")).unwrap(), b"raise SystemExit('boom')\n");
+    assert_eq!(fs::read_link(out.join("root/usr/bin/python3")).unwrap(), Path::new("python3.11"));
+    assert_eq!(fs::metadata(out.join("root/usr/bin/python3.11")).unwrap().len(), 4096);
+    assert_eq!(fs::read(out.join("stderr")).unwrap(), b"boom\n");
+    for d in ["proc", "sys", "dev", "tmp", "home/repro"] {
+        assert!(out.join("root").join(d).is_dir(), "{d}");
+    }
+    assert!(out.join("root/etc/hosts").is_file());
+    let m2: Manifest = serde_json::from_slice(&fs::read(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(m2, pack.manifest);
+    assert!(!out.join(".blobs").exists());
+    let err = summary::unpack(&p, &out, &store(&f)).unwrap_err().to_string();
+    assert!(err.contains("non-empty"), "{err}");
+}
+
+#[test]
+fn inspect_summary_snapshot() {
+    let f = fixture();
+    let p = write(&f, "a.repro");
+    let pack = read_pack(&p, &store(&f), None).unwrap();
+    let mut s = summary::summarize(&pack);
+    s.pack = "a.repro".into();
+    s.sizes.pack_bytes = 1234;
+    insta::assert_snapshot!(summary::render(&s));
+    let json = serde_json::to_value(&s).unwrap();
+    assert_eq!(json["signature"]["exit_status"], 1);
+    assert_eq!(json["inputs"]["(working directory)"]["files"], 1);
+}
