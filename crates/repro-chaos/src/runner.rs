@@ -269,14 +269,23 @@ impl Ctx {
         let timeout = h.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30));
         let interval = h.interval.map(|d| d.0).unwrap_or(Duration::from_millis(50));
         let started = Instant::now();
+        // The end-of-run undo restarts targets after a cancel too, and must see them healthy.
+        let watch_cancel = reason != "undo";
+        let mut cancelled = false;
         let healthy = proc::poll_until(timeout, interval, || {
             if !t.state.lock().unwrap_or_else(|e| e.into_inner()).1 {
                 return true; // exited: stop polling, reported below
             }
-            proc::run_hook(&h.run, &env, &self.run_dir, interval.max(Duration::from_secs(5)), None)
+            if watch_cancel && self.cancel.is_cancelled() {
+                cancelled = true;
+                return true;
+            }
+            let cancel = if watch_cancel { Some(&self.cancel) } else { None };
+            proc::run_hook(&h.run, &env, &self.run_dir, interval.max(Duration::from_secs(5)), cancel)
                 .map(|o| o.ok())
                 .unwrap_or(false)
-        }) && t.state.lock().unwrap_or_else(|e| e.into_inner()).1;
+        }) && !cancelled
+            && t.state.lock().unwrap_or_else(|e| e.into_inner()).1;
         self.reap_target_events();
         if healthy {
             self.emit("target.healthy", json!({"target": name, "pid": pid, "after": secs(started.elapsed())}));
