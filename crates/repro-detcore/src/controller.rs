@@ -57,7 +57,9 @@ impl VirtualFile {
 #[derive(Debug, Clone)]
 pub struct DeterminismController {
     pub clock: LogicalClock,
-    pub entropy: EntropyStream,
+    /// One entropy stream per guest task, created on first use.
+    pub entropy: std::collections::HashMap<i32, EntropyStream>,
+    seed: u64,
     pub identity: Identity,
     pub inodes: InodeMap,
     pub file_times: FileTimeMap,
@@ -73,7 +75,8 @@ impl DeterminismController {
         let epoch_ns = cfg.epoch_unix_secs as i128 * crate::clock::NSEC_PER_SEC as i128;
         DeterminismController {
             clock: LogicalClock::new(cfg.epoch_unix_secs, cfg.clock_step_ns),
-            entropy: EntropyStream::new(cfg.seed, DOMAIN_MAIN),
+            entropy: std::collections::HashMap::new(),
+            seed: cfg.seed,
             identity: Identity::new(cfg.cpus, &cfg.machine),
             inodes: InodeMap::default(),
             file_times: FileTimeMap::new(cfg.run_start_real_ns, epoch_ns),
@@ -103,26 +106,32 @@ impl DeterminismController {
         self.clock.sleep_until(kind, deadline)
     }
 
-    /// getrandom(n).
-    pub fn random(&mut self, n: usize) -> Vec<u8> {
-        self.note_event();
-        self.entropy.bytes(n)
+    /// The entropy stream of a guest task.
+    fn stream(&mut self, task: i32) -> &mut EntropyStream {
+        let seed = self.seed;
+        self.entropy.entry(task).or_insert_with(|| EntropyStream::for_task(seed, DOMAIN_MAIN, task))
     }
 
-    /// The 16 AT_RANDOM bytes of a new program image.
-    pub fn at_random(&mut self) -> [u8; 16] {
+    /// getrandom(n) by `task`.
+    pub fn random(&mut self, task: i32, n: usize) -> Vec<u8> {
+        self.note_event();
+        self.stream(task).bytes(n)
+    }
+
+    /// The 16 AT_RANDOM bytes of a new program image of `task`.
+    pub fn at_random(&mut self, task: i32) -> [u8; 16] {
         let mut b = [0u8; 16];
-        self.entropy.fill(&mut b);
+        self.stream(task).fill(&mut b);
         b
     }
 
     /// Contents of a generated file at the moment it is opened (`urandom_len` bytes for the random
     /// devices: the transport serves them as a finite, pre-generated stream).
-    pub fn virtual_file(&mut self, f: VirtualFile, urandom_len: usize) -> Vec<u8> {
+    pub fn virtual_file(&mut self, task: i32, f: VirtualFile, urandom_len: usize) -> Vec<u8> {
         self.note_event();
         match f {
-            VirtualFile::Urandom => self.entropy.bytes(urandom_len),
-            VirtualFile::Uuid => self.entropy.uuid_line().into_bytes(),
+            VirtualFile::Urandom => self.stream(task).bytes(urandom_len),
+            VirtualFile::Uuid => self.stream(task).uuid_line().into_bytes(),
             VirtualFile::BootId => self.boot_id.clone().into_bytes(),
             VirtualFile::CpuInfo => self.identity.cpuinfo().into_bytes(),
             VirtualFile::MemInfo => self.identity.meminfo().into_bytes(),
@@ -178,22 +187,23 @@ mod tests {
         let mut a = DeterminismController::new(&cfg(1));
         let mut b = DeterminismController::new(&cfg(1));
         let mut c = DeterminismController::new(&cfg(2));
-        assert_eq!(a.random(32), b.random(32));
-        assert_eq!(a.at_random(), b.at_random());
-        let ua = a.virtual_file(VirtualFile::Uuid, 0);
-        assert_eq!(ua, b.virtual_file(VirtualFile::Uuid, 0));
-        assert_ne!(ua, c.virtual_file(VirtualFile::Uuid, 0));
-        assert_ne!(a.virtual_file(VirtualFile::BootId, 0), c.virtual_file(VirtualFile::BootId, 0));
+        assert_eq!(a.random(2, 32), b.random(2, 32));
+        assert_ne!(a.random(3, 32), a.random(4, 32), "tasks have streams of their own");
+        assert_eq!(a.at_random(2), b.at_random(2));
+        let ua = a.virtual_file(2, VirtualFile::Uuid, 0);
+        assert_eq!(ua, b.virtual_file(2, VirtualFile::Uuid, 0));
+        assert_ne!(ua, c.virtual_file(2, VirtualFile::Uuid, 0));
+        assert_ne!(a.virtual_file(2, VirtualFile::BootId, 0), c.virtual_file(2, VirtualFile::BootId, 0));
     }
 
     #[test]
     fn boot_id_is_fixed_for_the_run() {
         let mut a = DeterminismController::new(&cfg(1));
-        let first = a.virtual_file(VirtualFile::BootId, 0);
-        a.random(1000);
-        assert_eq!(a.virtual_file(VirtualFile::BootId, 0), first);
+        let first = a.virtual_file(2, VirtualFile::BootId, 0);
+        a.random(2, 1000);
+        assert_eq!(a.virtual_file(2, VirtualFile::BootId, 0), first);
         let mut b = DeterminismController::new(&cfg(1));
-        assert_eq!(b.virtual_file(VirtualFile::BootId, 0), first);
+        assert_eq!(b.virtual_file(2, VirtualFile::BootId, 0), first);
     }
 
     #[test]
@@ -203,8 +213,8 @@ mod tests {
         assert_eq!(VirtualFile::for_path(b"/proc/cpuinfo"), Some(VirtualFile::CpuInfo));
         assert_eq!(VirtualFile::for_path(b"/etc/passwd"), None);
         let mut a = DeterminismController::new(&cfg(1));
-        assert_eq!(a.virtual_file(VirtualFile::Urandom, 10).len(), 10);
-        assert_eq!(a.virtual_file(VirtualFile::CpuList, 0), b"0-1\n");
+        assert_eq!(a.virtual_file(2, VirtualFile::Urandom, 10).len(), 10);
+        assert_eq!(a.virtual_file(2, VirtualFile::CpuList, 0), b"0-1\n");
     }
 
     #[test]

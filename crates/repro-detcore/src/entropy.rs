@@ -91,6 +91,22 @@ impl EntropyStream {
         EntropyStream { cipher: ChaCha20::new(&key, &nonce, 0), block: [0; 64], used: 64, produced: 0 }
     }
 
+    /// The stream of one guest task (`tid`, a pid of the guest's PID namespace) in domain `domain`: every task
+    /// has its own stream, so what one process draws does not depend on how the scheduler interleaved it
+    /// with the others (a pipeline's processes start in a racy order).
+    pub fn for_task(seed: u64, domain: u32, tid: i32) -> Self {
+        let mut s = EntropyStream::new(seed, domain);
+        let mut key = [0u8; 32];
+        key[..8].copy_from_slice(&seed.to_le_bytes());
+        key[8..32].copy_from_slice(b"repro determinism v1 key");
+        let mut nonce = [0u8; 12];
+        nonce[0..4].copy_from_slice(&(tid as u32).to_le_bytes());
+        nonce[4] = 1;
+        nonce[8..12].copy_from_slice(&domain.to_le_bytes());
+        s.cipher = ChaCha20::new(&key, &nonce, 0);
+        s
+    }
+
     /// Fills `out` with the next bytes of the stream.
     pub fn fill(&mut self, out: &mut [u8]) {
         let mut i = 0;

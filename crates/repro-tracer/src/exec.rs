@@ -100,7 +100,7 @@ pub(crate) fn on_exec(tracee: &Tracee<Stopped>, shared: &SharedRef) {
     }
     match slots.random_bytes {
         Some(addr) => {
-            let bytes = sh.ctl.at_random();
+            let bytes = sh.ctl.at_random(tid);
             if let Err(e) = memory::write(tid, addr, &bytes) {
                 sh.not_enforced.insert(format!("could not rewrite AT_RANDOM of pid {tid}: {e}"));
             }

@@ -127,7 +127,7 @@ fn handle(n: &Notification, listener: &Listener, shared: &SharedRef) -> Reply {
         }),
         libc::SYS_getrandom => {
             let len = (a[1] as usize).min(GETRANDOM_MAX);
-            let bytes = sh.ctl.random(len);
+            let bytes = sh.ctl.random(pid, len);
             write(pid, a[0], &bytes).map(|_| len as i64)
         }
         libc::SYS_uname => {
@@ -361,7 +361,7 @@ fn open(n: &Notification, listener: &Listener, shared: &SharedRef, dirfd: i32, p
         return Reply::Error(libc::EINTR);
     }
     let mut sh = lock(shared);
-    let data = sh.ctl.virtual_file(vf, URANDOM_BYTES);
+    let data = sh.ctl.virtual_file(n.pid as i32, vf, URANDOM_BYTES);
     *sh.stats.mediated.entry(syscall_name(n.nr as i64).to_string()).or_insert(0) += 1;
     let name = CString::new(format!("repro:{}", String::from_utf8_lossy(&p))).unwrap_or_else(|_| c"repro".into());
     match fdops::memfd_with(&name, &data) {
