@@ -166,13 +166,13 @@ pub fn parse_adapter(path: &Path, text: &str) -> Result<Adapter> {
     }
     let mut names = BTreeSet::new();
     for (i, t) in a.targets.iter().enumerate() {
-        if !valid_name(&t.name) || !names.insert(t.name.clone()) {
+        if !valid_name(&t.name) || !names.insert(t.name.value.clone()) {
             return invalid(
                 path,
-                0,
-                0,
+                t.name.line,
+                t.name.column,
                 format!("targets[{i}].name"),
-                format!("expected a unique name of letters, digits, '-', '_' or '.', got {:?}", t.name),
+                format!("expected a unique name of letters, digits, '-', '_' or '.', got {:?}", t.name.value),
             );
         }
     }
@@ -201,8 +201,8 @@ pub fn parse_adapter(path: &Path, text: &str) -> Result<Adapter> {
         if p.is_empty() || !p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return invalid(
                 path,
-                0,
-                0,
+                p.line,
+                p.column,
                 format!("ports[{i}]"),
                 format!("expected a name of letters, digits and '_', got {p:?}"),
             );
@@ -525,6 +525,17 @@ flow: hello
                 proptest::prop_assert!(m.starts_with("e.yaml:"), "{}", m);
             }
         }
+    }
+
+    #[test]
+    fn adapter_errors_are_located() {
+        let a = "apiVersion: repro.dev/chaos/v1\nkind: adapter\nname: a\ndriver: process\ntargets:\n  - name: s\n    start: exec sleep 1\n  - name: s\n    start: exec sleep 1\n";
+        let m = parse_adapter(Path::new("a.yaml"), a).unwrap_err().to_string();
+        assert!(m.starts_with("a.yaml:8:11: targets[1].name: expected a unique name"), "{m}");
+        let b = a.replace("driver: process", "driver: docker");
+        let m = parse_adapter(Path::new("a.yaml"), &b).unwrap_err().to_string();
+        assert!(m.starts_with("a.yaml:4:9: driver: unknown variant `docker`, expected one of process"), "{m}");
+        assert!(parse_adapter(Path::new("a.yaml"), BUILTIN_PROCESS_ADAPTER).is_ok());
     }
 
     #[test]

@@ -802,7 +802,7 @@ pub struct Adapter {
     pub env: BTreeMap<String, String>,
     /// Names of free 127.0.0.1 ports to pick per run, exported as `CHAOS_PORT_<NAME>`.
     #[serde(default)]
-    pub ports: Vec<String>,
+    pub ports: Vec<At<String>>,
     #[serde(default)]
     pub instance: InstanceHooks,
     #[serde(default)]
@@ -846,7 +846,7 @@ pub struct Health {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Target {
-    pub name: String,
+    pub name: At<String>,
     #[serde(default)]
     pub description: String,
     /// Run once before the first start (e.g. initdb).

@@ -224,7 +224,7 @@ impl Ctx {
         reason: &str,
         operation: Option<&str>,
     ) -> std::result::Result<bool, String> {
-        let name = t.spec.name.clone();
+        let name = t.spec.name.value.clone();
         // A new incarnation starts only after the previous one's group is empty.
         let old = t.state.lock().unwrap_or_else(|e| e.into_inner()).0;
         if let Some(pgid) = old {
@@ -1123,7 +1123,7 @@ pub fn not_applicable(exp: &Experiment, adapter: &Adapter) -> Option<String> {
                 if is_workload {
                     continue;
                 }
-                match adapter.targets.iter().find(|x| x.name == t) {
+                match adapter.targets.iter().find(|x| x.name.value == t) {
                     None => {
                         return Some(format!(
                             "operation {} targets {t}, which adapter {} does not have",
@@ -1152,7 +1152,7 @@ pub fn not_applicable(exp: &Experiment, adapter: &Adapter) -> Option<String> {
                     ));
                 }
                 if let Some(t) = target {
-                    if !is_workload && !adapter.targets.iter().any(|x| x.name == t) {
+                    if !is_workload && !adapter.targets.iter().any(|x| x.name.value == t) {
                         return Some(format!(
                             "operation {} targets {t}, which adapter {} does not have",
                             op.name.value, adapter.name
@@ -1441,7 +1441,7 @@ fn adapter_checks(ctx: &Ctx) -> Vec<CheckResult> {
         let mut details = Vec::new();
         let mut all = true;
         for t in ctx.targets.values() {
-            let env = ctx.hook_env(&[("CHAOS_TARGET", t.spec.name.clone())]);
+            let env = ctx.hook_env(&[("CHAOS_TARGET", t.spec.name.value.clone())]);
             let running = ctx.target_running(t);
             let healthy = running
                 && match &t.spec.health {
@@ -1574,9 +1574,9 @@ pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -
 
     let mut targets = BTreeMap::new();
     for t in &adapter.adapter.targets {
-        mkdirs(&run_dir.join("system/targets").join(&t.name))?;
+        mkdirs(&run_dir.join("system/targets").join(&t.name.value))?;
         targets.insert(
-            t.name.clone(),
+            t.name.value.clone(),
             Arc::new(TargetRt { spec: t.clone(), state: Mutex::new((None, false)), incarnation: AtomicU32::new(0) }),
         );
     }
@@ -1639,7 +1639,7 @@ fn write_manifest(ctx: &Ctx, exp: &LoadedExperiment, adapter: &LoadedAdapter, id
             let out = proc::run_hook(v, &ctx.env, &ctx.run_dir, Duration::from_secs(10), None)
                 .map(|o| o.output.trim().to_string())
                 .unwrap_or_else(|err| format!("unknown: {err}"));
-            systems.insert(t.name.clone(), json!(out));
+            systems.insert(t.name.value.clone(), json!(out));
         }
     }
     let bash = proc::run_hook("echo \"$BASH_VERSION\"", &BTreeMap::new(), &ctx.run_dir, Duration::from_secs(5), None)
@@ -1687,14 +1687,14 @@ fn drive(ctx: &Arc<Ctx>) -> Result<()> {
     let mut started_targets: Vec<Arc<TargetRt>> = Vec::new();
     // In the adapter's order: a later target (an exporter) may need an earlier one (its server).
     let ordered: Vec<Arc<TargetRt>> =
-        ctx.adapter.targets.iter().filter_map(|t| ctx.targets.get(&t.name)).cloned().collect();
+        ctx.adapter.targets.iter().filter_map(|t| ctx.targets.get(&t.name.value)).cloned().collect();
     for t in &ordered {
         if ctx.cancel.is_cancelled() {
             break;
         }
         if let Some(setup) = &t.spec.setup {
             let env = ctx.hook_env(&[
-                ("CHAOS_TARGET", t.spec.name.clone()),
+                ("CHAOS_TARGET", t.spec.name.value.clone()),
                 ("CHAOS_TARGET_DIR", ctx.target_dir(&t.spec.name).display().to_string()),
             ]);
             match proc::run_hook(setup, &env, run_dir, Duration::from_secs(120), Some(&ctx.cancel)) {
