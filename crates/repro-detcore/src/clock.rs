@@ -130,6 +130,21 @@ impl LogicalClock {
         ClockRead::Value(value)
     }
 
+    /// Clock reads in a row with no other event in between (the frozen-clock detector's count).
+    pub fn reads_in_row(&self) -> u32 {
+        self.reads_in_row
+    }
+
+    /// Adopts reads answered by an in-process reader of this clock (the replacement vDSO, which
+    /// advances a shared copy of `elapsed_ns` by the step per read): the clock moves forward to
+    /// `elapsed_ns` (never backward) and the detector's count becomes `reads_in_row`.
+    pub fn absorb(&mut self, elapsed_ns: i128, reads_in_row: u32) {
+        if elapsed_ns > self.elapsed_ns {
+            self.elapsed_ns = elapsed_ns;
+        }
+        self.reads_in_row = reads_in_row;
+    }
+
     /// Something other than a clock read happened: the polling detector starts over.
     pub fn note_event(&mut self) {
         self.reads_in_row = 0;
@@ -244,6 +259,19 @@ mod tests {
             }
             assert!(matches!(c.read(ClockKind::Realtime), ClockRead::Value(_)));
         }
+    }
+
+    #[test]
+    fn absorbed_in_process_reads_continue_the_same_clock() {
+        let mut c = LogicalClock::new(0, 0);
+        c.absorb(5_000, STALL_READS - 1);
+        assert_eq!(c.peek(ClockKind::CpuTime), Timespec { sec: 0, nsec: 5_000 });
+        // The next read is the one that completes the row.
+        assert_eq!(c.read(ClockKind::Monotonic), ClockRead::Stalled { reads: STALL_READS });
+        // Never backward.
+        c.absorb(10, 0);
+        assert_eq!(c.elapsed_ns(), 5_000);
+        assert_eq!(c.reads_in_row(), 0);
     }
 
     #[test]

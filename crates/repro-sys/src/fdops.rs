@@ -48,6 +48,16 @@ pub fn lseek(fd: &OwnedFd, off: i64, whence: i32) -> io::Result<i64> {
     Ok(r)
 }
 
+/// pread(2) into `buf` at `off`; returns the number of bytes read.
+pub fn pread(fd: &OwnedFd, buf: &mut [u8], off: i64) -> io::Result<usize> {
+    // SAFETY: the kernel writes at most buf.len() bytes into buf.
+    let n = unsafe { libc::pread(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), off) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
 /// open(2) relative to `dir` (or the cwd when `None`).
 pub fn openat(dir: Option<&OwnedFd>, path: &CStr, flags: i32) -> io::Result<OwnedFd> {
     let d = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());

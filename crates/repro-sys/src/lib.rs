@@ -10,4 +10,5 @@ pub mod memory;
 pub mod ns;
 pub mod ptrace;
 pub mod seccomp;
+pub mod shmem;
 pub mod spawn;

@@ -86,6 +86,111 @@ impl Tracee<Stopped> {
     }
 }
 
+/// Why a syscall could not be injected into a tracee.
+#[derive(Debug)]
+pub enum InjectError {
+    /// The task exited or was killed meanwhile; the event must be handled by the caller's wait loop.
+    Gone(Event),
+    /// A ptrace or wait request failed.
+    Sys(io::Error),
+}
+
+impl From<io::Error> for InjectError {
+    fn from(e: io::Error) -> Self {
+        InjectError::Sys(e)
+    }
+}
+
+/// Waits for the next stop (or end) of one task.
+fn wait_tid(tid: i32) -> io::Result<WaitStatus> {
+    loop {
+        match waitpid(Pid::from_raw(tid), Some(WaitPidFlag::__WALL)) {
+            Ok(WaitStatus::StillAlive) | Ok(WaitStatus::Continued(_)) | Err(nix::Error::EINTR) => continue,
+            Ok(s) => return Ok(s),
+            Err(e) => return Err(nix_err(e)),
+        }
+    }
+}
+
+fn gone(st: &WaitStatus) -> Option<Event> {
+    match *st {
+        WaitStatus::Exited(pid, code) => Some(Event::Exited { tid: pid.as_raw(), code }),
+        WaitStatus::Signaled(pid, sig, _) => Some(Event::Killed { tid: pid.as_raw(), sig: sig as i32 }),
+        _ => None,
+    }
+}
+
+impl Tracee<Stopped> {
+    /// From a PTRACE_EVENT_EXEC stop, runs the task to the syscall-exit stop of its execve (the new
+    /// image has not run an instruction yet). There the registers can be changed freely: the kernel
+    /// has already stored execve's return value. Signals that arrive meanwhile are appended to
+    /// `deferred` (the caller re-sends them).
+    pub fn exec_to_syscall_exit(&self, deferred: &mut Vec<i32>) -> Result<(), InjectError> {
+        nptrace::syscall(Pid::from_raw(self.tid), None).map_err(nix_err)?;
+        loop {
+            let st = wait_tid(self.tid)?;
+            if let Some(ev) = gone(&st) {
+                return Err(InjectError::Gone(ev));
+            }
+            match st {
+                WaitStatus::Stopped(_, Signal::SIGTRAP) | WaitStatus::PtraceSyscall(_) => return Ok(()),
+                WaitStatus::Stopped(_, sig) => {
+                    deferred.push(sig as i32);
+                    nptrace::syscall(Pid::from_raw(self.tid), None).map_err(nix_err)?;
+                }
+                _ => nptrace::syscall(Pid::from_raw(self.tid), None).map_err(nix_err)?,
+            }
+        }
+    }
+
+    /// Makes the stopped task execute one system call (x86_64): `regs` with `rip` at `gadget` (the
+    /// address of a `syscall` instruction, 0f 05, in an executable mapping of the task), `rax` = `nr`
+    /// and the arguments, then single-steps over the instruction. Returns the raw result (-errno on
+    /// failure). The caller restores the task's registers afterwards. The task must be at a stop where
+    /// its registers are not about to be overwritten by the kernel (e.g. a syscall-exit stop, or a
+    /// previous injection's stop). Signals that arrive meanwhile are appended to `deferred`.
+    #[cfg(target_arch = "x86_64")]
+    pub fn inject_syscall(
+        &self,
+        base: &Regs,
+        gadget: u64,
+        nr: i64,
+        args: [u64; 6],
+        deferred: &mut Vec<i32>,
+    ) -> Result<i64, InjectError> {
+        let mut r = *base;
+        r.rip = gadget;
+        r.rax = nr as u64;
+        r.orig_rax = u64::MAX;
+        r.rdi = args[0];
+        r.rsi = args[1];
+        r.rdx = args[2];
+        r.r10 = args[3];
+        r.r8 = args[4];
+        r.r9 = args[5];
+        self.set_regs(r)?;
+        loop {
+            nptrace::step(Pid::from_raw(self.tid), None).map_err(nix_err)?;
+            let st = wait_tid(self.tid)?;
+            if let Some(ev) = gone(&st) {
+                return Err(InjectError::Gone(ev));
+            }
+            match st {
+                WaitStatus::Stopped(_, Signal::SIGTRAP) => {
+                    let after = self.regs()?;
+                    if after.rip == gadget + 2 {
+                        return Ok(after.rax as i64);
+                    }
+                    // A SIGTRAP sent to the task before the instruction ran.
+                    deferred.push(libc::SIGTRAP);
+                }
+                WaitStatus::Stopped(_, sig) => deferred.push(sig as i32),
+                _ => {}
+            }
+        }
+    }
+}
+
 /// What [`wait_any`] observed.
 #[derive(Debug)]
 pub enum Event {
