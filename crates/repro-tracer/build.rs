@@ -15,7 +15,9 @@ fn main() {
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     let built = arch == "x86_64" && compile(&dir, &out);
     if !built {
-        println!("cargo:warning=repro-tracer: the replacement vDSO was not built; clock reads will be mediated syscalls");
+        println!(
+            "cargo:warning=repro-tracer: the replacement vDSO was not built; clock reads will be mediated syscalls"
+        );
         std::fs::write(&out, b"").expect("writing an empty vDSO image");
     }
 }

@@ -2,7 +2,8 @@
 
 use repro_detcore::ClockKind;
 use repro_sys::memory;
-use repro_sys::ptrace::{Stopped, Tracee};
+use repro_sys::ptrace::{Event, InjectError, Stopped, Tracee};
+use repro_sys::shmem::PAGE;
 
 use crate::{lock, SharedRef};
 
@@ -15,6 +16,8 @@ const AT_SYSINFO_EHDR: u64 = 33;
 pub(crate) struct AuxvSlots {
     /// Address of the value word of the AT_SYSINFO_EHDR entry.
     pub sysinfo_ehdr_value: Option<u64>,
+    /// The AT_SYSINFO_EHDR value: where the kernel mapped its vDSO.
+    pub sysinfo_ehdr: Option<u64>,
     /// Address the AT_RANDOM entry points at (16 bytes).
     pub random_bytes: Option<u64>,
 }
@@ -40,7 +43,10 @@ pub(crate) fn find_auxv(sp: u64, mut read_word: impl FnMut(u64) -> Option<u64>) 
         let (Some(key), Some(val)) = (read_word(a), read_word(a + 8)) else { break };
         match key {
             AT_NULL => break,
-            AT_SYSINFO_EHDR => slots.sysinfo_ehdr_value = Some(a + 8),
+            AT_SYSINFO_EHDR => {
+                slots.sysinfo_ehdr_value = Some(a + 8);
+                slots.sysinfo_ehdr = Some(val);
+            }
             AT_RANDOM => slots.random_bytes = Some(val),
             _ => {}
         }
@@ -72,43 +78,148 @@ impl StackReader {
     }
 }
 
-/// At the exec stop: disable the vDSO and rewrite AT_RANDOM.
-pub(crate) fn on_exec(tracee: &Tracee<Stopped>, shared: &SharedRef) {
+/// What happened at an exec stop, for the trace loop.
+#[derive(Debug, Default)]
+pub(crate) struct ExecDone {
+    /// The task ended while the vDSO was being installed: the loop handles this event instead.
+    pub gone: Option<Event>,
+    /// Signals that arrived during the installation, to send again once the task runs.
+    pub deferred: Vec<i32>,
+}
+
+/// At the exec stop: rewrite AT_RANDOM and replace the vDSO (or, when that fails, disable it).
+pub(crate) fn on_exec(tracee: &Tracee<Stopped>, shared: &SharedRef) -> ExecDone {
     let tid = tracee.tid();
-    let mut sh = lock(shared);
-    sh.stats.execs += 1;
-    sh.live.insert(tid);
-    let Ok(regs) = tracee.regs() else {
-        sh.not_enforced.insert(format!(
-            "could not read the registers of pid {tid} at exec; vDSO and AT_RANDOM left as the kernel set them"
-        ));
-        return;
+    let mut done = ExecDone::default();
+    let slots = {
+        let mut sh = lock(shared);
+        sh.stats.execs += 1;
+        sh.live.insert(tid);
+        let Ok(regs) = tracee.regs() else {
+            sh.not_enforced.insert(format!(
+                "could not read the registers of pid {tid} at exec; vDSO and AT_RANDOM left as the kernel set them"
+            ));
+            return done;
+        };
+        let mut reader = StackReader { pid: tid, base: 0, buf: Vec::new() };
+        let slots = find_auxv(stack_pointer(&regs), |a| reader.word(a));
+        match slots.random_bytes {
+            Some(addr) => {
+                let bytes = sh.ctl.at_random(tid);
+                if let Err(e) = memory::write(tid, addr, &bytes) {
+                    sh.not_enforced.insert(format!("could not rewrite AT_RANDOM of pid {tid}: {e}"));
+                }
+            }
+            None => {
+                sh.not_enforced.insert(format!("no AT_RANDOM entry found in the auxiliary vector of pid {tid}"));
+            }
+        }
+        slots
     };
-    let mut reader = StackReader { pid: tid, base: 0, buf: Vec::new() };
-    let slots = find_auxv(stack_pointer(&regs), |a| reader.word(a));
-    match slots.sysinfo_ehdr_value {
-        // With AT_SYSINFO_EHDR = 0 the C library finds no vDSO and makes real syscalls, which the
-        // seccomp filter mediates.
-        Some(addr) => {
-            if let Err(e) = memory::write(tid, addr, &0u64.to_le_bytes()) {
-                sh.not_enforced.insert(format!("could not disable the vDSO of pid {tid}: {e}"));
+    // No vDSO entry: the kernel was booted with vdso=0 (or the stack is unreadable); nothing to replace.
+    let (Some(addr), Some(kernel_ehdr)) = (slots.sysinfo_ehdr_value, slots.sysinfo_ehdr) else { return done };
+    // First the safe state: with AT_SYSINFO_EHDR = 0 the C library finds no vDSO and makes real
+    // syscalls, which the filter mediates. Then try to install ours.
+    if let Err(e) = memory::write(tid, addr, &0u64.to_le_bytes()) {
+        lock(shared).not_enforced.insert(format!("could not replace or disable the vDSO of pid {tid}: {e}"));
+        return done;
+    }
+    match install(tracee, shared, kernel_ehdr, &mut done.deferred) {
+        Ok(ehdr) => {
+            let mut sh = lock(shared);
+            match memory::write(tid, addr, &ehdr.to_le_bytes()) {
+                Ok(()) => sh.stats.vdso_replaced += 1,
+                Err(e) => sh.vdso_fallback(format!("could not point AT_SYSINFO_EHDR at it: {e}")),
             }
         }
-        None => {
-            // No vDSO entry (kernel booted with vdso=0, or an unreadable stack).
+        Err(Failed::Gone(ev)) => done.gone = Some(ev),
+        Err(Failed::Other(why)) => lock(shared).vdso_fallback(why),
+    }
+    done
+}
+
+enum Failed {
+    Gone(Event),
+    Other(String),
+}
+
+impl From<InjectError> for Failed {
+    fn from(e: InjectError) -> Self {
+        match e {
+            InjectError::Gone(ev) => Failed::Gone(ev),
+            InjectError::Sys(e) => Failed::Other(format!("injecting a syscall failed: {e}")),
         }
     }
-    match slots.random_bytes {
-        Some(addr) => {
-            let bytes = sh.ctl.at_random(tid);
-            if let Err(e) = memory::write(tid, addr, &bytes) {
-                sh.not_enforced.insert(format!("could not rewrite AT_RANDOM of pid {tid}: {e}"));
-            }
-        }
-        None => {
-            sh.not_enforced.insert(format!("no AT_RANDOM entry found in the auxiliary vector of pid {tid}"));
-        }
+}
+
+fn ok_or_errno(what: &str, r: i64) -> Result<u64, Failed> {
+    if (-4095..0).contains(&r) {
+        return Err(Failed::Other(format!(
+            "{what} in the guest failed: {}",
+            std::io::Error::from_raw_os_error(-r as i32)
+        )));
     }
+    Ok(r as u64)
+}
+
+/// Maps the data page and our image into the task (stopped at its exec event) with injected syscalls:
+/// getcpu with magic arguments (the notify thread answers with the memfd, installed by ADDFD), mmap,
+/// mprotect, close, and munmap of the kernel's vDSO. Returns the address of our ELF header. The
+/// task's registers are restored before returning (except when it is gone).
+#[cfg(target_arch = "x86_64")]
+fn install(
+    tracee: &Tracee<Stopped>,
+    shared: &SharedRef,
+    kernel_ehdr: u64,
+    deferred: &mut Vec<i32>,
+) -> Result<u64, Failed> {
+    let tid = tracee.tid();
+    let (kgadget, unmap, total, image_len, gadget) = {
+        let sh = lock(shared);
+        let Some(p) = sh.vdso.as_ref() else {
+            return Err(Failed::Other(sh.vdso_unavailable.clone().unwrap_or_default()));
+        };
+        (kernel_ehdr + p.kernel.gadget, p.kernel.unmap, p.total_len(), p.image_len, p.gadget)
+    };
+    tracee.exec_to_syscall_exit(deferred)?;
+    let saved = tracee.regs().map_err(InjectError::from)?;
+    let call = |gadget: u64, nr: i64, args: [u64; 6], deferred: &mut Vec<i32>| {
+        tracee.inject_syscall(&saved, gadget, nr, args, deferred)
+    };
+    lock(shared).vdso_fd_requests.insert(tid);
+    let [m0, m1] = crate::vdso::FD_REQUEST_MAGIC;
+    let fd = call(kgadget, libc::SYS_getcpu, [m0, m1, tid as u64, 0, 0, 0], deferred);
+    lock(shared).vdso_fd_requests.remove(&tid);
+    let result = (|| {
+        let fd = ok_or_errno("receiving the vDSO memfd", fd?)?;
+        let prot_rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+        let mapped = call(kgadget, libc::SYS_mmap, [0, total, prot_rw, libc::MAP_SHARED as u64, fd, 0], deferred);
+        let closed = call(kgadget, libc::SYS_close, [fd, 0, 0, 0, 0, 0], deferred);
+        let base = ok_or_errno("mmap of the vDSO", mapped?)?;
+        ok_or_errno("close of the vDSO memfd", closed?)?;
+        let prot_rx = (libc::PROT_READ | libc::PROT_EXEC) as u64;
+        let r = call(kgadget, libc::SYS_mprotect, [base + PAGE as u64, image_len, prot_rx, 0, 0, 0], deferred)?;
+        if let Err(e) = ok_or_errno("mprotect of the vDSO", r) {
+            call(kgadget, libc::SYS_munmap, [base, total, 0, 0, 0, 0], deferred)?;
+            return Err(e);
+        }
+        // The kernel's own vDSO (and its vvar pages) go away, so a program that finds it through
+        // /proc/self/maps cannot read the host clock through it. Best effort: it is harmless if it fails.
+        let ours = base + PAGE as u64 + gadget;
+        let lo = kernel_ehdr.wrapping_add(unmap.0 as u64);
+        call(ours, libc::SYS_munmap, [lo, unmap.1, 0, 0, 0, 0], deferred)?;
+        Ok(base + PAGE as u64)
+    })();
+    if matches!(result, Err(Failed::Gone(_))) {
+        return result;
+    }
+    tracee.set_regs(saved).map_err(|e| Failed::Other(format!("restoring the registers failed: {e}")))?;
+    result
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn install(_: &Tracee<Stopped>, _: &SharedRef, _: u64, _: &mut Vec<i32>) -> Result<u64, Failed> {
+    Err(Failed::Other("the replacement vDSO exists for x86_64 only".into()))
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -129,6 +240,7 @@ pub(crate) fn emulate_rdtsc(tracee: &Tracee<Stopped>, shared: &SharedRef) -> boo
     };
     let ticks = {
         let mut sh = lock(shared);
+        sh.sync_in();
         sh.stats.rdtsc += 1;
         // A 1 GHz counter on the logical monotonic clock; it advances by the clock step like a read.
         let t = match sh.ctl.clock.read(ClockKind::Monotonic) {
@@ -138,6 +250,7 @@ pub(crate) fn emulate_rdtsc(tracee: &Tracee<Stopped>, shared: &SharedRef) -> boo
                 sh.ctl.clock.peek(ClockKind::Monotonic)
             }
         };
+        sh.sync_out();
         (t.sec as u64).wrapping_mul(1_000_000_000).wrapping_add(t.nsec as u64)
     };
     regs.rax = ticks & 0xffff_ffff;
@@ -161,6 +274,7 @@ mod tests {
         let slots = find_auxv(base, |a| words.get(((a - base) / 8) as usize).copied());
         assert_eq!(slots.random_bytes, Some(0x5000));
         assert_eq!(slots.sysinfo_ehdr_value, Some(base + 11 * 8));
+        assert_eq!(slots.sysinfo_ehdr, Some(0x7000));
     }
 
     #[test]

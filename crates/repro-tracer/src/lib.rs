@@ -6,12 +6,15 @@
 //!   syscalls only; everything else runs natively. A notify thread answers them, writing results with
 //!   process_vm_writev and checking SECCOMP_IOCTL_NOTIF_ID_VALID after reading guest memory;
 //! - ptrace (PTRACE_SEIZE, exec/clone/fork/vfork events, EXITKILL) on the calling thread, for the rare
-//!   events: at every exec the vDSO is disabled (AT_SYSINFO_EHDR set to 0, so libc falls back to real
-//!   syscalls, which the filter mediates) and the 16 AT_RANDOM bytes are rewritten from the seeded
-//!   stream; rdtsc/rdtscp trap with PR_SET_TSC and are emulated at the SIGSEGV stop.
+//!   events: at every exec the vDSO is replaced by ours (AT_SYSINFO_EHDR pointed at an image of ours
+//!   that answers clock reads in-process from a page shared with the supervisor; see [`vdso`]), or,
+//!   when that fails, disabled (AT_SYSINFO_EHDR = 0, so libc falls back to real syscalls, which the
+//!   filter mediates); the 16 AT_RANDOM bytes are rewritten from the seeded stream; rdtsc/rdtscp trap
+//!   with PR_SET_TSC and are emulated at the SIGSEGV stop.
 
 mod exec;
 mod notify;
+pub mod vdso;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ffi::CString;
@@ -74,6 +77,15 @@ pub struct SupervisorStats {
     pub execs: u64,
     /// rdtsc/rdtscp instructions emulated.
     pub rdtsc: u64,
+    /// Program images that got the replacement vDSO.
+    pub vdso_replaced: u64,
+    /// Program images whose vDSO was disabled instead (AT_SYSINFO_EHDR = 0: correct, clock reads are
+    /// mediated syscalls), and why.
+    pub vdso_disabled: u64,
+    pub vdso_disabled_why: BTreeSet<String>,
+    /// Clock reads the replacement vDSO answered in-process (also counted in `mediated` as
+    /// `vdso_clock_reads`: they are answered by the same policy, through the shared page).
+    pub vdso_clock_reads: u64,
 }
 
 impl SupervisorStats {
@@ -90,6 +102,10 @@ impl SupervisorStats {
             "tasks_created": self.tasks_created,
             "execs": self.execs,
             "rdtsc": self.rdtsc,
+            "vdso_replaced": self.vdso_replaced,
+            "vdso_disabled": self.vdso_disabled,
+            "vdso_disabled_why": self.vdso_disabled_why,
+            "vdso_clock_reads": self.vdso_clock_reads,
         })
     }
 }
@@ -130,6 +146,35 @@ pub(crate) struct Shared {
     pub dirs: std::collections::HashMap<(u64, u64), repro_detcore::DirListing>,
     /// Devices of pseudo file systems (/proc, /sys, /dev...): their file times are the host's "now".
     pub pseudo_devs: HashSet<u64>,
+    /// The replacement vDSO's shared clock page, or why there is none.
+    pub vdso: Option<vdso::ClockPage>,
+    pub vdso_unavailable: Option<String>,
+    /// Tasks being given the vDSO memfd at their exec stop (see exec::install).
+    pub vdso_fd_requests: HashSet<i32>,
+}
+
+impl Shared {
+    /// Adopts the clock reads the vDSO answered in-process; call before using the clock.
+    pub(crate) fn sync_in(&mut self) {
+        if let Some(p) = self.vdso.as_mut() {
+            p.sync_in(&mut self.ctl.clock);
+        }
+    }
+
+    /// Publishes the controller's clock to the vDSO page; call after the clock may have moved.
+    pub(crate) fn sync_out(&mut self) {
+        if let Some(p) = self.vdso.as_mut() {
+            p.sync_out(&self.ctl.clock);
+        }
+    }
+
+    /// An exec kept the safe fallback (vDSO disabled) because ours could not be installed.
+    pub(crate) fn vdso_fallback(&mut self, why: String) {
+        self.stats.vdso_disabled += 1;
+        if self.stats.vdso_disabled_why.len() < 8 {
+            self.stats.vdso_disabled_why.insert(why);
+        }
+    }
 }
 
 /// Devices of the pseudo file systems whose timestamps follow the host clock rather than writes.
@@ -179,6 +224,10 @@ pub fn supervise(
         machine: std::env::consts::ARCH.to_string(),
         run_start_real_ns: now_real_ns(),
     });
+    let (vdso, vdso_unavailable) = match vdso::ClockPage::new(&ctl.clock, cfg.epoch_unix_secs) {
+        Ok(p) => (Some(p), None),
+        Err(why) => (None, Some(format!("the replacement vDSO is unavailable: {why}"))),
+    };
     let program_name = spec.program.to_string_lossy().into_owned();
     let pending = spawn::spawn_guest(&spec.program, &spec.argv, &spec.envp, &filter, true, spec.pre_exec)
         .map_err(|e| spawn_error(e, &program_name, 0))?;
@@ -205,6 +254,9 @@ pub fn supervise(
         live: HashSet::from([pid]),
         dirs: Default::default(),
         pseudo_devs: pseudo_fs_devs(),
+        vdso,
+        vdso_unavailable,
+        vdso_fd_requests: HashSet::new(),
     }));
     let notifier = {
         let shared = shared.clone();
@@ -223,8 +275,17 @@ pub fn supervise(
     on_spawn(pid);
     let exit = trace_loop(pid, &shared)?;
     let _ = notifier.join();
-    let sh = lock(&shared);
-    Ok(GuestOutcome { exit, not_enforced: sh.not_enforced.iter().cloned().collect(), stats: sh.stats.clone() })
+    let mut sh = lock(&shared);
+    let reads = sh.vdso.as_ref().map_or(0, |p| p.reads());
+    sh.stats.vdso_clock_reads = reads;
+    if reads > 0 {
+        sh.stats.mediated.insert("vdso_clock_reads".into(), reads);
+    }
+    Ok(GuestOutcome {
+        exit,
+        not_enforced: sh.not_enforced.iter().cloned().collect(),
+        stats: sh.stats.clone(),
+    })
 }
 
 fn spawn_error(e: SpawnError, program: &str, pid: i32) -> TracerError {
@@ -246,18 +307,31 @@ const PTRACE_EVENT_EXEC: i32 = 4;
 fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
     let mut exit: Option<GuestExit> = None;
     loop {
-        let ev = match ptrace::wait_any() {
+        let mut ev = match ptrace::wait_any() {
             Ok(ev) => ev,
             Err(e) if e.raw_os_error() == Some(libc::ECHILD) => break,
             Err(source) => return Err(TracerError::Sys { context: "waitpid", pid: top, source }),
         };
+        // An exec stop may end in another event (the task died while its vDSO was being installed).
+        if let Event::PtraceEvent { event: PTRACE_EVENT_EXEC, .. } = ev {
+            let Event::PtraceEvent { tracee, .. } = ev else { continue };
+            let done = exec::on_exec(&tracee, shared);
+            match done.gone {
+                Some(gone) => ev = gone,
+                None => {
+                    let tid = tracee.tid();
+                    let _ = tracee.cont(None);
+                    for sig in done.deferred {
+                        let _ = ptrace::kill_task(tid, sig);
+                    }
+                    continue;
+                }
+            }
+        }
         match ev {
             Event::PtraceEvent { tracee, event, .. } => {
                 let tid = tracee.tid();
                 match event {
-                    PTRACE_EVENT_EXEC => {
-                        exec::on_exec(&tracee, shared);
-                    }
                     PTRACE_EVENT_FORK | PTRACE_EVENT_VFORK | PTRACE_EVENT_CLONE => {
                         if let Ok(child) = tracee.event_msg() {
                             let mut sh = lock(shared);

@@ -32,6 +32,7 @@ macro_rules! mediated {
 
 mediated!(
     SYS_clock_gettime,
+    SYS_clock_getres,
     SYS_gettimeofday,
     SYS_time,
     SYS_nanosleep,
@@ -102,7 +103,15 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
     }
 }
 
+/// Answers one notification; the vDSO's shared clock page is synchronised with the controller around it.
 fn handle(n: &Notification, listener: &Listener, shared: &SharedRef) -> Reply {
+    lock(shared).sync_in();
+    let r = handle_inner(n, listener, shared);
+    lock(shared).sync_out();
+    r
+}
+
+fn handle_inner(n: &Notification, listener: &Listener, shared: &SharedRef) -> Reply {
     let nr = n.nr as i64;
     let pid = n.pid as i32;
     let a = n.args;
@@ -110,6 +119,7 @@ fn handle(n: &Notification, listener: &Listener, shared: &SharedRef) -> Reply {
     let name = syscall_name(nr);
     let r = match nr {
         libc::SYS_clock_gettime => clock_gettime(&mut sh, pid, a[0] as i32 as i64, a[1]),
+        libc::SYS_clock_getres => clock_getres(&mut sh, pid, a[0] as i32 as i64, a[1]),
         libc::SYS_gettimeofday => gettimeofday(&mut sh, pid, a[0], a[1]),
         libc::SYS_time => time(&mut sh, pid, a[0]),
         libc::SYS_nanosleep => {
@@ -147,6 +157,16 @@ fn handle(n: &Notification, listener: &Listener, shared: &SharedRef) -> Reply {
                 let m = sh.ctl.identity.affinity_mask(8);
                 write(pid, a[2], &m).map(|_| 8)
             }
+        }
+        libc::SYS_getcpu
+            if a[..2] == crate::vdso::FD_REQUEST_MAGIC && a[2] == pid as u64 && sh.vdso_fd_requests.contains(&pid) =>
+        {
+            // The supervisor itself, installing the replacement vDSO at this task's exec stop.
+            return match sh.vdso.as_ref().map(|p| p.fd().try_clone()) {
+                Some(Ok(fd)) => Reply::AddFd { fd, cloexec: true },
+                Some(Err(e)) => Reply::Error(errno_of(&e)),
+                None => Reply::Error(libc::ENOSYS),
+            };
         }
         libc::SYS_getcpu => {
             sh.ctl.note_event();
@@ -276,6 +296,25 @@ fn clock_gettime(sh: &mut Shared, pid: i32, clk: i64, tp: u64) -> Result<i64, i3
     };
     let t = read_clock(sh, kind)?;
     write(pid, tp, &timespec_bytes(t)).map(|_| 0)
+}
+
+/// clock_getres: pinned resolutions (1 ns; the coarse clocks 4 ms), the same the vDSO answers.
+fn clock_getres(sh: &mut Shared, pid: i32, clk: i64, res: u64) -> Result<i64, i32> {
+    sh.ctl.note_event();
+    match ClockKind::from_id(clk) {
+        Ok(_) => {}
+        Err(_) if clk < 0 => return Err(CONTINUE),
+        Err(_) => return Err(libc::EINVAL),
+    }
+    let nsec = if clk == libc::CLOCK_REALTIME_COARSE as i64 || clk == libc::CLOCK_MONOTONIC_COARSE as i64 {
+        4_000_000
+    } else {
+        1
+    };
+    if res != 0 {
+        write(pid, res, &timespec_bytes(Timespec { sec: 0, nsec }))?;
+    }
+    Ok(0)
 }
 
 fn gettimeofday(sh: &mut Shared, pid: i32, tv: u64, tz: u64) -> Result<i64, i32> {
