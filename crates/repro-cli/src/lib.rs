@@ -3,6 +3,7 @@
 
 mod chaos;
 mod error;
+mod pack;
 mod run;
 
 use std::process::ExitCode;
@@ -39,6 +40,17 @@ pub enum Command {
     Runs(run::RunsArgs),
     /// Print one recorded run.
     Show(run::ShowArgs),
+    /// Run a command like `repro run` and, when it fails, write a reproducer pack of its inputs.
+    Capture(pack::CaptureArgs),
+    /// Run a reproducer pack from its own root and check the failure signature.
+    Replay(pack::ReplayArgs),
+    /// Summarize a reproducer pack.
+    Inspect(pack::InspectArgs),
+    /// Extract a reproducer pack's files and manifest into a directory.
+    Unpack(pack::UnpackArgs),
+    /// Reproducer pack tools.
+    #[command(subcommand)]
+    Pack(pack::PackCommand),
     /// Check what this machine offers repro, and how to fix what is missing.
     Doctor {
         /// Print the report as JSON.
@@ -88,6 +100,11 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Run(args) => run::run(args),
         Command::Runs(args) => run::runs(args),
         Command::Show(args) => run::show(args),
+        Command::Capture(args) => pack::capture_cmd(args),
+        Command::Replay(args) => pack::replay_cmd(args),
+        Command::Inspect(args) => pack::inspect_cmd(args),
+        Command::Unpack(args) => pack::unpack_cmd(args),
+        Command::Pack(cmd) => pack::pack_cmd(cmd),
         Command::Doctor { json } => {
             let report = repro_sandbox::doctor::run();
             if json {

@@ -108,6 +108,7 @@ pub fn write_pack(
     }
     let bw = enc.finish().map_err(werr)?;
     let file = bw.into_inner().map_err(|e| werr(e.into_error()))?;
+    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644)).map_err(werr)?;
     file.sync_all().map_err(werr)?;
     tmp.persist(out).map_err(|e| PackError::io("cannot rename the finished pack to", out, e.error))?;
     Ok(())

@@ -49,7 +49,8 @@ impl ClosureOptions {
         if self.hidden.iter().any(|h| under(guest, h)) {
             return true;
         }
-        self.excluded.iter().any(|x| under(guest, x)) && !self.exempt.iter().any(|x| under(guest, x))
+        // The parents of an exempt path (the working directory under /tmp) are kept too.
+        self.excluded.iter().any(|x| under(guest, x)) && !self.exempt.iter().any(|x| under(guest, x) || under(x, guest))
     }
 
     fn host(&self, guest: &str) -> PathBuf {
@@ -104,6 +105,38 @@ fn shebang(p: &Path) -> Option<String> {
     interp.starts_with('/').then(|| interp.to_string())
 }
 
+/// The PT_INTERP of a 64-bit little-endian ELF executable (the dynamic loader the kernel opens by path).
+fn elf_interpreter(p: &Path) -> Option<String> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = fs::File::open(p).ok()?;
+    let mut eh = [0u8; 64];
+    f.read_exact(&mut eh).ok()?;
+    if &eh[..4] != b"\x7fELF" || eh[4] != 2 || eh[5] != 1 {
+        return None;
+    }
+    let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]) as u64;
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
+    let (phoff, phentsize, phnum) = (u64_at(&eh, 0x20), u16_at(&eh, 0x36), u16_at(&eh, 0x38));
+    if phentsize < 56 || phnum > 256 {
+        return None;
+    }
+    let mut ph = vec![0u8; (phentsize * phnum) as usize];
+    f.seek(SeekFrom::Start(phoff)).ok()?;
+    f.read_exact(&mut ph).ok()?;
+    for i in 0..phnum as usize {
+        let h = &ph[i * phentsize as usize..];
+        if u32::from_le_bytes([h[0], h[1], h[2], h[3]]) == 3 {
+            let (off, size) = (u64_at(h, 8), u64_at(h, 32).min(4096));
+            let mut name = vec![0u8; size as usize];
+            f.seek(SeekFrom::Start(off)).ok()?;
+            f.read_exact(&mut name).ok()?;
+            let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+            return String::from_utf8(name[..end].to_vec()).ok().filter(|s| s.starts_with('/'));
+        }
+    }
+    None
+}
+
 impl Closure {
     /// Builds the closure of `accesses`.
     pub fn build(accesses: &[Access], opts: &ClosureOptions) -> Result<Closure, PackError> {
@@ -128,7 +161,7 @@ impl Closure {
                     c.blobs.entry(d.clone()).or_insert_with(|| BlobSource::File(host.clone()));
                     c.add(&fin, EntryKind::File, mode, Some(size), Some(d), None, &kinds);
                     if kinds.iter().any(|k| k == "exec") && execs_seen.insert(fin.clone()) {
-                        if let Some(interp) = shebang(&host) {
+                        if let Some(interp) = shebang(&host).or_else(|| elf_interpreter(&host)) {
                             queue.push_back((interp, vec!["exec".into()]));
                         }
                     }
@@ -340,6 +373,14 @@ mod tests {
         assert_eq!(c.entries[&key("w/run.sh")].kind, EntryKind::File);
         assert_eq!(c.entries[&key("interp")].kind, EntryKind::File, "the #! interpreter is packed");
         assert!(!c.entries.contains_key(&key("skip/x")));
+    }
+
+    #[test]
+    fn elf_interpreter_of_a_real_program() {
+        let sh = fs::canonicalize("/bin/sh").unwrap();
+        let interp = elf_interpreter(&sh).expect("a dynamic /bin/sh");
+        assert!(interp.starts_with("/lib"), "{interp}");
+        assert_eq!(elf_interpreter(Path::new("/etc/hostname")), None);
     }
 
     #[test]

@@ -27,11 +27,27 @@ pub enum PackError {
     UnsupportedFormat { path: PathBuf, found: u32, supported: u32 },
     #[error("pack '{path}': unexpected entry '{entry}' ({why})")]
     UnexpectedEntry { path: PathBuf, entry: String, why: &'static str },
+    /// The run itself could not be set up (carries the sandbox's exit status).
+    #[error("{0}")]
+    Sandbox(#[from] repro_sandbox::SandboxError),
+    /// A bad argument: names it.
+    #[error("{argument}: {message}")]
+    Usage { argument: String, message: String },
     #[error("cannot pack '{path}': {detail}")]
     Closure { path: PathBuf, detail: String },
 }
 
 impl PackError {
+    /// The documented exit status: 2 for bad input (a damaged pack, a bad argument), 125 when repro could not
+    /// write or set up, the sandbox's own status for its errors.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            PackError::Sandbox(e) => e.exit_code(),
+            PackError::Io { .. } | PackError::Closure { .. } => 125,
+            _ => 2,
+        }
+    }
+
     pub(crate) fn io(what: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         PackError::Io { what, path: path.into(), source }
     }

@@ -4,9 +4,11 @@
 //! Layout and compatibility rules: docs/pack-format.md.
 
 pub mod archive;
+pub mod capture;
 pub mod closure;
 mod error;
 pub mod manifest;
+pub mod replay;
 pub mod signature;
 pub mod store;
 pub mod summary;

@@ -58,6 +58,10 @@ pub struct InitConfig {
     pub user_namespace: bool,
     /// The determinism supervisor's settings; `None` runs the guest without it.
     pub determinism: Option<DetSettings>,
+    /// A directory to bind (read-only) as the guest's `/` instead of the host's (a reproducer pack's root);
+    /// the working directory's overlay then takes its lower layer from inside it.
+    #[serde(default)]
+    pub root_source: Option<String>,
 }
 
 /// What the supervisor makes the guest's view of the world a function of.
@@ -68,6 +72,16 @@ pub struct DetSettings {
     pub clock_step_ns: u64,
     /// CPUs as the guest sees them.
     pub cpus: u32,
+    /// Record the paths the guest uses (`repro capture`).
+    #[serde(default)]
+    pub record_access: bool,
+}
+
+/// A path the guest used and how (`open`, `exec`, `map`, `stat`, `list`, `readlink`, `chdir`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Accessed {
+    pub path: String,
+    pub kinds: Vec<String>,
 }
 
 /// What the init reports back.
@@ -77,6 +91,9 @@ pub struct InitResult {
     pub exit_status: i32,
     #[serde(default)]
     pub determinism: Determinism,
+    /// The paths the guest used, when recording.
+    #[serde(default)]
+    pub accessed: Vec<Accessed>,
 }
 
 /// The init's entry point. Returns the exit status.
@@ -100,14 +117,15 @@ pub fn main(config_path: &Path) -> i32 {
         }
     };
     let mut determinism = Determinism { supervised: cfg.determinism.is_some(), ..Default::default() };
+    let mut accessed = Vec::new();
     let (outcome, status) = match setup(&cfg) {
         Err(msg) => {
             eprintln!("repro: sandbox setup failed: {msg}");
             (RunOutcome::SetupFailed { message: msg }, crate::EXIT_SETUP)
         }
-        Ok(()) => run_guest(&cfg, &mut determinism),
+        Ok(()) => run_guest(&cfg, &mut determinism, &mut accessed),
     };
-    let res = InitResult { outcome, exit_status: status, determinism };
+    let res = InitResult { outcome, exit_status: status, determinism, accessed };
     let _ = result_file.write_all(&serde_json::to_vec(&res).unwrap_or_default());
     status
 }
@@ -135,7 +153,8 @@ fn build_root(cfg: &InitConfig) -> Result<(), String> {
     let e = |x: ns::SysError| x.to_string();
     let r = cfg.root.as_str();
     ns::mount("", "/", "", mflags::REC | mflags::PRIVATE, None).map_err(e)?;
-    ns::mount("/", r, "", mflags::BIND | mflags::REC, None).map_err(e)?;
+    let source = cfg.root_source.as_deref().unwrap_or("/");
+    ns::mount(source, r, "", mflags::BIND | mflags::REC, None).map_err(e)?;
     ns::make_readonly_recursive(r).map_err(e)?;
 
     let tmpfs = |target: &str, mode: &str| {
@@ -151,12 +170,16 @@ fn build_root(cfg: &InitConfig) -> Result<(), String> {
     if !Path::new(&target).is_dir() {
         mkdir_p(&target, 0o755)?;
     }
-    for p in [&cfg.cwd, &cfg.upper, &cfg.work] {
+    let lower = match &cfg.root_source {
+        Some(src) => under(src, &cfg.cwd),
+        None => cfg.cwd.clone(),
+    };
+    for p in [&lower, &cfg.upper, &cfg.work] {
         if p.contains(',') || p.contains(':') {
             return Err(format!("the path '{p}' contains ',' or ':', which overlayfs cannot take"));
         }
     }
-    let mut opts = format!("lowerdir={},upperdir={},workdir={}", cfg.cwd, cfg.upper, cfg.work);
+    let mut opts = format!("lowerdir={},upperdir={},workdir={}", lower, cfg.upper, cfg.work);
     if cfg.user_namespace {
         opts.push_str(",userxattr");
     }
@@ -293,7 +316,7 @@ fn exec_failed(cmd: &str, errno: i32) -> (RunOutcome, i32) {
     (RunOutcome::ExecFailed { errno, message }, code)
 }
 
-fn run_guest(cfg: &InitConfig, determinism: &mut Determinism) -> (RunOutcome, i32) {
+fn run_guest(cfg: &InitConfig, determinism: &mut Determinism, accessed: &mut Vec<Accessed>) -> (RunOutcome, i32) {
     let cmd = cfg.argv.first().cloned().unwrap_or_default();
     let path_var = cfg.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or(crate::env::PATH);
     let sigfd = match ns::signalfd(&INIT_SIGNALS) {
@@ -327,7 +350,7 @@ fn run_guest(cfg: &InitConfig, determinism: &mut Determinism) -> (RunOutcome, i3
             Ok(exit) => exit,
             Err(failed) => return failed(&cmd),
         },
-        Some(det) => match supervised(cs(&program), argv, envp, &setup, det, sigfd, determinism) {
+        Some(det) => match supervised(cs(&program), argv, envp, &setup, det, sigfd, determinism, accessed) {
             Ok(exit) => exit,
             Err(failed) => return failed(&cmd),
         },
@@ -370,6 +393,7 @@ fn spawn_plain(
 
 /// Starts the guest under the determinism supervisor and waits for it. Signals for the guest are forwarded
 /// by a thread started once the guest runs.
+#[allow(clippy::too_many_arguments)]
 fn supervised(
     program: CString,
     argv: Vec<CString>,
@@ -378,6 +402,7 @@ fn supervised(
     det: &DetSettings,
     sigfd: std::os::fd::OwnedFd,
     determinism: &mut Determinism,
+    accessed: &mut Vec<Accessed>,
 ) -> Result<ChildExit, Failed> {
     let mut pre_exec = || -> std::io::Result<()> {
         ns::apply_guest_setup(setup).map_err(|(_, errno)| std::io::Error::from_raw_os_error(errno))
@@ -388,6 +413,7 @@ fn supervised(
         epoch_unix_secs: det.epoch_unix_secs,
         clock_step_ns: det.clock_step_ns,
         cpus: det.cpus,
+        record_access: det.record_access,
     };
     let mut sigfd = Some(sigfd);
     let mut on_spawn = |guest: i32| {
@@ -412,6 +438,7 @@ fn supervised(
             determinism.mediated = out.stats.mediated;
             determinism.tasks_created = out.stats.tasks_created;
             determinism.execs = out.stats.execs;
+            *accessed = out.accessed.into_iter().map(|a| Accessed { path: a.path, kinds: a.kinds }).collect();
             Ok(match out.exit {
                 repro_tracer::GuestExit::Exited(c) => ChildExit::Exited(c),
                 repro_tracer::GuestExit::Signaled(s) => ChildExit::Signaled(s),

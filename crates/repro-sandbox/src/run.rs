@@ -15,7 +15,7 @@ use repro_model::run::{BindMount, Enforcement, Epoch, Rlimit, RunOutcome, RunRec
 use repro_sys::ns::{self, flags, rlimit};
 
 use crate::cgroup::{Cgroup, Hierarchy};
-use crate::init::{InitConfig, InitResult, INIT_SIGNALS, STDERR_FD, STDOUT_FD};
+use crate::init::{Accessed, InitConfig, InitResult, INIT_SIGNALS, STDERR_FD, STDOUT_FD};
 use crate::parse::{self, EnvSpec};
 use crate::reaper::{self, ReapJob};
 use crate::rundir::{self, RunDir};
@@ -144,10 +144,26 @@ pub struct Echo {
 pub struct RunReport {
     pub record: RunRecord,
     pub dir: PathBuf,
+    /// The paths the guest used (with [`RunExtras::record_access`]).
+    pub accessed: Vec<Accessed>,
+}
+
+/// What `repro capture` and `repro replay` add to a run.
+#[derive(Debug, Clone, Default)]
+pub struct RunExtras {
+    /// Record the paths the guest uses (needs the supervisor).
+    pub record_access: bool,
+    /// Bind this directory as the guest's `/` instead of the host's (a pack's root).
+    pub root_source: Option<PathBuf>,
 }
 
 /// Runs the request. `exe` is repro's own executable (for `__init` and `__reap`).
 pub fn execute(req: &RunRequest, exe: &Path, echo: Echo) -> Result<RunReport, SandboxError> {
+    execute_with(req, exe, echo, &RunExtras::default())
+}
+
+/// Runs the request with the additions of `extras`.
+pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras) -> Result<RunReport, SandboxError> {
     let started = Instant::now();
     let now = time::OffsetDateTime::now_utc();
     let s = &req.settings;
@@ -208,7 +224,9 @@ pub fn execute(req: &RunRequest, exe: &Path, echo: Echo) -> Result<RunReport, Sa
             epoch_unix_secs: s.epoch.unix,
             clock_step_ns: s.clock_step_ns,
             cpus: s.cpus,
+            record_access: extras.record_access,
         }),
+        root_source: extras.root_source.as_ref().map(|p| p.to_string_lossy().into_owned()),
     };
     let cfg_path = dir.join(".init.json");
     dir.write_atomic(".init.json", &serde_json::to_vec_pretty(&cfg).map_err(|e| SandboxError::Setup(e.to_string()))?)?;
@@ -301,14 +319,15 @@ pub fn execute(req: &RunRequest, exe: &Path, echo: Echo) -> Result<RunReport, Sa
         err_pump.join().unwrap_or(Ok(0)).map_err(|e| SandboxError::io("cannot save", dir.join("stderr"), e))?;
 
     let result: Option<InitResult> = fs::read(&result_path).ok().and_then(|d| serde_json::from_slice(&d).ok());
-    let (outcome, mut exit_status, determinism) = match result {
-        Some(r) => (r.outcome, r.exit_status, r.determinism),
+    let (outcome, mut exit_status, determinism, accessed) = match result {
+        Some(r) => (r.outcome, r.exit_status, r.determinism, r.accessed),
         None => (
             RunOutcome::SetupFailed {
                 message: format!("the sandbox's init ended ({init_exit:?}) without reporting a result"),
             },
             crate::EXIT_SETUP,
             Default::default(),
+            Vec::new(),
         ),
     };
     // A run that was not deterministic is not evidence of anything, whatever the guest's status.
@@ -333,7 +352,11 @@ pub fn execute(req: &RunRequest, exe: &Path, echo: Echo) -> Result<RunReport, Sa
     // What the guest changed.
     let changes_dir = dir.join("changes");
     fs::rename(&upper, &changes_dir).map_err(|e| SandboxError::io("cannot rename", &upper, e))?;
-    let changes = crate::changes::collect(&changes_dir, cwd)?;
+    let lower = match &extras.root_source {
+        Some(r) => r.join(cwd.strip_prefix("/").unwrap_or(cwd)),
+        None => cwd.to_path_buf(),
+    };
+    let changes = crate::changes::collect(&changes_dir, &lower)?;
     let mut cjson = serde_json::to_vec_pretty(&changes).map_err(|e| SandboxError::Setup(e.to_string()))?;
     cjson.push(b'\n');
     dir.write_atomic("changes.json", &cjson)?;
@@ -357,7 +380,7 @@ pub fn execute(req: &RunRequest, exe: &Path, echo: Echo) -> Result<RunReport, Sa
         determinism,
     };
     dir.finish(&record)?;
-    Ok(RunReport { record, dir: dir.path })
+    Ok(RunReport { record, dir: dir.path, accessed })
 }
 
 /// Copies a pipe to a file and, optionally, to one of our own streams, as data arrives.

@@ -95,6 +95,9 @@ pub(crate) fn on_exec(tracee: &Tracee<Stopped>, shared: &SharedRef) -> ExecDone 
         let mut sh = lock(shared);
         sh.stats.execs += 1;
         sh.live.insert(tid);
+        if let Some(log) = sh.access.as_mut() {
+            log.note_maps(tid);
+        }
         let Ok(regs) = tracee.regs() else {
             sh.not_enforced.insert(format!(
                 "could not read the registers of pid {tid} at exec; vDSO and AT_RANDOM left as the kernel set them"

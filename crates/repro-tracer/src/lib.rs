@@ -12,8 +12,11 @@
 //!   filter mediates); the 16 AT_RANDOM bytes are rewritten from the seeded stream; rdtsc/rdtscp trap
 //!   with PR_SET_TSC and are emulated at the SIGSEGV stop.
 
+mod access;
 mod exec;
 mod notify;
+
+pub use access::AccessedPath;
 pub mod vdso;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -36,12 +39,15 @@ pub struct DetConfig {
     pub clock_step_ns: u64,
     /// CPUs as seen by the guest (nproc, sched_getaffinity, /proc/cpuinfo, /sys cpu lists).
     pub cpus: u32,
+    /// Record every path the guest opens, executes, maps, stats, lists or reads as a link
+    /// ([`GuestOutcome::accessed`]); adds a few syscalls to the filter (see `access.rs`).
+    pub record_access: bool,
 }
 
 impl Default for DetConfig {
     /// Seed 0, epoch 2023-11-14T22:13:20Z, a clock that ticks 1 µs per read, one CPU.
     fn default() -> Self {
-        DetConfig { seed: 0, epoch_unix_secs: 1_700_000_000, clock_step_ns: 1000, cpus: 1 }
+        DetConfig { seed: 0, epoch_unix_secs: 1_700_000_000, clock_step_ns: 1000, cpus: 1, record_access: false }
     }
 }
 
@@ -117,6 +123,8 @@ pub struct GuestOutcome {
     /// "determinism not enforced" reasons, empty when everything was enforced.
     pub not_enforced: Vec<String>,
     pub stats: SupervisorStats,
+    /// The paths the guest used, sorted (empty unless [`DetConfig::record_access`]).
+    pub accessed: Vec<AccessedPath>,
 }
 
 /// Errors of the supervisor.
@@ -146,6 +154,8 @@ pub(crate) struct Shared {
     pub dirs: std::collections::HashMap<(u64, u64), repro_detcore::DirListing>,
     /// Devices of pseudo file systems (/proc, /sys, /dev...): their file times are the host's "now".
     pub pseudo_devs: HashSet<u64>,
+    /// The paths the guest used, when recording.
+    pub access: Option<access::AccessLog>,
     /// The replacement vDSO's shared clock page, or why there is none.
     pub vdso: Option<vdso::ClockPage>,
     pub vdso_unavailable: Option<String>,
@@ -211,7 +221,11 @@ pub fn supervise(
     cfg: &DetConfig,
     on_spawn: &mut dyn FnMut(i32),
 ) -> Result<GuestOutcome, TracerError> {
-    let filter = BpfFilter::notify(&notify::mediated_syscalls()).map_err(|source| TracerError::Sys {
+    let mut syscalls = notify::mediated_syscalls();
+    if cfg.record_access {
+        syscalls.extend(access::record_only_syscalls());
+    }
+    let filter = BpfFilter::notify(&syscalls).map_err(|source| TracerError::Sys {
         context: "building the seccomp filter",
         pid: 0,
         source,
@@ -254,6 +268,7 @@ pub fn supervise(
         live: HashSet::from([pid]),
         dirs: Default::default(),
         pseudo_devs: pseudo_fs_devs(),
+        access: cfg.record_access.then(access::AccessLog::default),
         vdso,
         vdso_unavailable,
         vdso_fd_requests: HashSet::new(),
@@ -285,6 +300,7 @@ pub fn supervise(
         exit,
         not_enforced: sh.not_enforced.iter().cloned().collect(),
         stats: sh.stats.clone(),
+        accessed: sh.access.as_ref().map(|a| a.finish()).unwrap_or_default(),
     })
 }
 

@@ -116,6 +116,10 @@ fn handle_inner(n: &Notification, listener: &Listener, shared: &SharedRef) -> Re
     let pid = n.pid as i32;
     let a = n.args;
     let mut sh = lock(shared);
+    if sh.access.as_mut().is_some_and(|log| log.note(n)) {
+        sh.stats.continued += 1;
+        return Reply::Continue;
+    }
     let name = syscall_name(nr);
     let r = match nr {
         libc::SYS_clock_gettime => clock_gettime(&mut sh, pid, a[0] as i32 as i64, a[1]),

@@ -1,0 +1,234 @@
+//! `repro capture`, `repro replay`, `repro inspect`, `repro unpack`, `repro pack verify`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use repro_pack::capture::{capture, CaptureOptions};
+use repro_pack::replay::{replay, ReplayOptions};
+use repro_pack::{PackError, Store};
+use repro_sandbox::run::{Echo, RunOptions};
+
+use crate::{print_json, CliError};
+
+/// Exit status of `repro replay` when a run's signature differs from the recorded one.
+pub const EXIT_NOT_REPRODUCED: i32 = 1;
+
+impl From<PackError> for CliError {
+    fn from(e: PackError) -> Self {
+        CliError::new(e.exit_code(), e.to_string())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// The run's epoch: Unix seconds or RFC 3339 [default: as `repro run`].
+    #[arg(long, value_name = "TIME")]
+    epoch: Option<String>,
+    /// Seed of the guest's entropy stream.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Number of CPUs the guest is pinned to.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    cpus: u32,
+    /// Memory limit (K, M, G, T suffixes) [default: 4G].
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
+    /// Pass a host variable through (NAME) or set one (NAME=VALUE). Repeatable.
+    #[arg(long, value_name = "NAME[=VALUE]")]
+    env: Vec<String>,
+    /// Add a host path: HOST[:GUEST][:ro|rw] (read-only unless :rw). Repeatable.
+    #[arg(long, value_name = "HOST[:GUEST][:ro|rw]")]
+    bind: Vec<String>,
+    /// Copy the guest's changes to the working directory back when the run ends.
+    #[arg(long)]
+    keep_changes: bool,
+    /// Where run directories go [default: $REPRO_STATE_DIR, else ./.repro].
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Logical nanoseconds each clock read advances the guest's clock; 0 freezes time between events.
+    #[arg(long, value_name = "N", default_value_t = repro_sandbox::run::DEFAULT_CLOCK_STEP_NS)]
+    clock_step_ns: u64,
+    /// Write a pack even when the command succeeds.
+    #[arg(long)]
+    always: bool,
+    /// The pack to write [default: <state dir>/packs/<program>-<id>.repro].
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Keep the blobs in the local store ($XDG_CACHE_HOME/repro/cas) and only refer to them from the pack.
+    #[arg(long)]
+    thin: bool,
+    /// Print a JSON report on stdout (the guest's stdout is then only saved, not echoed).
+    #[arg(long)]
+    json: bool,
+    /// Print no summary line at the end.
+    #[arg(long, short)]
+    quiet: bool,
+    /// The command and its arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The pack.
+    pack: PathBuf,
+    /// How many times to run it.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    runs: u32,
+    /// Lay this path of the current tree over the pack's copy (relative to the working directory). Repeatable.
+    #[arg(long, value_name = "PATH")]
+    with: Vec<PathBuf>,
+    /// Where run directories go [default: $REPRO_STATE_DIR, else ./.repro].
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Print a JSON report on stdout (the guest's stdout is then only saved).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The pack.
+    pack: PathBuf,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct UnpackArgs {
+    /// The pack.
+    pack: PathBuf,
+    /// A new or empty directory.
+    dir: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PackCommand {
+    /// Check every digest of a pack (exit 2 when it is damaged).
+    Verify {
+        pack: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn exe() -> PathBuf {
+    std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe"))
+}
+
+pub fn capture_cmd(a: CaptureArgs) -> Result<i32, CliError> {
+    let opts = CaptureOptions {
+        run: RunOptions {
+            command: a.command,
+            epoch: a.epoch,
+            seed: a.seed,
+            cpus: a.cpus,
+            memory: a.memory,
+            env: a.env,
+            bind: a.bind,
+            keep_changes: a.keep_changes,
+            state_dir: a.state_dir,
+            clock_step_ns: a.clock_step_ns,
+            no_supervisor: false,
+        },
+        always: a.always,
+        output: a.output,
+        thin: a.thin,
+        echo: Echo { stdout: !a.json, stderr: true },
+    };
+    let r = capture(&opts, &exe())?;
+    let rec = &r.run.record;
+    for n in &rec.determinism.not_enforced {
+        eprintln!("[repro] determinism not enforced: {n}");
+    }
+    if a.json {
+        print_json(&serde_json::json!({
+            "exit_status": rec.exit_status,
+            "pack": r.pack,
+            "signature": r.signature,
+            "files": r.files,
+            "blobs": r.blobs,
+            "run": r.run.dir,
+        }))?;
+    } else if !a.quiet {
+        match &r.pack {
+            Some(p) => eprintln!(
+                "[repro] pack: {} ({} paths, {} blobs; signature: {})",
+                p.display(),
+                r.files,
+                r.blobs,
+                r.signature.summary()
+            ),
+            None => eprintln!(
+                "[repro] exit {}: no pack written (the command succeeded; --always writes one)",
+                rec.exit_status
+            ),
+        }
+    }
+    Ok(rec.exit_status)
+}
+
+pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
+    let opts = ReplayOptions {
+        pack: a.pack,
+        runs: a.runs,
+        with: a.with,
+        state_dir: a.state_dir,
+        echo: Echo { stdout: !a.json, stderr: !a.json },
+    };
+    let r = replay(&opts, &exe())?;
+    let n = r.runs.len();
+    let code = if r.reproduced as usize == n { 0 } else { EXIT_NOT_REPRODUCED };
+    if a.json {
+        let mut v = serde_json::to_value(&r).map_err(|e| CliError::new(1, e.to_string()))?;
+        v["exit_status"] = code.into();
+        print_json(&v)?;
+    } else {
+        eprintln!("[repro] reproduced {}/{}: {}", r.reproduced, n, r.recorded.summary());
+        for (i, run) in r.runs.iter().enumerate() {
+            for d in &run.differences {
+                eprintln!("[repro] run {}: differs: {d}", i + 1);
+            }
+        }
+    }
+    Ok(code)
+}
+
+pub fn inspect_cmd(a: InspectArgs) -> Result<i32, CliError> {
+    let pack = repro_pack::read_pack(&a.pack, &Store::default_store(), None)?;
+    let s = repro_pack::summary::summarize(&pack);
+    if a.json {
+        print_json(&s)?;
+    } else {
+        print!("{}", repro_pack::summary::render(&s));
+    }
+    Ok(0)
+}
+
+pub fn unpack_cmd(a: UnpackArgs) -> Result<i32, CliError> {
+    let pack = repro_pack::summary::unpack(&a.pack, &a.dir, &Store::default_store())?;
+    eprintln!(
+        "[repro] unpacked {} paths of {} into {} (manifest.json, root/, stdout, stderr)",
+        pack.manifest.files.len(),
+        a.pack.display(),
+        a.dir.display()
+    );
+    Ok(0)
+}
+
+pub fn pack_cmd(c: PackCommand) -> Result<i32, CliError> {
+    match c {
+        PackCommand::Verify { pack, json } => {
+            let p = repro_pack::read_pack(&pack, &Store::default_store(), None)?;
+            if json {
+                print_json(&serde_json::json!({
+                    "pack": pack, "ok": true, "id": p.id, "blobs": p.blobs.len(),
+                    "blob_bytes": p.blobs.values().sum::<u64>(), "format": p.manifest.format,
+                }))?;
+            } else {
+                println!("{}: ok ({} blobs, every digest checks)", pack.display(), p.blobs.len());
+            }
+            Ok(0)
+        }
+    }
+}

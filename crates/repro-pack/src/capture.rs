@@ -1,0 +1,282 @@
+//! `repro capture`: a run exactly like `repro run`, with the supervisor recording the paths the guest uses;
+//! when it fails (or always), its inputs and result are written as a pack.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use repro_model::run::{ChangeKind, Changes, RunOutcome};
+use repro_sandbox::run::{Echo, RunExtras, RunOptions, RunReport, RunRequest};
+
+use crate::archive::{write_pack, BlobSource, EXTENSION};
+use crate::closure::{Access, Closure, ClosureOptions};
+use crate::manifest::*;
+use crate::signature::Signature;
+use crate::store::Store;
+use crate::PackError;
+
+/// Lockfile names recorded in the manifest (`requirements*.txt` is matched by prefix).
+pub const LOCKFILES: [&str; 6] =
+    ["Cargo.lock", "package-lock.json", "uv.lock", "poetry.lock", "go.sum", "Gemfile.lock"];
+
+/// Guest paths that are not inputs: the sandbox makes them fresh for every run.
+pub const NOT_INPUTS: [&str; 8] =
+    ["/proc", "/sys", "/dev", "/tmp", "/home", "/etc/hostname", "/etc/hosts", "/etc/resolv.conf"];
+
+#[derive(Debug, Clone)]
+pub struct CaptureOptions {
+    pub run: RunOptions,
+    /// Write a pack even when the command succeeds.
+    pub always: bool,
+    /// Where to write the pack [default: `<state dir>/packs/<program>-<id>.repro`].
+    pub output: Option<PathBuf>,
+    /// Blobs to the local store, not into the pack.
+    pub thin: bool,
+    pub echo: Echo,
+}
+
+#[derive(Debug)]
+pub struct CaptureReport {
+    pub run: RunReport,
+    /// The pack, when one was written.
+    pub pack: Option<PathBuf>,
+    pub signature: Signature,
+    pub files: usize,
+    pub blobs: usize,
+}
+
+/// Runs and, when it fails or `always`, packs. `exe` is repro's own executable.
+pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackError> {
+    if opts.run.no_supervisor {
+        return Err(PackError::Usage {
+            argument: "--no-supervisor".into(),
+            message: "capture needs the supervisor: it records the paths the guest uses".into(),
+        });
+    }
+    let keep = opts.run.keep_changes;
+    let mut run_opts = opts.run.clone();
+    run_opts.keep_changes = false;
+    let req = RunRequest::prepare(&run_opts)?;
+    let report = repro_sandbox::run::execute_with(
+        &req,
+        exe,
+        opts.echo,
+        &RunExtras { record_access: true, ..Default::default() },
+    )?;
+    let rec = &report.record;
+    let stdout = read(&report.dir.join("stdout"))?;
+    let stderr = read(&report.dir.join("stderr"))?;
+    let changes: Changes = serde_json::from_slice(&read(&report.dir.join("changes.json"))?)
+        .map_err(|e| PackError::Closure { path: report.dir.join("changes.json"), detail: e.to_string() })?;
+    let junit = junit_files(&changes, &report.dir.join("changes"));
+    let junit_refs: Vec<&[u8]> = junit.iter().map(|v| v.as_slice()).collect();
+    let signature = Signature::compute(rec.exit_status, &stdout, &stderr, &junit_refs);
+    let mut out = CaptureReport { run: report.clone(), pack: None, signature: signature.clone(), files: 0, blobs: 0 };
+    let failed = rec.exit_status != 0;
+    if failed || opts.always {
+        let (manifest, blobs) = build_manifest(&req, &report, &changes, signature, stdout, stderr, opts.thin)?;
+        let store = Store::default_store();
+        let path = match &opts.output {
+            Some(p) => p.clone(),
+            None => {
+                let mut json = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
+                json.push(b'\n');
+                let id = digest(&json);
+                let prog = Path::new(&manifest.command.argv[0])
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "pack".into());
+                let dir = req.state_dir.join("packs");
+                fs::create_dir_all(&dir).map_err(|e| PackError::io("cannot create", &dir, e))?;
+                dir.join(format!("{prog}-{}.{EXTENSION}", &id[..12]))
+            }
+        };
+        write_pack(&path, &manifest, &blobs, opts.thin.then_some(&store))?;
+        out.files = manifest.files.len();
+        out.blobs = blobs.len();
+        out.pack = Some(path);
+    }
+    if keep {
+        repro_sandbox::changes::apply(&changes, &report.dir.join("changes"), Path::new(&req.settings.cwd))?;
+    }
+    Ok(out)
+}
+
+fn read(p: &Path) -> Result<Vec<u8>, PackError> {
+    fs::read(p).map_err(|e| PackError::io("cannot read", p, e))
+}
+
+/// JUnit XML files the run wrote into the working directory.
+fn junit_files(changes: &Changes, dir: &Path) -> Vec<Vec<u8>> {
+    changes
+        .changes
+        .iter()
+        .filter(|c| c.kind != ChangeKind::Deleted && c.path.ends_with(".xml"))
+        .filter_map(|c| fs::read(dir.join(&c.path)).ok())
+        .filter(|d| {
+            let head = String::from_utf8_lossy(&d[..d.len().min(4096)]).into_owned();
+            head.contains("<testsuite")
+        })
+        .collect()
+}
+
+fn outcome_name(o: &RunOutcome) -> &'static str {
+    match o {
+        RunOutcome::Exited { .. } => "exited",
+        RunOutcome::Signaled { .. } => "signaled",
+        RunOutcome::ExecFailed { .. } => "exec_failed",
+        RunOutcome::SetupFailed { .. } => "setup_failed",
+    }
+}
+
+fn build_manifest(
+    req: &RunRequest,
+    report: &RunReport,
+    changes: &Changes,
+    signature: Signature,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    thin: bool,
+) -> Result<(Manifest, BTreeMap<Digest, BlobSource>), PackError> {
+    let s = &req.settings;
+    let cwd = s.cwd.clone();
+    let state = req.state_dir.to_string_lossy().into_owned();
+    let mut map: Vec<(String, String)> = s.binds.iter().map(|b| (b.guest.clone(), b.host.clone())).collect();
+    map.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
+    let mut exempt = vec![cwd.clone()];
+    exempt.extend(s.binds.iter().map(|b| b.guest.clone()));
+    let opts = ClosureOptions {
+        excluded: NOT_INPUTS.iter().map(|s| s.to_string()).collect(),
+        exempt,
+        hidden: vec![state.clone()],
+        map,
+    };
+    let mut accesses: Vec<Access> =
+        report.accessed.iter().map(|a| Access { path: a.path.clone(), kinds: a.kinds.clone() }).collect();
+    accesses.push(Access { path: cwd.clone(), kinds: vec!["chdir".into()] });
+    let closure = Closure::build(&accesses, &opts)?;
+    let mut blobs = closure.blobs;
+    let out_ref = BlobRef::of(&stdout);
+    let err_ref = BlobRef::of(&stderr);
+    blobs.insert(out_ref.blake3.clone(), BlobSource::Bytes(stdout));
+    blobs.insert(err_ref.blake3.clone(), BlobSource::Bytes(stderr));
+    let changed = changes
+        .changes
+        .iter()
+        .map(|c| ChangedFile {
+            path: c.path.clone(),
+            kind: match c.kind {
+                ChangeKind::Added => "added",
+                ChangeKind::Modified => "modified",
+                ChangeKind::Deleted => "deleted",
+            }
+            .into(),
+            blake3: c.blake3.clone(),
+        })
+        .collect();
+    let cwd_path = Path::new(&cwd);
+    let manifest = Manifest {
+        format: PACK_FORMAT,
+        repro_version: env!("CARGO_PKG_VERSION").into(),
+        command: CommandSpec { argv: s.command.clone(), cwd: cwd.clone(), env: s.env.clone() },
+        determinism: DeterminismSpec {
+            supervised: s.supervised,
+            seed: s.seed,
+            epoch_unix: s.epoch.unix,
+            epoch_rfc3339: s.epoch.rfc3339.clone(),
+            clock_step_ns: s.clock_step_ns,
+        },
+        resources: Resources { cpus: s.cpus, memory_bytes: s.memory_bytes },
+        system: system(),
+        source: Source { git: git_state(cwd_path, &req.state_dir), lockfiles: lockfiles(cwd_path, &req.state_dir) },
+        result: RunResult {
+            outcome: outcome_name(&report.record.outcome).into(),
+            exit_status: report.record.exit_status,
+            stdout: out_ref,
+            stderr: err_ref,
+            changes: changed,
+        },
+        signature,
+        files: closure.entries.into_values().collect(),
+        tapes: Tapes { network_mode: "none".into(), ..Default::default() },
+        thin,
+    };
+    manifest.validate().map_err(|detail| PackError::Closure { path: cwd_path.into(), detail })?;
+    Ok((manifest, blobs))
+}
+
+fn system() -> System {
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default();
+    let libc = Command::new("getconf")
+        .arg("GNU_LIBC_VERSION")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    System { arch: std::env::consts::ARCH.into(), kernel_release: kernel, libc_version: libc }
+}
+
+fn git(cwd: &Path, args: &[&str]) -> Option<Vec<u8>> {
+    let o = Command::new("git").arg("-C").arg(cwd).args(args).output().ok()?;
+    o.status.success().then_some(o.stdout)
+}
+
+/// The HEAD commit and a digest of what is not committed (tracked changes and untracked files, the state
+/// directory left out).
+fn git_state(cwd: &Path, state: &Path) -> Option<GitState> {
+    let head = git(cwd, &["rev-parse", "HEAD"])?;
+    let commit = String::from_utf8_lossy(&head).trim().to_string();
+    let top = PathBuf::from(String::from_utf8_lossy(&git(cwd, &["rev-parse", "--show-toplevel"])?).trim());
+    let mut exclude = Vec::new();
+    if let Ok(rel) = state.strip_prefix(&top) {
+        exclude.push(format!(":(exclude){}", rel.display()));
+    }
+    let mut args = vec!["diff", "HEAD", "--binary", "--", "."];
+    args.extend(exclude.iter().map(String::as_str));
+    let diff = git(&top, &args).unwrap_or_default();
+    let mut args = vec!["ls-files", "--others", "--exclude-standard", "-z", "--", "."];
+    args.extend(exclude.iter().map(String::as_str));
+    let untracked = git(&top, &args).unwrap_or_default();
+    let mut h = blake3::Hasher::new();
+    h.update(&diff);
+    for name in untracked.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        h.update(name);
+        h.update(&[0]);
+        if let Ok(d) = fs::read(top.join(String::from_utf8_lossy(name).as_ref())) {
+            h.update(blake3::hash(&d).as_bytes());
+        }
+    }
+    let dirty = !diff.is_empty() || !untracked.is_empty();
+    Some(GitState { commit, uncommitted_digest: dirty.then(|| h.finalize().to_hex().to_string()) })
+}
+
+/// Lockfiles in the working directory and two levels below it.
+fn lockfiles(cwd: &Path, state: &Path) -> Vec<Lockfile> {
+    let mut out = Vec::new();
+    let mut stack = vec![(cwd.to_path_buf(), 0)];
+    while let Some((dir, depth)) = stack.pop() {
+        let Ok(rd) = fs::read_dir(&dir) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_dir() {
+                let skip = name.starts_with('.') || ["node_modules", "target", "vendor"].contains(&name.as_str());
+                if depth < 2 && !skip && p != state {
+                    stack.push((p, depth + 1));
+                }
+            } else if ft.is_file()
+                && (LOCKFILES.contains(&name.as_str()) || (name.starts_with("requirements") && name.ends_with(".txt")))
+            {
+                if let Ok(d) = fs::read(&p) {
+                    let rel = p.strip_prefix(cwd).unwrap_or(&p).to_string_lossy().into_owned();
+                    out.push(Lockfile { path: rel, blake3: digest(&d) });
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}

@@ -1,0 +1,144 @@
+//! `repro replay`: the pack's command in a sandbox whose root is the pack's own closure, with the recorded
+//! environment, seed, epoch and clock step; each run's failure signature is compared with the recorded one.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use repro_model::run::{BindMount, Changes, Epoch, EpochSource, Rlimit, RunSettings};
+use repro_sandbox::run::{Echo, RunExtras, RunRequest};
+
+use crate::archive::Pack;
+use crate::signature::Signature;
+use crate::store::{cache_dir, Store};
+use crate::PackError;
+
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    pub pack: PathBuf,
+    pub runs: u32,
+    /// Paths of the current tree laid over the pack's copy of the working directory.
+    pub with: Vec<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub echo: Echo,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReplayRun {
+    pub exit_status: i32,
+    pub signature: Signature,
+    /// What differs from the recorded signature; empty when it was reproduced.
+    pub differences: Vec<String>,
+    pub run_dir: PathBuf,
+    pub duration_ms: u64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReplayReport {
+    pub pack: PathBuf,
+    pub recorded: Signature,
+    pub runs: Vec<ReplayRun>,
+    pub reproduced: u32,
+    /// Time to read and check the pack and prepare its root (cached after the first replay).
+    pub prepare_ms: u64,
+    pub root: PathBuf,
+}
+
+/// The sandbox settings of a replay of `pack`.
+pub fn settings(pack: &Pack, binds: Vec<BindMount>) -> RunSettings {
+    let m = &pack.manifest;
+    let allowed = repro_sys::ns::allowed_cpus();
+    RunSettings {
+        command: m.command.argv.clone(),
+        cwd: m.command.cwd.clone(),
+        epoch: Epoch {
+            unix: m.determinism.epoch_unix,
+            rfc3339: m.determinism.epoch_rfc3339.clone(),
+            source: EpochSource::Flag,
+        },
+        seed: m.determinism.seed,
+        cpus: m.resources.cpus,
+        cpu_affinity: allowed.iter().copied().take(m.resources.cpus as usize).collect(),
+        memory_bytes: m.resources.memory_bytes,
+        env: m.command.env.clone(),
+        binds,
+        keep_changes: false,
+        hostname: repro_sandbox::run::HOSTNAME.into(),
+        domainname: repro_sandbox::run::DOMAINNAME.into(),
+        umask: format!("{:04o}", repro_sandbox::run::UMASK),
+        aslr: false,
+        rlimits: repro_sandbox::run::fixed_rlimits()
+            .into_iter()
+            .map(|(_, name, soft, hard)| Rlimit { resource: name.into(), soft, hard })
+            .collect(),
+        user_namespace: repro_sys::ns::getuid() != 0,
+        supervised: m.determinism.supervised,
+        clock_step_ns: m.determinism.clock_step_ns,
+    }
+}
+
+/// `--with PATH`: the host path, and where it goes in the guest (the same place relative to the pack's working
+/// directory as PATH is relative to the current directory).
+pub fn with_bind(path: &Path, current: &Path, pack_cwd: &str) -> Result<BindMount, PackError> {
+    let usage = |message: String| PackError::Usage { argument: format!("--with {}", path.display()), message };
+    let host = fs::canonicalize(current.join(path)).map_err(|e| usage(format!("cannot resolve it: {e}")))?;
+    let cur = fs::canonicalize(current).unwrap_or_else(|_| current.to_path_buf());
+    let rel = host
+        .strip_prefix(&cur)
+        .map_err(|_| usage(format!("it is not inside the current directory {}", cur.display())))?;
+    let guest = Path::new(pack_cwd).join(rel);
+    Ok(BindMount {
+        host: host.to_string_lossy().into_owned(),
+        guest: guest.to_string_lossy().into_owned(),
+        writable: false,
+    })
+}
+
+/// Replays a pack `runs` times.
+pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackError> {
+    if opts.runs == 0 {
+        return Err(PackError::Usage { argument: "--runs".into(), message: "expected at least 1".into() });
+    }
+    let started = Instant::now();
+    let (pack, root) = crate::tree::cached_root(&opts.pack, &cache_dir(), &Store::default_store())?;
+    let current = std::env::current_dir().map_err(|e| PackError::io("cannot read the current directory", ".", e))?;
+    let binds: Vec<BindMount> =
+        opts.with.iter().map(|p| with_bind(p, &current, &pack.manifest.command.cwd)).collect::<Result<_, _>>()?;
+    let state_dir = repro_sandbox::rundir::state_dir(
+        opts.state_dir.as_deref(),
+        std::env::var("REPRO_STATE_DIR").ok().as_deref(),
+        &current,
+    );
+    let req = RunRequest { settings: settings(&pack, binds), state_dir };
+    let prepare_ms = started.elapsed().as_millis() as u64;
+    let recorded = pack.manifest.signature.clone();
+    let mut runs = Vec::new();
+    for i in 0..opts.runs {
+        let echo = Echo { stdout: opts.echo.stdout && i == 0, stderr: opts.echo.stderr && i == 0 };
+        let extras = RunExtras { root_source: Some(root.clone()), ..Default::default() };
+        let report = repro_sandbox::run::execute_with(&req, exe, echo, &extras)?;
+        let read =
+            |n: &str| fs::read(report.dir.join(n)).map_err(|e| PackError::io("cannot read", report.dir.join(n), e));
+        let (stdout, stderr) = (read("stdout")?, read("stderr")?);
+        let changes: Changes = serde_json::from_slice(&read("changes.json")?).unwrap_or_default();
+        let junit: Vec<Vec<u8>> = changes
+            .changes
+            .iter()
+            .filter(|c| c.path.ends_with(".xml"))
+            .filter_map(|c| fs::read(report.dir.join("changes").join(&c.path)).ok())
+            .filter(|d| String::from_utf8_lossy(&d[..d.len().min(4096)]).contains("<testsuite"))
+            .collect();
+        let refs: Vec<&[u8]> = junit.iter().map(|v| v.as_slice()).collect();
+        let signature = Signature::compute(report.record.exit_status, &stdout, &stderr, &refs);
+        let differences = recorded.differences(&signature);
+        runs.push(ReplayRun {
+            exit_status: report.record.exit_status,
+            signature,
+            differences,
+            run_dir: report.dir.clone(),
+            duration_ms: report.record.duration_ms,
+        });
+    }
+    let reproduced = runs.iter().filter(|r| r.differences.is_empty()).count() as u32;
+    Ok(ReplayReport { pack: opts.pack.clone(), recorded, runs, reproduced, prepare_ms, root })
+}

@@ -1,0 +1,193 @@
+//! Recording of the paths the guest uses, for reproducer packs (`DetConfig::record_access`).
+//!
+//! Paths come from the syscalls the filter already sends to the supervisor (open/openat, the stat family,
+//! getdents64) plus, only while recording, execve/execveat, readlink/readlinkat, access/faccessat/faccessat2
+//! and chdir, which are let through unchanged after their path is noted. At every exec stop the file-backed
+//! mappings of the new image (the program and its ELF interpreter, which the kernel opens without a syscall of
+//! the guest) are noted too. Relative paths are made absolute with the task's cwd or the directory descriptor.
+//! Each path is stored once with a bit set of how it was used, so the cost is a hash-set insert per syscall.
+
+use std::collections::HashMap;
+
+use repro_sys::memory;
+use repro_sys::seccomp::Notification;
+
+const OPEN: u8 = 1;
+const EXEC: u8 = 2;
+const MAP: u8 = 4;
+const STAT: u8 = 8;
+const LIST: u8 = 16;
+const READLINK: u8 = 32;
+const CHDIR: u8 = 64;
+
+const NAMES: [(u8, &str); 7] = [
+    (OPEN, "open"),
+    (EXEC, "exec"),
+    (MAP, "map"),
+    (STAT, "stat"),
+    (LIST, "list"),
+    (READLINK, "readlink"),
+    (CHDIR, "chdir"),
+];
+
+/// A path the guest used and how: `open`, `exec`, `map`, `stat`, `list`, `readlink`, `chdir`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessedPath {
+    pub path: String,
+    pub kinds: Vec<String>,
+}
+
+/// Syscalls the filter sends to the supervisor only while recording.
+pub(crate) fn record_only_syscalls() -> Vec<u32> {
+    [
+        libc::SYS_execve,
+        libc::SYS_execveat,
+        libc::SYS_readlink,
+        libc::SYS_readlinkat,
+        libc::SYS_access,
+        libc::SYS_faccessat,
+        libc::SYS_faccessat2,
+        libc::SYS_chdir,
+    ]
+    .iter()
+    .map(|&n| n as u32)
+    .collect()
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct AccessLog {
+    paths: HashMap<Vec<u8>, u8>,
+}
+
+impl AccessLog {
+    fn add(&mut self, path: Vec<u8>, kind: u8) {
+        *self.paths.entry(path).or_insert(0) |= kind;
+    }
+
+    /// The recorded paths, sorted.
+    pub(crate) fn finish(&self) -> Vec<AccessedPath> {
+        let mut v: Vec<AccessedPath> = self
+            .paths
+            .iter()
+            .filter_map(|(p, &k)| {
+                let path = String::from_utf8(p.clone()).ok()?;
+                let kinds = NAMES.iter().filter(|(b, _)| k & b != 0).map(|(_, n)| n.to_string()).collect();
+                Some(AccessedPath { path, kinds })
+            })
+            .collect();
+        v.sort_by(|a, b| a.path.cmp(&b.path));
+        v
+    }
+
+    /// Notes the path of a notified syscall. Returns true when the syscall is one that is only notified for
+    /// recording (the caller lets it run unchanged).
+    pub(crate) fn note(&mut self, n: &Notification) -> bool {
+        let a = n.args;
+        let tid = n.pid as i32;
+        let nr = n.nr as i64;
+        let at = |dirfd: u64| dirfd as i32;
+        let (dirfd, addr, kind, record_only) = match nr {
+            libc::SYS_open => (libc::AT_FDCWD, a[0], OPEN, false),
+            libc::SYS_openat => (at(a[0]), a[1], OPEN, false),
+            libc::SYS_stat | libc::SYS_lstat => (libc::AT_FDCWD, a[0], STAT, false),
+            libc::SYS_newfstatat | libc::SYS_statx => (at(a[0]), a[1], STAT, false),
+            libc::SYS_getdents64 => {
+                if let Some(p) = fd_path(tid, a[0] as i32) {
+                    self.add(p, LIST);
+                }
+                return false;
+            }
+            libc::SYS_execve => (libc::AT_FDCWD, a[0], EXEC, true),
+            libc::SYS_execveat => (at(a[0]), a[1], EXEC, true),
+            libc::SYS_readlink => (libc::AT_FDCWD, a[0], READLINK, true),
+            libc::SYS_readlinkat => (at(a[0]), a[1], READLINK, true),
+            libc::SYS_access => (libc::AT_FDCWD, a[0], STAT, true),
+            libc::SYS_faccessat | libc::SYS_faccessat2 => (at(a[0]), a[1], STAT, true),
+            libc::SYS_chdir => (libc::AT_FDCWD, a[0], CHDIR, true),
+            _ => return false,
+        };
+        if addr != 0 {
+            if let Ok(p) = memory::read_cstr(tid, addr, 4096) {
+                if let Some(abs) = absolute(tid, dirfd, &p) {
+                    self.add(abs, kind);
+                }
+            }
+        }
+        record_only
+    }
+
+    /// Notes the file-backed mappings of a task (at its exec stop: the program and its ELF interpreter).
+    pub(crate) fn note_maps(&mut self, tid: i32) {
+        let Ok(maps) = std::fs::read(format!("/proc/{tid}/maps")) else { return };
+        for line in maps.split(|&b| b == b'\n') {
+            // address perms offset dev inode pathname
+            let mut fields = line.splitn(6, |&b| b == b' ');
+            let path = fields.nth(5).map(|p| p.trim_ascii_start());
+            if let Some(p) = path {
+                if p.first() == Some(&b'/') && !p.ends_with(b" (deleted)") {
+                    self.add(p.to_vec(), MAP);
+                }
+            }
+        }
+    }
+}
+
+/// The path of a task's descriptor.
+fn fd_path(tid: i32, fd: i32) -> Option<Vec<u8>> {
+    let p = std::fs::read_link(format!("/proc/{tid}/fd/{fd}")).ok()?;
+    let b = p.into_os_string().into_encoded_bytes();
+    (b.first() == Some(&b'/')).then_some(b)
+}
+
+/// `path` made absolute against the task's cwd or directory descriptor (`None` when that is unknown).
+fn absolute(tid: i32, dirfd: i32, path: &[u8]) -> Option<Vec<u8>> {
+    if path.first() == Some(&b'/') {
+        return Some(path.to_vec());
+    }
+    if path.is_empty() {
+        return None;
+    }
+    let base = if dirfd == libc::AT_FDCWD {
+        std::fs::read_link(format!("/proc/{tid}/cwd")).ok()?.into_os_string().into_encoded_bytes()
+    } else {
+        fd_path(tid, dirfd)?
+    };
+    Some(join(&base, path))
+}
+
+fn join(base: &[u8], rel: &[u8]) -> Vec<u8> {
+    let mut v = base.to_vec();
+    if v.last() != Some(&b'/') {
+        v.push(b'/');
+    }
+    v.extend_from_slice(rel.strip_prefix(b"./").unwrap_or(rel));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_paths_are_joined() {
+        assert_eq!(join(b"/a/b", b"c"), b"/a/b/c");
+        assert_eq!(join(b"/", b"./c"), b"/c");
+        let me = std::process::id() as i32;
+        let cwd = std::env::current_dir().unwrap();
+        assert_eq!(absolute(me, libc::AT_FDCWD, b"x").unwrap(), format!("{}/x", cwd.display()).into_bytes());
+        assert_eq!(absolute(me, libc::AT_FDCWD, b"/abs").unwrap(), b"/abs");
+        assert_eq!(absolute(me, libc::AT_FDCWD, b""), None);
+    }
+
+    #[test]
+    fn kinds_accumulate_and_maps_are_read() {
+        let mut log = AccessLog::default();
+        log.add(b"/x".to_vec(), OPEN);
+        log.add(b"/x".to_vec(), STAT);
+        log.note_maps(std::process::id() as i32);
+        let out = log.finish();
+        assert_eq!(out.iter().find(|a| a.path == "/x").unwrap().kinds, ["open", "stat"]);
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        assert!(out.iter().any(|a| a.path == exe.to_string_lossy() && a.kinds == ["map"]), "{out:?}");
+    }
+}
