@@ -141,7 +141,7 @@ fn classify(path: &Path, e: io::Error) -> PackError {
 /// the manifest names is there (in the pack, or in `store` for a thin pack) with the size it says, and nothing
 /// else is. With `extract_to`, each blob is also written to `extract_to/<digest>`.
 pub fn read_pack(path: &Path, store: &Store, extract_to: Option<&Path>) -> Result<Pack, PackError> {
-    let file = fs::File::open(path).map_err(|e| PackError::io("cannot open the pack", path, e))?;
+    let file = fs::File::open(path).map_err(|source| PackError::Open { path: path.into(), source })?;
     let compressed_bytes = file.metadata().map_err(|e| PackError::io("cannot stat", path, e))?.len();
     let dec = zstd::Decoder::new(file).map_err(|e| classify(path, e))?;
     let mut ar = tar::Archive::new(dec);

@@ -11,6 +11,12 @@ pub enum PackError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot open the pack '{path}': {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("pack '{path}' is truncated: {detail}")]
     Truncated { path: PathBuf, detail: String },
     #[error("pack '{path}' is corrupt: {detail}")]

@@ -6,5 +6,6 @@ mod cli;
 mod common;
 mod determinism;
 mod doctor;
+mod pack;
 mod run;
 mod signals;

@@ -1,0 +1,233 @@
+//! `repro capture`, `replay`, `inspect`, `unpack`, `pack verify`: reproducer packs end to end.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::common::*;
+
+/// A working directory plus a separate directory for packs and the cache (so neither shows in the guest's
+/// listings of the working directory).
+struct PackEnv {
+    w: Workdir,
+    aside: tempfile::TempDir,
+}
+
+impl PackEnv {
+    fn new() -> PackEnv {
+        PackEnv { w: Workdir::new(), aside: tempfile::Builder::new().prefix("repro-packs-").tempdir().unwrap() }
+    }
+    fn path(&self) -> &Path {
+        self.w.path()
+    }
+    fn pack(&self, name: &str) -> PathBuf {
+        self.aside.path().join(name)
+    }
+    fn cmd(&self, args: &[&str]) -> Output {
+        let mut c = repro();
+        c.current_dir(self.path()).env("XDG_CACHE_HOME", self.aside.path().join("cache")).args(args);
+        c.output().expect("repro runs")
+    }
+    fn capture(&self, name: &str, opts: &[&str], cmd: &[&str]) -> Output {
+        let p = self.pack(name);
+        let mut args = vec!["capture", "-o", p.to_str().unwrap()];
+        args.extend_from_slice(opts);
+        args.push("--");
+        args.extend_from_slice(cmd);
+        self.cmd(&args)
+    }
+    fn replay(&self, name: &str, opts: &[&str]) -> Output {
+        let p = self.pack(name);
+        let mut args = vec!["replay", p.to_str().unwrap()];
+        args.extend_from_slice(opts);
+        self.cmd(&args)
+    }
+    fn write(&self, name: &str, content: &str) {
+        fs::write(self.path().join(name), content).unwrap();
+    }
+}
+
+const FAIL_PY: &str =
+    "import json\nd = json.load(open('data.json'))\nif d['v'] != 4:\n    raise SystemExit(f'bad value {d[\"v\"]}')\n";
+
+#[test]
+fn python_failure_is_captured_and_replayed_from_the_pack() {
+    let e = PackEnv::new();
+    e.write("fail.py", FAIL_PY);
+    e.write("data.json", "{\"v\": 3}");
+    let o = e.capture("py.repro", &[], &["python3", "fail.py"]);
+    assert_code(&o, 1);
+    assert!(stderr(&o).contains("bad value 3"), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("[repro] pack: {}", e.pack("py.repro").display())), "{}", stderr(&o));
+
+    let o = e.cmd(&["inspect", e.pack("py.repro").to_str().unwrap()]);
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("command    python3 fail.py"), "{out}");
+    assert!(out.contains("stderr | bad value 3"), "{out}");
+    assert!(out.contains("(working directory)") && out.contains("/usr "), "{out}");
+    let o = e.cmd(&["inspect", "--json", e.pack("py.repro").to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["signature"]["exit_status"], 1);
+    assert!(v["inputs"]["/usr"]["files"].as_u64().unwrap() > 5, "the interpreter and its libraries are packed");
+
+    // The working tree changes; the pack keeps its own copy.
+    e.write("data.json", "{\"v\": 4}");
+    let o = e.replay("py.repro", &["--runs", "2"]);
+    assert_code(&o, 0);
+    assert!(stderr(&o).contains("[repro] reproduced 2/2: exit 1; stderr: bad value 3"), "{}", stderr(&o));
+
+    // --with lays the current file over the pack's copy: the fix is checked against the recorded failure.
+    let o = e.replay("py.repro", &["--with", "data.json"]);
+    assert_code(&o, 1);
+    let err = stderr(&o);
+    assert!(err.contains("reproduced 0/1") && err.contains("exit status: recorded 1, got 0"), "{err}");
+    let o = e.replay("py.repro", &["--with", "/etc/hostname"]);
+    assert_code(&o, 2);
+    assert!(stderr(&o).contains("--with /etc/hostname") && stderr(&o).contains("not inside"), "{}", stderr(&o));
+
+    // unpack gives the files and the manifest.
+    let dir = e.aside.path().join("unpacked");
+    let o = e.cmd(&["unpack", e.pack("py.repro").to_str().unwrap(), dir.to_str().unwrap()]);
+    assert_code(&o, 0);
+    let root = dir.join("root").join(e.path().strip_prefix("/").unwrap());
+    assert_eq!(fs::read_to_string(root.join("data.json")).unwrap(), "{\"v\": 3}");
+    assert!(dir.join("manifest.json").is_file());
+    assert!(fs::read_to_string(dir.join("stderr")).unwrap().contains("bad value 3"));
+}
+
+#[test]
+fn success_writes_no_pack_unless_always() {
+    let e = PackEnv::new();
+    let o = e.capture("ok.repro", &[], &["sh", "-c", "echo fine"]);
+    assert_code(&o, 0);
+    assert!(!e.pack("ok.repro").exists());
+    assert!(stderr(&o).contains("no pack written"), "{}", stderr(&o));
+    let o = e.capture("ok.repro", &["--always", "-q"], &["sh", "-c", "echo fine"]);
+    assert_code(&o, 0);
+    let o = e.replay("ok.repro", &[]);
+    assert_code(&o, 0);
+    assert!(stdout(&o).contains("fine"));
+}
+
+#[test]
+fn shell_pipeline_and_c_program() {
+    let e = PackEnv::new();
+    e.write("data.txt", "x1\nx2\ny\n");
+    let script =
+        "cat data.txt | grep -c x | { read n; if [ $n -lt 5 ]; then echo \"only $n matches\" >&2; exit 3; fi; }";
+    let o = e.capture("sh.repro", &["-q"], &["sh", "-c", script]);
+    assert_code(&o, 3);
+    let o = e.replay("sh.repro", &[]);
+    assert_code(&o, 0);
+    assert!(stderr(&o).contains("reproduced 1/1: exit 3; stderr: only 2 matches"), "{}", stderr(&o));
+
+    e.write("crash.c", "#include <stdio.h>\n#include <stdlib.h>\nint main(void){FILE*f=fopen(\"data.txt\",\"r\");char b[8];if(fgets(b,8,f)&&b[0]=='x'){fprintf(stderr,\"bad record %s\",b);abort();}return 0;}\n");
+    let cc = std::process::Command::new("gcc").current_dir(e.path()).args(["-o", "crash", "crash.c"]).status().unwrap();
+    assert!(cc.success());
+    let o = e.capture("c.repro", &["-q"], &["./crash"]);
+    assert_code(&o, 134);
+    let o = e.replay("c.repro", &[]);
+    assert_code(&o, 0);
+    assert!(stderr(&o).contains("reproduced 1/1: exit 134; stderr: bad record x1"), "{}", stderr(&o));
+}
+
+#[test]
+fn failures_that_depend_on_the_seed_and_the_date() {
+    let e = PackEnv::new();
+    let py = "import os,sys\nb = os.urandom(4).hex()\nsys.exit(f'draw {b}')\n";
+    e.write("draw.py", py);
+    let a = e.capture("s5.repro", &["-q", "--seed", "5"], &["python3", "draw.py"]);
+    let b = e.capture("s6.repro", &["-q", "--seed", "6"], &["python3", "draw.py"]);
+    assert_code(&a, 1);
+    assert_ne!(stderr(&a), stderr(&b), "the seed changes the failure");
+    let o = e.replay("s5.repro", &["--runs", "2"]);
+    assert_code(&o, 0);
+    let draw = stderr(&a).lines().next().unwrap().to_string();
+    assert!(stderr(&o).contains(&format!("reproduced 2/2: exit 1; stderr: {draw}")), "{} / {draw}", stderr(&o));
+
+    let sh = "d=$(date -u +%Y-%m-%d); case $d in 2024-02-29) echo \"leap day $d not handled\" >&2; exit 4;; esac";
+    let o = e.capture("date.repro", &["-q", "--epoch", "2024-02-29T12:00:00Z"], &["sh", "-c", sh]);
+    assert_code(&o, 4);
+    let o = e.replay("date.repro", &[]);
+    assert_code(&o, 0);
+    assert!(stderr(&o).contains("stderr: leap day 2024-02-29 not handled"), "{}", stderr(&o));
+}
+
+#[test]
+fn two_captures_give_byte_identical_packs() {
+    let e = PackEnv::new();
+    e.write("fail.py", FAIL_PY);
+    e.write("data.json", "{\"v\": 3}");
+    assert_code(&e.capture("a.repro", &["-q"], &["python3", "fail.py"]), 1);
+    assert_code(&e.capture("b.repro", &["-q"], &["python3", "fail.py"]), 1);
+    let (a, b) = (fs::read(e.pack("a.repro")).unwrap(), fs::read(e.pack("b.repro")).unwrap());
+    assert!(a == b, "packs differ ({} and {} bytes)", a.len(), b.len());
+}
+
+#[test]
+fn damaged_packs_are_rejected_with_exit_2() {
+    let e = PackEnv::new();
+    e.write("fail.py", FAIL_PY);
+    e.write("data.json", "{\"v\": 3}");
+    assert_code(&e.capture("p.repro", &["-q"], &["python3", "fail.py"]), 1);
+    let p = e.pack("p.repro");
+    let o = e.cmd(&["pack", "verify", p.to_str().unwrap()]);
+    assert_code(&o, 0);
+    assert!(stdout(&o).contains("ok"), "{}", stdout(&o));
+    let bytes = fs::read(&p).unwrap();
+    let t = e.pack("truncated.repro");
+    fs::write(&t, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    for args in [vec!["pack", "verify", t.to_str().unwrap()], vec!["replay", t.to_str().unwrap()]] {
+        let o = e.cmd(&args);
+        assert_code(&o, 2);
+        assert!(stderr(&o).contains("is truncated"), "{}", stderr(&o));
+    }
+    let mut flipped = bytes.clone();
+    let i = flipped.len() / 2;
+    flipped[i] ^= 0xff;
+    let t = e.pack("flipped.repro");
+    fs::write(&t, &flipped).unwrap();
+    let o = e.cmd(&["pack", "verify", t.to_str().unwrap()]);
+    assert_code(&o, 2);
+    assert!(stderr(&o).contains(&t.display().to_string()), "{}", stderr(&o));
+    let o = e.cmd(&["inspect", e.pack("missing.repro").to_str().unwrap()]);
+    assert_code(&o, 2);
+}
+
+/// The pack replays inside a root that has nothing but repro (no Python, no shell): the guest's root comes from
+/// the pack alone.
+#[test]
+fn replay_inside_a_different_root() {
+    let e = PackEnv::new();
+    e.write("fail.py", FAIL_PY);
+    e.write("data.json", "{\"v\": 3}");
+    assert_code(&e.capture("p.repro", &["-q"], &["python3", "fail.py"]), 1);
+    let root = e.aside.path().join("newroot");
+    for d in ["proc", "dev", "sys", "oldroot", "tmp", "cache", "work", "lib64", "lib/x86_64-linux-gnu"] {
+        fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let exe = repro_path();
+    fs::copy(&exe, root.join("repro")).unwrap();
+    let ldd = std::process::Command::new("ldd").arg(&exe).output().unwrap();
+    for line in String::from_utf8_lossy(&ldd.stdout).lines() {
+        let lib = line.split_whitespace().find(|w| w.starts_with('/')).map(str::to_string);
+        if let Some(lib) = lib {
+            let dest = root.join(lib.trim_start_matches('/'));
+            fs::create_dir_all(dest.parent().unwrap()).unwrap();
+            fs::copy(&lib, &dest).unwrap();
+        }
+    }
+    fs::copy("/bin/busybox", root.join("busybox")).unwrap();
+    fs::copy(e.pack("p.repro"), root.join("p.repro")).unwrap();
+    assert!(!root.join("usr").exists(), "the new root has no /usr, hence no Python");
+    let r = root.display();
+    let script = format!(
+        "set -e; mount --make-rprivate /; mount --bind {r} {r}; mount -t proc proc {r}/proc; mount --rbind /dev {r}/dev; \
+         mount --rbind /sys {r}/sys; cd {r}; pivot_root . oldroot; \
+         exec /busybox sh -c '/busybox umount -l /oldroot && cd /work && XDG_CACHE_HOME=/cache HOME=/work /repro replay --runs 2 /p.repro'"
+    );
+    let o = std::process::Command::new("unshare").args(["--mount", "--fork", "sh", "-c", &script]).output().unwrap();
+    assert_code(&o, 0);
+    assert!(stderr(&o).contains("[repro] reproduced 2/2: exit 1; stderr: bad value 3"), "{}", stderr(&o));
+}
