@@ -58,6 +58,18 @@ pub fn pread(fd: &OwnedFd, buf: &mut [u8], off: i64) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// Polls `fds` (descriptor, events) without waiting; returns each one's `revents`.
+pub fn poll_now(fds: &[(&OwnedFd, i16)]) -> io::Result<Vec<i16>> {
+    let mut p: Vec<libc::pollfd> =
+        fds.iter().map(|(fd, events)| libc::pollfd { fd: fd.as_raw_fd(), events: *events, revents: 0 }).collect();
+    // SAFETY: `p` is a live array of `p.len()` pollfds; timeout 0 never blocks.
+    let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(p.iter().map(|q| q.revents).collect())
+}
+
 /// open(2) relative to `dir` (or the cwd when `None`).
 pub fn openat(dir: Option<&OwnedFd>, path: &CStr, flags: i32) -> io::Result<OwnedFd> {
     let d = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
@@ -137,6 +149,7 @@ mod tests {
         assert_ne!(u64::from_ne_bytes(st[8..16].try_into().unwrap()), 0);
         assert!(newfstatat_raw(None, c"/nonexistent/x", 0).is_err());
         let sx = statx_raw(None, c"/", 0, 0xfff).unwrap();
+        assert_eq!(poll_now(&[(&f, libc::POLLIN)]).unwrap(), vec![libc::POLLIN]);
         assert_eq!(sx[32..40], st[8..16]);
     }
 }

@@ -37,13 +37,42 @@ const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
 const JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
 const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
 
+/// A condition on a syscall's arguments under which it is sent to the supervisor (otherwise it runs
+/// natively): keeps hot syscalls whose common forms need no mediation off the notification path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgCheck {
+    /// The 32-bit signed argument `arg` is greater than 0 (a poll/epoll_wait timeout in ms).
+    PositiveInt { arg: usize },
+    /// The pointer argument `arg` is not NULL (a timeout pointer: NULL waits forever).
+    NonNull { arg: usize },
+    /// futex: the command (`op & 0x7f`) is FUTEX_WAIT or FUTEX_WAIT_BITSET and the timeout pointer
+    /// (argument 3) is not NULL.
+    FutexTimedWait,
+}
+
+/// Byte offset of the low 32 bits of argument `i` in `struct seccomp_data`.
+fn arg_lo(i: usize) -> u32 {
+    16 + 8 * i as u32
+}
+
+const ALU_AND_K: u16 = (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16;
+const JSET_K: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+
 impl BpfFilter {
     /// A filter that returns USER_NOTIF for each syscall number in `notify`, ERRNO(ENOSYS) for other
     /// architectures and x32 syscalls, and ALLOW for everything else.
     pub fn notify(notify: &[u32]) -> Result<Self, io::Error> {
-        if notify.len() > 200 {
+        Self::notify_when(notify, &[])
+    }
+
+    /// As [`BpfFilter::notify`], plus syscalls sent to the supervisor only when their arguments pass
+    /// a check (`when`); a syscall listed in both is notified unconditionally.
+    pub fn notify_when(notify: &[u32], when: &[(u32, ArgCheck)]) -> Result<Self, io::Error> {
+        if notify.len() + when.len() > 200 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "too many mediated syscalls"));
         }
+        let ret_notif = stmt(RET_K, libc::SECCOMP_RET_USER_NOTIF);
+        let ret_allow = stmt(RET_K, libc::SECCOMP_RET_ALLOW);
         let mut v = vec![
             // arch check
             stmt(LD_W_ABS, 4),
@@ -54,14 +83,58 @@ impl BpfFilter {
             jump(JGE_K, X32_SYSCALL_BIT, 0, 1),
             stmt(RET_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
         ];
+        // The argument checks, each a block ending in returns, placed after the dispatch chain.
+        let blocks: Vec<Vec<libc::sock_filter>> = when
+            .iter()
+            .map(|&(_, check)| match check {
+                ArgCheck::PositiveInt { arg } => vec![
+                    stmt(LD_W_ABS, arg_lo(arg)),
+                    jump(JEQ_K, 0, 1, 0),
+                    jump(JSET_K, 0x8000_0000, 0, 1),
+                    ret_allow,
+                    ret_notif,
+                ],
+                ArgCheck::NonNull { arg } => vec![
+                    stmt(LD_W_ABS, arg_lo(arg)),
+                    jump(JEQ_K, 0, 0, 3),
+                    stmt(LD_W_ABS, arg_lo(arg) + 4),
+                    jump(JEQ_K, 0, 0, 1),
+                    ret_allow,
+                    ret_notif,
+                ],
+                ArgCheck::FutexTimedWait => vec![
+                    stmt(LD_W_ABS, arg_lo(1)),
+                    stmt(ALU_AND_K, 0x7f),
+                    jump(JEQ_K, 0, 1, 0),
+                    jump(JEQ_K, 9, 0, 4),
+                    stmt(LD_W_ABS, arg_lo(3)),
+                    jump(JEQ_K, 0, 0, 3),
+                    stmt(LD_W_ABS, arg_lo(3) + 4),
+                    jump(JEQ_K, 0, 0, 1),
+                    ret_allow,
+                    ret_notif,
+                ],
+            })
+            .collect();
         let n = notify.len();
+        let m = when.len();
         for (i, &nr) in notify.iter().enumerate() {
             // On match, jump over the remaining comparisons and the ALLOW to the NOTIF return.
-            let remaining = (n - i - 1) as u8;
-            v.push(jump(JEQ_K, nr, remaining + 1, 0));
+            let remaining = n - i - 1 + m;
+            v.push(jump(JEQ_K, nr, u8::try_from(remaining + 1).map_err(|_| too_far())?, 0));
         }
-        v.push(stmt(RET_K, libc::SECCOMP_RET_ALLOW));
-        v.push(stmt(RET_K, libc::SECCOMP_RET_USER_NOTIF));
+        // Block j starts after: the remaining checks, ALLOW, NOTIF, and blocks 0..j.
+        let mut before = 0;
+        for (j, &(nr, _)) in when.iter().enumerate() {
+            let offset = (m - j - 1) + 2 + before;
+            v.push(jump(JEQ_K, nr, u8::try_from(offset).map_err(|_| too_far())?, 0));
+            before += blocks[j].len();
+        }
+        v.push(ret_allow);
+        v.push(ret_notif);
+        for b in blocks {
+            v.extend(b);
+        }
         Ok(BpfFilter { insns: v })
     }
 
@@ -77,14 +150,37 @@ impl BpfFilter {
 
     /// Runs the program on a syscall (number, arch) the way the kernel would; for tests and diagnostics.
     pub fn evaluate(&self, nr: u32, arch: u32) -> u32 {
+        self.evaluate_args(nr, arch, [0; 6])
+    }
+
+    /// As [`BpfFilter::evaluate`], with the syscall's arguments.
+    pub fn evaluate_args(&self, nr: u32, arch: u32, args: [u64; 6]) -> u32 {
         let mut acc = 0u32;
         let mut pc = 0usize;
         while pc < self.insns.len() {
             let i = self.insns[pc];
             match i.code {
-                LD_W_ABS => acc = if i.k == 0 { nr } else { arch },
+                LD_W_ABS => {
+                    acc = match i.k {
+                        0 => nr,
+                        4 => arch,
+                        k if (16..64).contains(&k) => {
+                            let a = args[(k as usize - 16) / 8];
+                            if k % 8 == 0 {
+                                a as u32
+                            } else {
+                                (a >> 32) as u32
+                            }
+                        }
+                        _ => return libc::SECCOMP_RET_KILL_PROCESS,
+                    }
+                }
+                ALU_AND_K => acc &= i.k,
                 JEQ_K => {
                     pc += if acc == i.k { i.jt as usize } else { i.jf as usize };
+                }
+                JSET_K => {
+                    pc += if acc & i.k != 0 { i.jt as usize } else { i.jf as usize };
                 }
                 JGE_K => {
                     pc += if acc >= i.k { i.jt as usize } else { i.jf as usize };
@@ -105,15 +201,20 @@ impl BpfFilter {
         if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: `prog` points at `self.insns`, alive for the duration of the call; the kernel copies it.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER,
-                libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
-                &prog as *const libc::sock_fprog,
-            )
+        // WAIT_KILLABLE_RECV (Linux 5.19+): once the supervisor has received a notification, only a
+        // fatal signal interrupts the guest's syscall, so an answer the supervisor computed (which may
+        // have consumed entropy or moved the clock) is never thrown away and asked again.
+        const WAIT_KILLABLE_RECV: libc::c_ulong = 1 << 5;
+        let install = |flags: libc::c_ulong| {
+            // SAFETY: `prog` points at `self.insns`, alive for the duration of the call; the kernel copies it.
+            unsafe {
+                libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, flags, &prog as *const libc::sock_fprog)
+            }
         };
+        let mut fd = install(libc::SECCOMP_FILTER_FLAG_NEW_LISTENER | WAIT_KILLABLE_RECV);
+        if fd < 0 {
+            fd = install(libc::SECCOMP_FILTER_FLAG_NEW_LISTENER);
+        }
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -269,9 +370,49 @@ impl Listener {
     }
 }
 
+fn too_far() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, "seccomp filter too long for its jumps")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn argument_checks_route_only_timed_waits() {
+        const NOTIF: u32 = libc::SECCOMP_RET_USER_NOTIF;
+        const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
+        let f = BpfFilter::notify_when(
+            &[228, 39],
+            &[
+                (7, ArgCheck::PositiveInt { arg: 2 }),
+                (270, ArgCheck::NonNull { arg: 4 }),
+                (202, ArgCheck::FutexTimedWait),
+            ],
+        )
+        .unwrap();
+        let ev = |nr, args| f.evaluate_args(nr, AUDIT_ARCH_NATIVE, args);
+        assert_eq!(ev(228, [0; 6]), NOTIF);
+        assert_eq!(ev(39, [0; 6]), NOTIF);
+        assert_eq!(ev(1, [0; 6]), ALLOW);
+        // poll: timeout 0 and -1 run natively, a positive timeout is notified.
+        assert_eq!(ev(7, [0, 1, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(ev(7, [0, 1, u32::MAX as u64, 0, 0, 0]), ALLOW);
+        assert_eq!(ev(7, [0, 1, 0xffff_ffff_ffff_ffff, 0, 0, 0]), ALLOW);
+        assert_eq!(ev(7, [0, 1, 5000, 0, 0, 0]), NOTIF);
+        // pselect6: NULL timeout runs natively; any pointer (low or high half set) is notified.
+        assert_eq!(ev(270, [0; 6]), ALLOW);
+        assert_eq!(ev(270, [0, 0, 0, 0, 0x1000, 0]), NOTIF);
+        assert_eq!(ev(270, [0, 0, 0, 0, 0x7fff_0000_0000, 0]), NOTIF);
+        // futex: only timed FUTEX_WAIT / FUTEX_WAIT_BITSET (any private/realtime flags).
+        assert_eq!(ev(202, [0, 0, 0, 0x1000, 0, 0]), NOTIF);
+        assert_eq!(ev(202, [0, 128, 0, 0x1000, 0, 0]), NOTIF);
+        assert_eq!(ev(202, [0, 9 | 128 | 256, 0, 0x7fff_0000_0000, 0, 0]), NOTIF);
+        assert_eq!(ev(202, [0, 128, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(ev(202, [0, 1 | 128, 1, 0x1000, 0, 0]), ALLOW, "FUTEX_WAKE (arg 3 is a count)");
+        assert_eq!(ev(202, [0, 4, 0, 0x1000, 0, 0]), ALLOW);
+        assert_eq!(ev(202, [0, 9, 0, 0, 0, 0]), ALLOW);
+    }
 
     #[test]
     fn filter_routes_syscalls() {

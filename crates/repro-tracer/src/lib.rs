@@ -15,9 +15,10 @@
 mod access;
 mod exec;
 mod notify;
+pub mod vdso;
+mod waits;
 
 pub use access::AccessedPath;
-pub mod vdso;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ffi::CString;
@@ -92,6 +93,9 @@ pub struct SupervisorStats {
     /// Clock reads the replacement vDSO answered in-process (also counted in `mediated` as
     /// `vdso_clock_reads`: they are answered by the same policy, through the shared page).
     pub vdso_clock_reads: u64,
+    /// Timed waits (poll, select, epoll, futex) that nothing could end, answered by jumping the
+    /// clock to their deadline instead of waiting.
+    pub waits_jumped: u64,
 }
 
 impl SupervisorStats {
@@ -112,6 +116,7 @@ impl SupervisorStats {
             "vdso_disabled": self.vdso_disabled,
             "vdso_disabled_why": self.vdso_disabled_why,
             "vdso_clock_reads": self.vdso_clock_reads,
+            "waits_jumped": self.waits_jumped,
         })
     }
 }
@@ -154,13 +159,13 @@ pub(crate) struct Shared {
     pub dirs: std::collections::HashMap<(u64, u64), repro_detcore::DirListing>,
     /// Devices of pseudo file systems (/proc, /sys, /dev...): their file times are the host's "now".
     pub pseudo_devs: HashSet<u64>,
-    /// The paths the guest used, when recording.
-    pub access: Option<access::AccessLog>,
     /// The replacement vDSO's shared clock page, or why there is none.
     pub vdso: Option<vdso::ClockPage>,
     pub vdso_unavailable: Option<String>,
     /// Tasks being given the vDSO memfd at their exec stop (see exec::install).
     pub vdso_fd_requests: HashSet<i32>,
+    /// The paths the guest used, when recording.
+    pub access: Option<access::AccessLog>,
 }
 
 impl Shared {
@@ -225,11 +230,8 @@ pub fn supervise(
     if cfg.record_access {
         syscalls.extend(access::record_only_syscalls());
     }
-    let filter = BpfFilter::notify(&syscalls).map_err(|source| TracerError::Sys {
-        context: "building the seccomp filter",
-        pid: 0,
-        source,
-    })?;
+    let filter = BpfFilter::notify_when(&syscalls, &waits::conditional_syscalls())
+        .map_err(|source| TracerError::Sys { context: "building the seccomp filter", pid: 0, source })?;
     let ctl = DeterminismController::new(&ControllerConfig {
         seed: cfg.seed,
         epoch_unix_secs: cfg.epoch_unix_secs,
@@ -268,10 +270,10 @@ pub fn supervise(
         live: HashSet::from([pid]),
         dirs: Default::default(),
         pseudo_devs: pseudo_fs_devs(),
-        access: cfg.record_access.then(access::AccessLog::default),
         vdso,
         vdso_unavailable,
         vdso_fd_requests: HashSet::new(),
+        access: cfg.record_access.then(access::AccessLog::default),
     }));
     let notifier = {
         let shared = shared.clone();

@@ -18,7 +18,7 @@ fn build_dir() -> &'static Path {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     DIR.get_or_init(|| {
         let d = tempfile::tempdir().expect("tempdir");
-        for name in ["probe", "threads", "clockpoll", "timerfd", "listdir", "vdsoclock"] {
+        for name in ["probe", "threads", "clockpoll", "timerfd", "listdir", "vdsoclock", "waits"] {
             let src = guests_dir().join(format!("c/{name}.c"));
             let out = d.path().join(name);
             let st =
@@ -347,14 +347,21 @@ fn a_million_clock_reads_through_the_vdso_are_logical_identical_and_in_process()
     assert!(stats["vdso_clock_reads"].as_u64().unwrap() >= 1_000_000, "{stats}");
     assert!(stats["mediated"].get("clock_gettime").is_none(), "reads left the process: {stats}");
     assert_eq!(line(&a, "vdso"), "vdso present");
-    // Logical time: the epoch, then 1 µs per read.
-    assert_eq!(line(&a, "first"), "first 1700000000.000000000");
-    assert_eq!(line(&a, "last"), "last 10001.000000000");
-    assert_eq!(line(&a, "gettimeofday"), "gettimeofday 1700000001.000001");
+    // Logical time: the epoch plus what start-up used (ld.so's rdtsc reads tick the same clock), then
+    // exactly 1 µs per read, whichever clock is read.
+    let ns = |l: &str| -> i64 {
+        let (s, f) = l.split(' ').nth(1).unwrap().split_once('.').unwrap();
+        s.parse::<i64>().unwrap() * 1_000_000_000 + f.parse::<i64>().unwrap() * 10i64.pow(9 - f.len() as u32)
+    };
+    let e0 = ns(line(&a, "first")) - 1_700_000_000_000_000_000;
+    assert!((0..1_000_000).contains(&e0), "{a}");
+    assert_eq!(ns(line(&a, "last")), 10_000_000_000_000 + e0 + 1_000_000_000);
+    assert_eq!(ns(line(&a, "gettimeofday")), 1_700_000_001_000_000_000 + e0 + 1000);
     let b = ok(supervised(&[], &[p.to_str().unwrap()]));
     assert_eq!(a, b, "two runs read the same clock");
     let stepped = ok(supervised(&["--clock-step-ns", "10"], &[p.to_str().unwrap()]));
-    assert_eq!(line(&stepped, "last"), "last 10000.010000000");
+    let e0 = ns(line(&stepped, "first")) - 1_700_000_000_000_000_000;
+    assert_eq!(ns(line(&stepped, "last")), 10_000_000_000_000 + e0 + 10_000_000);
     assert_ne!(line(&a, "sum"), line(&native(&[p.to_str().unwrap()]), "sum"));
 }
 
@@ -389,4 +396,30 @@ fn mediated_and_in_process_clock_reads_are_one_clock() {
     ];
     let out = ok(supervised(&[], &cmd));
     assert_eq!(out, "2.0 True\n");
+}
+
+#[test]
+fn timed_waits_nothing_can_end_jump_the_clock_and_a_pipe_writer_is_waited_for() {
+    let p = guest("waits");
+    let t = Instant::now();
+    let (out, stats) = stats_of(&[], &[p.to_str().unwrap()]);
+    // Natively this program waits 13 s.
+    assert!(t.elapsed() < Duration::from_secs(3), "took {:?}", t.elapsed());
+    let want = [
+        "poll 0 revents 0 after 5000 ms",
+        "ppoll 0 after 1500 ms",
+        "select 0 set 0 after 2500 ms",
+        "pselect 0 after 250 ms",
+        "epoll_wait 0 after 3000 ms",
+        "futex -1 ETIMEDOUT after 1000 ms",
+        "ready poll 1 revents 1 after 0 ms",
+        // The child works, then writes: the 10 s wait is not cut short, it ends with the data.
+        "pipe poll 1 data y before the timeout",
+    ];
+    assert_eq!(out.lines().collect::<Vec<_>>(), want, "{out}");
+    assert_eq!(stats["waits_jumped"], 6, "{stats}");
+    assert_eq!(out, ok(supervised(&[], &[p.to_str().unwrap()])));
+    // Under a parent shell waiting for it, the same (the shell is asleep in wait4).
+    let sh = ok(supervised(&[], &["/bin/sh", "-c", &format!("{}; echo done", p.display())]));
+    assert_eq!(sh, format!("{}\ndone\n", want.join("\n")));
 }
