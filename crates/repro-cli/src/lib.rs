@@ -3,6 +3,7 @@
 
 mod chaos;
 mod error;
+mod hunt;
 mod pack;
 mod run;
 
@@ -51,6 +52,10 @@ pub enum Command {
     /// Reproducer pack tools.
     #[command(subcommand)]
     Pack(pack::PackCommand),
+    /// Run a command under many configurations (seeds, dates, orders, environments) until it fails.
+    Hunt(hunt::HuntArgs),
+    /// Say which input decides a command's outcome: vary one at a time, bisect the date boundary.
+    Explain(hunt::ExplainArgs),
     /// Check what this machine offers repro, and how to fix what is missing.
     Doctor {
         /// Print the report as JSON.
@@ -105,6 +110,8 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Inspect(args) => pack::inspect_cmd(args),
         Command::Unpack(args) => pack::unpack_cmd(args),
         Command::Pack(cmd) => pack::pack_cmd(cmd),
+        Command::Hunt(args) => hunt::hunt(args),
+        Command::Explain(args) => hunt::explain(args),
         Command::Doctor { json } => {
             let report = repro_sandbox::doctor::run();
             if json {

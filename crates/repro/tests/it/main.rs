@@ -6,6 +6,7 @@ mod cli;
 mod common;
 mod determinism;
 mod doctor;
+mod hunt;
 mod pack;
 mod run;
 mod signals;

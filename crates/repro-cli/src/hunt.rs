@@ -1,0 +1,229 @@
+//! `repro hunt` and `repro explain`.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use repro_hunt::config::{self, Config, Dimension, Space, SpaceOptions};
+use repro_hunt::runner::{self, Budget, Runner};
+use repro_hunt::{explain, hunt, HuntError};
+
+use crate::{print_json, CliError};
+
+impl From<HuntError> for CliError {
+    fn from(e: HuntError) -> Self {
+        let code = match e {
+            HuntError::Usage { .. } => crate::EXIT_USAGE,
+            _ => 125,
+        };
+        CliError::new(code, e.to_string())
+    }
+}
+
+/// Options shared by hunt and explain.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Dimensions to vary: seed, epoch, dir-order, env, cpus, hostname, clock-step, or all.
+    #[arg(long, value_name = "LIST", default_value = "all")]
+    vary: String,
+    /// Seeds to try: a count (seeds 0..N) or a range A..B.
+    #[arg(long, value_name = "N|A..B")]
+    seeds: Option<String>,
+    /// Dates to try besides the calendar edges: FROM..TO (dates, RFC 3339 or Unix seconds).
+    #[arg(long, value_name = "FROM..TO")]
+    epoch_range: Option<String>,
+    /// Values of an environment variable to try: NAME=V1,V2,... (repeatable; replaces the built-in TZ,
+    /// locale, HOME, USER and PATH variants).
+    #[arg(long, value_name = "NAME=V1,V2")]
+    env_variant: Vec<String>,
+    /// Parallel runs [default: the number of CPUs].
+    #[arg(long, short, value_name = "N")]
+    jobs: Option<usize>,
+    /// The baseline epoch (as `repro run --epoch`) [default: 2025-01-01T00:00:00Z].
+    #[arg(long, value_name = "TIME")]
+    epoch: Option<String>,
+    /// Options for every run, passed to `repro run` (repeatable): --memory, --bind, --env.
+    #[arg(long, value_name = "SIZE")]
+    memory: Option<String>,
+    #[arg(long, value_name = "HOST[:GUEST][:ro|rw]")]
+    bind: Vec<String>,
+    #[arg(long, value_name = "NAME[=VALUE]")]
+    env: Vec<String>,
+    /// Where run directories go [default: $REPRO_STATE_DIR, else ./.repro].
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    #[arg(long)]
+    json: bool,
+}
+
+struct Prepared {
+    runner: Runner,
+    space: Space,
+    base: Config,
+    jobs: usize,
+}
+
+fn prepare(a: &SearchArgs, command: &[String], kind: &str, default_seeds: u64) -> Result<Prepared, CliError> {
+    if command.is_empty() {
+        return Err(CliError::usage(format!("no command given: repro {kind} [OPTIONS] -- CMD [ARGS...]")));
+    }
+    let dims = Dimension::parse_list(&a.vary)?;
+    let seeds = match &a.seeds {
+        Some(s) => Some(config::parse_seeds(s)?),
+        None => Some((0..default_seeds).collect()),
+    };
+    let epoch_range = a.epoch_range.as_deref().map(|r| config::parse_date_range("--epoch-range", r)).transpose()?;
+    let env_variants = a.env_variant.iter().map(|v| config::parse_env_variant(v)).collect::<Result<Vec<_>, _>>()?;
+    let base_epoch = match &a.epoch {
+        Some(e) => config::parse_date("--epoch", e)?,
+        None => 1_735_689_600,
+    };
+    let space = Space::new(&SpaceOptions { dims, seeds, epoch_range, env_variants, random_epochs: 12 }, 0);
+    let mut base_args = Vec::new();
+    if let Some(m) = &a.memory {
+        base_args.extend(["--memory".to_string(), m.clone()]);
+    }
+    for b in &a.bind {
+        base_args.extend(["--bind".to_string(), b.clone()]);
+    }
+    for e in &a.env {
+        base_args.extend(["--env".to_string(), e.clone()]);
+    }
+    let cwd =
+        std::env::current_dir().map_err(|e| CliError::new(125, format!("cannot read the current directory: {e}")))?;
+    let state = repro_sandbox::rundir::state_dir(
+        a.state_dir.as_deref(),
+        std::env::var("REPRO_STATE_DIR").ok().as_deref(),
+        &cwd,
+    );
+    let id = repro_sandbox::rundir::new_id(time::OffsetDateTime::now_utc());
+    let state_dir = state.join(format!("{kind}s")).join(id);
+    std::fs::create_dir_all(&state_dir)
+        .map_err(|e| CliError::new(125, format!("cannot create {}: {e}", state_dir.display())))?;
+    let repro = std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
+    Ok(Prepared {
+        runner: Runner { repro, command: command.to_vec(), base_args, state_dir, cwd },
+        space,
+        base: Config::baseline(base_epoch),
+        jobs,
+    })
+}
+
+#[derive(Debug, Args)]
+pub struct HuntArgs {
+    #[command(flatten)]
+    search: SearchArgs,
+    /// Stop after this many runs.
+    #[arg(long, default_value_t = 200, value_name = "N")]
+    max_runs: usize,
+    /// Stop after this long (90s, 5m, 1h).
+    #[arg(long, default_value = "10m", value_name = "DURATION")]
+    time_budget: String,
+    /// Keep going after the first failure, to the end of the budget (to find several distinct failures).
+    #[arg(long)]
+    keep_going: bool,
+    /// Capture the first failing configuration as a reproducer pack.
+    #[arg(long)]
+    capture: bool,
+    /// Where `--capture` writes the pack.
+    #[arg(long, short, value_name = "FILE", requires = "capture")]
+    output: Option<PathBuf>,
+    /// The command and its arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+pub fn hunt(a: HuntArgs) -> Result<i32, CliError> {
+    let budget_time = config::parse_duration("--time-budget", &a.time_budget)?;
+    if a.max_runs == 0 {
+        return Err(CliError::usage("--max-runs: expected at least 1"));
+    }
+    let p = prepare(&a.search, &a.command, "hunt", 1000)?;
+    let start = Instant::now();
+    let budget = Budget { max_runs: a.max_runs, deadline: Some(start + budget_time), stop_on_failure: !a.keep_going };
+    let tty = std::io::stderr().is_terminal() && !a.search.json;
+    let mut last_print = Instant::now() - Duration::from_secs(1);
+    let mut progress = |outcomes: &[runner::Outcome]| {
+        if tty && last_print.elapsed() > Duration::from_millis(100) {
+            let failed = outcomes.iter().filter(|o| o.verdict == runner::Verdict::Fail).count();
+            eprint!(
+                "\r[hunt] {} runs, {} failing, {:.1} runs/s   ",
+                outcomes.len(),
+                failed,
+                runner::rate(outcomes.len(), start.elapsed())
+            );
+            last_print = Instant::now();
+        }
+    };
+    let space = &p.space;
+    let base = &p.base;
+    let outcomes = runner::run_parallel(&p.runner, p.jobs, &budget, &|i| space.config(base, i), &mut progress)?;
+    if tty {
+        eprintln!();
+    }
+    let mut report = hunt::report(&space.dims, &outcomes, start.elapsed().as_millis() as u64);
+    if a.capture {
+        if let Some(first) = report.failures.first() {
+            let out = a.output.clone().unwrap_or_else(|| PathBuf::from("hunt-failure.repro"));
+            let status = std::process::Command::new(&p.runner.repro)
+                .current_dir(&p.runner.cwd)
+                .arg("capture")
+                .arg("-o")
+                .arg(&out)
+                .args(first.first.to_args())
+                .args(&p.runner.base_args)
+                .arg("--")
+                .args(&p.runner.command)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .map_err(|e| CliError::new(125, format!("cannot run repro capture: {e}")))?;
+            if !out.exists() {
+                return Err(CliError::new(125, format!("repro capture did not write {} ({status})", out.display())));
+            }
+            report.pack = Some(out);
+        }
+    }
+    if a.search.json {
+        print_json(&report)?;
+    } else {
+        print!("{}", hunt::render(&report));
+    }
+    Ok(if report.failed > 0 { 1 } else { 0 })
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    search: SearchArgs,
+    /// Control runs with everything pinned.
+    #[arg(long, default_value_t = 3, value_name = "K")]
+    control: usize,
+    /// The command and its arguments.
+    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
+    command: Vec<String>,
+}
+
+pub fn explain(a: ExplainArgs) -> Result<i32, CliError> {
+    let p = prepare(&a.search, &a.command, "explain", 50)?;
+    let budget = Budget { max_runs: usize::MAX, deadline: None, stop_on_failure: false };
+    let mut batch = |configs: &[Config]| {
+        let configs = configs.to_vec();
+        runner::run_parallel(
+            &p.runner,
+            p.jobs,
+            &Budget { max_runs: configs.len(), ..budget.clone() },
+            &|i| configs[i].clone(),
+            &mut |_| {},
+        )
+    };
+    let report = explain::explain(&p.base, &p.space, a.control, &mut batch)?;
+    if a.search.json {
+        print_json(&report)?;
+    } else {
+        print!("{}", explain::render(&report));
+    }
+    Ok(if report.nondeterministic { repro_sandbox::EXIT_NOT_DETERMINISTIC } else { 0 })
+}

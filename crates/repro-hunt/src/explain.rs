@@ -1,0 +1,270 @@
+//! `repro explain`: which input decides the outcome? A control (everything pinned, k times), then each
+//! dimension varied on its own; the epoch is bisected to the second, failing seeds are listed, environment
+//! variables named.
+
+use serde::Serialize;
+
+use crate::config::{Config, Dimension, Space};
+use crate::runner::{Outcome, Verdict};
+
+/// What varying one dimension did.
+#[derive(Debug, Clone, Serialize)]
+pub struct DimensionFinding {
+    pub dimension: Dimension,
+    pub tried: usize,
+    /// Whether some value changed pass/fail.
+    pub changes_outcome: bool,
+    /// Whether some value changed stdout while the outcome stayed.
+    pub changes_output: bool,
+    /// Values that failed (when the control passes) or passed (when it fails), as shown in tables.
+    pub deciding_values: Vec<String>,
+    /// A narrowed statement: the epoch boundary, the failing seeds, the variable.
+    pub detail: Option<String>,
+}
+
+/// An epoch boundary found by bisection.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Boundary {
+    /// The last second with the control's outcome... or the first, depending on `direction`.
+    pub passes_at: i64,
+    pub fails_at: i64,
+}
+
+impl Boundary {
+    pub fn describe(&self) -> String {
+        let (p, f) = (crate::config::rfc3339(self.passes_at), crate::config::rfc3339(self.fails_at));
+        if self.passes_at < self.fails_at {
+            format!("passes at {p}, fails from {f}")
+        } else {
+            format!("fails until {f}, passes from {p}")
+        }
+    }
+}
+
+/// The answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExplainReport {
+    pub control_runs: usize,
+    pub control_verdict: Verdict,
+    /// The control's outcome varied with everything pinned.
+    pub nondeterministic: bool,
+    /// What the supervisor saw in the control runs when they varied.
+    pub nondeterminism_notes: Vec<String>,
+    pub findings: Vec<DimensionFinding>,
+    pub epoch_boundaries: Vec<Boundary>,
+    pub runs: usize,
+}
+
+/// Runs a batch of configurations and returns their outcomes in order.
+pub type Batch<'a> = dyn FnMut(&[Config]) -> Result<Vec<Outcome>, crate::HuntError> + 'a;
+
+/// The values tried for one dimension alone.
+pub fn values_for(d: Dimension, space: &Space, base: &Config) -> Vec<Config> {
+    let with = |f: &dyn Fn(&mut Config)| {
+        let mut c = base.clone();
+        f(&mut c);
+        c
+    };
+    match d {
+        Dimension::Seed => space.seeds.iter().map(|s| with(&|c| c.seed = *s)).collect(),
+        Dimension::Epoch => space.epochs.iter().map(|e| with(&|c| c.epoch = *e)).collect(),
+        Dimension::DirOrder => space.dir_orders.iter().map(|o| with(&|c| c.dir_order = o.clone())).collect(),
+        Dimension::Env => space.envs.iter().skip(1).map(|e| with(&|c| c.env = e.clone())).collect(),
+        Dimension::Cpus => space.cpus.iter().map(|n| with(&|c| c.cpus = *n)).collect(),
+        Dimension::Hostname => space.hostnames.iter().map(|h| with(&|c| c.hostname = h.clone())).collect(),
+        Dimension::ClockStep => space.clock_steps.iter().map(|s| with(&|c| c.clock_step_ns = *s)).collect(),
+    }
+}
+
+/// Explains: `control_k` control runs, then each of `space.dims` alone. `batch` runs configurations.
+pub fn explain(
+    base: &Config,
+    space: &Space,
+    control_k: usize,
+    batch: &mut Batch<'_>,
+) -> Result<ExplainReport, crate::HuntError> {
+    let control = batch(&vec![base.clone(); control_k.max(1)])?;
+    let mut runs = control.len();
+    let first = &control[0];
+    let nondeterministic = control.iter().any(|o| {
+        o.verdict != first.verdict || o.stdout_digest != first.stdout_digest || o.signature != first.signature
+    });
+    let mut report = ExplainReport {
+        control_runs: control.len(),
+        control_verdict: first.verdict,
+        nondeterministic,
+        nondeterminism_notes: Vec::new(),
+        findings: Vec::new(),
+        epoch_boundaries: Vec::new(),
+        runs,
+    };
+    if nondeterministic {
+        let mut notes: Vec<String> =
+            control.iter().flat_map(|o| o.not_enforced.iter().map(|n| format!("not enforced: {n}"))).collect();
+        let verdicts: Vec<String> = control.iter().map(|o| format!("{:?}", o.verdict).to_lowercase()).collect();
+        notes.push(format!("control outcomes: {}", verdicts.join(", ")));
+        if let Some(other) = control.iter().find(|o| o.stdout_digest != first.stdout_digest) {
+            let a = std::fs::read(first.run_dir.join("stdout")).unwrap_or_default();
+            let b = std::fs::read(other.run_dir.join("stdout")).unwrap_or_default();
+            notes.push(first_difference("stdout", &a, &b, other.index + 1));
+        }
+        let tasks = control.iter().map(|o| o.tasks_created).max().unwrap_or(0);
+        if tasks > 0 {
+            notes.push(format!(
+                "the guest started {tasks} more process(es) or thread(s): their interleaving is not pinned"
+            ));
+        }
+        notes.sort();
+        notes.dedup();
+        report.nondeterminism_notes = notes;
+        return Ok(report);
+    }
+    let fails = |o: &Outcome| o.verdict == Verdict::Fail;
+    for d in &space.dims {
+        let configs = values_for(*d, space, base);
+        let outcomes = batch(&configs)?;
+        runs += outcomes.len();
+        let deciding: Vec<&Outcome> = outcomes.iter().filter(|o| fails(o) != fails(first)).collect();
+        let changes_output =
+            outcomes.iter().any(|o| fails(o) == fails(first) && o.stdout_digest != first.stdout_digest);
+        let mut finding = DimensionFinding {
+            dimension: *d,
+            tried: outcomes.len(),
+            changes_outcome: !deciding.is_empty(),
+            changes_output,
+            deciding_values: deciding.iter().map(|o| o.config.value(*d)).collect(),
+            detail: None,
+        };
+        if finding.changes_outcome {
+            finding.detail = Some(match d {
+                Dimension::Seed => format!(
+                    "{} of {} seeds {}: {}",
+                    deciding.len(),
+                    outcomes.len(),
+                    if fails(first) { "pass" } else { "fail" },
+                    short_list(&finding.deciding_values, 20)
+                ),
+                Dimension::Env => {
+                    let mut names: Vec<String> =
+                        deciding.iter().flat_map(|o| o.config.env.iter().map(|(k, _)| k.clone())).collect();
+                    names.sort();
+                    names.dedup();
+                    format!(
+                        "the variable{} {} decides: {}",
+                        if names.len() == 1 { "" } else { "s" },
+                        names.join(", "),
+                        short_list(&finding.deciding_values, 8)
+                    )
+                }
+                Dimension::Epoch => {
+                    let boundaries = bisect_epochs(&outcomes, first, batch, &mut runs)?;
+                    let text = boundaries.iter().map(Boundary::describe).collect::<Vec<_>>().join("; ");
+                    report.epoch_boundaries = boundaries;
+                    text
+                }
+                _ => format!("outcome changes for: {}", short_list(&finding.deciding_values, 8)),
+            });
+        }
+        report.findings.push(finding);
+    }
+    report.runs = runs;
+    Ok(report)
+}
+
+/// "stdout differs between control runs 1 and N at line L: "a" vs "b"".
+fn first_difference(stream: &str, a: &[u8], b: &[u8], run: usize) -> String {
+    let (ta, tb) = (String::from_utf8_lossy(a), String::from_utf8_lossy(b));
+    let (la, lb): (Vec<&str>, Vec<&str>) = (ta.lines().collect(), tb.lines().collect());
+    let i = (0..la.len().max(lb.len())).find(|i| la.get(*i) != lb.get(*i)).unwrap_or(0);
+    format!(
+        "{stream} differs between control runs 1 and {run} at line {}: {:?} vs {:?} (an input the supervisor does not pin)",
+        i + 1,
+        la.get(i).copied().unwrap_or("(end)"),
+        lb.get(i).copied().unwrap_or("(end)")
+    )
+}
+
+fn short_list(v: &[String], n: usize) -> String {
+    if v.len() <= n {
+        v.join(", ")
+    } else {
+        format!("{}, ... ({} in all)", v[..n].join(", "), v.len())
+    }
+}
+
+/// Bisects every pass/fail transition among the sampled epochs down to one second.
+fn bisect_epochs(
+    outcomes: &[Outcome],
+    control: &Outcome,
+    batch: &mut Batch<'_>,
+    runs: &mut usize,
+) -> Result<Vec<Boundary>, crate::HuntError> {
+    let fails = |o: &Outcome| o.verdict == Verdict::Fail;
+    let mut points: Vec<(i64, bool)> = outcomes.iter().map(|o| (o.config.epoch, fails(o))).collect();
+    points.push((control.config.epoch, fails(control)));
+    points.sort();
+    points.dedup_by_key(|p| p.0);
+    let mut boundaries = Vec::new();
+    let template = control.config.clone();
+    for w in points.windows(2) {
+        let ((mut lo, lo_fails), (mut hi, hi_fails)) = (w[0], w[1]);
+        if lo_fails == hi_fails {
+            continue;
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            let mut c = template.clone();
+            c.epoch = mid;
+            let o = batch(&[c])?;
+            *runs += 1;
+            if fails(&o[0]) == lo_fails {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        boundaries.push(if lo_fails {
+            Boundary { passes_at: hi, fails_at: lo }
+        } else {
+            Boundary { passes_at: lo, fails_at: hi }
+        });
+        if boundaries.len() >= 4 {
+            break;
+        }
+    }
+    Ok(boundaries)
+}
+
+/// The report as text.
+pub fn render(r: &ExplainReport) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "control: {} run{}, {}{}\n",
+        r.control_runs,
+        if r.control_runs == 1 { "" } else { "s" },
+        format!("{:?}", r.control_verdict).to_lowercase(),
+        if r.nondeterministic { ", NOT stable" } else { ", stable" }
+    ));
+    if r.nondeterministic {
+        out.push_str("the result varies with every input pinned: nondeterministic under pinning\n");
+        for n in &r.nondeterminism_notes {
+            out.push_str(&format!("  - {n}\n"));
+        }
+        return out;
+    }
+    for f in &r.findings {
+        let verdict = if f.changes_outcome {
+            "DECIDES the outcome"
+        } else if f.changes_output {
+            "changes the output, not the outcome"
+        } else {
+            "no effect"
+        };
+        out.push_str(&format!("{:<11} {:<36} ({} values tried)\n", f.dimension.name(), verdict, f.tried));
+        if let Some(d) = &f.detail {
+            out.push_str(&format!("            {d}\n"));
+        }
+    }
+    out.push_str(&format!("{} runs in all\n", r.runs));
+    out
+}

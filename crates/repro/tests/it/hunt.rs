@@ -1,0 +1,143 @@
+//! `repro hunt` and `repro explain` on fixtures that fail only under some inputs.
+
+use std::path::Path;
+
+use crate::common::*;
+
+/// A working directory holding the flaky fixtures.
+fn fixtures() -> Workdir {
+    let w = Workdir::new();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/flaky");
+    let status =
+        std::process::Command::new("cp").arg("-r").arg(format!("{}/.", src.display())).arg(w.path()).status().unwrap();
+    assert!(status.success());
+    w
+}
+
+fn in_dir(w: &Workdir, args: &[&str]) -> std::process::Output {
+    repro().current_dir(w.path()).args(args).output().unwrap()
+}
+
+fn json(o: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(o), stderr(o)))
+}
+
+#[test]
+fn hunt_finds_a_failing_seed_and_it_reproduces() {
+    let w = fixtures();
+    let o = in_dir(
+        &w,
+        &["hunt", "--vary", "seed", "--seeds", "60", "--jobs", "2", "--json", "--", "python3", "seed_flaky.py"],
+    );
+    assert_code(&o, 1);
+    let r = json(&o);
+    assert!(r["failed"].as_u64().unwrap() >= 1);
+    assert!(r["runs"].as_u64().unwrap() < 60, "stops soon after the first failure");
+    let class = &r["failures"][0];
+    assert_eq!(class["signature"]["exit_status"], 1);
+    assert_eq!(class["signature"]["stderr_tail"][0], "FAILED test_sample: unlucky draw");
+    let seed = class["first"]["seed"].as_u64().unwrap().to_string();
+    // The failing configuration fails again, every time, and its neighbour does not have to.
+    for _ in 0..2 {
+        let again = in_dir(
+            &w,
+            &["run", "-q", "--seed", &seed, "--epoch", "2025-01-01T00:00:00Z", "--", "python3", "seed_flaky.py"],
+        );
+        assert_code(&again, 1);
+    }
+    // Human output: a table and the reproduce line.
+    let o = in_dir(&w, &["hunt", "--vary", "seed", "--seeds", "60", "--jobs", "2", "--", "python3", "seed_flaky.py"]);
+    assert_code(&o, 1);
+    assert!(stdout(&o).contains("failure 1 ("), "{}", stdout(&o));
+    assert!(stdout(&o).contains("reproduce: repro run --seed"), "{}", stdout(&o));
+}
+
+#[test]
+fn hunt_reports_distinct_failures_apart_and_nothing_when_all_pass() {
+    let w = fixtures();
+    std::fs::write(
+        w.path().join("two_ways.sh"),
+        "n=$(nproc); [ \"$n\" = 4 ] && { echo 'four cpus' >&2; exit 3; }; [ \"$n\" = 64 ] && { echo 'many cpus' >&2; exit 4; }; exit 0\n",
+    )
+    .unwrap();
+    let o =
+        in_dir(&w, &["hunt", "--vary", "cpus", "--keep-going", "--max-runs", "8", "--json", "--", "sh", "two_ways.sh"]);
+    assert_code(&o, 1);
+    let r = json(&o);
+    let mut statuses: Vec<i64> =
+        r["failures"].as_array().unwrap().iter().map(|c| c["signature"]["exit_status"].as_i64().unwrap()).collect();
+    statuses.sort();
+    assert_eq!(statuses, [3, 4]);
+    let rows = r["table"].as_array().unwrap();
+    let row = |v: &str| rows.iter().find(|x| x["value"] == v).unwrap().clone();
+    assert_eq!((row("1")["pass"].as_u64(), row("1")["fail"].as_u64()), (Some(2), Some(0)));
+    assert_eq!(row("4")["fail"], 2);
+    let o = in_dir(&w, &["hunt", "--vary", "cpus", "--max-runs", "4", "--", "true"]);
+    assert_code(&o, 0);
+    assert!(stdout(&o).contains("no failure found"));
+}
+
+#[test]
+fn explain_bisects_the_date_boundary_to_the_second() {
+    let w = fixtures();
+    let o = in_dir(&w, &["explain", "--vary", "epoch,seed", "--seeds", "5", "--json", "--", "python3", "date_bomb.py"]);
+    assert_code(&o, 0);
+    let r = json(&o);
+    assert_eq!(r["control_verdict"], "fail", "the default epoch (2025) is after the expiry");
+    let b = &r["epoch_boundaries"][0];
+    assert_eq!(b["passes_at"], 1701475199);
+    assert_eq!(b["fails_at"], 1701475200);
+    let o = in_dir(&w, &["explain", "--vary", "epoch,seed", "--seeds", "5", "--", "python3", "date_bomb.py"]);
+    let text = stdout(&o);
+    assert!(text.contains("epoch       DECIDES the outcome"), "{text}");
+    assert!(text.contains("passes at 2023-12-01T23:59:59Z, fails from 2023-12-02T00:00:00Z"), "{text}");
+    assert!(text.contains("seed        no effect"), "{text}");
+}
+
+#[test]
+fn explain_names_the_seed_the_variable_and_the_cpus() {
+    let w = fixtures();
+    let o = in_dir(&w, &["explain", "--vary", "seed", "--seeds", "30", "--", "python3", "seed_flaky.py"]);
+    assert_code(&o, 0);
+    assert!(stdout(&o).contains("seed        DECIDES the outcome"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("seeds fail: "), "{}", stdout(&o));
+    let o = in_dir(&w, &["explain", "--vary", "env,cpus", "--", "python3", "tz_bug.py"]);
+    assert_code(&o, 0);
+    assert!(stdout(&o).contains("the variable TZ decides: TZ=Asia/Kolkata"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("cpus        no effect"), "{}", stdout(&o));
+    let o = in_dir(&w, &["explain", "--vary", "cpus,env", "--json", "--", "python3", "cpus.py"]);
+    let r = json(&o);
+    let cpus = r["findings"].as_array().unwrap().iter().find(|f| f["dimension"] == "cpus").unwrap().clone();
+    assert_eq!(cpus["changes_outcome"], true);
+    assert_eq!(cpus["deciding_values"], serde_json::json!(["4", "64"]));
+    let env = r["findings"].as_array().unwrap().iter().find(|f| f["dimension"] == "env").unwrap().clone();
+    assert_eq!(env["changes_outcome"], false);
+}
+
+#[test]
+fn explain_reports_a_program_that_varies_with_everything_pinned() {
+    let w = fixtures();
+    // Scheduler statistics of the guest's own process are not pinned by the supervisor.
+    let o = in_dir(&w, &["explain", "--vary", "seed", "--seeds", "2", "--", "sh", "-c", "cat /proc/self/schedstat"]);
+    assert_code(&o, 121);
+    let text = stdout(&o);
+    assert!(text.contains("nondeterministic under pinning"), "{text}");
+    assert!(text.contains("stdout differs between control runs 1 and"), "{text}");
+}
+
+#[test]
+fn hunt_and_explain_reject_bad_input() {
+    let w = fixtures();
+    for (args, msg) in [
+        (vec!["hunt", "--vary", "moon", "--", "true"], "--vary 'moon': unknown dimension 'moon'"),
+        (vec!["hunt", "--seeds", "x", "--", "true"], "--seeds 'x': expected a count (100) or a range (0..100)"),
+        (vec!["hunt", "--time-budget", "soon", "--", "true"], "--time-budget: 'soon' is not a duration"),
+        (vec!["explain", "--epoch-range", "2030-01-01..2020-01-01", "--", "true"], "FROM must be before TO"),
+        (vec!["hunt", "--env-variant", "TZ", "--", "true"], "--env-variant 'TZ': expected NAME=V1,V2,..."),
+        (vec!["hunt"], "required arguments were not provided"),
+    ] {
+        let o = in_dir(&w, &args);
+        assert_code(&o, 2);
+        assert!(stderr(&o).contains(msg), "{args:?}: {}", stderr(&o));
+    }
+}
