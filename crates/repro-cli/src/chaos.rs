@@ -69,6 +69,40 @@ pub enum ChaosCommand {
         #[command(flatten)]
         common: Common,
     },
+    /// Write a self-contained HTML report of a run directory (verdict, checks, timeline, metrics charts).
+    Report {
+        /// The run directory.
+        run: PathBuf,
+        /// Where to write it (default RUN/report.html).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Write a Markdown page with the charts as SVG files beside it, for a bug report or a PR.
+    Share {
+        /// The run directory.
+        run: PathBuf,
+        /// The directory to write README.md and the SVG files into (default RUN/share).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Export the scraped metrics and the timeline as OpenMetrics text with timestamps (for
+    /// `promtool tsdb create-blocks-from openmetrics`).
+    Export {
+        /// The run directory.
+        run: PathBuf,
+        /// Where to write it (default RUN/metrics.om; `-` for stdout).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Serve a page comparing runs side by side on 127.0.0.1 until interrupted.
+    Dashboard {
+        /// Run directories.
+        #[arg(required = true)]
+        runs: Vec<PathBuf>,
+        /// Port on 127.0.0.1 (0: any free port; the URL is printed).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -88,6 +122,10 @@ impl Common {
 }
 
 fn err(e: repro_chaos::ChaosError) -> CliError {
+    CliError::new(EXIT_ERROR, e.to_string())
+}
+
+fn rerr(e: repro_report::ReportError) -> CliError {
     CliError::new(EXIT_ERROR, e.to_string())
 }
 
@@ -193,6 +231,36 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
                 println!("{}", path.display());
             }
             Ok(ev.exit_code)
+        }
+        ChaosCommand::Report { run, output } => {
+            let p = repro_report::write_report(&run, output.as_deref()).map_err(rerr)?;
+            println!("{}", p.display());
+            Ok(0)
+        }
+        ChaosCommand::Share { run, output } => {
+            let (_, files) = repro_report::write_share(&run, output.as_deref()).map_err(rerr)?;
+            for f in files {
+                println!("{}", f.display());
+            }
+            Ok(0)
+        }
+        ChaosCommand::Export { run, output } => {
+            if output.as_deref() == Some(Path::new("-")) {
+                let r = repro_report::Run::read(&run).map_err(rerr)?;
+                print!("{}", repro_report::openmetrics::export(&r));
+            } else {
+                let p = repro_report::write_export(&run, output.as_deref()).map_err(rerr)?;
+                println!("{}", p.display());
+            }
+            Ok(0)
+        }
+        ChaosCommand::Dashboard { runs, port } => {
+            let d = repro_report::serve::Dashboard::bind(runs, port).map_err(rerr)?;
+            println!("{}", d.url());
+            use std::io::Write as _;
+            let _ = std::io::stdout().flush();
+            d.serve().map_err(rerr)?;
+            Ok(0)
         }
     }
 }

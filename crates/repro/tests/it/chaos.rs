@@ -774,3 +774,6 @@ fn timeouts_workload_and_experiment() {
     assert_code(&o, 2);
     assert!(stderr(&o).contains("not a run directory (no experiment.yaml)"), "{}", stderr(&o));
 }
+
+#[path = "chaos_report.rs"]
+mod report;

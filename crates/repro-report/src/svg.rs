@@ -1,0 +1,531 @@
+//! SVG charts drawn by hand: the timeline (a lane per target and instance, operation bands, marks) and
+//! line charts of scraped series. Output depends only on the input: coordinates are printed with a fixed
+//! number of decimals and everything is iterated in a fixed order, so the same run gives the same bytes.
+use std::fmt::Write;
+
+use crate::run::{Band, LaneKind, Lanes, MarkKind, Series};
+
+/// Escapes text for HTML and SVG (element content and attribute values).
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => o.push(' '),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// A coordinate with one decimal ("-0.0" never appears).
+fn c(x: f64) -> String {
+    let v = (x * 10.0).round() / 10.0;
+    if v == 0.0 {
+        "0".to_string()
+    } else if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// A value for an axis label or a tooltip: short and stable.
+pub fn fmt_value(v: f64) -> String {
+    if v.is_nan() {
+        return "NaN".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "+Inf".into() } else { "-Inf".into() };
+    }
+    let a = v.abs();
+    let (x, suffix) = if a >= 1e12 {
+        (v / 1e12, "T")
+    } else if a >= 1e9 {
+        (v / 1e9, "G")
+    } else if a >= 1e6 {
+        (v / 1e6, "M")
+    } else if a >= 1e4 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    let s = if x.fract() == 0.0 || x.abs() >= 100.0 {
+        format!("{x:.0}")
+    } else if x.abs() >= 1.0 {
+        format!("{x:.2}").trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        let s = format!("{x:.4}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    format!("{s}{suffix}")
+}
+
+/// Seconds for the time axis and tooltips.
+pub fn fmt_secs(t: f64) -> String {
+    if t >= 60.0 {
+        let m = (t / 60.0).floor();
+        format!("{}m{}s", m as u64, fmt_value(((t - m * 60.0) * 10.0).round() / 10.0))
+    } else {
+        format!("{}s", fmt_value((t * 1000.0).round() / 1000.0))
+    }
+}
+
+fn tick_step(span: f64, max_ticks: f64) -> f64 {
+    const STEPS: [f64; 17] =
+        [0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0];
+    for s in STEPS {
+        if span / s <= max_ticks {
+            return s;
+        }
+    }
+    (span / max_ticks / 3600.0).ceil() * 3600.0
+}
+
+/// Colour of a lane state.
+pub fn state_colour(state: &str) -> &'static str {
+    match state {
+        "starting" => "#f0ad4e",
+        "up" => "#2e9d4f",
+        "running" => "#3b7dd8",
+        "unhealthy" => "#e07b39",
+        "down" => "#d64545",
+        "stopped" => "#c4c4c4",
+        "frozen" => "#5bc0de",
+        "paused" => "#5bc0de",
+        "succeeded" => "#a9d8b3",
+        "failed" | "killed" => "#f0a3a3",
+        "timedout" => "#f5c58f",
+        _ => "#d9d9d9",
+    }
+}
+
+const BAND_FILL: &str = "#7b61ff";
+const PALETTE: [&str; 8] = ["#3b7dd8", "#e4572e", "#2e9d4f", "#9b59b6", "#f0ad4e", "#17a2b8", "#8c564b", "#e377c2"];
+
+pub struct TimelineStyle {
+    pub width: f64,
+}
+
+impl Default for TimelineStyle {
+    fn default() -> Self {
+        TimelineStyle { width: 960.0 }
+    }
+}
+
+fn axis(out: &mut String, x0: f64, x1: f64, y_top: f64, y_bottom: f64, end: f64, max_ticks: f64) {
+    let span = end.max(0.001);
+    let step = tick_step(span, max_ticks);
+    let mut i = 0u32;
+    loop {
+        let t = f64::from(i) * step;
+        if t > span + 1e-9 {
+            break;
+        }
+        let x = x0 + (x1 - x0) * t / span;
+        let anchor = if i == 0 { "start" } else { "middle" };
+        let _ = write!(
+            out,
+            r##"<line x1="{x}" y1="{yt}" x2="{x}" y2="{yb}" stroke="#e4e4e4"/><text x="{x}" y="{ty}" text-anchor="{anchor}" fill="#666">{l}</text>"##,
+            x = c(x),
+            yt = c(y_top),
+            yb = c(y_bottom),
+            ty = c(y_bottom + 12.0),
+            l = esc(&fmt_secs(t))
+        );
+        i += 1;
+    }
+}
+
+/// The timeline chart.
+pub fn timeline(l: &Lanes, style: &TimelineStyle) -> String {
+    let left = 160.0;
+    let right = 12.0;
+    let row = 20.0;
+    let top = 8.0;
+    let x0 = left;
+    let x1 = style.width - right;
+    let end = l.end.max(0.001);
+    let xt = |t: f64| x0 + (x1 - x0) * (t.clamp(0.0, end) / end);
+    let rows = 1 + l.lanes.len() + 2;
+    let chart_bottom = top + row * rows as f64;
+    let mut states: Vec<&str> = Vec::new();
+    for lane in &l.lanes {
+        for s in &lane.segments {
+            if !states.contains(&s.state.as_str()) {
+                states.push(&s.state);
+            }
+        }
+    }
+    let legend_y = chart_bottom + 30.0;
+    let height = legend_y + 14.0;
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart timeline" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11" role="img" aria-label="timeline">"#,
+        w = c(style.width),
+        h = c(height)
+    );
+    o.push_str(
+        "<title>Timeline: lanes per target and instance, operations as bands, signals and checks as marks</title>",
+    );
+    // Row backgrounds and labels.
+    let mut labels: Vec<(String, &str)> = vec![("operations".to_string(), "#555")];
+    for lane in &l.lanes {
+        let kind = match lane.kind {
+            LaneKind::Target => "#222",
+            LaneKind::Instance => "#335",
+        };
+        labels.push((lane.name.clone(), kind));
+    }
+    labels.push(("signals".to_string(), "#555"));
+    labels.push(("checks".to_string(), "#555"));
+    for (i, (name, colour)) in labels.iter().enumerate() {
+        let y = top + row * i as f64;
+        if i % 2 == 0 {
+            let _ = write!(
+                o,
+                r##"<rect x="0" y="{}" width="{}" height="{}" fill="#f7f7f9"/>"##,
+                c(y),
+                c(style.width),
+                c(row)
+            );
+        }
+        let shown: String = if name.chars().count() > 24 {
+            format!("{}…", name.chars().take(23).collect::<String>())
+        } else {
+            name.clone()
+        };
+        let italic = if i == 0 || i + 2 >= labels.len() { r#" font-style="italic""# } else { "" };
+        let _ = write!(
+            o,
+            r#"<text x="6" y="{}" fill="{colour}"{italic}><title>{}</title>{}</text>"#,
+            c(y + row * 0.68),
+            esc(name),
+            esc(&shown)
+        );
+    }
+    axis(&mut o, x0, x1, top, chart_bottom, end, 10.0);
+    // Operation bands across every lane, and their bars in the operations row.
+    for b in &l.bands {
+        band(&mut o, b, &xt, l.end, top, chart_bottom, row);
+    }
+    // Lanes.
+    for (i, lane) in l.lanes.iter().enumerate() {
+        let y = top + row * (i + 1) as f64 + 4.0;
+        for s in &lane.segments {
+            let xa = xt(s.start);
+            let w = (xt(s.end) - xa).max(1.0);
+            let _ = write!(
+                o,
+                r#"<rect class="seg" x="{}" y="{}" width="{}" height="{}" fill="{}" rx="2"><title>{}: {} from {} to {}</title></rect>"#,
+                c(xa),
+                c(y),
+                c(w),
+                c(row - 8.0),
+                state_colour(&s.state),
+                esc(&lane.name),
+                esc(&s.state),
+                fmt_secs(s.start),
+                fmt_secs(s.end)
+            );
+        }
+    }
+    // Marks.
+    let sig_y = top + row * (l.lanes.len() + 1) as f64 + row / 2.0;
+    let chk_y = sig_y + row;
+    for m in &l.marks {
+        let x = xt(m.t);
+        match m.kind {
+            MarkKind::Signal => {
+                let _ = write!(
+                    o,
+                    r##"<path class="mark signal" d="M{} {}l5 5l-5 5l-5 -5z" fill="#9b59b6"><title>{} at {}</title></path>"##,
+                    c(x),
+                    c(sig_y - 5.0),
+                    esc(&m.label),
+                    fmt_secs(m.t)
+                );
+            }
+            MarkKind::CheckOk | MarkKind::CheckFailed => {
+                let fill = if m.kind == MarkKind::CheckOk { "#2e9d4f" } else { "#d64545" };
+                let _ = write!(
+                    o,
+                    r#"<circle class="mark check" cx="{}" cy="{}" r="4" fill="{fill}" fill-opacity="0.8"><title>{} at {}</title></circle>"#,
+                    c(x),
+                    c(chk_y),
+                    esc(&m.label),
+                    fmt_secs(m.t)
+                );
+            }
+            MarkKind::Error => {
+                let _ = write!(
+                    o,
+                    r##"<path class="mark error" d="M{a} {b}l8 8m0 -8l-8 8" stroke="#d64545" stroke-width="2.5"><title>{} at {}</title></path>"##,
+                    esc(&m.label),
+                    fmt_secs(m.t),
+                    a = c(x - 4.0),
+                    b = c(chk_y - 4.0)
+                );
+            }
+        }
+    }
+    // Legend.
+    let mut x = left;
+    for s in &states {
+        let _ = write!(
+            o,
+            r##"<rect x="{}" y="{}" width="12" height="10" fill="{}" rx="2"/><text x="{}" y="{}" fill="#444">{}</text>"##,
+            c(x),
+            c(legend_y - 9.0),
+            state_colour(s),
+            c(x + 16.0),
+            c(legend_y),
+            esc(s)
+        );
+        x += 24.0 + 6.5 * s.len() as f64;
+    }
+    if !l.bands.is_empty() {
+        let _ = write!(
+            o,
+            r##"<rect x="{}" y="{}" width="12" height="10" fill="{BAND_FILL}" fill-opacity="0.35"/><text x="{}" y="{}" fill="#444">operation</text>"##,
+            c(x),
+            c(legend_y - 9.0),
+            c(x + 16.0),
+            c(legend_y)
+        );
+    }
+    o.push_str("</svg>");
+    o
+}
+
+#[allow(clippy::too_many_arguments)]
+fn band(o: &mut String, b: &Band, xt: &dyn Fn(f64) -> f64, run_end: f64, top: f64, bottom: f64, row: f64) {
+    let xa = xt(b.start);
+    let w = (xt(b.end_or(run_end)) - xa).max(2.0);
+    let label = format!(
+        "{} #{} ({}){}: {} to {}",
+        b.operation,
+        b.run,
+        b.uses,
+        if b.hits.is_empty() { String::new() } else { format!(" on {}", b.hits.join(", ")) },
+        fmt_secs(b.start),
+        fmt_secs(b.end_or(run_end))
+    );
+    let _ = write!(
+        o,
+        r#"<rect class="band" x="{}" y="{}" width="{}" height="{}" fill="{BAND_FILL}" fill-opacity="0.10"/>"#,
+        c(xa),
+        c(top + row),
+        c(w),
+        c(bottom - top - row)
+    );
+    let _ = write!(
+        o,
+        r#"<rect class="op" x="{}" y="{}" width="{}" height="{}" fill="{BAND_FILL}" fill-opacity="0.6" rx="2"><title>{}</title></rect>"#,
+        c(xa),
+        c(top + 3.0),
+        c(w),
+        c(row - 6.0),
+        esc(&label)
+    );
+    let _ = write!(
+        o,
+        r##"<text x="{}" y="{}" fill="#333" font-size="10">{}</text>"##,
+        c(xa + w + 3.0),
+        c(top + row * 0.68),
+        esc(&b.operation)
+    );
+}
+
+/// A line chart of `series` over `[0, end]`, with the operation bands shaded and failed scrapes as red ticks.
+pub struct LineChart<'a> {
+    pub title: &'a str,
+    pub subtitle: &'a str,
+    pub series: &'a [Series],
+    pub bands: &'a [Band],
+    pub errors: &'a [(f64, String)],
+    pub end: f64,
+    pub width: f64,
+    pub height: f64,
+    pub max_series: usize,
+}
+
+pub fn line_chart(ch: &LineChart) -> String {
+    let left = 46.0;
+    let right = 8.0;
+    let top = 30.0;
+    let plot_h = ch.height;
+    let shown: Vec<&Series> = ch.series.iter().take(ch.max_series).collect();
+    let legend_lines = shown.len() + usize::from(ch.series.len() > shown.len());
+    let legend_top = top + plot_h + 18.0;
+    let total_h = legend_top + 12.0 * legend_lines as f64 + 4.0;
+    let x0 = left;
+    let x1 = ch.width - right;
+    let end = ch.end.max(0.001);
+    let xt = |t: f64| x0 + (x1 - x0) * (t.clamp(0.0, end) / end);
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for s in &shown {
+        for &(_, v) in &s.points {
+            if v.is_finite() {
+                lo = lo.min(v);
+                hi = hi.max(v);
+            }
+        }
+    }
+    if !lo.is_finite() {
+        lo = 0.0;
+        hi = 1.0;
+    }
+    if hi - lo < 1e-12 {
+        let pad = if lo.abs() > 1e-12 { lo.abs() * 0.1 } else { 1.0 };
+        lo -= pad;
+        hi += pad;
+        if lo < 0.0 && ch.series.iter().all(|s| s.points.iter().all(|p| p.1 >= 0.0)) {
+            lo = 0.0;
+        }
+    }
+    let yb = top + plot_h;
+    let yv = |v: f64| yb - plot_h * ((v - lo) / (hi - lo));
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart metric" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="10" role="img" aria-label="{t}">"#,
+        w = c(ch.width),
+        h = c(total_h),
+        t = esc(ch.title)
+    );
+    let _ = write!(
+        o,
+        r##"<text x="4" y="12" font-size="12" font-weight="bold" fill="#222">{}</text><text x="4" y="24" fill="#666">{}</text>"##,
+        esc(ch.title),
+        esc(ch.subtitle)
+    );
+    let _ = write!(
+        o,
+        r##"<rect x="{}" y="{}" width="{}" height="{}" fill="#fbfbfd" stroke="#ddd"/>"##,
+        c(x0),
+        c(top),
+        c(x1 - x0),
+        c(plot_h)
+    );
+    for b in ch.bands {
+        let xa = xt(b.start);
+        let w = (xt(b.end_or(ch.end)) - xa).max(1.5);
+        let _ = write!(
+            o,
+            r#"<rect class="band" x="{}" y="{}" width="{}" height="{}" fill="{BAND_FILL}" fill-opacity="0.15"><title>{} #{} ({})</title></rect>"#,
+            c(xa),
+            c(top),
+            c(w),
+            c(plot_h),
+            esc(&b.operation),
+            b.run,
+            esc(&b.uses)
+        );
+    }
+    axis(&mut o, x0, x1, top, yb, end, 5.0);
+    for (v, dy) in [(lo, 0.0), ((lo + hi) / 2.0, 3.0), (hi, 8.0)] {
+        let _ = write!(
+            o,
+            r##"<text x="{}" y="{}" text-anchor="end" fill="#666">{}</text>"##,
+            c(x0 - 3.0),
+            c(yv(v) + dy),
+            esc(&fmt_value(v))
+        );
+    }
+    for (t, e) in ch.errors {
+        let _ = write!(
+            o,
+            r##"<line class="scrape-error" x1="{x}" y1="{}" x2="{x}" y2="{}" stroke="#d64545" stroke-width="1.5"><title>scrape failed at {}: {}</title></line>"##,
+            c(yb - 6.0),
+            c(yb),
+            fmt_secs(*t),
+            esc(e),
+            x = c(xt(*t))
+        );
+    }
+    for (i, s) in shown.iter().enumerate() {
+        let colour = PALETTE[i % PALETTE.len()];
+        // A series is broken where a value is not finite.
+        let mut runs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+        for &(t, v) in &s.points {
+            if v.is_finite() {
+                if let Some(r) = runs.last_mut() {
+                    r.push((xt(t), yv(v)));
+                }
+            } else if runs.last().is_some_and(|r| !r.is_empty()) {
+                runs.push(Vec::new());
+            }
+        }
+        for r in runs.iter().filter(|r| !r.is_empty()) {
+            if r.len() == 1 {
+                let _ = write!(o, r#"<circle cx="{}" cy="{}" r="2" fill="{colour}"/>"#, c(r[0].0), c(r[0].1));
+                continue;
+            }
+            let pts: Vec<String> = r.iter().map(|(x, y)| format!("{},{}", c(*x), c(*y))).collect();
+            let _ = write!(
+                o,
+                r#"<polyline class="series" points="{}" fill="none" stroke="{colour}" stroke-width="1.5"><title>{}</title></polyline>"#,
+                pts.join(" "),
+                esc(&s.label())
+            );
+        }
+        let last = s.points.last().map(|p| fmt_value(p.1)).unwrap_or_default();
+        let label = s.label();
+        let label: String = if label.chars().count() > 52 {
+            format!("{}…", label.chars().take(51).collect::<String>())
+        } else {
+            label
+        };
+        let ly = legend_top + 12.0 * i as f64;
+        let _ = write!(
+            o,
+            r##"<rect x="4" y="{}" width="10" height="3" fill="{colour}"/><text x="18" y="{}" fill="#333">{} = {}</text>"##,
+            c(ly - 4.0),
+            c(ly),
+            esc(&label),
+            esc(&last)
+        );
+    }
+    if ch.series.len() > shown.len() {
+        let _ = write!(
+            o,
+            r##"<text x="4" y="{}" fill="#666">and {} more series</text>"##,
+            c(legend_top + 12.0 * shown.len() as f64),
+            ch.series.len() - shown.len()
+        );
+    }
+    o.push_str("</svg>");
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_short_and_stable() {
+        assert_eq!(fmt_value(0.0), "0");
+        assert_eq!(fmt_value(1.5), "1.5");
+        assert_eq!(fmt_value(12345.0), "12.35k");
+        assert_eq!(fmt_value(2_500_000.0), "2.5M");
+        assert_eq!(fmt_value(0.00012), "0.0001");
+        assert_eq!(fmt_value(f64::NAN), "NaN");
+        assert_eq!(fmt_secs(75.5), "1m15.5s");
+        assert_eq!(c(-0.01), "0");
+        assert_eq!(c(3.04), "3");
+        assert_eq!(esc("<a&\"b'>"), "&lt;a&amp;&quot;b&#39;&gt;");
+    }
+
+    #[test]
+    fn ticks_fit() {
+        assert_eq!(tick_step(3.9, 10.0), 0.5);
+        assert_eq!(tick_step(100.0, 10.0), 10.0);
+        assert_eq!(tick_step(100000.0, 10.0), 3600.0 * 3.0);
+    }
+}
