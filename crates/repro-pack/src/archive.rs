@@ -10,8 +10,8 @@ use crate::manifest::{Digest, Manifest, PACK_FORMAT};
 use crate::store::Store;
 use crate::PackError;
 
-/// zstd level of packs: fast to write, smaller than gzip -6.
-pub const ZSTD_LEVEL: i32 = 6;
+/// zstd level of packs: fast to write (capture time matters), still much smaller than ReproZip's gzip.
+pub const ZSTD_LEVEL: i32 = 3;
 /// The pack file's extension.
 pub const EXTENSION: &str = "repro";
 
@@ -269,6 +269,29 @@ pub fn read_pack(path: &Path, store: &Store, extract_to: Option<&Path>) -> Resul
         }
     }
     Ok(Pack { path: path.into(), id: crate::manifest::digest(&mbytes), manifest, compressed_bytes, blobs: seen })
+}
+
+/// Reads only the manifest (the first entry) and the pack's id, without checking the blobs: for a pack whose
+/// root was already made (and checked) from the same manifest.
+pub fn read_manifest(path: &Path) -> Result<(Manifest, Digest), PackError> {
+    let file = fs::File::open(path).map_err(|source| PackError::Open { path: path.into(), source })?;
+    let dec = zstd::Decoder::new(file).map_err(|e| classify(path, e))?;
+    let mut ar = tar::Archive::new(dec);
+    let mut entries = ar.entries().map_err(|e| classify(path, e))?;
+    let mut first = match entries.next() {
+        Some(e) => e.map_err(|e| classify(path, e))?,
+        None => return Err(PackError::Truncated { path: path.into(), detail: "it holds no manifest.json".into() }),
+    };
+    if first.path().map(|p| p.to_string_lossy() != "manifest.json").unwrap_or(true) {
+        return Err(PackError::UnexpectedEntry {
+            path: path.into(),
+            entry: "(first entry)".into(),
+            why: "the first entry must be manifest.json",
+        });
+    }
+    let mut mbytes = Vec::new();
+    first.read_to_end(&mut mbytes).map_err(|e| classify(path, e))?;
+    Ok((parse_manifest(path, &mbytes)?, crate::manifest::digest(&mbytes)))
 }
 
 /// Parses and validates manifest.json.

@@ -80,6 +80,15 @@ pub fn materialize(pack: &Pack, blobs: &Path, root: &Path) -> Result<(), PackErr
 /// into a temporary directory that is renamed into place, so a root in the cache is always complete.
 pub fn cached_root(pack_path: &Path, cache: &Path, store: &Store) -> Result<(Pack, PathBuf), PackError> {
     let roots = cache.join("roots");
+    // A root made earlier from the same manifest was checked blob by blob then: only the manifest is read.
+    if let Ok((manifest, id)) = crate::archive::read_manifest(pack_path) {
+        let root = roots.join(&id).join("root");
+        if root.is_dir() {
+            let compressed_bytes = fs::metadata(pack_path).map(|m| m.len()).unwrap_or(0);
+            let blobs = manifest.blob_refs().into_iter().map(|(_, d, size)| (d, size.unwrap_or(0))).collect();
+            return Ok((Pack { path: pack_path.into(), manifest, id, compressed_bytes, blobs }, root));
+        }
+    }
     fs::create_dir_all(&roots).map_err(|e| PackError::io("cannot create", &roots, e))?;
     let tmp = tempfile::Builder::new()
         .prefix(".partial-")
