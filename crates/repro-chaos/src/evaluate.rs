@@ -115,6 +115,11 @@ impl CheckResult {
             for d in &self.details {
                 out.push(format!("          {d}"));
             }
+        } else {
+            // A passing check may still warn (an image referred to by a tag only).
+            for d in self.details.iter().filter(|d| d.starts_with("warning:")) {
+                out.push(format!("          {d}"));
+            }
         }
         if self.outcome == Outcome::Xpass {
             out.push("          passed although expected to fail: update the expectation".into());

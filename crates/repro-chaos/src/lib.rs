@@ -1,6 +1,7 @@
 //! Fault-injection experiments (`repro chaos ...`): the experiment model, the flow engine, the process
 //! adapter, verdicts and the run directory.
 pub mod api;
+pub mod docker;
 pub mod error;
 pub mod evaluate;
 pub mod fsutil;

@@ -176,6 +176,124 @@ pub fn parse_adapter(path: &Path, text: &str) -> Result<Adapter> {
             );
         }
     }
+    let port_names: BTreeSet<&str> = a.ports.iter().map(|p| p.value.as_str()).collect();
+    for (i, t) in a.targets.iter().enumerate() {
+        let (l, c) = (t.name.line, t.name.column);
+        match a.driver {
+            Driver::Process => {
+                if t.start.trim().is_empty() {
+                    return invalid(path, l, c, format!("targets[{i}].start"), "a process target needs a start hook");
+                }
+                if t.container.is_some() || t.pod.is_some() {
+                    return invalid(
+                        path,
+                        l,
+                        c,
+                        format!("targets[{i}]"),
+                        "container and pod need driver docker or kubernetes",
+                    );
+                }
+            }
+            Driver::Docker => {
+                let Some(ct) = &t.container else {
+                    return invalid(
+                        path,
+                        l,
+                        c,
+                        format!("targets[{i}].container"),
+                        "a docker target needs a container (image, command, env, ports)",
+                    );
+                };
+                if !t.start.is_empty() || t.pod.is_some() {
+                    return invalid(
+                        path,
+                        l,
+                        c,
+                        format!("targets[{i}]"),
+                        "a docker target has a container, not a start hook or a pod",
+                    );
+                }
+                if ct.image.value.trim().is_empty() {
+                    return invalid(
+                        path,
+                        ct.image.line,
+                        ct.image.column,
+                        format!("targets[{i}].container.image"),
+                        "expected an image reference",
+                    );
+                }
+                for (name, port) in &ct.ports {
+                    if !port_names.contains(name.as_str()) {
+                        return invalid(
+                            path,
+                            port.line,
+                            port.column,
+                            format!("targets[{i}].container.ports.{name}"),
+                            format!(
+                                "expected one of the adapter's ports ({}), got {name:?}",
+                                port_names.iter().copied().collect::<Vec<_>>().join(", ")
+                            ),
+                        );
+                    }
+                }
+            }
+            Driver::Kubernetes => {
+                let Some(pod) = &t.pod else {
+                    return invalid(
+                        path,
+                        l,
+                        c,
+                        format!("targets[{i}].pod"),
+                        "a kubernetes target needs a pod (namespace, selector, owner)",
+                    );
+                };
+                if !t.start.is_empty() || t.container.is_some() {
+                    return invalid(
+                        path,
+                        l,
+                        c,
+                        format!("targets[{i}]"),
+                        "a kubernetes target has a pod, not a start hook or a container",
+                    );
+                }
+                let sel = &pod.selector;
+                let ok = !sel.value.is_empty()
+                    && sel.value.split(',').all(|kv| {
+                        kv.split_once('=').is_some_and(|(k, v)| !k.trim().is_empty() && !v.trim().is_empty())
+                    });
+                if !ok {
+                    return invalid(
+                        path,
+                        sel.line,
+                        sel.column,
+                        format!("targets[{i}].pod.selector"),
+                        format!("expected a label selector such as app=redis, got {:?}", sel.value),
+                    );
+                }
+                if let Some(o) = &pod.owner {
+                    let ok = o
+                        .value
+                        .split_once('/')
+                        .is_some_and(|(k, n)| matches!(k, "deployment" | "statefulset") && !n.is_empty());
+                    if !ok {
+                        return invalid(
+                            path,
+                            o.line,
+                            o.column,
+                            format!("targets[{i}].pod.owner"),
+                            format!("expected deployment/<name> or statefulset/<name>, got {:?}", o.value),
+                        );
+                    }
+                }
+                let faults = t.faults.clone().unwrap_or_else(|| {
+                    vec![Fault::Kill, Fault::Restart, Fault::RestartInPlace, Fault::Freeze, Fault::Outage]
+                });
+                if faults.contains(&Fault::Outage) && pod.owner.is_none() {
+                    return invalid(path, l, c, format!("targets[{i}].pod.owner"), "the outage fault scales the owner to 0 and back: name it (deployment/<name>), or leave outage out of faults");
+                }
+            }
+        }
+    }
     let watchers: BTreeSet<&str> = a.observers.watchers.iter().map(|w| w.name.as_str()).collect();
     for (i, s) in a.signals.iter().enumerate() {
         if !watchers.contains(s.watcher.as_str()) {
@@ -532,9 +650,12 @@ flow: hello
         let a = "apiVersion: repro.dev/chaos/v1\nkind: adapter\nname: a\ndriver: process\ntargets:\n  - name: s\n    start: exec sleep 1\n  - name: s\n    start: exec sleep 1\n";
         let m = parse_adapter(Path::new("a.yaml"), a).unwrap_err().to_string();
         assert!(m.starts_with("a.yaml:8:11: targets[1].name: expected a unique name"), "{m}");
-        let b = a.replace("driver: process", "driver: docker");
+        let b = a.replace("driver: process", "driver: nomad");
         let m = parse_adapter(Path::new("a.yaml"), &b).unwrap_err().to_string();
-        assert!(m.starts_with("a.yaml:4:9: driver: unknown variant `docker`, expected one of process"), "{m}");
+        assert!(
+            m.starts_with("a.yaml:4:9: driver: unknown variant `nomad`, expected one of process, docker, kubernetes"),
+            "{m}"
+        );
         assert!(parse_adapter(Path::new("a.yaml"), BUILTIN_PROCESS_ADAPTER).is_ok());
     }
 

@@ -774,6 +774,10 @@ pub struct ShellCheck {
 pub enum Driver {
     /// Instances are local processes, each in its own process group.
     Process,
+    /// Targets are Docker containers driven through the Docker Engine API.
+    Docker,
+    /// Targets are pods; loads and validates, and says n/a when no cluster is reachable.
+    Kubernetes,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
@@ -852,8 +856,15 @@ pub struct Target {
     /// Run once before the first start (e.g. initdb).
     #[serde(default)]
     pub setup: Option<String>,
-    /// Runs the server in the foreground (use `exec`); the harness owns its process group.
+    /// Runs the server in the foreground (use `exec`); the harness owns its process group. Process driver only.
+    #[serde(default)]
     pub start: String,
+    /// The container of a `docker` target.
+    #[serde(default)]
+    pub container: Option<ContainerSpec>,
+    /// The pods of a `kubernetes` target.
+    #[serde(default)]
+    pub pod: Option<PodSpec>,
     #[serde(default)]
     pub health: Option<Health>,
     /// Prints the server's version for the manifest.
@@ -867,6 +878,43 @@ pub struct Target {
     /// How long a graceful stop may take before SIGKILL (default 10s).
     #[serde(default)]
     pub stop_timeout: Option<Dur>,
+}
+
+/// A container the `docker` driver creates (never pulls: the image must be present locally).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ContainerSpec {
+    /// A local image: `name:tag` (a preflight warning: not pinned), `name@sha256:...` or `sha256:<id>`.
+    pub image: At<String>,
+    /// The command (default: the image's).
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// Environment of the container (`${VAR}` is expanded).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Adapter port name -> container port: published on 127.0.0.1:`CHAOS_PORT_<NAME>`.
+    #[serde(default)]
+    pub ports: BTreeMap<String, At<u16>>,
+}
+
+/// The pods of a `kubernetes` target.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct PodSpec {
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    /// A label selector naming the target's pods, e.g. `app=redis`.
+    pub selector: At<String>,
+    /// The deployment or statefulset that owns them (`deployment/redis`), for `outage` (scale to 0 and back).
+    #[serde(default)]
+    pub owner: Option<At<String>>,
+    /// The container `freeze` and signals exec into (default: the pod's first).
+    #[serde(default)]
+    pub container: Option<String>,
+}
+
+fn default_namespace() -> String {
+    "default".into()
 }
 
 /// An operation defined by the adapter: a hook and its undo.

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 
+use crate::docker;
 use crate::error::{ChaosError, Result};
 use crate::evaluate::{self, shell_quote, CheckResult, Evaluation, RunData, INCOMPLETE_MARKER};
 use crate::fsutil::{self, mkdirs, write_atomic, write_json_atomic, write_json_durable};
@@ -126,6 +127,8 @@ struct TargetRt {
     /// (pid of the current incarnation, whether it is still running)
     state: Mutex<(Option<i32>, bool)>,
     incarnation: AtomicU32,
+    /// The container of a docker target (created at its first start, removed when the run ends).
+    container: Mutex<Option<String>>,
 }
 
 struct InstanceRt {
@@ -155,6 +158,8 @@ enum UndoAction {
     Thaw { group: bool, ids: Vec<i32>, names: Vec<String> },
     /// An adapter operation's undo hook.
     Hook { script: String, env: BTreeMap<String, String> },
+    /// Unpause paused containers.
+    Unpause { containers: Vec<String>, names: Vec<String> },
 }
 
 #[derive(Debug)]
@@ -181,6 +186,12 @@ struct Ctx {
     groups: Mutex<Vec<i32>>,
     /// Target incarnations whose exit has not been recorded yet.
     pending: Mutex<Vec<PendingExit>>,
+    run_id: String,
+    /// The Docker engine, for the docker driver (None: not that driver, or not reachable).
+    docker: Option<docker::Engine>,
+    docker_error: Option<String>,
+    /// The docker events watcher: its stop flag and its end.
+    docker_events: Mutex<Option<(Arc<AtomicBool>, std::sync::mpsc::Receiver<()>)>>,
 }
 
 impl Ctx {
@@ -217,6 +228,18 @@ impl Ctx {
         self.run_dir.join("system/targets").join(name)
     }
 
+    /// The variables of a target's hooks: CHAOS_TARGET, CHAOS_TARGET_DIR and, for a docker target,
+    /// CHAOS_CONTAINER (its name, for `docker exec` in a health check).
+    fn target_env(&self, t: &TargetRt) -> BTreeMap<String, String> {
+        let name = t.spec.name.value.clone();
+        let mut extra =
+            vec![("CHAOS_TARGET", name.clone()), ("CHAOS_TARGET_DIR", self.target_dir(&name).display().to_string())];
+        if self.docker.is_some() {
+            extra.push(("CHAOS_CONTAINER", self.container_name(&name)));
+        }
+        self.hook_env(&extra)
+    }
+
     /// Starts a target and waits until it is healthy. Err means the start hook itself broke.
     fn start_target(
         &self,
@@ -224,7 +247,88 @@ impl Ctx {
         reason: &str,
         operation: Option<&str>,
     ) -> std::result::Result<bool, String> {
+        self.start_target_with(t, reason, operation, false)
+    }
+
+    fn container_name(&self, target: &str) -> String {
+        format!("repro-chaos-{}-{target}", self.run_id.to_ascii_lowercase())
+    }
+
+    /// Starts (or, with `adopt`, records an engine-side restart of) a docker target's container: its pid and
+    /// a waiter that notices its exit.
+    fn start_container(
+        &self,
+        eng: &docker::Engine,
+        t: &Arc<TargetRt>,
+        adopt: bool,
+    ) -> std::result::Result<(i32, std::sync::mpsc::Receiver<std::process::ExitStatus>), String> {
+        use std::os::unix::process::ExitStatusExt;
         let name = t.spec.name.value.clone();
+        let existing = t.container.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let id = match existing {
+            Some(id) => id,
+            None => {
+                let ct = t.spec.container.as_ref().ok_or_else(|| format!("target {name}: no container"))?;
+                let mut labels = std::collections::HashMap::new();
+                labels.insert(docker::RUN_LABEL.to_string(), self.run_id.clone());
+                labels.insert(docker::TARGET_LABEL.to_string(), name.clone());
+                labels.insert("repro.chaos.experiment".to_string(), self.exp.id.value.clone());
+                let mut ports = Vec::new();
+                for (pname, cport) in &ct.ports {
+                    let key = format!("CHAOS_PORT_{}", pname.to_ascii_uppercase());
+                    let host: u16 = self
+                        .env
+                        .get(&key)
+                        .and_then(|v| v.parse().ok())
+                        .ok_or_else(|| format!("target {name}: no port {key}"))?;
+                    ports.push((cport.value, host));
+                }
+                let spec = docker::Spec {
+                    name: self.container_name(&name),
+                    image: ct.image.value.clone(),
+                    command: ct.command.iter().map(|c| expand(c, &self.env)).collect(),
+                    env: ct.env.iter().map(|(k, v)| format!("{k}={}", expand(v, &self.env))).collect(),
+                    labels,
+                    ports,
+                    stop_timeout: t.spec.stop_timeout.map(|d| d.0.as_secs() as i64),
+                };
+                let id = eng.create(&spec).map_err(|e| format!("target {name}: docker create {}: {e}", spec.image))?;
+                *t.container.lock().unwrap_or_else(|e| e.into_inner()) = Some(id.clone());
+                id
+            }
+        };
+        if !adopt {
+            eng.start(&id).map_err(|e| format!("target {name}: docker start: {e}"))?;
+        }
+        let st = eng.state(&id).map_err(|e| format!("target {name}: docker inspect: {e}"))?;
+        let pid = st.pid;
+        let (tx, rx) = std::sync::mpsc::channel::<std::process::ExitStatus>();
+        let t2 = Arc::clone(t);
+        let eng2 = eng.clone();
+        std::thread::spawn(move || {
+            let code = eng2.wait(&id).unwrap_or(-1);
+            let mut g = t2.state.lock().unwrap_or_else(|e| e.into_inner());
+            if g.0 == Some(pid) {
+                g.1 = false;
+            }
+            drop(g);
+            let _ = tx.send(std::process::ExitStatus::from_raw(((code & 0xff) as i32) << 8));
+        });
+        Ok((pid, rx))
+    }
+
+    fn start_target_with(
+        &self,
+        t: &Arc<TargetRt>,
+        reason: &str,
+        operation: Option<&str>,
+        adopt: bool,
+    ) -> std::result::Result<bool, String> {
+        let name = t.spec.name.value.clone();
+        if let Some(eng) = &self.docker {
+            let (pid, rx) = self.start_container(eng, t, adopt)?;
+            return self.after_start(t, pid, rx, reason, operation);
+        }
         // A new incarnation starts only after the previous one's group is empty.
         let old = t.state.lock().unwrap_or_else(|e| e.into_inner()).0;
         if let Some(pgid) = old {
@@ -234,22 +338,13 @@ impl Ctx {
                 proc::poll_until(Duration::from_secs(5), Duration::from_millis(10), || !proc::group_alive(pgid));
             }
         }
-        let env = self.hook_env(&[
-            ("CHAOS_TARGET", name.clone()),
-            ("CHAOS_TARGET_DIR", self.target_dir(&name).display().to_string()),
-        ]);
+        let env = self.target_env(t);
         let log = self.run_dir.join("logs").join(format!("{name}.log"));
         let cmd = proc::shell(&t.spec.start, &env, &self.run_dir);
         let mut child =
             proc::spawn_logged(cmd, &log).map_err(|e| format!("target {name}: start hook could not run: {e}"))?;
         let pid = child.id() as i32;
-        let inc = t.incarnation.fetch_add(1, Ordering::SeqCst) + 1;
         *t.state.lock().unwrap_or_else(|e| e.into_inner()) = (Some(pid), true);
-        let mut fields = json!({"target": name, "pid": pid, "incarnation": inc, "reason": reason});
-        if let Some(op) = operation {
-            fields["operation"] = json!(op);
-        }
-        self.emit(if inc == 1 { "target.started" } else { "target.restarted" }, fields);
         let t2 = Arc::clone(t);
         let (tx, rx) = std::sync::mpsc::channel::<std::process::ExitStatus>();
         std::thread::spawn(move || {
@@ -261,6 +356,35 @@ impl Ctx {
                 let _ = tx.send(st);
             }
         });
+        self.after_start(t, pid, rx, reason, operation)
+    }
+
+    /// Records a new incarnation of a target and waits until it is healthy.
+    fn after_start(
+        &self,
+        t: &Arc<TargetRt>,
+        pid: i32,
+        rx: std::sync::mpsc::Receiver<std::process::ExitStatus>,
+        reason: &str,
+        operation: Option<&str>,
+    ) -> std::result::Result<bool, String> {
+        let name = t.spec.name.value.clone();
+        let env = self.target_env(t);
+        let inc = t.incarnation.fetch_add(1, Ordering::SeqCst) + 1;
+        {
+            let mut g = t.state.lock().unwrap_or_else(|e| e.into_inner());
+            if self.docker.is_some() {
+                *g = (Some(pid), true);
+            }
+        }
+        let mut fields = json!({"target": name, "pid": pid, "incarnation": inc, "reason": reason});
+        if let Some(op) = operation {
+            fields["operation"] = json!(op);
+        }
+        if let Some(c) = t.container.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            fields["container"] = json!(c.chars().take(12).collect::<String>());
+        }
+        self.emit(if inc == 1 { "target.started" } else { "target.restarted" }, fields);
         // The exit is recorded in the timeline by `reap_target_events`.
         self.pending.lock().unwrap_or_else(|e| e.into_inner()).push((name.clone(), pid, rx));
         let Some(h) = &t.spec.health else {
@@ -319,6 +443,10 @@ impl Ctx {
 
     /// Stops a target gracefully (SIGTERM, then SIGKILL after its stop timeout).
     fn stop_target(&self, t: &TargetRt, why: &str) {
+        if let Some(eng) = &self.docker {
+            self.stop_container(eng, t, why);
+            return;
+        }
         let Some((pid, running)) = self.target_pid(t) else { return };
         let group = t.spec.signal_scope == SignalScope::Group;
         if running {
@@ -338,6 +466,35 @@ impl Ctx {
         proc::kill_group(pid, Signal::SIGKILL);
         self.reap_target_events();
         self.emit("target.stopped", json!({"target": t.spec.name, "pid": pid, "reason": why}));
+    }
+
+    /// Stops and removes a docker target's container (its log goes to logs/<target>.log first).
+    fn stop_container(&self, eng: &docker::Engine, t: &TargetRt, why: &str) {
+        let Some(id) = t.container.lock().unwrap_or_else(|e| e.into_inner()).clone() else { return };
+        let name = &t.spec.name.value;
+        if eng.state(&id).is_ok_and(|s| s.paused) {
+            let _ = eng.unpause(&id);
+        }
+        let timeout = t.spec.stop_timeout.map(|d| d.0.as_secs() as i32).unwrap_or(10);
+        if let Err(e) = eng.stop(&id, timeout) {
+            self.emit("harness.warning", json!({"target": name, "detail": format!("docker stop: {e}")}));
+        }
+        proc::poll_until(Duration::from_secs(5), Duration::from_millis(10), || !self.target_running(t));
+        self.reap_target_events();
+        match eng.logs(&id) {
+            Ok(text) => {
+                let _ = std::fs::write(self.run_dir.join("logs").join(format!("{name}.log")), text);
+            }
+            Err(e) => self.emit("harness.warning", json!({"target": name, "detail": format!("docker logs: {e}")})),
+        }
+        let pid = self.target_pid(t).map(|p| p.0);
+        if let Err(e) = eng.remove(&id) {
+            self.emit("harness.warning", json!({"target": name, "detail": format!("docker rm: {e}")}));
+        }
+        self.emit(
+            "target.stopped",
+            json!({"target": name, "pid": pid, "reason": why, "container": id.chars().take(12).collect::<String>()}),
+        );
     }
 
     fn target_running(&self, t: &TargetRt) -> bool {
@@ -582,6 +739,27 @@ impl Ctx {
                 });
                 (thawed, if thawed { format!("resumed {}", names.join(", ")) } else { "still stopped".to_string() })
             }
+            UndoAction::Unpause { containers, names } => match &self.docker {
+                Some(eng) => {
+                    let mut errors = Vec::new();
+                    for c in containers {
+                        if let Err(e) = eng.unpause(c) {
+                            if !e.contains("is not paused") {
+                                errors.push(e);
+                            }
+                        }
+                    }
+                    let resumed = proc::poll_until(Duration::from_secs(5), Duration::from_millis(10), || {
+                        containers.iter().all(|c| eng.state(c).is_ok_and(|s| !s.paused))
+                    });
+                    if resumed && errors.is_empty() {
+                        (true, format!("unpaused {}", names.join(", ")))
+                    } else {
+                        (false, format!("still paused: {}", errors.join("; ")))
+                    }
+                }
+                None => (false, "no Docker engine".to_string()),
+            },
             UndoAction::Hook { script, env } => {
                 match proc::run_hook(script, env, &self.run_dir, Duration::from_secs(120), None) {
                     Ok(o) if o.ok() => (true, o.output.trim().to_string()),
@@ -774,6 +952,11 @@ impl Ctx {
         scope: &str,
         selected: &[String],
     ) -> std::result::Result<(), FlowError> {
+        if scope == "target" {
+            if let Some(eng) = self.docker.clone() {
+                return self.run_docker_fault(&eng, op, fault, run, selected);
+            }
+        }
         let victims = self.victims(scope, selected);
         let names: Vec<String> = victims.iter().map(|v| v.0.clone()).collect();
         let ids: Vec<i32> = victims.iter().map(|v| v.1).collect();
@@ -866,6 +1049,145 @@ impl Ctx {
                     "operation.verified",
                     json!({"operation": op.name.value, "run": run, "effect": "stopped", "instances": names}),
                 );
+                if let Some(d) = op.duration {
+                    let completed = self.cancel.sleep(d.0);
+                    if let Some(u) = self.take_undo(undo_id) {
+                        self.run_undo(u, false);
+                    }
+                    if !completed {
+                        return Err(FlowError::Cancelled);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A built-in fault on docker targets, through the Engine API: kill (SIGKILL), restart (the engine's
+    /// restart), restart-in-place (SIGKILL, then start the same container), freeze (pause/unpause), outage
+    /// (stop, then start after `duration`).
+    fn run_docker_fault(
+        self: &Arc<Self>,
+        eng: &docker::Engine,
+        op: &Operation,
+        fault: Fault,
+        run: u32,
+        selected: &[String],
+    ) -> std::result::Result<(), FlowError> {
+        let mut victims: Vec<(Arc<TargetRt>, String)> = Vec::new();
+        for n in selected {
+            if let Some(t) = self.targets.get(n) {
+                let id = t.container.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                if let (Some(id), true) = (id, self.target_running(t)) {
+                    victims.push((Arc::clone(t), id));
+                }
+            }
+        }
+        let names: Vec<String> = victims.iter().map(|v| v.0.spec.name.value.clone()).collect();
+        let containers: Vec<String> = victims.iter().map(|v| v.1.chars().take(12).collect()).collect();
+        self.emit(
+            "operation.started",
+            json!({"operation": op.name.value, "uses": op.uses.value, "run": run, "target": op.target.as_ref().map(|t| t.value.clone()), "scope": "target", "instances": names, "containers": containers}),
+        );
+        if victims.is_empty() {
+            self.emit(
+                "operation.skipped",
+                json!({"operation": op.name.value, "run": run, "reason": "nothing selected is running"}),
+            );
+            return Ok(());
+        }
+        let fail = |what: String| -> std::result::Result<(), FlowError> {
+            self.harness_error(&format!("{}: {what}", op.name.value));
+            Err(FlowError::Cancelled)
+        };
+        let stop_secs = |t: &TargetRt| t.spec.stop_timeout.map(|d| d.0.as_secs() as i32).unwrap_or(10);
+        // The API call of each fault, then a check that it took effect.
+        let gone = |api: &str| -> std::result::Result<(), FlowError> {
+            let ok = proc::poll_until(Duration::from_secs(5), Duration::from_millis(5), || {
+                victims.iter().all(|(t, _)| !self.target_running(t))
+            });
+            if !ok {
+                return fail(format!("the {} did not take effect: still running", op.uses.value));
+            }
+            self.reap_target_events();
+            self.emit(
+                "operation.verified",
+                json!({"operation": op.name.value, "run": run, "effect": "gone", "api": api, "instances": names}),
+            );
+            Ok(())
+        };
+        match fault {
+            Fault::Kill | Fault::RestartInPlace => {
+                for (_, id) in &victims {
+                    if let Err(e) = eng.kill(id, "SIGKILL") {
+                        return fail(format!("docker kill: {e}"));
+                    }
+                }
+                gone("kill")?;
+                if fault == Fault::Kill {
+                    for n in &names {
+                        self.push_undo(op, run, UndoAction::StartTarget(n.clone()));
+                    }
+                } else {
+                    for (t, _) in &victims {
+                        match self.start_target(t, op.uses.value.as_str(), Some(&op.name.value)) {
+                            Ok(_) => {}
+                            Err(e) => return fail(e),
+                        }
+                    }
+                    self.emit("operation.reverted", json!({"operation": op.name.value, "uses": op.uses.value, "run": run, "ok": true, "detail": "started again"}));
+                }
+            }
+            Fault::Restart => {
+                for (t, id) in &victims {
+                    if let Err(e) = eng.restart(id, stop_secs(t)) {
+                        return fail(format!("docker restart: {e}"));
+                    }
+                }
+                gone("restart")?;
+                for (t, _) in &victims {
+                    match self.start_target_with(t, op.uses.value.as_str(), Some(&op.name.value), true) {
+                        Ok(_) => {}
+                        Err(e) => return fail(e),
+                    }
+                }
+                self.emit("operation.reverted", json!({"operation": op.name.value, "uses": op.uses.value, "run": run, "ok": true, "detail": "restarted by the engine"}));
+            }
+            Fault::Outage => {
+                for (t, id) in &victims {
+                    if let Err(e) = eng.stop(id, stop_secs(t)) {
+                        return fail(format!("docker stop: {e}"));
+                    }
+                }
+                gone("stop")?;
+                let undo_ids: Vec<u64> =
+                    names.iter().map(|n| self.push_undo(op, run, UndoAction::StartTarget(n.clone()))).collect();
+                let d = op.duration.map(|d| d.0).unwrap_or_default();
+                if !self.cancel.sleep(d) {
+                    return Err(FlowError::Cancelled);
+                }
+                for id in undo_ids {
+                    if let Some(u) = self.take_undo(id) {
+                        self.run_undo(u, false);
+                    }
+                }
+            }
+            Fault::Freeze => {
+                for (_, id) in &victims {
+                    if let Err(e) = eng.pause(id) {
+                        return fail(format!("docker pause: {e}"));
+                    }
+                }
+                let ids: Vec<String> = victims.iter().map(|v| v.1.clone()).collect();
+                let undo_id =
+                    self.push_undo(op, run, UndoAction::Unpause { containers: ids.clone(), names: names.clone() });
+                let paused = proc::poll_until(Duration::from_secs(5), Duration::from_millis(5), || {
+                    ids.iter().all(|c| eng.state(c).is_ok_and(|s| s.paused))
+                });
+                if !paused {
+                    return fail("the pause did not take effect".into());
+                }
+                self.emit("operation.verified", json!({"operation": op.name.value, "run": run, "effect": "stopped", "api": "pause", "instances": names}));
                 if let Some(d) = op.duration {
                     let completed = self.cancel.sleep(d.0);
                     if let Some(u) = self.take_undo(undo_id) {
@@ -1114,6 +1436,16 @@ fn is_stopped(id: i32, group: bool) -> bool {
 
 /// Why the experiment cannot run on this adapter, if it cannot.
 pub fn not_applicable(exp: &Experiment, adapter: &Adapter) -> Option<String> {
+    if adapter.driver == Driver::Kubernetes {
+        if let Some(r) = not_applicable_faults(exp, adapter) {
+            return Some(r);
+        }
+        return Some(kubernetes_unreachable());
+    }
+    not_applicable_faults(exp, adapter)
+}
+
+fn not_applicable_faults(exp: &Experiment, adapter: &Adapter) -> Option<String> {
     for op in &exp.operations {
         let target = op.target.as_ref().map(|t| t.value.as_str());
         let is_workload = target.is_some_and(|t| exp.workloads.iter().any(|w| w.name.value == t));
@@ -1195,6 +1527,15 @@ pub fn run_preflight(
     mut on_result: impl FnMut(&CheckResult),
 ) -> Vec<CheckResult> {
     let mut out = Vec::new();
+    if adapter.driver == Driver::Docker {
+        for r in docker_preflight(adapter, None) {
+            on_result(&r);
+            out.push(r);
+        }
+        if out.iter().any(|r| !r.passed) {
+            return out;
+        }
+    }
     for c in adapter.preflight.iter().chain(exp.preflight.iter()) {
         let timeout = c.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30));
         let (passed, details) = match proc::run_hook(&c.run, env, cwd, timeout, None) {
@@ -1213,6 +1554,81 @@ pub fn run_preflight(
         out.push(r);
     }
     out
+}
+
+/// The docker driver's own preflight: the engine answers, and every target's image is present locally (this
+/// harness never pulls); an image referred to by a tag only passes with a warning.
+pub fn docker_preflight(adapter: &Adapter, engine: Option<&docker::Engine>) -> Vec<CheckResult> {
+    let mut out = Vec::new();
+    let connected;
+    let eng = match engine {
+        Some(e) => e,
+        None => match docker::Engine::connect() {
+            Ok(e) => {
+                connected = e;
+                &connected
+            }
+            Err(e) => {
+                out.push(CheckResult::new(
+                    "preflight",
+                    "preflight/docker-engine".into(),
+                    "preflight/docker-engine".into(),
+                    false,
+                    vec![e],
+                ));
+                return out;
+            }
+        },
+    };
+    let version = eng.version().map(|v| v["version"].as_str().unwrap_or("?").to_string());
+    out.push(CheckResult::new(
+        "preflight",
+        "preflight/docker-engine".into(),
+        "preflight/docker-engine".into(),
+        version.is_ok(),
+        vec![match version {
+            Ok(v) => format!("Docker {v}"),
+            Err(e) => e,
+        }],
+    ));
+    for t in &adapter.targets {
+        let Some(ct) = &t.container else { continue };
+        let id = format!("preflight/image-{}", t.name.value);
+        let r = match eng.image(&ct.image.value) {
+            Ok((image_id, _)) => {
+                let mut details = vec![format!("{} is {image_id}", ct.image.value)];
+                if !docker::pinned(&ct.image.value) {
+                    details.push(format!(
+                        "warning: image {} of target {} is referred to by a tag only; the manifest pins {image_id}",
+                        ct.image.value, t.name.value
+                    ));
+                }
+                CheckResult::new("preflight", id.clone(), id, true, details)
+            }
+            Err(e) => CheckResult::new(
+                "preflight",
+                id.clone(),
+                id,
+                false,
+                vec![format!("image {} is not present locally (this harness never pulls): {e}", ct.image.value)],
+            ),
+        };
+        out.push(r);
+    }
+    out
+}
+
+/// Why no Kubernetes cluster can be used, for the `kubernetes` driver's n/a.
+pub fn kubernetes_unreachable() -> String {
+    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    let kubeconfig =
+        std::env::var_os("KUBECONFIG").map(|v| std::env::split_paths(&v).any(|p| p.is_file())).unwrap_or(false)
+            || std::env::var_os("HOME").is_some_and(|h| Path::new(&h).join(".kube/config").is_file());
+    if !in_cluster && !kubeconfig {
+        "no Kubernetes cluster is reachable: no kubeconfig (KUBECONFIG unset or missing, no ~/.kube/config) and not running inside a cluster (KUBERNETES_SERVICE_HOST unset); the adapter was loaded and validated, nothing was run".into()
+    } else {
+        "a Kubernetes configuration exists, but this harness's kubernetes driver only loads and validates adapters: it does not drive a cluster yet, so nothing was run".into()
+    }
 }
 
 /// The variables every hook, workload and check sees.
@@ -1437,11 +1853,35 @@ fn adapter_checks(ctx: &Ctx) -> Vec<CheckResult> {
         details,
     ));
 
+    if let Some(eng) = &ctx.docker {
+        let containers: Vec<(String, String)> = ctx
+            .targets
+            .values()
+            .filter_map(|t| {
+                t.container.lock().unwrap_or_else(|e| e.into_inner()).clone().map(|c| (t.spec.name.value.clone(), c))
+            })
+            .collect();
+        let paused = || -> Vec<String> {
+            containers
+                .iter()
+                .filter(|(_, c)| eng.state(c).is_ok_and(|s| s.paused))
+                .map(|(n, _)| format!("{n} is paused"))
+                .collect()
+        };
+        let ok = proc::poll_until(Duration::from_secs(5), Duration::from_millis(10), || paused().is_empty());
+        out.push(CheckResult::new(
+            "adapter",
+            "adapter/nothing-paused".into(),
+            "adapter/nothing-paused".into(),
+            ok,
+            if ok { vec![] } else { paused() },
+        ));
+    }
     if !ctx.targets.is_empty() {
         let mut details = Vec::new();
         let mut all = true;
         for t in ctx.targets.values() {
-            let env = ctx.hook_env(&[("CHAOS_TARGET", t.spec.name.value.clone())]);
+            let env = ctx.target_env(t);
             let running = ctx.target_running(t);
             let healthy = running
                 && match &t.spec.health {
@@ -1567,17 +2007,37 @@ pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0o755));
     }
-    let env = base_env(exp, adapter, &id, &run_dir, seed, &scratch)
+    let mut env = base_env(exp, adapter, &id, &run_dir, seed, &scratch)
         .map_err(|err| ChaosError::Harness(format!("picking ports: {err}")))?;
+    if adapter.adapter.driver == Driver::Docker {
+        // Workloads and checks reach a target's container by name (docker exec, docker logs).
+        for t in &adapter.adapter.targets {
+            let key = format!("CHAOS_CONTAINER_{}", t.name.value.to_ascii_uppercase().replace(['-', '.'], "_"));
+            env.insert(key, format!("repro-chaos-{}-{}", id.to_ascii_lowercase(), t.name.value));
+        }
+    }
     let tl = Timeline::create(&run_dir, opts.echo)?;
     let cancel = Cancel::default();
+    let (docker, docker_error) = if adapter.adapter.driver == Driver::Docker {
+        match docker::Engine::connect() {
+            Ok(e) => (Some(e), None),
+            Err(e) => (None, Some(e)),
+        }
+    } else {
+        (None, None)
+    };
 
     let mut targets = BTreeMap::new();
     for t in &adapter.adapter.targets {
         mkdirs(&run_dir.join("system/targets").join(&t.name.value))?;
         targets.insert(
             t.name.value.clone(),
-            Arc::new(TargetRt { spec: t.clone(), state: Mutex::new((None, false)), incarnation: AtomicU32::new(0) }),
+            Arc::new(TargetRt {
+                spec: t.clone(),
+                state: Mutex::new((None, false)),
+                incarnation: AtomicU32::new(0),
+                container: Mutex::new(None),
+            }),
         );
     }
     let ctx = Arc::new(Ctx {
@@ -1597,6 +2057,10 @@ pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -
         watch_lines: Mutex::new(HashMap::new()),
         groups: Mutex::new(Vec::new()),
         pending: Mutex::new(Vec::new()),
+        run_id: id.clone(),
+        docker,
+        docker_error,
+        docker_events: Mutex::new(None),
     });
     let sig_ctx = Arc::clone(&ctx);
     let guard = SignalGuard::install(cancel.clone(), move |why| {
@@ -1651,6 +2115,21 @@ fn write_manifest(ctx: &Ctx, exp: &LoadedExperiment, adapter: &LoadedAdapter, id
         json!(std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim()),
     );
     let exp_dir = exp.path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let mut docker_info = Value::Null;
+    let mut images = serde_json::Map::new();
+    if let Some(eng) = &ctx.docker {
+        docker_info = eng.version().unwrap_or_else(|e| json!({"error": e}));
+        for t in &adapter.adapter.targets {
+            let Some(ct) = &t.container else { continue };
+            let v = match eng.image(&ct.image.value) {
+                Ok((id, digests)) => {
+                    json!({"ref": ct.image.value, "id": id, "repo_digests": digests, "pinned": docker::pinned(&ct.image.value)})
+                }
+                Err(e) => json!({"ref": ct.image.value, "error": e}),
+            };
+            images.insert(t.name.value.clone(), v);
+        }
+    }
     let manifest = json!({
         "run": id,
         "experiment": {"id": exp.experiment.id.value, "version": exp.experiment.version, "path": exp.path, "sha256": fsutil::sha256_hex(exp.text.as_bytes())},
@@ -1662,6 +2141,11 @@ fn write_manifest(ctx: &Ctx, exp: &LoadedExperiment, adapter: &LoadedAdapter, id
         "ports": ctx.env.iter().filter(|(k, _)| k.starts_with("CHAOS_PORT_")).map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
         "systems": systems,
     });
+    let mut manifest = manifest;
+    if ctx.docker.is_some() {
+        manifest["docker"] = docker_info;
+        manifest["images"] = Value::Object(images);
+    }
     write_json_atomic(&ctx.run_dir.join("manifest.json"), &manifest)
 }
 
@@ -1673,9 +2157,24 @@ fn drive(ctx: &Arc<Ctx>) -> Result<()> {
         write_json_atomic(&run_dir.join("system/preflight.json"), &json!([]))?;
         return Ok(());
     }
-    let pre = run_preflight(&ctx.exp, &ctx.adapter, &ctx.env, run_dir, |r| {
-        ctx.emit("check.finished", json!({"scope": "preflight", "check": r.id, "ok": r.passed}));
-    });
+    let pre = if let Some(err) = &ctx.docker_error {
+        let r = CheckResult::new(
+            "preflight",
+            "preflight/docker-engine".into(),
+            "preflight/docker-engine".into(),
+            false,
+            vec![err.clone()],
+        );
+        ctx.emit("check.finished", json!({"scope": "preflight", "check": r.id, "ok": false}));
+        vec![r]
+    } else {
+        run_preflight(&ctx.exp, &ctx.adapter, &ctx.env, run_dir, |r| {
+            ctx.emit("check.finished", json!({"scope": "preflight", "check": r.id, "ok": r.passed}));
+            for w in r.details.iter().filter(|d| d.starts_with("warning:")) {
+                ctx.emit("preflight.warning", json!({"check": r.id, "detail": w.trim_start_matches("warning: ")}));
+            }
+        })
+    };
     let v = serde_json::to_value(&pre).map_err(|err| ChaosError::Harness(err.to_string()))?;
     write_json_atomic(&run_dir.join("system/preflight.json"), &v)?;
     if pre.iter().any(|r| !r.passed) {
@@ -1683,6 +2182,9 @@ fn drive(ctx: &Arc<Ctx>) -> Result<()> {
         return Ok(());
     }
 
+    if let Some(eng) = &ctx.docker {
+        start_docker_events(ctx, eng);
+    }
     // Targets: setup once, then start and wait until healthy.
     let mut started_targets: Vec<Arc<TargetRt>> = Vec::new();
     // In the adapter's order: a later target (an exporter) may need an earlier one (its server).
@@ -1783,7 +2285,72 @@ fn drive(ctx: &Arc<Ctx>) -> Result<()> {
         ctx.stop_target(t, "run ended");
     }
     ctx.reap_target_events();
+    if let Some(eng) = &ctx.docker {
+        // After every container was removed: none of this run's is left.
+        let leaked = || eng.list(docker::RUN_LABEL, &ctx.run_id).unwrap_or_default();
+        let ok = proc::poll_until(Duration::from_secs(5), Duration::from_millis(20), || leaked().is_empty());
+        let details: Vec<String> = if ok {
+            vec![]
+        } else {
+            leaked().iter().map(|(id, name, st)| format!("{name} ({}) is {st}", &id[..12.min(id.len())])).collect()
+        };
+        let r = CheckResult::new(
+            "adapter",
+            "adapter/no-leaked-containers".into(),
+            "adapter/no-leaked-containers".into(),
+            ok,
+            details,
+        );
+        ctx.emit("check.finished", json!({"scope": "adapter", "check": r.id, "ok": r.passed}));
+        let path = run_dir.join("system/adapter-checks.json");
+        let mut checks: Vec<CheckResult> =
+            std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default();
+        checks.push(r);
+        let v = serde_json::to_value(&checks).map_err(|err| ChaosError::Harness(err.to_string()))?;
+        write_json_atomic(&path, &v)?;
+    }
+    stop_docker_events(ctx);
     Ok(())
+}
+
+/// Every Docker event of the run's containers, into system/watch/docker-events.jsonl (`line` is
+/// "<action> <target>", like a watcher's line).
+fn start_docker_events(ctx: &Arc<Ctx>, eng: &docker::Engine) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let path = ctx.run_dir.join("system/watch/docker-events.jsonl");
+    let ctx2 = Arc::clone(ctx);
+    let res = eng.events(docker::RUN_LABEL, &ctx.run_id, Arc::clone(&stop), move |ev| {
+        let t = secs(Duration::from_secs_f64(ctx2.tl.elapsed()));
+        let line = format!(
+            "{} {}",
+            ev["action"].as_str().unwrap_or("?"),
+            ev["target"].as_str().or(ev["name"].as_str()).unwrap_or("?")
+        );
+        let mut rec = json!({"t": t, "ts": fsutil::rfc3339(fsutil::now()), "line": line});
+        if let (Some(m), Some(e)) = (rec.as_object_mut(), ev.as_object()) {
+            for (k, v) in e {
+                if !v.is_null() {
+                    m.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        let _ = fsutil::append_line(&path, &rec.to_string());
+    });
+    match res {
+        Ok(done) => {
+            ctx.emit("watcher.started", json!({"watcher": "docker-events"}));
+            *ctx.docker_events.lock().unwrap_or_else(|e| e.into_inner()) = Some((stop, done));
+        }
+        Err(e) => ctx.harness_error(&format!("docker events: {e}")),
+    }
+}
+
+fn stop_docker_events(ctx: &Ctx) {
+    let Some((stop, done)) = ctx.docker_events.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+    // The engine delivers events asynchronously: give the last ones (destroy) a moment.
+    std::thread::sleep(Duration::from_millis(150));
+    stop.store(true, Ordering::SeqCst);
+    let _ = done.recv_timeout(Duration::from_secs(2));
 }
 
 #[cfg(test)]

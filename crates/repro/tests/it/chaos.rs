@@ -777,3 +777,6 @@ fn timeouts_workload_and_experiment() {
 
 #[path = "chaos_report.rs"]
 mod report;
+
+#[path = "chaos_docker.rs"]
+mod docker;
