@@ -12,3 +12,4 @@ pub mod ptrace;
 pub mod seccomp;
 pub mod shmem;
 pub mod spawn;
+pub mod tsc;

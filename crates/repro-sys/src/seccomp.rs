@@ -284,9 +284,12 @@ impl Listener {
     /// Asks the kernel to wake the supervisor on the CPU of the notifying task
     /// (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, Linux 6.6+), which shortens each round trip.
     pub fn set_sync_wakeup(&self) -> io::Result<()> {
-        let mut flags: u64 = 1; // SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
-                                // SAFETY: the ioctl reads one u64.
-        let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS, &mut flags) };
+        const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: libc::c_ulong = 1;
+        // The flags are the ioctl's argument itself, not a pointer to them.
+        // SAFETY: the ioctl takes an integer argument and touches no memory of ours.
+        let r = unsafe {
+            libc::ioctl(self.fd.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
+        };
         if r < 0 {
             return Err(io::Error::last_os_error());
         }

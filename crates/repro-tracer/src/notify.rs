@@ -80,6 +80,10 @@ fn errno_of(e: &io::Error) -> i32 {
 pub(crate) fn serve(listener: Listener, shared: SharedRef) {
     // Wake the supervisor on the guest's CPU: halves the round trip (Linux 6.6+; harmless if absent).
     let _ = listener.set_sync_wakeup();
+    // The guest runs with rdtsc trapped; with the same setting here, switching between the guest and
+    // this thread does not rewrite CR4 (a hypervisor exit each time in a VM; see repro_sys::tsc).
+    // Nothing below reads the TSC (no clocks are read on this thread).
+    let _ = repro_sys::tsc::disable_for_this_thread();
     loop {
         let n = match listener.recv() {
             Ok(n) => n,
@@ -242,13 +246,23 @@ fn handle_inner(n: &Notification, listener: &Listener, shared: &SharedRef) -> Re
     };
     match r {
         Ok(v) => {
-            *sh.stats.mediated.entry(name.to_string()).or_insert(0) += 1;
+            count(&mut sh, name);
             Reply::Value(v)
         }
         Err(CONTINUE) => Reply::Continue,
         Err(e) => {
-            *sh.stats.mediated.entry(name.to_string()).or_insert(0) += 1;
+            count(&mut sh, name);
             Reply::Error(e)
+        }
+    }
+}
+
+/// Counts one answered syscall (no allocation once the name is known).
+fn count(sh: &mut Shared, name: &str) {
+    match sh.stats.mediated.get_mut(name) {
+        Some(c) => *c += 1,
+        None => {
+            sh.stats.mediated.insert(name.to_string(), 1);
         }
     }
 }
@@ -413,7 +427,7 @@ fn open(n: &Notification, listener: &Listener, shared: &SharedRef, dirfd: i32, p
     }
     let mut sh = lock(shared);
     let data = sh.ctl.virtual_file(n.pid as i32, vf, URANDOM_BYTES);
-    *sh.stats.mediated.entry(syscall_name(n.nr as i64).to_string()).or_insert(0) += 1;
+    count(&mut sh, syscall_name(n.nr as i64));
     let name = CString::new(format!("repro:{}", String::from_utf8_lossy(&p))).unwrap_or_else(|_| c"repro".into());
     match fdops::memfd_with(&name, &data) {
         Ok(fd) => Reply::AddFd { fd, cloexec: flags & libc::O_CLOEXEC != 0 },
