@@ -164,6 +164,8 @@ pub(crate) struct Shared {
     pub vdso_unavailable: Option<String>,
     /// Tasks being given the vDSO memfd at their exec stop (see exec::install).
     pub vdso_fd_requests: HashSet<i32>,
+    /// Pidfds of guest tasks, for borrowing their descriptors.
+    pub pidfds: std::collections::HashMap<i32, std::os::fd::OwnedFd>,
     /// The paths the guest used, when recording.
     pub access: Option<access::AccessLog>,
 }
@@ -273,6 +275,7 @@ pub fn supervise(
         vdso,
         vdso_unavailable,
         vdso_fd_requests: HashSet::new(),
+        pidfds: Default::default(),
         access: cfg.record_access.then(access::AccessLog::default),
     }));
     let notifier = {

@@ -365,17 +365,33 @@ fn time(sh: &mut Shared, pid: i32, tloc: u64) -> Result<i64, i32> {
     Ok(t.sec)
 }
 
-/// A descriptor of the guest, borrowed with pidfd_getfd (same open file description).
-fn borrow_fd(tid: i32, fd: i32) -> Result<OwnedFd, i32> {
-    let pidfd = fdops::pidfd_open(tid, true).or_else(|_| fdops::pidfd_open(tid, false)).map_err(|e| errno_of(&e))?;
-    fdops::pidfd_getfd(&pidfd, fd).map_err(|e| errno_of(&e))
+/// A descriptor of the guest, borrowed with pidfd_getfd (same open file description). Pidfds are
+/// cached per task; a stale one (the task is gone, its tid reused) fails and is replaced once.
+fn borrow_fd(sh: &mut Shared, tid: i32, fd: i32) -> Result<OwnedFd, i32> {
+    let open = || fdops::pidfd_open(tid, true).or_else(|_| fdops::pidfd_open(tid, false)).map_err(|e| errno_of(&e));
+    if let Some(p) = sh.pidfds.get(&tid) {
+        match fdops::pidfd_getfd(p, fd) {
+            Ok(f) => return Ok(f),
+            Err(e) if e.raw_os_error() == Some(libc::EBADF) => return Err(libc::EBADF),
+            Err(_) => {
+                sh.pidfds.remove(&tid);
+            }
+        }
+    }
+    let p = open()?;
+    let f = fdops::pidfd_getfd(&p, fd).map_err(|e| errno_of(&e))?;
+    if sh.pidfds.len() >= 256 {
+        sh.pidfds.clear();
+    }
+    sh.pidfds.insert(tid, p);
+    Ok(f)
 }
 
 /// getdents64: the whole directory is read once at position 0, sorted, then served from the cache;
 /// the position of the guest's open file description is the index of the next entry.
 fn getdents64(sh: &mut Shared, pid: i32, fd: i32, dirp: u64, count: usize) -> Result<i64, i32> {
     sh.ctl.note_event();
-    let dir = borrow_fd(pid, fd)?;
+    let dir = borrow_fd(sh, pid, fd)?;
     let st = fdops::newfstatat_raw(Some(&dir), c"", libc::AT_EMPTY_PATH).map_err(|e| errno_of(&e))?;
     let mode = u32::from_le_bytes([st[24], st[25], st[26], st[27]]);
     if mode & libc::S_IFMT != libc::S_IFDIR {
@@ -496,7 +512,7 @@ fn stat(
         let cwd = CString::new(format!("/proc/{tid}/cwd")).map_err(|_| libc::EINVAL)?;
         Some(fdops::openat(None, &cwd, libc::O_PATH | libc::O_DIRECTORY).map_err(|e| errno_of(&e))?)
     } else {
-        Some(borrow_fd(tid, dirfd)?)
+        Some(borrow_fd(sh, tid, dirfd)?)
     };
     let cpath = CString::new(p).map_err(|_| libc::EINVAL)?;
     if !listener.id_valid(n.id) {
