@@ -227,3 +227,67 @@ pub fn explain(a: ExplainArgs) -> Result<i32, CliError> {
     }
     Ok(if report.nondeterministic { repro_sandbox::EXIT_NOT_DETERMINISTIC } else { 0 })
 }
+
+#[derive(Debug, Args)]
+pub struct ShrinkArgs {
+    /// The pack to shrink.
+    #[arg(value_name = "PACK")]
+    pack: PathBuf,
+    /// Where to write the smaller pack [default: <PACK>.min.repro].
+    #[arg(long, short, value_name = "SMALLER")]
+    output: Option<PathBuf>,
+    /// Replays per candidate that must all reproduce the recorded signature.
+    #[arg(long, default_value_t = 2, value_name = "K")]
+    confirm: u32,
+    /// Stop shrinking after this long (the best pack so far is written).
+    #[arg(long, default_value = "10m", value_name = "DURATION")]
+    time_budget: String,
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn shrink(a: ShrinkArgs) -> Result<i32, CliError> {
+    use repro_hunt::shrink;
+    if a.confirm == 0 {
+        return Err(CliError::usage("--confirm: expected at least 1"));
+    }
+    if !a.pack.is_file() {
+        return Err(CliError::usage(format!("PACK '{}': no such file", a.pack.display())));
+    }
+    let budget = config::parse_duration("--time-budget", &a.time_budget)?;
+    let output = a.output.clone().unwrap_or_else(|| {
+        let stem = a.pack.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "pack".into());
+        a.pack.with_file_name(format!("{stem}.min.repro"))
+    });
+    let work = tempfile_dir()?;
+    let opts = shrink::ShrinkOptions {
+        pack: a.pack.clone(),
+        output,
+        confirm: a.confirm,
+        deadline: Some(Instant::now() + budget),
+        repro: std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
+        work: work.clone(),
+    };
+    let quiet = a.json;
+    let mut progress = |line: &str| {
+        if !quiet {
+            eprintln!("[shrink] {line}");
+        }
+    };
+    let result = shrink::shrink(&opts, &mut progress);
+    let _ = std::fs::remove_dir_all(&work);
+    let report = result?;
+    if a.json {
+        print_json(&report)?;
+    } else {
+        print!("{}", shrink::render(&report));
+    }
+    Ok(0)
+}
+
+/// A fresh scratch directory for shrinking (removed afterwards).
+fn tempfile_dir() -> Result<PathBuf, CliError> {
+    let base = std::env::temp_dir().join(format!("repro-shrink-{}", std::process::id()));
+    std::fs::create_dir_all(&base).map_err(|e| CliError::new(125, format!("cannot create {}: {e}", base.display())))?;
+    Ok(base)
+}

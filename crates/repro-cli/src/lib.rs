@@ -56,6 +56,8 @@ pub enum Command {
     Hunt(hunt::HuntArgs),
     /// Say which input decides a command's outcome: vary one at a time, bisect the date boundary.
     Explain(hunt::ExplainArgs),
+    /// Shrink a reproducer pack to the smallest inputs that still fail the same way (delta debugging).
+    Shrink(hunt::ShrinkArgs),
     /// Check what this machine offers repro, and how to fix what is missing.
     Doctor {
         /// Print the report as JSON.
@@ -112,6 +114,7 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Pack(cmd) => pack::pack_cmd(cmd),
         Command::Hunt(args) => hunt::hunt(args),
         Command::Explain(args) => hunt::explain(args),
+        Command::Shrink(args) => hunt::shrink(args),
         Command::Doctor { json } => {
             let report = repro_sandbox::doctor::run();
             if json {

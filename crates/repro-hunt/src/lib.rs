@@ -9,6 +9,7 @@ pub mod config;
 pub mod explain;
 pub mod hunt;
 pub mod runner;
+pub mod shrink;
 
 /// Errors of hunting and explaining.
 #[derive(Debug, thiserror::Error)]

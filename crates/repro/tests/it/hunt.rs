@@ -141,3 +141,80 @@ fn hunt_and_explain_reject_bad_input() {
         assert!(stderr(&o).contains(msg), "{args:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn hunt_captures_the_first_failure_as_a_pack_that_replays() {
+    let w = fixtures();
+    let o = in_dir(
+        &w,
+        &[
+            "hunt",
+            "--vary",
+            "seed",
+            "--seeds",
+            "60",
+            "--capture",
+            "-o",
+            "found.repro",
+            "--",
+            "python3",
+            "seed_flaky.py",
+        ],
+    );
+    assert_code(&o, 1);
+    assert!(stdout(&o).contains("captured: found.repro"), "{}", stdout(&o));
+    let o = in_dir(&w, &["replay", "found.repro", "--runs", "2"]);
+    assert_code(&o, 0);
+    assert!(stderr(&o).contains("reproduced 2/2"), "{}", stderr(&o));
+}
+
+/// The pytest fixture: 40 data files, one test per file, and one date-dependent test that reads one file.
+#[test]
+fn shrink_keeps_the_failure_and_drops_what_it_does_not_need() {
+    let w = Workdir::new();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pytest-suite");
+    assert!(std::process::Command::new("cp")
+        .arg("-r")
+        .arg(format!("{}/.", src.display()))
+        .arg(w.path())
+        .status()
+        .unwrap()
+        .success());
+    let o = in_dir(
+        &w,
+        &[
+            "capture",
+            "-o",
+            "suite.repro",
+            "--",
+            "python3",
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "test_inventory.py",
+        ],
+    );
+    assert_code(&o, 1);
+    let o = in_dir(&w, &["shrink", "suite.repro", "-o", "small.repro", "--confirm", "1", "--json"]);
+    assert_code(&o, 0);
+    let r = json(&o);
+    assert_eq!(r["test_selection"], serde_json::json!(["test_inventory.py::test_featured_item_has_not_expired"]));
+    let removed: Vec<&str> = r["removed_files"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    for i in 1..=40 {
+        let name = format!("data/item_{i:02}.json");
+        assert_eq!(removed.contains(&name.as_str()), i != 17, "{name}: removed {removed:?}");
+    }
+    assert!(!removed.contains(&"test_inventory.py"));
+    assert!(r["removed_env"].as_array().unwrap().len() >= 5, "{}", r["removed_env"]);
+    assert!(r["after"]["files"].as_u64() < r["before"]["files"].as_u64());
+    // The smaller pack fails the same way, for the same reason.
+    let o = in_dir(&w, &["replay", "small.repro", "--runs", "2"]);
+    assert_code(&o, 0);
+    assert!(stdout(&o).contains("AssertionError"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("reproduced 2/2"));
+    // A pack that does not reproduce cannot be shrunk.
+    let o = in_dir(&w, &["shrink", "no-such.repro"]);
+    assert_code(&o, 2);
+}
