@@ -130,6 +130,7 @@ pub fn capture_cmd(a: CaptureArgs) -> Result<i32, CliError> {
             state_dir: a.state_dir,
             clock_step_ns: a.clock_step_ns,
             no_supervisor: false,
+            ..RunOptions::default()
         },
         always: a.always,
         output: a.output,

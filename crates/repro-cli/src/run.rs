@@ -45,6 +45,12 @@ pub struct RunArgs {
     /// Logical nanoseconds each clock read advances the guest's clock; 0 freezes time between events.
     #[arg(long, value_name = "N", default_value_t = repro_sandbox::run::DEFAULT_CLOCK_STEP_NS)]
     clock_step_ns: u64,
+    /// The guest's host name [default: repro].
+    #[arg(long, value_name = "NAME")]
+    hostname: Option<String>,
+    /// The order of directory listings: sorted, reversed or shuffled:SEED [default: sorted].
+    #[arg(long, value_name = "ORDER")]
+    dir_order: Option<String>,
     /// Run inside the hermetic boundary only, without the determinism supervisor.
     #[arg(long)]
     no_supervisor: bool,
@@ -78,6 +84,8 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
         state_dir: a.state_dir,
         clock_step_ns: a.clock_step_ns,
         no_supervisor: a.no_supervisor,
+        hostname: a.hostname,
+        dir_order: a.dir_order,
     };
     if a.verify && a.keep_changes {
         return Err(CliError::usage("--keep-changes: cannot be combined with --verify"));

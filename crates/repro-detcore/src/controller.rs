@@ -17,6 +17,10 @@ pub struct ControllerConfig {
     pub machine: String,
     /// Real time at the start of the run, in ns since the Unix epoch: file times before it are inputs.
     pub run_start_real_ns: i128,
+    /// The host name the guest sees (uname nodename).
+    pub nodename: String,
+    /// The order of directory listings.
+    pub dir_order: crate::DirOrder,
 }
 
 /// Generated files the controller serves in place of the host's.
@@ -63,6 +67,7 @@ pub struct DeterminismController {
     pub identity: Identity,
     pub inodes: InodeMap,
     pub file_times: FileTimeMap,
+    pub dir_order: crate::DirOrder,
     boot_id: String,
 }
 
@@ -77,7 +82,12 @@ impl DeterminismController {
             clock: LogicalClock::new(cfg.epoch_unix_secs, cfg.clock_step_ns),
             entropy: std::collections::HashMap::new(),
             seed: cfg.seed,
-            identity: Identity::new(cfg.cpus, &cfg.machine),
+            identity: {
+                let mut id = Identity::new(cfg.cpus, &cfg.machine);
+                id.uts.nodename = cfg.nodename.clone();
+                id
+            },
+            dir_order: cfg.dir_order,
             inodes: InodeMap::default(),
             file_times: FileTimeMap::new(cfg.run_start_real_ns, epoch_ns),
             boot_id: format!("{}\n", format_uuid(b)),
@@ -179,6 +189,8 @@ mod tests {
             cpus: 2,
             machine: "x86_64".into(),
             run_start_real_ns: 0,
+            nodename: "repro".into(),
+            dir_order: crate::DirOrder::Sorted,
         }
     }
 

@@ -13,6 +13,27 @@ pub struct DirEntry {
     pub d_type: u8,
 }
 
+/// The order in which directory entries are served: by name (the default), reversed, or shuffled by a seed
+/// (`repro hunt` varies it to find code that depends on readdir order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DirOrder {
+    #[default]
+    Sorted,
+    Reversed,
+    Shuffled(u64),
+}
+
+impl DirOrder {
+    /// Parses `sorted`, `reversed` or `shuffled:SEED`.
+    pub fn parse(s: &str) -> Option<DirOrder> {
+        match s {
+            "sorted" => Some(DirOrder::Sorted),
+            "reversed" => Some(DirOrder::Reversed),
+            _ => s.strip_prefix("shuffled:").and_then(|n| n.parse().ok()).map(DirOrder::Shuffled),
+        }
+    }
+}
+
 /// A sorted directory.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DirListing {
@@ -30,6 +51,33 @@ impl DirListing {
     pub fn new(mut entries: Vec<DirEntry>) -> Self {
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         DirListing { entries }
+    }
+
+    /// The entries in `order`: sorted first, then reversed or shuffled (Fisher-Yates driven by the seed and the
+    /// sorted names, so the same directory content always gives the same order).
+    pub fn new_ordered(entries: Vec<DirEntry>, order: DirOrder) -> Self {
+        let mut l = DirListing::new(entries);
+        match order {
+            DirOrder::Sorted => {}
+            DirOrder::Reversed => l.entries.reverse(),
+            DirOrder::Shuffled(seed) => {
+                let mut state = seed ^ 0x9E37_79B9_7F4A_7C15;
+                for e in &l.entries {
+                    for b in &e.name {
+                        state = (state ^ *b as u64).wrapping_mul(0x100_0000_01b3);
+                    }
+                }
+                for i in (1..l.entries.len()).rev() {
+                    state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                    let mut z = state;
+                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                    z ^= z >> 31;
+                    l.entries.swap(i, (z % (i as u64 + 1)) as usize);
+                }
+            }
+        }
+        l
     }
 
     /// Parses a buffer of `struct linux_dirent64` records as the kernel returned them.
@@ -114,6 +162,26 @@ mod tests {
         let mut v = Vec::new();
         DirListing::parse_dirents(buf, &mut v);
         v.into_iter().map(|e| String::from_utf8(e.name).unwrap()).collect()
+    }
+
+    #[test]
+    fn orders_are_deterministic_permutations() {
+        let mk = || (0..20u8).map(|i| DirEntry { name: vec![b'a' + i], ino: i as u64, d_type: 8 }).collect::<Vec<_>>();
+        let names = |l: &DirListing| l.entries().iter().map(|e| e.name[0]).collect::<Vec<u8>>();
+        let sorted = names(&DirListing::new_ordered(mk(), DirOrder::Sorted));
+        let mut rev = names(&DirListing::new_ordered(mk(), DirOrder::Reversed));
+        let s1 = names(&DirListing::new_ordered(mk(), DirOrder::Shuffled(1)));
+        assert_eq!(s1, names(&DirListing::new_ordered(mk(), DirOrder::Shuffled(1))));
+        assert_ne!(s1, names(&DirListing::new_ordered(mk(), DirOrder::Shuffled(2))));
+        assert_ne!(s1, sorted);
+        let mut s1_sorted = s1.clone();
+        s1_sorted.sort();
+        assert_eq!(s1_sorted, sorted);
+        rev.reverse();
+        assert_eq!(rev, sorted);
+        assert_eq!(DirOrder::parse("shuffled:7"), Some(DirOrder::Shuffled(7)));
+        assert_eq!(DirOrder::parse("reversed"), Some(DirOrder::Reversed));
+        assert_eq!(DirOrder::parse("random"), None);
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub mod identity;
 
 pub use clock::{ClockKind, ClockRead, LogicalClock, Timespec};
 pub use controller::{ControllerConfig, DeterminismController};
-pub use dirs::{DirEntry, DirListing};
+pub use dirs::{DirEntry, DirListing, DirOrder};
 pub use entropy::{format_uuid, ChaCha20, EntropyStream};
 pub use files::{FileIdentity, FileTimeMap, FileTimes, InodeMap};
 pub use identity::{Identity, SysinfoValues, UtsName};

@@ -31,11 +31,6 @@ impl Dimension {
         Dimension::ClockStep,
     ];
 
-    /// Whether `repro run` can set this dimension.
-    pub fn supported(self) -> bool {
-        !matches!(self, Dimension::DirOrder | Dimension::Hostname)
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             Dimension::Seed => "seed",
@@ -53,7 +48,7 @@ impl Dimension {
         let mut out = Vec::new();
         for part in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             if part == "all" {
-                out.extend(Dimension::ALL.iter().filter(|d| d.supported()));
+                out.extend(Dimension::ALL);
                 continue;
             }
             let d = Dimension::ALL.iter().copied().find(|d| d.name() == part).ok_or_else(|| {
@@ -65,12 +60,6 @@ impl Dimension {
                     ),
                 )
             })?;
-            if !d.supported() {
-                return Err(HuntError::usage(
-                    format!("--vary '{value}'"),
-                    format!("'{part}' cannot be varied yet: `repro run` has no option for it"),
-                ));
-            }
             out.push(d);
         }
         if out.is_empty() {
@@ -431,10 +420,7 @@ mod tests {
     #[test]
     fn vary_lists() {
         assert_eq!(Dimension::parse_list("seed, epoch").unwrap(), vec![Dimension::Seed, Dimension::Epoch]);
-        assert_eq!(
-            Dimension::parse_list("all").unwrap().len(),
-            Dimension::ALL.iter().filter(|d| d.supported()).count()
-        );
+        assert_eq!(Dimension::parse_list("all").unwrap().len(), 7);
         let e = Dimension::parse_list("seed,moon").unwrap_err().to_string();
         assert!(e.starts_with("--vary 'seed,moon': unknown dimension 'moon'"), "{e}");
         assert!(Dimension::parse_list(",").is_err());

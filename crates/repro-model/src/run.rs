@@ -79,6 +79,13 @@ pub struct RunSettings {
     /// Logical nanoseconds each clock read advances the guest's clock; 0 freezes it between events.
     #[serde(default)]
     pub clock_step_ns: u64,
+    /// The order of directory listings: `sorted`, `reversed` or `shuffled:SEED`.
+    #[serde(default = "default_dir_order")]
+    pub dir_order: String,
+}
+
+fn default_dir_order() -> String {
+    "sorted".into()
 }
 
 /// What the determinism supervisor did and could not do.

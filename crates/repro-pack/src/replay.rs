@@ -74,6 +74,7 @@ pub fn settings(pack: &Pack, binds: Vec<BindMount>) -> RunSettings {
         user_namespace: repro_sys::ns::getuid() != 0,
         supervised: m.determinism.supervised,
         clock_step_ns: m.determinism.clock_step_ns,
+        dir_order: "sorted".into(),
     }
 }
 

@@ -75,6 +75,12 @@ pub struct DetSettings {
     /// Record the paths the guest uses (`repro capture`).
     #[serde(default)]
     pub record_access: bool,
+    /// The host name the guest sees.
+    #[serde(default = "default_hostname")]
+    pub hostname: String,
+    /// `sorted`, `reversed` or `shuffled:SEED`.
+    #[serde(default)]
+    pub dir_order: String,
 }
 
 /// A path the guest used and how (`open`, `exec`, `map`, `stat`, `list`, `readlink`, `chdir`).
@@ -82,6 +88,10 @@ pub struct DetSettings {
 pub struct Accessed {
     pub path: String,
     pub kinds: Vec<String>,
+}
+
+fn default_hostname() -> String {
+    crate::run::HOSTNAME.into()
 }
 
 /// What the init reports back.
@@ -414,6 +424,8 @@ fn supervised(
         clock_step_ns: det.clock_step_ns,
         cpus: det.cpus,
         record_access: det.record_access,
+        hostname: det.hostname.clone(),
+        dir_order: repro_detcore::DirOrder::parse(&det.dir_order).unwrap_or_default(),
     };
     let mut sigfd = Some(sigfd);
     let mut on_spawn = |guest: i32| {

@@ -45,6 +45,10 @@ pub struct RunOptions {
     pub clock_step_ns: u64,
     /// Run without the determinism supervisor (`--no-supervisor`).
     pub no_supervisor: bool,
+    /// The guest's host name (`--hostname`; default `repro`).
+    pub hostname: Option<String>,
+    /// The order of directory listings (`--dir-order`; default sorted).
+    pub dir_order: Option<String>,
 }
 
 /// Default clock step: each clock read advances logical time by 1 µs (see docs/determinism.md).
@@ -101,7 +105,10 @@ impl RunRequest {
             env,
             binds,
             keep_changes: opts.keep_changes,
-            hostname: HOSTNAME.into(),
+            hostname: match &opts.hostname {
+                Some(h) => check_hostname(h)?,
+                None => HOSTNAME.into(),
+            },
             domainname: DOMAINNAME.into(),
             umask: format!("{UMASK:04o}"),
             aslr: false,
@@ -112,9 +119,33 @@ impl RunRequest {
             user_namespace: ns::getuid() != 0,
             supervised: !opts.no_supervisor,
             clock_step_ns: opts.clock_step_ns,
+            dir_order: match &opts.dir_order {
+                Some(o) if repro_detcore_order_is_valid(o) => o.clone(),
+                Some(o) => {
+                    return Err(SandboxError::usage(
+                        format!("--dir-order '{o}'"),
+                        "expected sorted, reversed or shuffled:SEED",
+                    ))
+                }
+                None => "sorted".into(),
+            },
         };
         Ok(RunRequest { settings, state_dir })
     }
+}
+
+/// A host name the guest can be given: 1 to 63 letters, digits, '-' and '.'.
+fn check_hostname(h: &str) -> Result<String, SandboxError> {
+    let ok = !h.is_empty() && h.len() <= 63 && h.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+    if ok {
+        Ok(h.to_string())
+    } else {
+        Err(SandboxError::usage(format!("--hostname '{h}'"), "expected 1 to 63 letters, digits, '-' and '.'"))
+    }
+}
+
+fn repro_detcore_order_is_valid(o: &str) -> bool {
+    o == "sorted" || o == "reversed" || o.strip_prefix("shuffled:").is_some_and(|n| n.parse::<u64>().is_ok())
 }
 
 /// The working directory becomes the guest's writable overlay: it cannot be the root or a kernel filesystem.
@@ -187,9 +218,18 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         fs::create_dir(d).map_err(|e| SandboxError::io("cannot create", d, e))?;
     }
     let etc_files = [
-        ("hostname", format!("{HOSTNAME}\n")),
-        ("hosts", format!("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{HOSTNAME}.{DOMAINNAME} {HOSTNAME}\n")),
-        ("resolv.conf", "# repro: the sandbox has no network\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n".to_string()),
+        ("hostname", format!("{}\n", s.hostname)),
+        (
+            "hosts",
+            format!(
+                "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{h}.{DOMAINNAME} {h}\n",
+                h = s.hostname
+            ),
+        ),
+        (
+            "resolv.conf",
+            "# repro: the sandbox has no network\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n".to_string(),
+        ),
     ];
     for (name, content) in &etc_files {
         fs::write(etc.join(name), content).map_err(|e| SandboxError::io("cannot write", etc.join(name), e))?;
@@ -223,6 +263,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
             seed: s.seed,
             epoch_unix_secs: s.epoch.unix,
             clock_step_ns: s.clock_step_ns,
+            hostname: s.hostname.clone(),
+            dir_order: s.dir_order.clone(),
             cpus: s.cpus,
             record_access: extras.record_access,
         }),

@@ -43,12 +43,24 @@ pub struct DetConfig {
     /// Record every path the guest opens, executes, maps, stats, lists or reads as a link
     /// ([`GuestOutcome::accessed`]); adds a few syscalls to the filter (see `access.rs`).
     pub record_access: bool,
+    /// The host name the guest sees in uname (the sandbox sets the same UTS name).
+    pub hostname: String,
+    /// The order of directory listings.
+    pub dir_order: repro_detcore::DirOrder,
 }
 
 impl Default for DetConfig {
     /// Seed 0, epoch 2023-11-14T22:13:20Z, a clock that ticks 1 µs per read, one CPU.
     fn default() -> Self {
-        DetConfig { seed: 0, epoch_unix_secs: 1_700_000_000, clock_step_ns: 1000, cpus: 1, record_access: false }
+        DetConfig {
+            seed: 0,
+            epoch_unix_secs: 1_700_000_000,
+            clock_step_ns: 1000,
+            cpus: 1,
+            record_access: false,
+            hostname: "repro".into(),
+            dir_order: repro_detcore::DirOrder::Sorted,
+        }
     }
 }
 
@@ -241,6 +253,8 @@ pub fn supervise(
         cpus: cfg.cpus,
         machine: std::env::consts::ARCH.to_string(),
         run_start_real_ns: now_real_ns(),
+        nodename: cfg.hostname.clone(),
+        dir_order: cfg.dir_order,
     });
     let (vdso, vdso_unavailable) = match vdso::ClockPage::new(&ctl.clock, cfg.epoch_unix_secs) {
         Ok(p) => (Some(p), None),

@@ -412,7 +412,8 @@ fn getdents64(sh: &mut Shared, pid: i32, fd: i32, dirp: u64, count: usize) -> Re
             }
             DirListing::parse_dirents(&buf[..n], &mut entries);
         }
-        sh.dirs.insert(key, DirListing::new(entries));
+        let order = sh.ctl.dir_order;
+        sh.dirs.insert(key, DirListing::new_ordered(entries, order));
     }
     let Shared { dirs, ctl, .. } = sh;
     let listing = dirs.get(&key).ok_or(libc::EIO)?;

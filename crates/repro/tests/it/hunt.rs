@@ -115,6 +115,27 @@ fn explain_names_the_seed_the_variable_and_the_cpus() {
 }
 
 #[test]
+fn hunt_and_explain_find_a_directory_order_dependence() {
+    let w = fixtures();
+    let o = in_dir(&w, &["hunt", "--vary", "dir-order", "--json", "--", "python3", "dir_order.py"]);
+    assert_code(&o, 1);
+    let r = json(&o);
+    let order = r["failures"][0]["first"]["dir_order"].clone();
+    assert_ne!(order, "sorted", "{r}");
+    let o = in_dir(&w, &["explain", "--vary", "dir-order,hostname", "--", "python3", "dir_order.py"]);
+    assert_code(&o, 0);
+    let text = stdout(&o);
+    assert!(text.contains("dir-order   DECIDES the outcome"), "{text}");
+    assert!(text.contains("outcome changes for: reversed"), "{text}");
+    assert!(text.contains("hostname    no effect"), "{text}");
+    // The reported order reproduces with repro run.
+    let o = in_dir(&w, &["run", "-q", "--dir-order", "reversed", "--", "python3", "dir_order.py"]);
+    assert_code(&o, 1);
+    let o = in_dir(&w, &["run", "-q", "--hostname", "ci-runner-7", "--", "sh", "-c", "hostname; uname -n"]);
+    assert_eq!(stdout(&o), "ci-runner-7\nci-runner-7\n");
+}
+
+#[test]
 fn explain_reports_a_program_that_varies_with_everything_pinned() {
     let w = fixtures();
     // Scheduler statistics of the guest's own process are not pinned by the supervisor.
