@@ -472,6 +472,7 @@ impl Ctx {
     fn stop_container(&self, eng: &docker::Engine, t: &TargetRt, why: &str) {
         let Some(id) = t.container.lock().unwrap_or_else(|e| e.into_inner()).clone() else { return };
         let name = &t.spec.name.value;
+        self.emit("target.stopping", json!({"target": name, "reason": why}));
         if eng.state(&id).is_ok_and(|s| s.paused) {
             let _ = eng.unpause(&id);
         }

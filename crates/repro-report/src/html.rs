@@ -147,7 +147,9 @@ table { border-collapse: collapse; width: 100%; font-size: 13px; }
 th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #eee; vertical-align: top; }
 th { background: #fafafa; font-weight: 600; }
 td.ok { color: #2e9d4f; font-weight: 600; } td.bad { color: #d64545; font-weight: 600; } td.x { color: #8a6d00; font-weight: 600; }
-pre { margin: 2px 0 0; font-size: 12px; white-space: pre-wrap; color: #444; }
+pre { margin: 2px 0 0; font-size: 12px; white-space: pre-wrap; word-break: break-all; color: #444; }
+table.checks td:first-child, table.checks td:nth-child(2) { white-space: nowrap; }
+table.manifest th { white-space: nowrap; width: 1%; }
 .grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(310px, 1fr)); gap: 10px; }
 .card { border: 1px solid #e6e6e6; border-radius: 6px; padding: 6px; background: #fff; }
 .card p { margin: 2px 4px 4px; color: #555; font-size: 12px; }

@@ -94,22 +94,59 @@ pub fn sample_value(v: &Value) -> Option<f64> {
     }
 }
 
-fn parse_scrape(v: &Value) -> Option<Scrape> {
-    let t = v.get("t")?.as_f64()?;
-    let ts = v.get("ts").and_then(Value::as_str).unwrap_or("").to_string();
-    let error = v.get("error").map(|e| e.as_str().map(str::to_string).unwrap_or_else(|| e.to_string()));
-    let mut samples = Vec::new();
-    for s in v.get("samples").and_then(Value::as_array).into_iter().flatten() {
-        let Some(name) = s.get("name").and_then(Value::as_str) else { continue };
-        let Some(value) = s.get("value").and_then(sample_value) else { continue };
-        let labels = s
-            .get("labels")
-            .and_then(Value::as_object)
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), repro_chaos::timeline::value_text(v))).collect())
-            .unwrap_or_default();
-        samples.push(Sample { name: name.to_string(), labels, value });
+#[derive(serde::Deserialize)]
+struct RawScrape {
+    t: f64,
+    #[serde(default)]
+    ts: String,
+    #[serde(default)]
+    samples: Vec<RawSample>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(serde::Deserialize)]
+struct RawSample {
+    name: String,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    value: Value,
+}
+
+/// One line of `system/metrics/<target>.jsonl`, parsed straight into a scrape (a busy exporter writes
+/// hundreds of samples per line).
+fn parse_scrape_line(line: &str) -> Option<Scrape> {
+    let raw: RawScrape = serde_json::from_str(line).ok()?;
+    let error = raw.error.map(|e| e.as_str().map(str::to_string).unwrap_or_else(|| e.to_string()));
+    let samples = raw
+        .samples
+        .into_iter()
+        .filter_map(|x| Some(Sample { name: x.name, labels: x.labels, value: sample_value(&x.value)? }))
+        .collect();
+    Some(Scrape { t: raw.t, ts: raw.ts, samples, error })
+}
+
+/// The scrapes of a metrics file; a torn last line is skipped, any other bad line is an error.
+fn read_scrapes(path: &Path) -> Result<Vec<Scrape>> {
+    let text = read_text(path)?;
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::with_capacity(lines.len());
+    for (i, l) in lines.iter().enumerate() {
+        if l.trim().is_empty() {
+            continue;
+        }
+        match parse_scrape_line(l) {
+            Some(s) => out.push(s),
+            None if i + 1 == lines.len() && !text.ends_with('\n') => {}
+            None => {
+                return Err(ReportError::Malformed {
+                    path: path.to_path_buf(),
+                    message: format!("line {}: not a scrape ({{\"t\", \"ts\", \"samples\"|\"error\"}})", i + 1),
+                })
+            }
+        }
     }
-    Some(Scrape { t, ts, samples, error })
+    Ok(out)
 }
 
 impl Run {
@@ -144,7 +181,7 @@ impl Run {
             for f in files {
                 let name = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                 let Some(target) = name.strip_suffix(".jsonl") else { continue };
-                let scrapes = read_jsonl(&f)?.iter().filter_map(parse_scrape).collect();
+                let scrapes = read_scrapes(&f)?;
                 let types_path = mdir.join(format!("{target}.types.json"));
                 let types = if types_path.is_file() {
                     read_json(&types_path)?
@@ -327,7 +364,7 @@ pub fn lanes(run: &Run) -> Lanes {
         let instance = str_field(e, "instance");
         match ev {
             "target.started" | "target.restarted" | "target.healthy" | "target.unhealthy" | "target.exited"
-            | "target.stopped" => {
+            | "target.stopping" | "target.stopped" => {
                 let Some(name) = target else { continue };
                 lane(&mut states, name, LaneKind::Target);
                 let st = match ev {
@@ -504,4 +541,96 @@ pub fn families(m: &TargetMetrics) -> BTreeMap<String, Vec<Series>> {
 /// Times of failed scrapes.
 pub fn scrape_errors(m: &TargetMetrics) -> Vec<(f64, String)> {
     m.scrapes.iter().filter_map(|s| s.error.as_ref().map(|e| (s.t, e.clone()))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn run_of(timeline: Vec<Value>) -> Run {
+        let yaml = "apiVersion: repro.dev/chaos/v1\nid: t\nversion: 1\ntitle: t\nhypothesis: h\ntimeout: 1m\n";
+        Run {
+            dir: PathBuf::from("r"),
+            id: "r".into(),
+            experiment: repro_chaos::load::parse_experiment(Path::new("e.yaml"), yaml).unwrap(),
+            adapter: "a".into(),
+            manifest: Value::Null,
+            verdict: None,
+            incomplete: true,
+            timeline,
+            metrics: BTreeMap::new(),
+        }
+    }
+
+    fn states(l: &Lane) -> Vec<(f64, f64, &str)> {
+        l.segments.iter().map(|s| (s.start, s.end, s.state.as_str())).collect()
+    }
+
+    #[test]
+    fn the_timeline_becomes_lanes_bands_and_marks() {
+        let r = run_of(vec![
+            json!({"t": 0.0, "event": "target.started", "target": "db"}),
+            json!({"t": 0.5, "event": "target.healthy", "target": "db"}),
+            json!({"t": 1.0, "event": "instance.created", "instance": "w-0"}),
+            json!({"t": 2.0, "event": "operation.started", "operation": "crash", "uses": "kill", "run": 1, "instances": ["db"]}),
+            json!({"t": 2.1, "event": "operation.verified", "operation": "crash", "run": 1, "effect": "gone", "instances": ["db"]}),
+            json!({"t": 2.2, "event": "operation.finished", "operation": "crash", "run": 1}),
+            json!({"t": 3.0, "event": "operation.started", "operation": "pause", "uses": "freeze", "run": 1, "instances": ["w-0"]}),
+            json!({"t": 3.1, "event": "operation.verified", "operation": "pause", "run": 1, "effect": "stopped", "instances": ["w-0"]}),
+            json!({"t": 4.0, "event": "operation.reverted", "operation": "pause", "run": 1, "ok": true}),
+            json!({"t": 4.0, "event": "operation.finished", "operation": "pause", "run": 1}),
+            json!({"t": 4.5, "event": "signal.matched", "signal": "ready", "line": "up"}),
+            json!({"t": 5.0, "event": "instance.state", "instance": "w-0", "state": "Succeeded"}),
+            json!({"t": 6.0, "event": "operation.undo", "operation": "crash", "uses": "kill", "run": 1, "ok": true}),
+            json!({"t": 6.0, "event": "target.restarted", "target": "db"}),
+            json!({"t": 6.5, "event": "target.healthy", "target": "db"}),
+            json!({"t": 7.0, "event": "target.stopping", "target": "db"}),
+            json!({"t": 7.2, "event": "target.exited", "target": "db"}),
+            json!({"t": 7.3, "event": "check.finished", "check": "adapter/x", "ok": false}),
+            json!({"t": 8.0, "event": "run.finished"}),
+        ]);
+        let l = lanes(&r);
+        assert_eq!(l.lanes.iter().map(|x| x.name.as_str()).collect::<Vec<_>>(), ["db", "w-0"]);
+        assert_eq!(
+            states(&l.lanes[0]),
+            [
+                (0.0, 0.5, "starting"),
+                (0.5, 2.1, "up"),
+                (2.1, 6.0, "down"),
+                (6.0, 6.5, "starting"),
+                (6.5, 7.0, "up"),
+                (7.0, 8.0, "stopped")
+            ]
+        );
+        assert_eq!(
+            states(&l.lanes[1]),
+            [(1.0, 3.1, "running"), (3.1, 4.0, "frozen"), (4.0, 5.0, "running"), (5.0, 8.0, "succeeded")]
+        );
+        // A kill's band ends when it finished (its undo at the end is not part of it); a freeze's when reverted.
+        assert_eq!(
+            l.bands.iter().map(|b| (b.operation.as_str(), b.start, b.end)).collect::<Vec<_>>(),
+            [("crash", 2.0, Some(2.2)), ("pause", 3.0, Some(4.0))]
+        );
+        assert_eq!(l.marks.iter().map(|m| m.kind).collect::<Vec<_>>(), [MarkKind::Signal, MarkKind::CheckFailed]);
+    }
+
+    #[test]
+    fn torn_last_lines_are_skipped_other_bad_lines_are_errors() {
+        let d = std::env::temp_dir().join(format!("repro-report-test-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join("x.jsonl");
+        std::fs::write(&p, "{\"t\": 1}\n{\"t\": 2").unwrap();
+        assert_eq!(read_jsonl(&p).unwrap().len(), 1);
+        std::fs::write(&p, "{\"t\": 1}\nnope\n{\"t\": 2}\n").unwrap();
+        assert!(read_jsonl(&p)
+            .unwrap_err()
+            .to_string()
+            .ends_with("x.jsonl: line 2: expected ident at line 1 column 2"));
+        std::fs::write(&p, "{\"t\": 0.5, \"ts\": \"x\", \"samples\": [{\"name\": \"up\", \"value\": \"NaN\"}]}\n")
+            .unwrap();
+        let s = read_scrapes(&p).unwrap();
+        assert!(s[0].samples[0].value.is_nan() && s[0].samples[0].labels.is_empty());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }

@@ -342,6 +342,36 @@ fn band(o: &mut String, b: &Band, xt: &dyn Fn(f64) -> f64, run_end: f64, top: f6
     );
 }
 
+/// At most the first, lowest, highest and last point of each pixel column, in time order: a line with
+/// thousands of points draws the same and weighs a few hundred.
+fn thin(points: &[(f64, f64)], width_px: f64) -> Vec<(f64, f64)> {
+    if points.len() as f64 <= 4.0 * width_px {
+        return points.to_vec();
+    }
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    let mut i = 0;
+    while i < points.len() {
+        let col = points[i].0.floor();
+        let mut j = i;
+        let (mut lo, mut hi) = (i, i);
+        while j < points.len() && points[j].0.floor() == col {
+            if points[j].1 < points[lo].1 {
+                lo = j;
+            }
+            if points[j].1 > points[hi].1 {
+                hi = j;
+            }
+            j += 1;
+        }
+        let mut keep = vec![i, lo, hi, j - 1];
+        keep.sort_unstable();
+        keep.dedup();
+        out.extend(keep.into_iter().map(|k| points[k]));
+        i = j;
+    }
+    out
+}
+
 /// A line chart of `series` over `[0, end]`, with the operation bands shaded and failed scrapes as red ticks.
 pub struct LineChart<'a> {
     pub title: &'a str,
@@ -362,7 +392,7 @@ pub fn line_chart(ch: &LineChart) -> String {
     let plot_h = ch.height;
     let shown: Vec<&Series> = ch.series.iter().take(ch.max_series).collect();
     let legend_lines = shown.len() + usize::from(ch.series.len() > shown.len());
-    let legend_top = top + plot_h + 18.0;
+    let legend_top = top + plot_h + 28.0;
     let total_h = legend_top + 12.0 * legend_lines as f64 + 4.0;
     let x0 = left;
     let x1 = ch.width - right;
@@ -462,7 +492,8 @@ pub fn line_chart(ch: &LineChart) -> String {
                 runs.push(Vec::new());
             }
         }
-        for r in runs.iter().filter(|r| !r.is_empty()) {
+        let width_px = (x1 - x0).max(1.0);
+        for r in runs.iter().filter(|r| !r.is_empty()).map(|r| thin(r, width_px)) {
             if r.len() == 1 {
                 let _ = write!(o, r#"<circle cx="{}" cy="{}" r="2" fill="{colour}"/>"#, c(r[0].0), c(r[0].1));
                 continue;
@@ -520,6 +551,18 @@ mod tests {
         assert_eq!(c(-0.01), "0");
         assert_eq!(c(3.04), "3");
         assert_eq!(esc("<a&\"b'>"), "&lt;a&amp;&quot;b&#39;&gt;");
+    }
+
+    #[test]
+    fn thinning_keeps_each_columns_extremes_in_order() {
+        let pts: Vec<(f64, f64)> = (0..1000).map(|i| (f64::from(i) / 100.0, f64::from(i % 7))).collect();
+        let t = thin(&pts, 10.0);
+        assert!(t.len() <= 40, "{}", t.len());
+        assert!(t.windows(2).all(|w| w[0].0 <= w[1].0));
+        assert_eq!(t.first(), pts.first());
+        assert_eq!(t.last(), pts.last());
+        assert!(t.iter().any(|p| p.1 == 6.0) && t.iter().any(|p| p.1 == 0.0));
+        assert_eq!(thin(&pts[..30], 10.0), pts[..30].to_vec());
     }
 
     #[test]
