@@ -100,7 +100,12 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
                 lock(&shared).stats.continued += 1;
                 listener.respond_continue(n.id)
             }
-            Reply::AddFd { fd, cloexec } => listener.addfd_send(n.id, fd.as_raw_fd(), cloexec).map(|_| ()),
+            // If the descriptor cannot be installed (EMFILE...), the syscall fails with that error
+            // rather than leaving the task waiting for an answer.
+            Reply::AddFd { fd, cloexec } => match listener.addfd_send(n.id, fd.as_raw_fd(), cloexec) {
+                Err(e) if e.raw_os_error() != Some(libc::ENOENT) => listener.respond_error(n.id, errno_of(&e)),
+                r => r.map(|_| ()),
+            },
         };
         // ENOENT: the task was killed or a signal interrupted the syscall; it will be restarted.
         let _ = r;

@@ -423,3 +423,25 @@ fn timed_waits_nothing_can_end_jump_the_clock_and_a_pipe_writer_is_waited_for() 
     let sh = ok(supervised(&[], &["/bin/sh", "-c", &format!("{}; echo done", p.display())]));
     assert_eq!(sh, format!("{}\ndone\n", want.join("\n")));
 }
+
+#[test]
+fn when_the_vdso_cannot_be_installed_clock_reads_are_mediated_and_the_stats_say_why() {
+    // With no descriptor free, the memfd cannot be installed in the guest: the safe fallback (no vDSO,
+    // every read a mediated syscall) keeps the same logical clock.
+    let p = guest("vdsoclock-static");
+    let script = format!("ulimit -n 3; exec {} 1000", p.display());
+    let (out, stats) = stats_of(&[], &["/bin/sh", "-c", &script]);
+    assert_eq!(stats["vdso_disabled"], 1, "{stats}");
+    assert!(stats["vdso_disabled_why"][0].as_str().unwrap().contains("Too many open files"), "{stats}");
+    assert_eq!(stats["mediated"]["clock_gettime"], 1001, "{stats}");
+    assert_eq!(line(&out, "vdso"), "vdso absent");
+    let direct = ok(supervised(&[], &[p.to_str().unwrap(), "1000"]));
+    assert_eq!(line(&direct, "vdso"), "vdso present");
+    // The same reads, the same steps, whichever way they were answered (the shell read the clock first).
+    let span = |o: &str| -> Vec<String> {
+        ["first", "last"].iter().map(|k| line(o, k).rsplit('.').next().unwrap().to_string()).collect()
+    };
+    let (a, b) = (span(&out), span(&direct));
+    let d = |v: &[String]| v[1].parse::<i64>().unwrap() - v[0].parse::<i64>().unwrap();
+    assert_eq!(d(&a), d(&b));
+}
