@@ -71,6 +71,15 @@ pub fn disable_for_this_thread() -> io::Result<()> {
     Ok(())
 }
 
+/// Lets the calling thread read the TSC again.
+pub fn enable_for_this_thread() -> io::Result<()> {
+    // SAFETY: integer arguments only; affects the calling thread.
+    if unsafe { libc::prctl(libc::PR_SET_TSC, libc::PR_TSC_ENABLE, 0, 0, 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Whether the safety net had to re-enable the TSC for some thread.
 pub fn reenabled() -> bool {
     REENABLED.load(Ordering::Relaxed)
@@ -90,6 +99,10 @@ mod tests {
             assert!(t > 0);
             assert!(reenabled());
             let _ = std::time::Instant::now();
+            disable_for_this_thread().unwrap();
+            enable_for_this_thread().unwrap();
+            // SAFETY: as above.
+            assert!(unsafe { core::arch::x86_64::_rdtsc() } > 0);
         })
         .join()
         .unwrap();

@@ -307,7 +307,13 @@ pub fn supervise(
         return Err(spawn_error(e, &program_name, pid));
     }
     on_spawn(pid);
-    let exit = trace_loop(pid, &shared)?;
+    // Like the notify thread, this thread switches with the guest at every ptrace stop (exec, fork,
+    // the rdtsc trap): with rdtsc trapped here too, those switches do not rewrite CR4.TSD (see
+    // repro_sys::tsc). Nothing in the trace loop reads a clock; the setting is undone afterwards.
+    let _ = repro_sys::tsc::disable_for_this_thread();
+    let exit = trace_loop(pid, &shared);
+    let _ = repro_sys::tsc::enable_for_this_thread();
+    let exit = exit?;
     let _ = notifier.join();
     let mut sh = lock(&shared);
     let reads = sh.vdso.as_ref().map_or(0, |p| p.reads());
