@@ -157,7 +157,7 @@ table.manifest th { white-space: nowrap; width: 1%; }
 .scroll { overflow-x: auto; }
 details summary { cursor: pointer; color: #3b7dd8; }
 footer { margin-top: 30px; color: #888; font-size: 12px; }
-.runs { display: grid; gap: 16px; }
+.runs { display: grid; gap: 16px; margin-top: 16px; }
 .run { border: 1px solid #e3e3e3; border-radius: 8px; padding: 10px; min-width: 0; }
 .run h2 { margin-top: 6px; }
 "#;

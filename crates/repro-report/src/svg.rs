@@ -161,8 +161,24 @@ pub fn timeline(l: &Lanes, style: &TimelineStyle) -> String {
             }
         }
     }
-    let legend_y = chart_bottom + 30.0;
-    let height = legend_y + 14.0;
+    // The legend: one entry per state drawn, then the operation swatch; wrapped to the chart's width.
+    let mut entries: Vec<(String, &str, &str)> =
+        states.iter().map(|st| (st.to_string(), state_colour(st), "1")).collect();
+    if !l.bands.is_empty() {
+        entries.push(("operation".to_string(), BAND_FILL, "0.35"));
+    }
+    let mut placed: Vec<(f64, f64, usize)> = Vec::new();
+    let (mut lx, mut ly) = (left, chart_bottom + 30.0);
+    for (i, (label, _, _)) in entries.iter().enumerate() {
+        let w = 24.0 + 6.5 * label.len() as f64;
+        if lx + w > style.width - right && lx > left {
+            lx = left;
+            ly += 16.0;
+        }
+        placed.push((lx, ly, i));
+        lx += w;
+    }
+    let height = ly + 14.0;
     let mut o = String::new();
     let _ = write!(
         o,
@@ -275,28 +291,16 @@ pub fn timeline(l: &Lanes, style: &TimelineStyle) -> String {
         }
     }
     // Legend.
-    let mut x = left;
-    for s in &states {
+    for (x, y, i) in placed {
+        let (label, colour, opacity) = &entries[i];
         let _ = write!(
             o,
-            r##"<rect x="{}" y="{}" width="12" height="10" fill="{}" rx="2"/><text x="{}" y="{}" fill="#444">{}</text>"##,
+            r##"<rect x="{}" y="{}" width="12" height="10" fill="{colour}" fill-opacity="{opacity}" rx="2"/><text x="{}" y="{}" fill="#444">{}</text>"##,
             c(x),
-            c(legend_y - 9.0),
-            state_colour(s),
+            c(y - 9.0),
             c(x + 16.0),
-            c(legend_y),
-            esc(s)
-        );
-        x += 24.0 + 6.5 * s.len() as f64;
-    }
-    if !l.bands.is_empty() {
-        let _ = write!(
-            o,
-            r##"<rect x="{}" y="{}" width="12" height="10" fill="{BAND_FILL}" fill-opacity="0.35"/><text x="{}" y="{}" fill="#444">operation</text>"##,
-            c(x),
-            c(legend_y - 9.0),
-            c(x + 16.0),
-            c(legend_y)
+            c(y),
+            esc(label)
         );
     }
     o.push_str("</svg>");
