@@ -294,7 +294,11 @@ pub fn parse_adapter(path: &Path, text: &str) -> Result<Adapter> {
             }
         }
     }
-    let watchers: BTreeSet<&str> = a.observers.watchers.iter().map(|w| w.name.as_str()).collect();
+    let mut watchers: BTreeSet<&str> = a.observers.watchers.iter().map(|w| w.name.as_str()).collect();
+    if a.driver == Driver::Docker {
+        // The built-in watcher over the engine's events: lines are "<action> <target>".
+        watchers.insert("docker-events");
+    }
     for (i, s) in a.signals.iter().enumerate() {
         if !watchers.contains(s.watcher.as_str()) {
             return invalid(

@@ -2336,6 +2336,14 @@ fn start_docker_events(ctx: &Arc<Ctx>, eng: &docker::Engine) {
             }
         }
         let _ = fsutil::append_line(&path, &rec.to_string());
+        // Signals may wait on these lines like on any watcher's.
+        ctx2.watch_lines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry("docker-events".into())
+            .or_default()
+            .push(line);
+        ctx2.notify.bump();
     });
     match res {
         Ok(done) => {

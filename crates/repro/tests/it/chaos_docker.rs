@@ -183,7 +183,12 @@ operations:
   - {name: outage-it, uses: outage, target: hello, duration: 300ms}
   - {name: kill-it, uses: kill, target: hello}
 flow:
-  serial: [freeze-it, outage-it, kill-it]
+  serial:
+    - freeze-it
+    - outage-it
+    - parallel:
+        - {wait: {signal: hello-died, timeout: 10s}}
+        - serial: [{delay: 200ms}, kill-it]
 checks:
   - name: order
     kind: timeline
@@ -192,6 +197,12 @@ checks:
       - {event: operation.reverted, where: {operation: freeze-it, ok: "true"}}
       - {event: operation.verified, where: {operation: outage-it, api: stop}}
       - {event: operation.reverted, where: {operation: outage-it, ok: "true"}}
+      - {event: operation.started, where: {operation: kill-it}}
+      - {event: signal.matched, where: {signal: hello-died, line: die hello}}
+      - {event: operation.undo, where: {operation: kill-it, ok: "true"}}
+  - name: killed
+    kind: timeline
+    order:
       - {event: operation.verified, where: {operation: kill-it, api: kill}}
       - {event: operation.undo, where: {operation: kill-it, ok: "true"}}
 "#,
