@@ -451,7 +451,8 @@ pub fn lanes(run: &Run) -> Lanes {
                             l.before_freeze = l.current.as_ref().map(|c| c.0.clone());
                             l.set(t, "frozen");
                         }
-                        "gone" => l.set(t, "down"),
+                        // An instance's end is its instance.state (Killed); a target is down until restarted.
+                        "gone" if l.kind == LaneKind::Target => l.set(t, "down"),
                         _ => {}
                     }
                 }
@@ -581,6 +582,9 @@ mod tests {
             json!({"t": 4.0, "event": "operation.reverted", "operation": "pause", "run": 1, "ok": true}),
             json!({"t": 4.0, "event": "operation.finished", "operation": "pause", "run": 1}),
             json!({"t": 4.5, "event": "signal.matched", "signal": "ready", "line": "up"}),
+            json!({"t": 4.6, "event": "instance.created", "instance": "w-1"}),
+            json!({"t": 4.7, "event": "instance.state", "instance": "w-1", "state": "Killed"}),
+            json!({"t": 4.8, "event": "operation.verified", "operation": "k", "run": 1, "effect": "gone", "instances": ["w-1"]}),
             json!({"t": 5.0, "event": "instance.state", "instance": "w-0", "state": "Succeeded"}),
             json!({"t": 6.0, "event": "operation.undo", "operation": "crash", "uses": "kill", "run": 1, "ok": true}),
             json!({"t": 6.0, "event": "target.restarted", "target": "db"}),
@@ -591,7 +595,8 @@ mod tests {
             json!({"t": 8.0, "event": "run.finished"}),
         ]);
         let l = lanes(&r);
-        assert_eq!(l.lanes.iter().map(|x| x.name.as_str()).collect::<Vec<_>>(), ["db", "w-0"]);
+        assert_eq!(l.lanes.iter().map(|x| x.name.as_str()).collect::<Vec<_>>(), ["db", "w-0", "w-1"]);
+        assert_eq!(states(&l.lanes[2]), [(4.6, 4.7, "running"), (4.7, 8.0, "killed")]);
         assert_eq!(
             states(&l.lanes[0]),
             [
