@@ -12,6 +12,17 @@ use crate::{print_json, CliError};
 
 /// Exit status of `repro replay` when a run's signature differs from the recorded one.
 pub const EXIT_NOT_REPRODUCED: i32 = 1;
+/// Exit status of `repro replay` when the guest did something its tapes do not have (it was stopped).
+pub const EXIT_DIVERGED: i32 = 123;
+
+/// `--network`: what the guest's network is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NetworkArg {
+    /// No network (an empty network namespace, as `repro run`).
+    None,
+    /// The host's network; every socket's connect, accept, reads and writes are taped for replay.
+    Record,
+}
 
 impl From<PackError> for CliError {
     fn from(e: PackError) -> Self {
@@ -51,6 +62,9 @@ pub struct CaptureArgs {
     /// Write a pack even when the command succeeds.
     #[arg(long)]
     always: bool,
+    /// The guest's network: none, or the host's with its sockets taped (replayed without a network).
+    #[arg(long, value_enum, default_value = "none", value_name = "MODE")]
+    network: NetworkArg,
     /// The pack to write [default: <state dir>/packs/<program>-<id>.repro].
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -136,6 +150,7 @@ pub fn capture_cmd(a: CaptureArgs) -> Result<i32, CliError> {
         output: a.output,
         thin: a.thin,
         echo: Echo { stdout: !a.json, stderr: true },
+        network_record: a.network == NetworkArg::Record,
     };
     let r = capture(&opts, &exe())?;
     let rec = &r.run.record;
@@ -179,11 +194,20 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
     };
     let r = replay(&opts, &exe())?;
     let n = r.runs.len();
-    let code = if r.reproduced as usize == n { 0 } else { EXIT_NOT_REPRODUCED };
+    let diverged = r.runs.iter().find_map(|run| run.diverged.clone());
+    let code = if diverged.is_some() {
+        EXIT_DIVERGED
+    } else if r.reproduced as usize == n {
+        0
+    } else {
+        EXIT_NOT_REPRODUCED
+    };
     if a.json {
         let mut v = serde_json::to_value(&r).map_err(|e| CliError::new(1, e.to_string()))?;
         v["exit_status"] = code.into();
         print_json(&v)?;
+    } else if let Some(d) = diverged {
+        eprintln!("[repro] replay diverged from the recording: {d}");
     } else {
         eprintln!("[repro] reproduced {}/{}: {}", r.reproduced, n, r.recorded.summary());
         for (i, run) in r.runs.iter().enumerate() {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use repro_model::run::{ChangeKind, Changes, RunOutcome};
+use repro_sandbox::init::{TapeIo, TapeSettings};
 use repro_sandbox::run::{Echo, RunExtras, RunOptions, RunReport, RunRequest};
 
 use crate::archive::{write_pack, BlobSource, EXTENSION};
@@ -34,6 +35,8 @@ pub struct CaptureOptions {
     /// Blobs to the local store, not into the pack.
     pub thin: bool,
     pub echo: Echo,
+    /// `--network record`: the guest uses the host's network and its sockets are taped.
+    pub network_record: bool,
 }
 
 #[derive(Debug)]
@@ -62,7 +65,15 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
         &req,
         exe,
         opts.echo,
-        &RunExtras { record_access: true, ..Default::default() },
+        &RunExtras {
+            record_access: true,
+            host_network: opts.network_record,
+            tapes: TapeSettings {
+                network: if opts.network_record { TapeIo::Record } else { TapeIo::Off },
+                proc: TapeIo::Record,
+            },
+            ..Default::default()
+        },
     )?;
     let rec = &report.record;
     let stdout = read(&report.dir.join("stdout"))?;
@@ -176,6 +187,21 @@ fn build_manifest(
         })
         .collect();
     let cwd_path = Path::new(&cwd);
+    let mut tapes = Tapes { network_mode: "none".into(), ..Default::default() };
+    let t = &report.tapes;
+    if let Some(net) = &t.network {
+        let r = BlobRef::of(net.as_bytes());
+        blobs.insert(r.blake3.clone(), BlobSource::Bytes(net.as_bytes().to_vec()));
+        tapes.network_mode = "record".into();
+        tapes.network = Some(r);
+        tapes.network_events = t.network_events;
+    }
+    if let Some(p) = t.proc.as_ref().filter(|_| t.proc_reads > 0) {
+        let r = BlobRef::of(p.as_bytes());
+        blobs.insert(r.blake3.clone(), BlobSource::Bytes(p.as_bytes().to_vec()));
+        tapes.proc = Some(r);
+        tapes.proc_reads = t.proc_reads;
+    }
     let manifest = Manifest {
         format: PACK_FORMAT,
         repro_version: env!("CARGO_PKG_VERSION").into(),
@@ -199,7 +225,7 @@ fn build_manifest(
         },
         signature,
         files: closure.entries.into_values().collect(),
-        tapes: Tapes { network_mode: "none".into(), ..Default::default() },
+        tapes,
         thin,
     };
     manifest.validate().map_err(|detail| PackError::Closure { path: cwd_path.into(), detail })?;

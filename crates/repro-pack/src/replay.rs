@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use repro_model::run::{BindMount, Changes, Epoch, EpochSource, Rlimit, RunSettings};
+use repro_sandbox::init::{TapeIo, TapeSettings};
 use repro_sandbox::run::{Echo, RunExtras, RunRequest};
 
 use crate::archive::Pack;
@@ -31,6 +32,9 @@ pub struct ReplayRun {
     pub differences: Vec<String>,
     pub run_dir: PathBuf,
     pub duration_ms: u64,
+    /// What the guest did that is not on the pack's tapes (the run was stopped: exit 123).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diverged: Option<String>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -95,6 +99,25 @@ pub fn with_bind(path: &Path, current: &Path, pack_cwd: &str) -> Result<BindMoun
     })
 }
 
+/// The tapes a replay serves: the pack's, kept next to its cached root (see [`crate::tree::cached_root`]).
+fn replay_tapes(pack: &Pack, root: &Path) -> Result<TapeSettings, PackError> {
+    let dir = root.parent().unwrap_or(root).join("tapes");
+    let load = |name: &str, present: bool| -> Result<TapeIo, PackError> {
+        if !present {
+            return Ok(TapeIo::Off);
+        }
+        let p = dir.join(name);
+        let bytes = fs::read(&p).map_err(|e| PackError::io("cannot read the tape", &p, e))?;
+        Ok(TapeIo::Replay(String::from_utf8_lossy(&bytes).into_owned()))
+    };
+    let t = &pack.manifest.tapes;
+    Ok(TapeSettings {
+        // A pack recorded without a network tape replays as `repro run`: an empty network namespace.
+        network: load("network.json", t.network.is_some())?,
+        proc: load("proc.json", t.proc.is_some())?,
+    })
+}
+
 /// Replays a pack `runs` times.
 pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackError> {
     if opts.runs == 0 {
@@ -113,10 +136,11 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
     let req = RunRequest { settings: settings(&pack, binds), state_dir };
     let prepare_ms = started.elapsed().as_millis() as u64;
     let recorded = pack.manifest.signature.clone();
+    let tapes = replay_tapes(&pack, &root)?;
     let mut runs = Vec::new();
     for i in 0..opts.runs {
         let echo = Echo { stdout: opts.echo.stdout && i == 0, stderr: opts.echo.stderr && i == 0 };
-        let extras = RunExtras { root_source: Some(root.clone()), ..Default::default() };
+        let extras = RunExtras { root_source: Some(root.clone()), tapes: tapes.clone(), ..Default::default() };
         let report = repro_sandbox::run::execute_with(&req, exe, echo, &extras)?;
         let read =
             |n: &str| fs::read(report.dir.join(n)).map_err(|e| PackError::io("cannot read", report.dir.join(n), e));
@@ -131,13 +155,18 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
             .collect();
         let refs: Vec<&[u8]> = junit.iter().map(|v| v.as_slice()).collect();
         let signature = Signature::compute(report.record.exit_status, &stdout, &stderr, &refs);
-        let differences = recorded.differences(&signature);
+        let mut differences = recorded.differences(&signature);
+        let diverged = report.tapes.diverged.clone();
+        if let Some(d) = &diverged {
+            differences.insert(0, format!("replay diverged from the recording: {d}"));
+        }
         runs.push(ReplayRun {
             exit_status: report.record.exit_status,
             signature,
             differences,
             run_dir: report.dir.clone(),
             duration_ms: report.record.duration_ms,
+            diverged,
         });
     }
     let reproduced = runs.iter().filter(|r| r.differences.is_empty()).count() as u32;

@@ -101,6 +101,15 @@ pub fn cached_root(pack_path: &Path, cache: &Path, store: &Store) -> Result<(Pac
         return Ok((pack, dest.join("root")));
     }
     materialize(&pack, &blobs, &tmp.path().join("root"))?;
+    // The tapes, next to the root: `<cache>/roots/<pack id>/tapes/{network,proc}.json`.
+    for (name, t) in [("network.json", &pack.manifest.tapes.network), ("proc.json", &pack.manifest.tapes.proc)] {
+        if let Some(b) = t {
+            let td = tmp.path().join("tapes");
+            fs::create_dir_all(&td).map_err(|e| PackError::io("cannot create", &td, e))?;
+            fs::copy(blobs.join(&b.blake3), td.join(name))
+                .map_err(|e| PackError::io("cannot write", td.join(name), e))?;
+        }
+    }
     fs::remove_dir_all(&blobs).map_err(|e| PackError::io("cannot remove", &blobs, e))?;
     let staged = tmp.keep();
     if let Err(err) = fs::rename(&staged, &dest) {

@@ -62,6 +62,40 @@ pub struct InitConfig {
     /// the working directory's overlay then takes its lower layer from inside it.
     #[serde(default)]
     pub root_source: Option<String>,
+    /// Share the host's network namespace (`repro capture --network record`): the init then neither brings
+    /// up `lo` nor expects a network namespace of its own.
+    #[serde(default)]
+    pub host_network: bool,
+    /// The network and /proc tapes to record or replay.
+    #[serde(default)]
+    pub tapes: TapeSettings,
+}
+
+/// Recording or replaying a tape; a replayed tape is its JSON document (docs/pack-format.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TapeIo {
+    #[default]
+    Off,
+    Record,
+    Replay(String),
+}
+
+/// The tapes of a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TapeSettings {
+    pub network: TapeIo,
+    pub proc: TapeIo,
+}
+
+/// The tapes a run recorded and whether a replay diverged from them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TapesOut {
+    pub network: Option<String>,
+    pub proc: Option<String>,
+    pub network_events: u64,
+    pub proc_reads: u64,
+    /// What the guest did that the tape does not have (the replay was stopped).
+    pub diverged: Option<String>,
 }
 
 /// What the supervisor makes the guest's view of the world a function of.
@@ -104,6 +138,8 @@ pub struct InitResult {
     /// The paths the guest used, when recording.
     #[serde(default)]
     pub accessed: Vec<Accessed>,
+    #[serde(default)]
+    pub tapes: TapesOut,
 }
 
 /// The init's entry point. Returns the exit status.
@@ -128,14 +164,15 @@ pub fn main(config_path: &Path) -> i32 {
     };
     let mut determinism = Determinism { supervised: cfg.determinism.is_some(), ..Default::default() };
     let mut accessed = Vec::new();
+    let mut tapes = TapesOut::default();
     let (outcome, status) = match setup(&cfg) {
         Err(msg) => {
             eprintln!("repro: sandbox setup failed: {msg}");
             (RunOutcome::SetupFailed { message: msg }, crate::EXIT_SETUP)
         }
-        Ok(()) => run_guest(&cfg, &mut determinism, &mut accessed),
+        Ok(()) => run_guest(&cfg, &mut determinism, &mut accessed, &mut tapes),
     };
-    let res = InitResult { outcome, exit_status: status, determinism, accessed };
+    let res = InitResult { outcome, exit_status: status, determinism, accessed, tapes };
     let _ = result_file.write_all(&serde_json::to_vec(&res).unwrap_or_default());
     status
 }
@@ -145,13 +182,18 @@ fn setup(cfg: &InitConfig) -> Result<(), String> {
     ns::setsid().map_err(e)?;
     ns::sethostname(&cfg.hostname).map_err(e)?;
     ns::setdomainname(&cfg.domainname).map_err(e)?;
-    ns::interface_up("lo").map_err(e)?;
+    if !cfg.host_network {
+        ns::interface_up("lo").map_err(e)?;
+    }
     build_root(cfg)?;
     ns::pivot_into(&cfg.root).map_err(e)?;
     ns::mount("proc", "/proc", "proc", mflags::NOSUID | mflags::NODEV | mflags::NOEXEC, None).map_err(e)?;
-    // A sysfs of this network namespace: /sys/class/net shows only lo.
-    ns::mount("sysfs", "/sys", "sysfs", mflags::RDONLY | mflags::NOSUID | mflags::NODEV | mflags::NOEXEC, None)
-        .map_err(e)?;
+    // A sysfs of this network namespace: /sys/class/net shows only lo. With the host's network, the host's
+    // /sys (part of the recursive bind of /) stays: a sysfs cannot be mounted again for that namespace.
+    if !cfg.host_network {
+        ns::mount("sysfs", "/sys", "sysfs", mflags::RDONLY | mflags::NOSUID | mflags::NODEV | mflags::NOEXEC, None)
+            .map_err(e)?;
+    }
     Ok(())
 }
 
@@ -326,7 +368,12 @@ fn exec_failed(cmd: &str, errno: i32) -> (RunOutcome, i32) {
     (RunOutcome::ExecFailed { errno, message }, code)
 }
 
-fn run_guest(cfg: &InitConfig, determinism: &mut Determinism, accessed: &mut Vec<Accessed>) -> (RunOutcome, i32) {
+fn run_guest(
+    cfg: &InitConfig,
+    determinism: &mut Determinism,
+    accessed: &mut Vec<Accessed>,
+    tapes: &mut TapesOut,
+) -> (RunOutcome, i32) {
     let cmd = cfg.argv.first().cloned().unwrap_or_default();
     let path_var = cfg.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or(crate::env::PATH);
     let sigfd = match ns::signalfd(&INIT_SIGNALS) {
@@ -360,10 +407,12 @@ fn run_guest(cfg: &InitConfig, determinism: &mut Determinism, accessed: &mut Vec
             Ok(exit) => exit,
             Err(failed) => return failed(&cmd),
         },
-        Some(det) => match supervised(cs(&program), argv, envp, &setup, det, sigfd, determinism, accessed) {
-            Ok(exit) => exit,
-            Err(failed) => return failed(&cmd),
-        },
+        Some(det) => {
+            match supervised(cs(&program), argv, envp, &setup, det, sigfd, determinism, accessed, (&cfg.tapes, tapes)) {
+                Ok(exit) => exit,
+                Err(failed) => return failed(&cmd),
+            }
+        }
     };
     let outcome = match exit {
         ChildExit::Exited(code) => RunOutcome::Exited { code },
@@ -413,7 +462,19 @@ fn supervised(
     sigfd: std::os::fd::OwnedFd,
     determinism: &mut Determinism,
     accessed: &mut Vec<Accessed>,
+    (tape_cfg, tapes): (&TapeSettings, &mut TapesOut),
 ) -> Result<ChildExit, Failed> {
+    use repro_tracer::tape::{NetMode, NetTape, ProcMode, ProcTape};
+    let network = match &tape_cfg.network {
+        TapeIo::Off => NetMode::Off,
+        TapeIo::Record => NetMode::Record,
+        TapeIo::Replay(j) => NetMode::Replay(NetTape::from_json(j.as_bytes()).map_err(setup_failed)?),
+    };
+    let proc = match &tape_cfg.proc {
+        TapeIo::Off => ProcMode::Off,
+        TapeIo::Record => ProcMode::Record,
+        TapeIo::Replay(j) => ProcMode::Replay(ProcTape::from_json(j.as_bytes()).map_err(setup_failed)?),
+    };
     let mut pre_exec = || -> std::io::Result<()> {
         ns::apply_guest_setup(setup).map_err(|(_, errno)| std::io::Error::from_raw_os_error(errno))
     };
@@ -426,6 +487,7 @@ fn supervised(
         record_access: det.record_access,
         hostname: det.hostname.clone(),
         dir_order: repro_detcore::DirOrder::parse(&det.dir_order).unwrap_or_default(),
+        tapes: repro_tracer::tape::TapeConfig { network, proc },
     };
     let mut sigfd = Some(sigfd);
     let mut on_spawn = |guest: i32| {
@@ -451,6 +513,12 @@ fn supervised(
             determinism.tasks_created = out.stats.tasks_created;
             determinism.execs = out.stats.execs;
             *accessed = out.accessed.into_iter().map(|a| Accessed { path: a.path, kinds: a.kinds }).collect();
+            let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+            tapes.network_events = out.tapes.network.as_ref().map_or(0, |t| t.events.len() as u64);
+            tapes.proc_reads = out.tapes.proc.as_ref().map_or(0, |t| t.reads.len() as u64);
+            tapes.network = out.tapes.network.map(|t| text(t.to_json()));
+            tapes.proc = out.tapes.proc.map(|t| text(t.to_json()));
+            tapes.diverged = out.diverged;
             Ok(match out.exit {
                 repro_tracer::GuestExit::Exited(c) => ChildExit::Exited(c),
                 repro_tracer::GuestExit::Signaled(s) => ChildExit::Signaled(s),

@@ -177,6 +177,8 @@ pub struct RunReport {
     pub dir: PathBuf,
     /// The paths the guest used (with [`RunExtras::record_access`]).
     pub accessed: Vec<Accessed>,
+    /// The tapes recorded, and whether a replay diverged from its tapes.
+    pub tapes: crate::init::TapesOut,
 }
 
 /// What `repro capture` and `repro replay` add to a run.
@@ -186,6 +188,10 @@ pub struct RunExtras {
     pub record_access: bool,
     /// Bind this directory as the guest's `/` instead of the host's (a pack's root).
     pub root_source: Option<PathBuf>,
+    /// Share the host's network (`repro capture --network record`) instead of an empty network namespace.
+    pub host_network: bool,
+    /// The network and /proc tapes to record or replay (need the supervisor).
+    pub tapes: crate::init::TapeSettings,
 }
 
 /// Runs the request. `exe` is repro's own executable (for `__init` and `__reap`).
@@ -269,6 +275,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
             record_access: extras.record_access,
         }),
         root_source: extras.root_source.as_ref().map(|p| p.to_string_lossy().into_owned()),
+        host_network: extras.host_network,
+        tapes: extras.tapes.clone(),
     };
     let cfg_path = dir.join(".init.json");
     dir.write_atomic(".init.json", &serde_json::to_vec_pretty(&cfg).map_err(|e| SandboxError::Setup(e.to_string()))?)?;
@@ -309,7 +317,10 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         CString::new("__init").unwrap_or_default(),
         CString::new(cfg_path.as_os_str().as_encoded_bytes()).map_err(|e| SandboxError::Setup(e.to_string()))?,
     ];
-    let mut namespaces = flags::MOUNT | flags::PID | flags::NET | flags::UTS | flags::IPC;
+    let mut namespaces = flags::MOUNT | flags::PID | flags::UTS | flags::IPC;
+    if !extras.host_network {
+        namespaces |= flags::NET;
+    }
     if s.user_namespace {
         namespaces |= flags::USER;
     }
@@ -361,8 +372,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         err_pump.join().unwrap_or(Ok(0)).map_err(|e| SandboxError::io("cannot save", dir.join("stderr"), e))?;
 
     let result: Option<InitResult> = fs::read(&result_path).ok().and_then(|d| serde_json::from_slice(&d).ok());
-    let (outcome, mut exit_status, determinism, accessed) = match result {
-        Some(r) => (r.outcome, r.exit_status, r.determinism, r.accessed),
+    let (outcome, mut exit_status, determinism, accessed, tapes) = match result {
+        Some(r) => (r.outcome, r.exit_status, r.determinism, r.accessed, r.tapes),
         None => (
             RunOutcome::SetupFailed {
                 message: format!("the sandbox's init ended ({init_exit:?}) without reporting a result"),
@@ -370,6 +381,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
             crate::EXIT_SETUP,
             Default::default(),
             Vec::new(),
+            Default::default(),
         ),
     };
     // A run that was not deterministic is not evidence of anything, whatever the guest's status.
@@ -422,7 +434,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         determinism,
     };
     dir.finish(&record)?;
-    Ok(RunReport { record, dir: dir.path, accessed })
+    Ok(RunReport { record, dir: dir.path, accessed, tapes })
 }
 
 /// Copies a pipe to a file and, optionally, to one of our own streams, as data arrives.

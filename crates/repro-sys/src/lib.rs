@@ -7,6 +7,7 @@
 
 pub mod fdops;
 pub mod memory;
+pub mod net;
 pub mod ns;
 pub mod ptrace;
 pub mod seccomp;

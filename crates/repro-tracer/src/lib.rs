@@ -15,6 +15,7 @@
 mod access;
 mod exec;
 mod notify;
+pub mod tape;
 pub mod vdso;
 mod waits;
 
@@ -47,6 +48,8 @@ pub struct DetConfig {
     pub hostname: String,
     /// The order of directory listings.
     pub dir_order: repro_detcore::DirOrder,
+    /// The network and /proc tapes to record or replay (see `tape.rs`); off by default.
+    pub tapes: tape::TapeConfig,
 }
 
 impl Default for DetConfig {
@@ -60,6 +63,7 @@ impl Default for DetConfig {
             record_access: false,
             hostname: "repro".into(),
             dir_order: repro_detcore::DirOrder::Sorted,
+            tapes: Default::default(),
         }
     }
 }
@@ -142,6 +146,10 @@ pub struct GuestOutcome {
     pub stats: SupervisorStats,
     /// The paths the guest used, sorted (empty unless [`DetConfig::record_access`]).
     pub accessed: Vec<AccessedPath>,
+    /// The tapes recorded (with [`DetConfig::tapes`] recording).
+    pub tapes: tape::RecordedTapes,
+    /// Why a replay stopped the guest: it did something the tape does not have.
+    pub diverged: Option<String>,
 }
 
 /// Errors of the supervisor.
@@ -180,6 +188,8 @@ pub(crate) struct Shared {
     pub pidfds: std::collections::HashMap<i32, std::os::fd::OwnedFd>,
     /// The paths the guest used, when recording.
     pub access: Option<access::AccessLog>,
+    /// The tapes, when recording or replaying.
+    pub tape: Option<tape::TapeState>,
 }
 
 impl Shared {
@@ -244,6 +254,7 @@ pub fn supervise(
     if cfg.record_access {
         syscalls.extend(access::record_only_syscalls());
     }
+    syscalls.extend(tape::net_syscalls(&cfg.tapes));
     let filter = BpfFilter::notify_when(&syscalls, &waits::conditional_syscalls())
         .map_err(|source| TracerError::Sys { context: "building the seccomp filter", pid: 0, source })?;
     let ctl = DeterminismController::new(&ControllerConfig {
@@ -291,6 +302,7 @@ pub fn supervise(
         vdso_fd_requests: HashSet::new(),
         pidfds: Default::default(),
         access: cfg.record_access.then(access::AccessLog::default),
+        tape: tape::TapeState::new(&cfg.tapes),
     }));
     let notifier = {
         let shared = shared.clone();
@@ -326,6 +338,8 @@ pub fn supervise(
         not_enforced: sh.not_enforced.iter().cloned().collect(),
         stats: sh.stats.clone(),
         accessed: sh.access.as_ref().map(|a| a.finish()).unwrap_or_default(),
+        tapes: sh.tape.as_mut().map(|t| t.finish()).unwrap_or_default(),
+        diverged: sh.tape.as_ref().and_then(|t| t.diverged.clone()),
     })
 }
 

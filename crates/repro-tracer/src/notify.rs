@@ -57,7 +57,7 @@ mediated!(
 );
 
 /// What to tell the kernel.
-enum Reply {
+pub(crate) enum Reply {
     Value(i64),
     Error(i32),
     Continue,
@@ -128,6 +128,11 @@ fn handle_inner(n: &Notification, listener: &Listener, shared: &SharedRef) -> Re
     if sh.access.as_mut().is_some_and(|log| log.note(n)) {
         sh.stats.continued += 1;
         return Reply::Continue;
+    }
+    if sh.tape.is_some() {
+        if let Some(r) = crate::tape::handle(&mut sh, n) {
+            return r;
+        }
     }
     let name = syscall_name(nr);
     let r = match nr {
@@ -437,7 +442,11 @@ fn open(n: &Notification, listener: &Listener, shared: &SharedRef, dirfd: i32, p
     let pid = n.pid as i32;
     let Ok(p) = memory::read_cstr(pid, path, 4096) else { return Reply::Continue };
     let Some(vf) = VirtualFile::for_path(&p) else {
-        lock(shared).stats.continued += 1;
+        let mut sh = lock(shared);
+        if let Some(r) = crate::tape::proc_open(&mut sh, n, listener, &p, flags) {
+            return r;
+        }
+        sh.stats.continued += 1;
         return Reply::Continue;
     };
     let _ = dirfd; // only absolute paths are matched
@@ -481,7 +490,7 @@ enum StatKind {
 }
 
 /// Rewrites "/proc/self" and "/proc/thread-self" so the supervisor resolves them for the guest task.
-fn guest_path(p: &[u8], tid: i32) -> Vec<u8> {
+pub(crate) fn guest_path(p: &[u8], tid: i32) -> Vec<u8> {
     for (prefix, repl) in
         [(&b"/proc/self"[..], format!("/proc/{tid}")), (&b"/proc/thread-self"[..], format!("/proc/{tid}/task/{tid}"))]
     {

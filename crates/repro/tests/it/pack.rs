@@ -231,3 +231,133 @@ fn replay_inside_a_different_root() {
     assert_code(&o, 0);
     assert!(stderr(&o).contains("[repro] reproduced 2/2: exit 1; stderr: bad value 3"), "{}", stderr(&o));
 }
+
+/// A client of a loopback HTTP server; it fails when the body is not what it expects.
+const HTTP_CLIENT: &str = "import sys, urllib.request\n\
+port = int(sys.argv[1])\n\
+body = urllib.request.urlopen(f'http://127.0.0.1:{port}/PATH', timeout=5).read().decode()\n\
+print('body', body.strip())\n\
+raise SystemExit(f'unexpected body {body.strip()}')\n";
+
+/// `python3 -m http.server` on a free loopback port, serving `dir`; stopped when dropped.
+struct HttpServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl HttpServer {
+    fn start(dir: &Path) -> HttpServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new("python3")
+            .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string()])
+            .current_dir(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 -m http.server starts");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "the HTTP server did not start");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        HttpServer { child, port }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn network_is_taped_and_replayed_without_the_server() {
+    let e = PackEnv::new();
+    let site = tempfile::tempdir().unwrap();
+    fs::write(site.path().join("a.txt"), "alpha\n").unwrap();
+    fs::write(site.path().join("b.txt"), "beta\n").unwrap();
+    e.write("client.py", &HTTP_CLIENT.replace("PATH", "a.txt"));
+    let server = HttpServer::start(site.path());
+    let port = server.port.to_string();
+    let o = e.capture("net.repro", &["--network", "record"], &["python3", "client.py", &port]);
+    assert_code(&o, 1);
+    assert!(stdout(&o).contains("body alpha"), "{}{}", stdout(&o), stderr(&o));
+    let port_n = server.port;
+    drop(server);
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port_n)).is_err(), "the server is stopped");
+
+    let o = e.cmd(&["inspect", "--json", e.pack("net.repro").to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["tapes"]["network_mode"], "record");
+    assert!(v["tapes"]["network_events"].as_u64().unwrap() >= 4, "{v}");
+
+    // Replayed with no network at all: the answers come from the tape.
+    let o = e.replay("net.repro", &["--runs", "2"]);
+    assert_code(&o, 0);
+    assert!(stdout(&o).contains("body alpha"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("[repro] reproduced 2/2: exit 1; stderr: unexpected body alpha"), "{}", stderr(&o));
+
+    // A client that sends another request diverges at its first write.
+    e.write("client.py", &HTTP_CLIENT.replace("PATH", "b.txt"));
+    let o = e.replay("net.repro", &["--with", "client.py"]);
+    assert_code(&o, 123);
+    let err = stderr(&o);
+    assert!(err.contains("[repro] replay diverged from the recording: the guest wrote"), "{err}");
+    assert!(err.contains("socket 0 (call 3)") && err.contains("b.txt") && err.contains("a.txt"), "{err}");
+    assert!(!stdout(&o).contains("body"), "the guest was stopped before it read anything");
+}
+
+#[test]
+fn a_connection_missing_from_the_network_tape_stops_the_replay() {
+    let e = PackEnv::new();
+    let site = tempfile::tempdir().unwrap();
+    fs::write(site.path().join("a.txt"), "alpha\n").unwrap();
+    e.write("client.py", &HTTP_CLIENT.replace("PATH", "a.txt"));
+    let server = HttpServer::start(site.path());
+    let o = e.capture("net.repro", &["--network", "record"], &["python3", "client.py", &server.port.to_string()]);
+    assert_code(&o, 1);
+    drop(server);
+    // The tape, as `repro unpack` shows it.
+    let dir = e.aside.path().join("unpacked");
+    assert_code(&e.cmd(&["unpack", e.pack("net.repro").to_str().unwrap(), dir.to_str().unwrap()]), 0);
+    let tape: serde_json::Value = serde_json::from_slice(&fs::read(dir.join("tapes/network.json")).unwrap()).unwrap();
+    assert_eq!(tape["tape"], "network");
+    let ops: Vec<&str> = tape["events"].as_array().unwrap().iter().map(|e| e["op"].as_str().unwrap()).collect();
+    assert_eq!(&ops[..3], ["socket", "connect", "write"], "{tape}");
+    assert!(ops.contains(&"read"), "{tape}");
+    // A client that opens a second connection after the recorded one: it is not on the tape.
+    let second = "import socket\ns = socket.create_connection(('127.0.0.1', port))\ns.recv(10)\nprint('body'";
+    e.write("client.py", &HTTP_CLIENT.replace("PATH", "a.txt").replace("print('body'", second));
+    let o = e.replay("net.repro", &["--with", "client.py"]);
+    assert_code(&o, 123);
+    assert!(
+        stderr(&o).contains("[repro] replay diverged from the recording: the guest called socket"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn proc_reads_are_served_from_the_tape_on_replay() {
+    let e = PackEnv::new();
+    // The page fault counter of /proc/vmstat changes all the time; the supervisor does not pin it.
+    e.write("p.sh", "while read -r k v; do [ \"$k\" = pgfault ] && echo \"load $v\"; done < /proc/vmstat\nexit 5\n");
+    let o = e.capture("proc.repro", &[], &["sh", "p.sh"]);
+    assert_code(&o, 5);
+    let recorded = stdout(&o).lines().find(|l| l.starts_with("load ")).unwrap().to_string();
+    let o = e.cmd(&["inspect", "--json", e.pack("proc.repro").to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["tapes"]["proc_reads"].as_u64().unwrap() >= 1, "{v}");
+    // Replay: the taped bytes are served, whatever the load is now.
+    let dir = e.aside.path().join("u");
+    assert_code(&e.cmd(&["unpack", e.pack("proc.repro").to_str().unwrap(), dir.to_str().unwrap()]), 0);
+    let tape = fs::read_to_string(dir.join("tapes/proc.json")).unwrap();
+    assert!(tape.contains("/proc/vmstat"), "{tape}");
+    let o = e.replay("proc.repro", &["--runs", "2"]);
+    assert_code(&o, 0);
+    for line in stdout(&o).lines().filter(|l| l.starts_with("load ")) {
+        assert_eq!(line, recorded);
+    }
+    assert!(stdout(&o).contains(&recorded), "{}", stdout(&o));
+}
