@@ -49,6 +49,11 @@ pub struct Spec {
     /// (container port, host port on 127.0.0.1)
     pub ports: Vec<(u16, u16)>,
     pub stop_timeout: Option<i64>,
+    /// `host:container[:ro]` bind mounts.
+    pub binds: Vec<String>,
+    pub working_dir: Option<String>,
+    /// Share the host's network namespace (instances reach targets on 127.0.0.1).
+    pub host_network: bool,
 }
 
 fn msg(e: bollard::errors::Error) -> String {
@@ -159,7 +164,13 @@ impl Engine {
                 labels: Some(spec.labels.clone()),
                 exposed_ports: Some(exposed),
                 stop_timeout: spec.stop_timeout,
-                host_config: Some(HostConfig { port_bindings: Some(bindings), ..Default::default() }),
+                working_dir: spec.working_dir.clone(),
+                host_config: Some(HostConfig {
+                    port_bindings: Some(bindings),
+                    binds: if spec.binds.is_empty() { None } else { Some(spec.binds.clone()) },
+                    network_mode: spec.host_network.then(|| "host".to_string()),
+                    ..Default::default()
+                }),
                 ..Default::default()
             };
             let opts = CreateContainerOptions { name: Some(spec.name.clone()), ..Default::default() };

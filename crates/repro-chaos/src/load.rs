@@ -177,6 +177,26 @@ pub fn parse_adapter(path: &Path, text: &str) -> Result<Adapter> {
         }
     }
     let port_names: BTreeSet<&str> = a.ports.iter().map(|p| p.value.as_str()).collect();
+    if let Some(ic) = &a.instance.container {
+        if a.driver != Driver::Docker {
+            return invalid(
+                path,
+                ic.image.line,
+                ic.image.column,
+                "instance.container",
+                "instance containers need driver docker",
+            );
+        }
+        if ic.image.value.trim().is_empty() {
+            return invalid(
+                path,
+                ic.image.line,
+                ic.image.column,
+                "instance.container.image",
+                "expected an image reference",
+            );
+        }
+    }
     for (i, t) in a.targets.iter().enumerate() {
         let (l, c) = (t.name.line, t.name.column);
         match a.driver {

@@ -834,6 +834,25 @@ pub struct InstanceHooks {
     pub collect: Option<String>,
     #[serde(default)]
     pub delete: Option<String>,
+    /// Docker driver: run each instance in its own container of this image instead of on the host.
+    #[serde(default)]
+    pub container: Option<InstanceContainer>,
+}
+
+/// The container an instance runs in (docker driver): the script runs as `<shell> run.sh` with the instance's
+/// variables, its output directory as working directory, the run directory mounted at the same path, and the
+/// host's network (targets are on 127.0.0.1, as for host instances).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct InstanceContainer {
+    pub image: At<String>,
+    /// The shell that runs the workload script inside (default `sh`; `bash` if the image has it).
+    #[serde(default = "default_shell")]
+    pub shell: String,
+}
+
+fn default_shell() -> String {
+    "sh".into()
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

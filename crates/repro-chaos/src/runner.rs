@@ -141,6 +141,8 @@ struct InstanceRt {
     restarting: AtomicBool,
     started: AtomicBool,
     env: BTreeMap<String, String>,
+    /// The container of the current start (docker driver with instance containers).
+    container: Mutex<Option<String>>,
 }
 
 struct Undo {
@@ -291,6 +293,7 @@ impl Ctx {
                     labels,
                     ports,
                     stop_timeout: t.spec.stop_timeout.map(|d| d.0.as_secs() as i64),
+                    ..Default::default()
                 };
                 let id = eng.create(&spec).map_err(|e| format!("target {name}: docker create {}: {e}", spec.image))?;
                 *t.container.lock().unwrap_or_else(|e| e.into_inner()) = Some(id.clone());
@@ -547,6 +550,7 @@ impl Ctx {
                 restarting: AtomicBool::new(false),
                 started: AtomicBool::new(false),
                 env,
+                container: Mutex::new(None),
             }));
         }
         g.insert(w.name.value.clone(), v.clone());
@@ -576,6 +580,9 @@ impl Ctx {
         let _ = std::fs::remove_file(out.join(".chaos/exit_code"));
         fsutil::append_line(&out.join(".chaos/attempts"), &format!("{} {reason}", fsutil::rfc3339(fsutil::now())))
             .map_err(|e| format!("instance {}: {e}", inst.name))?;
+        if let (Some(eng), Some(ic)) = (self.docker.clone(), self.adapter.instance.container.clone()) {
+            return self.spawn_instance_container(&eng, &ic, inst, reason);
+        }
         let mut cmd = std::process::Command::new("bash");
         {
             use std::os::unix::process::CommandExt;
@@ -619,6 +626,86 @@ impl Ctx {
             );
             let still_current = *inst2.pid.lock().unwrap_or_else(|e| e.into_inner()) == Some(pid);
             if still_current {
+                inst2.running.store(false, Ordering::SeqCst);
+            }
+            ctx.notify.bump();
+        });
+        Ok(())
+    }
+
+    /// Runs an instance in a new container (the previous start's container is removed first); a waiter
+    /// records its end like a host instance's: exit code (a container that died of signal N exits 128+N and
+    /// counts as Killed), instance.state, the log into logs/instance.log.
+    fn spawn_instance_container(
+        self: &Arc<Self>,
+        eng: &docker::Engine,
+        ic: &InstanceContainer,
+        inst: &Arc<InstanceRt>,
+        reason: &str,
+    ) -> std::result::Result<(), String> {
+        let wdir = self.run_dir.join("workloads").join(&inst.workload);
+        let out = inst.dir.join("output");
+        if let Some(old) = inst.container.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = eng.remove(&old);
+        }
+        let mut labels = std::collections::HashMap::new();
+        labels.insert(docker::RUN_LABEL.to_string(), self.run_id.clone());
+        labels.insert("repro.chaos.instance".to_string(), inst.name.clone());
+        labels.insert("repro.chaos.experiment".to_string(), self.exp.id.value.clone());
+        let attempt = std::fs::read_to_string(out.join(".chaos/attempts")).map(|t| t.lines().count()).unwrap_or(1);
+        let rd = self.run_dir.display().to_string();
+        let spec = docker::Spec {
+            name: format!("repro-chaos-{}-{}-{attempt}", self.run_id.to_ascii_lowercase(), inst.name),
+            image: ic.image.value.clone(),
+            command: vec![ic.shell.clone(), wdir.join("run.sh").display().to_string()],
+            env: inst.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            labels,
+            binds: vec![format!("{rd}:{rd}")],
+            working_dir: Some(out.display().to_string()),
+            host_network: true,
+            ..Default::default()
+        };
+        let id = eng.create(&spec).map_err(|e| format!("instance {}: docker create {}: {e}", inst.name, spec.image))?;
+        *inst.container.lock().unwrap_or_else(|e| e.into_inner()) = Some(id.clone());
+        eng.start(&id).map_err(|e| format!("instance {}: docker start: {e}", inst.name))?;
+        let pid = eng.state(&id).map(|s| s.pid).unwrap_or(0);
+        *inst.pid.lock().unwrap_or_else(|e| e.into_inner()) = Some(pid);
+        if pid > 0 {
+            self.groups.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+        }
+        inst.running.store(true, Ordering::SeqCst);
+        inst.started.store(true, Ordering::SeqCst);
+        self.emit(
+            "instance.created",
+            json!({"workload": inst.workload, "instance": inst.name, "pid": pid, "reason": reason, "container": id.chars().take(12).collect::<String>()}),
+        );
+        self.notify.bump();
+        let ctx = Arc::clone(self);
+        let inst2 = Arc::clone(inst);
+        let eng2 = eng.clone();
+        std::thread::spawn(move || {
+            let code = eng2.wait(&id).unwrap_or(-1);
+            if let Ok(text) = eng2.logs(&id) {
+                let _ = fsutil::append_line(&inst2.dir.join("logs/instance.log"), text.trim_end_matches('\n'));
+            }
+            let (code, signal) =
+                if code > 128 && code <= 128 + 64 { (None, Some(code - 128)) } else { (Some(code), None) };
+            if let Some(c) = code {
+                let p = inst2.dir.join("output/.chaos/exit_code");
+                if let Err(e) = write_atomic(&p, format!("{c}\n").as_bytes()) {
+                    ctx.harness_error(&format!("instance {}: {e}", inst2.name));
+                }
+            }
+            let state = match (code, signal) {
+                (Some(0), _) => "Succeeded",
+                (Some(_), _) => "Failed",
+                _ => "Killed",
+            };
+            ctx.emit(
+                "instance.state",
+                json!({"workload": inst2.workload, "instance": inst2.name, "pid": pid, "state": state, "exit_code": code, "signal": signal}),
+            );
+            if *inst2.pid.lock().unwrap_or_else(|e| e.into_inner()) == Some(pid) {
                 inst2.running.store(false, Ordering::SeqCst);
             }
             ctx.notify.bump();
@@ -687,7 +774,13 @@ impl Ctx {
         self.instance_hook("collect", &self.adapter.instance.collect, inst);
         self.emit("instance.collected", json!({"workload": inst.workload, "instance": inst.name, "exit_code": code}));
         let pid = inst.pid.lock().unwrap_or_else(|e| e.into_inner()).unwrap_or(0);
-        proc::kill_group(pid, Signal::SIGKILL);
+        if let (Some(eng), Some(c)) = (&self.docker, inst.container.lock().unwrap_or_else(|e| e.into_inner()).take()) {
+            if let Err(e) = eng.remove(&c) {
+                self.emit("harness.warning", json!({"instance": inst.name, "detail": format!("docker rm: {e}")}));
+            }
+        } else {
+            proc::kill_group(pid, Signal::SIGKILL);
+        }
         self.instance_hook("delete", &self.adapter.instance.delete, inst);
         self.emit("instance.deleted", json!({"workload": inst.workload, "instance": inst.name}));
     }

@@ -20,6 +20,7 @@ busybox_root() {
     cp /bin/busybox "$root/bin/busybox"
     for a in sh sleep echo cat ls nc true false kill ps date seq; do ln -sf busybox "$root/bin/$a"; done
     echo 'root:x:0:0:root:/:/bin/sh' > "$root/etc/passwd"
+    echo "repro-chaos image (FROM scratch, Debian busybox-static)" > "$root/etc/repro-chaos-image"
 }
 
 import() {

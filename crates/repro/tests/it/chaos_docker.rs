@@ -342,3 +342,68 @@ fn kubernetes_adapter_validates_and_says_no_cluster_is_reachable() {
         assert!(stderr(&o).contains(want), "{want}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn docker_instances_run_in_their_own_containers_and_faults_reach_them() {
+    let wd = Workdir::new();
+    let images = Images::build(&["busybox"]);
+    let adapter = images.adapter(&wd, "docker-busybox-instances");
+    let exp = wd.path().join("inside.yaml");
+    std::fs::write(
+        &exp,
+        r#"apiVersion: repro.dev/chaos/v1
+id: docker-instances
+version: 1
+title: instances in containers
+hypothesis: each instance runs in a container of the instance image; a kill reaches one
+timeout: 1m
+workloads:
+  - name: inside
+    kind: shell
+    instances: 3
+    run: |
+      cat /etc/repro-chaos-image > where
+      echo "$CHAOS_EXPERIMENT_WORKLOAD_INSTANCE" > me
+    checks:
+      - {name: exited-ok, kind: exit-code}
+      - {name: ran-in-the-image, kind: shell, run: grep -q "repro-chaos image" where}
+      - {name: knows-itself, kind: shell, run: test "$(cat me)" = "$CHAOS_EXPERIMENT_WORKLOAD_INSTANCE"}
+  - name: sleeper
+    kind: shell
+    instances: 2
+    run: sleep 3
+operations:
+  - {name: kill-one, uses: kill, target: sleeper, select: one}
+flow:
+  serial:
+    - inside
+    - parallel: [sleeper, {serial: [{wait: {workload: sleeper, condition: started}}, {delay: 300ms}, kill-one]}]
+checks:
+  - name: one-sleeper-killed
+    kind: timeline
+    event: instance.state
+    where: {workload: sleeper, state: Killed}
+"#,
+    )
+    .unwrap();
+    let o = run(&wd, &exp, &adapter);
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    for line in [
+        "  ok    inside-2/ran-in-the-image\n",
+        "  ok    inside-0/knows-itself\n",
+        "  ok    experiment/one-sleeper-killed\n",
+        "  ok    adapter/no-leaked-containers\n",
+    ] {
+        assert!(out.contains(line), "no {line:?} in:\n{out}");
+    }
+    let dir = run_dir(&o);
+    let tl = jsonl(&dir.join("timeline.jsonl"));
+    let created: Vec<&Value> = tl.iter().filter(|e| e["event"] == "instance.created").collect();
+    assert_eq!(created.len(), 5);
+    assert!(created.iter().all(|e| e["container"].as_str().is_some_and(|c| c.len() == 12)), "{created:?}");
+    let killed = tl.iter().filter(|e| e["event"] == "instance.state" && e["state"] == "Killed").count();
+    assert_eq!(killed, 1, "exactly the selected sleeper was killed");
+    let run_id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(containers_of(&run_id).is_empty(), "containers left behind");
+}
