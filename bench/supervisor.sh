@@ -93,6 +93,9 @@ rest = sys.argv[15:]
 names, native, sup = rest[:k], list(map(float, rest[k:2*k])), list(map(float, rest[2*k:3*k]))
 ratios = [s / n for n, s in zip(native, sup)]
 geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+# The clock row is faster than native (the kernel's vDSO reads the paravirtual clock); without it:
+rest_ratios = [r for n, r in zip(names, ratios) if "clock_gettime" not in n]
+geo_rest = math.exp(sum(map(math.log, rest_ratios)) / len(rest_ratios))
 clock_ns = (c1 - c0) / 1e7 * 1e9
 clock_native_ns = (cn1 - cn0) / 1e7 * 1e9
 uname_us = (u1 - u0) / 1e5 * 1e6
@@ -115,7 +118,8 @@ for n, a, b, r in zip(names, native, sup, ratios):
 lines += [
     f"| `sleep 60` | 60 (by definition) | {sleep:.4f} | {sleep/60:.4f}x |",
     "",
-    f"- Geometric mean of the ratios above (without `sleep 60`): **{geo:.2f}x** (target 1.5x).",
+    f"- Geometric mean of the ratios above (without `sleep 60`): **{geo:.2f}x** (target 1.5x); "
+    f"without the clock row, which is faster than native: {geo_rest:.2f}x.",
     f"- Clock read through the replacement vDSO (10,000,000 `clock_gettime` minus none, supervised): "
     f"**{clock_ns:.0f} ns** each, native {clock_native_ns:.0f} ns (target: under 1 µs, in-process).",
     f"- Mediated syscall (100,000 `uname` minus none, supervised; seccomp user notification + "
