@@ -147,6 +147,8 @@ pub(crate) fn answer(sh: &mut Shared, n: &Notification, listener: &Listener) -> 
         _ => return Err(CONTINUE),
     };
     let Some(deadline) = deadline else { return Err(CONTINUE) };
+    // First establish that no other task can act, then look at the descriptors: in the other order a
+    // task could write to them between the two looks and then block, and the wait would be cut short.
     if !others_blocked(sh, pid) {
         return Err(CONTINUE);
     }
