@@ -64,8 +64,14 @@ struct Prepared {
     jobs: usize,
 }
 
-fn prepare(a: &SearchArgs, command: &[String], kind: &str, default_seeds: u64) -> Result<Prepared, CliError> {
-    if command.is_empty() {
+fn prepare(
+    a: &SearchArgs,
+    command: &[String],
+    pack: Option<&std::path::Path>,
+    kind: &str,
+    default_seeds: u64,
+) -> Result<Prepared, CliError> {
+    if command.is_empty() && pack.is_none() {
         return Err(CliError::usage(format!("no command given: repro {kind} [OPTIONS] -- CMD [ARGS...]")));
     }
     let dims = Dimension::parse_list(&a.vary)?;
@@ -80,6 +86,22 @@ fn prepare(a: &SearchArgs, command: &[String], kind: &str, default_seeds: u64) -
         None => 1_735_689_600,
     };
     let space = Space::new(&SpaceOptions { dims, seeds, epoch_range, env_variants, random_epochs: 12 }, 0);
+    // The baseline: `repro run`'s defaults, or what the pack recorded.
+    let base = match pack {
+        None => Config::baseline(base_epoch),
+        Some(p) => {
+            let pack = repro_pack::read_pack(p, &repro_pack::Store::default_store(), None)
+                .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+            let d = &pack.manifest.determinism;
+            Config {
+                seed: d.seed,
+                epoch: d.epoch_unix,
+                cpus: pack.manifest.resources.cpus,
+                clock_step_ns: d.clock_step_ns,
+                ..Config::baseline(d.epoch_unix)
+            }
+        }
+    };
     let mut base_args = Vec::new();
     if let Some(m) = &a.memory {
         base_args.extend(["--memory".to_string(), m.clone()]);
@@ -104,9 +126,16 @@ fn prepare(a: &SearchArgs, command: &[String], kind: &str, default_seeds: u64) -
     let repro = std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
     let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
     Ok(Prepared {
-        runner: Runner { repro, command: command.to_vec(), base_args, state_dir, cwd },
+        runner: Runner {
+            repro,
+            command: command.to_vec(),
+            pack: pack.map(|p| p.to_path_buf()),
+            base_args,
+            state_dir,
+            cwd,
+        },
         space,
-        base: Config::baseline(base_epoch),
+        base,
         jobs,
     })
 }
@@ -140,7 +169,7 @@ pub fn hunt(a: HuntArgs) -> Result<i32, CliError> {
     if a.max_runs == 0 {
         return Err(CliError::usage("--max-runs: expected at least 1"));
     }
-    let p = prepare(&a.search, &a.command, "hunt", 1000)?;
+    let p = prepare(&a.search, &a.command, None, "hunt", 1000)?;
     let start = Instant::now();
     let budget = Budget { max_runs: a.max_runs, deadline: Some(start + budget_time), stop_on_failure: !a.keep_going };
     let tty = std::io::stderr().is_terminal() && !a.search.json;
@@ -201,13 +230,25 @@ pub struct ExplainArgs {
     /// Control runs with everything pinned.
     #[arg(long, default_value_t = 3, value_name = "K")]
     control: usize,
-    /// The command and its arguments.
-    #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
+    /// A reproducer pack (`repro explain PACK`), or the command and its arguments (`repro explain -- CMD`).
+    #[arg(required = true, trailing_var_arg = true, value_name = "PACK | CMD")]
     command: Vec<String>,
 }
 
 pub fn explain(a: ExplainArgs) -> Result<i32, CliError> {
-    let p = prepare(&a.search, &a.command, "explain", 50)?;
+    // One argument naming a pack file: explain the pack (its recorded inputs are the control).
+    let pack = match a.command.as_slice() {
+        [one] if one.ends_with(".repro") => {
+            let p = PathBuf::from(one);
+            if !p.is_file() {
+                return Err(CliError::usage(format!("PACK '{one}': no such file")));
+            }
+            Some(p)
+        }
+        _ => None,
+    };
+    let command = if pack.is_some() { Vec::new() } else { a.command.clone() };
+    let p = prepare(&a.search, &command, pack.as_deref(), "explain", 50)?;
     let budget = Budget { max_runs: usize::MAX, deadline: None, stop_on_failure: false };
     let mut batch = |configs: &[Config]| {
         let configs = configs.to_vec();

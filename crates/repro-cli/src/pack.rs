@@ -98,6 +98,48 @@ pub struct ReplayArgs {
     /// Print a JSON report on stdout (the guest's stdout is then only saved).
     #[arg(long)]
     json: bool,
+    /// Replay with another seed (a variation: the recorded signature is then not expected).
+    #[arg(long, value_name = "N", help_heading = "Variations (used by repro explain PACK)")]
+    seed: Option<u64>,
+    /// Replay at another epoch (Unix seconds or RFC 3339).
+    #[arg(long, value_name = "TIME", help_heading = "Variations (used by repro explain PACK)")]
+    epoch: Option<String>,
+    /// Replay with another CPU count as seen by the guest.
+    #[arg(long, value_name = "N", help_heading = "Variations (used by repro explain PACK)")]
+    cpus: Option<u32>,
+    /// Replay with another clock step.
+    #[arg(long, value_name = "N", help_heading = "Variations (used by repro explain PACK)")]
+    clock_step_ns: Option<u64>,
+    /// Set a variable on top of the recorded environment (repeatable).
+    #[arg(long, value_name = "NAME=VALUE", help_heading = "Variations (used by repro explain PACK)")]
+    env: Vec<String>,
+    /// Replay with another directory order: sorted, reversed, shuffled:SEED.
+    #[arg(long, value_name = "ORDER", help_heading = "Variations (used by repro explain PACK)")]
+    dir_order: Option<String>,
+    /// Replay with another host name.
+    #[arg(long, value_name = "NAME", help_heading = "Variations (used by repro explain PACK)")]
+    hostname: Option<String>,
+}
+
+fn variation(a: &ReplayArgs) -> Result<repro_pack::replay::Variation, CliError> {
+    let mut env = Vec::new();
+    for e in &a.env {
+        match repro_sandbox::parse::parse_env(e)? {
+            repro_sandbox::parse::EnvSpec::Set(k, v) => env.push((k, v)),
+            repro_sandbox::parse::EnvSpec::Pass(k) => {
+                return Err(CliError::usage(format!("--env '{k}': replay takes NAME=VALUE")));
+            }
+        }
+    }
+    Ok(repro_pack::replay::Variation {
+        seed: a.seed,
+        epoch_unix: a.epoch.as_deref().map(|e| repro_sandbox::parse::parse_epoch("--epoch", e)).transpose()?,
+        cpus: a.cpus,
+        clock_step_ns: a.clock_step_ns,
+        env,
+        dir_order: a.dir_order.clone(),
+        hostname: a.hostname.clone(),
+    })
 }
 
 #[derive(Debug, Args)]
@@ -185,12 +227,14 @@ pub fn capture_cmd(a: CaptureArgs) -> Result<i32, CliError> {
 }
 
 pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
+    let vary = variation(&a)?;
     let opts = ReplayOptions {
         pack: a.pack,
         runs: a.runs,
         with: a.with,
         state_dir: a.state_dir,
         echo: Echo { stdout: !a.json, stderr: !a.json },
+        vary,
     };
     let r = replay(&opts, &exe())?;
     let n = r.runs.len();

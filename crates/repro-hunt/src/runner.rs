@@ -46,7 +46,10 @@ pub struct Outcome {
 #[derive(Debug, Clone)]
 pub struct Runner {
     pub repro: PathBuf,
+    /// The command to run, or (`pack`) nothing: the pack's own command is replayed.
     pub command: Vec<String>,
+    /// Replay this pack with each configuration instead of running `command`.
+    pub pack: Option<PathBuf>,
     /// Options added to every `repro run` (--memory, --bind, --env that are not varied).
     pub base_args: Vec<String>,
     pub state_dir: PathBuf,
@@ -56,22 +59,45 @@ pub struct Runner {
 impl Runner {
     /// Runs one configuration to completion.
     pub fn run(&self, index: usize, config: &Config) -> Result<Outcome, HuntError> {
-        let out = Command::new(&self.repro)
-            .current_dir(&self.cwd)
-            .arg("run")
-            .arg("--json")
-            .arg("--state-dir")
-            .arg(&self.state_dir)
-            .args(config.to_args())
-            .args(&self.base_args)
-            .arg("--")
-            .args(&self.command)
+        let mut cmd = Command::new(&self.repro);
+        cmd.current_dir(&self.cwd);
+        match &self.pack {
+            None => {
+                cmd.arg("run").arg("--json").arg("--state-dir").arg(&self.state_dir).args(config.to_args());
+                cmd.args(&self.base_args).arg("--").args(&self.command);
+            }
+            Some(pack) => {
+                cmd.arg("replay")
+                    .arg(pack)
+                    .arg("--json")
+                    .arg("--state-dir")
+                    .arg(&self.state_dir)
+                    .args(config.to_args());
+            }
+        }
+        let out = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .output()
             .map_err(|e| HuntError::Spawn { what: self.repro.display().to_string(), source: e })?;
         let describe = || config.describe(&crate::config::Dimension::ALL);
+        if self.pack.is_some() {
+            // A replay report: its run directory holds the run record.
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| HuntError::BadRecord {
+                config: describe(),
+                message: format!("{e}; repro said: {}", String::from_utf8_lossy(&out.stderr).trim()),
+            })?;
+            let dir = PathBuf::from(v["runs"][0]["run_dir"].as_str().unwrap_or_default());
+            let record: RunRecord = std::fs::read(dir.join("run.json"))
+                .ok()
+                .and_then(|d| serde_json::from_slice(&d).ok())
+                .ok_or_else(|| HuntError::BadRecord {
+                    config: describe(),
+                    message: format!("no run.json in {}", dir.display()),
+                })?;
+            return Ok(outcome_of(index, config.clone(), &record, &dir));
+        }
         let record: RunRecord = serde_json::from_slice(&out.stdout).map_err(|e| HuntError::BadRecord {
             config: describe(),
             message: format!("{e}; repro said: {}", String::from_utf8_lossy(&out.stderr).trim()),

@@ -14,6 +14,59 @@ use crate::signature::Signature;
 use crate::store::{cache_dir, Store};
 use crate::PackError;
 
+/// Inputs changed on replay, one dimension at a time (`repro explain PACK`); unset fields keep the recording.
+#[derive(Debug, Clone, Default)]
+pub struct Variation {
+    pub seed: Option<u64>,
+    pub epoch_unix: Option<i64>,
+    pub cpus: Option<u32>,
+    pub clock_step_ns: Option<u64>,
+    /// Variables set on top of the recorded environment.
+    pub env: Vec<(String, String)>,
+    pub dir_order: Option<String>,
+    pub hostname: Option<String>,
+}
+
+impl Variation {
+    /// Whether anything is changed.
+    pub fn is_empty(&self) -> bool {
+        self.seed.is_none()
+            && self.epoch_unix.is_none()
+            && self.cpus.is_none()
+            && self.clock_step_ns.is_none()
+            && self.env.is_empty()
+            && self.dir_order.is_none()
+            && self.hostname.is_none()
+    }
+
+    /// Applies the changes to a replay's settings.
+    pub fn apply(&self, s: &mut RunSettings) {
+        if let Some(v) = self.seed {
+            s.seed = v;
+        }
+        if let Some(v) = self.epoch_unix {
+            s.epoch = Epoch { unix: v, rfc3339: repro_sandbox::parse::rfc3339(v), source: EpochSource::Flag };
+            s.env.insert("SOURCE_DATE_EPOCH".into(), v.to_string());
+        }
+        if let Some(v) = self.cpus {
+            s.cpus = v;
+            s.cpu_affinity = repro_sys::ns::allowed_cpus().into_iter().take(v as usize).collect();
+        }
+        if let Some(v) = self.clock_step_ns {
+            s.clock_step_ns = v;
+        }
+        for (k, v) in &self.env {
+            s.env.insert(k.clone(), v.clone());
+        }
+        if let Some(v) = &self.dir_order {
+            s.dir_order = v.clone();
+        }
+        if let Some(v) = &self.hostname {
+            s.hostname = v.clone();
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ReplayOptions {
     pub pack: PathBuf,
@@ -22,6 +75,8 @@ pub struct ReplayOptions {
     pub with: Vec<PathBuf>,
     pub state_dir: Option<PathBuf>,
     pub echo: Echo,
+    /// Inputs changed from the recording (none for a plain replay).
+    pub vary: Variation,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -133,7 +188,9 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
         std::env::var("REPRO_STATE_DIR").ok().as_deref(),
         &current,
     );
-    let req = RunRequest { settings: settings(&pack, binds), state_dir };
+    let mut settings = settings(&pack, binds);
+    opts.vary.apply(&mut settings);
+    let req = RunRequest { settings, state_dir };
     let prepare_ms = started.elapsed().as_millis() as u64;
     let recorded = pack.manifest.signature.clone();
     let tapes = replay_tapes(&pack, &root)?;

@@ -95,6 +95,24 @@ fn explain_bisects_the_date_boundary_to_the_second() {
 }
 
 #[test]
+fn explain_a_pack_varies_its_recorded_inputs() {
+    let w = fixtures();
+    let o = in_dir(&w, &["capture", "-o", "bomb.repro", "--", "python3", "date_bomb.py"]);
+    assert_code(&o, 1);
+    let o = in_dir(&w, &["explain", "--vary", "epoch,seed", "--seeds", "3", "--json", "bomb.repro"]);
+    assert_code(&o, 0);
+    let r = json(&o);
+    assert_eq!(r["control_verdict"], "fail");
+    assert_eq!(r["epoch_boundaries"][0]["fails_at"], 1701475200);
+    // A replay with one input changed is a variation, not a reproduction.
+    let o = in_dir(&w, &["replay", "bomb.repro", "--epoch", "2020-01-01T00:00:00Z"]);
+    assert_code(&o, 1);
+    assert!(stderr(&o).contains("reproduced 0/1"), "{}", stderr(&o));
+    let o = in_dir(&w, &["explain", "missing.repro"]);
+    assert_code(&o, 2);
+}
+
+#[test]
 fn explain_names_the_seed_the_variable_and_the_cpus() {
     let w = fixtures();
     let o = in_dir(&w, &["explain", "--vary", "seed", "--seeds", "30", "--", "python3", "seed_flaky.py"]);
