@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 use repro_pack::capture::{capture, CaptureOptions};
 use repro_pack::replay::{replay, ReplayOptions};
 use repro_pack::{PackError, Store};
-use repro_sandbox::run::{Echo, RunOptions};
+use repro_sandbox::run::Echo;
 
 use crate::{print_json, CliError};
 
@@ -32,33 +32,8 @@ impl From<PackError> for CliError {
 
 #[derive(Debug, Args)]
 pub struct CaptureArgs {
-    /// The run's epoch: Unix seconds or RFC 3339 [default: as `repro run`].
-    #[arg(long, value_name = "TIME")]
-    epoch: Option<String>,
-    /// Seed of the guest's entropy stream.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Number of CPUs the guest is pinned to.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    cpus: u32,
-    /// Memory limit (K, M, G, T suffixes) [default: 4G].
-    #[arg(long, value_name = "SIZE")]
-    memory: Option<String>,
-    /// Pass a host variable through (NAME) or set one (NAME=VALUE). Repeatable.
-    #[arg(long, value_name = "NAME[=VALUE]")]
-    env: Vec<String>,
-    /// Add a host path: HOST[:GUEST][:ro|rw] (read-only unless :rw). Repeatable.
-    #[arg(long, value_name = "HOST[:GUEST][:ro|rw]")]
-    bind: Vec<String>,
-    /// Copy the guest's changes to the working directory back when the run ends.
-    #[arg(long)]
-    keep_changes: bool,
-    /// Where run directories go [default: $REPRO_STATE_DIR, else ./.repro].
-    #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
-    /// Logical nanoseconds each clock read advances the guest's clock; 0 freezes time between events.
-    #[arg(long, value_name = "N", default_value_t = repro_sandbox::run::DEFAULT_CLOCK_STEP_NS)]
-    clock_step_ns: u64,
+    #[command(flatten)]
+    sandbox: crate::run::SandboxArgs,
     /// Write a pack even when the command succeeds.
     #[arg(long)]
     always: bool,
@@ -174,20 +149,7 @@ fn exe() -> PathBuf {
 
 pub fn capture_cmd(a: CaptureArgs) -> Result<i32, CliError> {
     let opts = CaptureOptions {
-        run: RunOptions {
-            command: a.command,
-            epoch: a.epoch,
-            seed: a.seed,
-            cpus: a.cpus,
-            memory: a.memory,
-            env: a.env,
-            bind: a.bind,
-            keep_changes: a.keep_changes,
-            state_dir: a.state_dir,
-            clock_step_ns: a.clock_step_ns,
-            no_supervisor: false,
-            ..RunOptions::default()
-        },
+        run: a.sandbox.into_options(a.command, false),
         always: a.always,
         output: a.output,
         thin: a.thin,

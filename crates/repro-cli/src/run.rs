@@ -15,8 +15,9 @@ impl From<SandboxError> for CliError {
     }
 }
 
+/// The options that shape a sandboxed run, shared by `repro run` and `repro capture`.
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct SandboxArgs {
     /// The run's epoch: Unix seconds or RFC 3339 [default: $SOURCE_DATE_EPOCH, else the git HEAD's commit
     /// time, else 2025-01-01T00:00:00Z].
     #[arg(long, value_name = "TIME")]
@@ -51,6 +52,33 @@ pub struct RunArgs {
     /// The order of directory listings: sorted, reversed or shuffled:SEED [default: sorted].
     #[arg(long, value_name = "ORDER")]
     dir_order: Option<String>,
+}
+
+impl SandboxArgs {
+    /// The run options for `command`.
+    pub fn into_options(self, command: Vec<String>, no_supervisor: bool) -> RunOptions {
+        RunOptions {
+            command,
+            epoch: self.epoch,
+            seed: self.seed,
+            cpus: self.cpus,
+            memory: self.memory,
+            env: self.env,
+            bind: self.bind,
+            keep_changes: self.keep_changes,
+            state_dir: self.state_dir,
+            clock_step_ns: self.clock_step_ns,
+            no_supervisor,
+            hostname: self.hostname,
+            dir_order: self.dir_order,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    sandbox: SandboxArgs,
     /// Run inside the hermetic boundary only, without the determinism supervisor.
     #[arg(long)]
     no_supervisor: bool,
@@ -72,22 +100,9 @@ pub struct RunArgs {
 }
 
 pub fn run(a: RunArgs) -> Result<i32, CliError> {
-    let opts = RunOptions {
-        command: a.command,
-        epoch: a.epoch,
-        seed: a.seed,
-        cpus: a.cpus,
-        memory: a.memory,
-        env: a.env,
-        bind: a.bind,
-        keep_changes: a.keep_changes,
-        state_dir: a.state_dir,
-        clock_step_ns: a.clock_step_ns,
-        no_supervisor: a.no_supervisor,
-        hostname: a.hostname,
-        dir_order: a.dir_order,
-    };
-    if a.verify && a.keep_changes {
+    let keep_changes = a.sandbox.keep_changes;
+    let opts = a.sandbox.into_options(a.command, a.no_supervisor);
+    if a.verify && keep_changes {
         return Err(CliError::usage("--keep-changes: cannot be combined with --verify"));
     }
     if a.verify && a.runs < 2 {

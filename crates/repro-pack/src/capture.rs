@@ -212,6 +212,8 @@ fn build_manifest(
             epoch_unix: s.epoch.unix,
             epoch_rfc3339: s.epoch.rfc3339.clone(),
             clock_step_ns: s.clock_step_ns,
+            dir_order: s.dir_order.clone(),
+            hostname: s.hostname.clone(),
         },
         resources: Resources { cpus: s.cpus, memory_bytes: s.memory_bytes },
         system: system(),

@@ -61,6 +61,20 @@ pub struct DeterminismSpec {
     pub epoch_unix: i64,
     pub epoch_rfc3339: String,
     pub clock_step_ns: u64,
+    /// The order of directory listings (`sorted`, `reversed`, `shuffled:SEED`); absent in older packs.
+    #[serde(default = "default_dir_order")]
+    pub dir_order: String,
+    /// The guest's host name; absent in older packs.
+    #[serde(default = "default_hostname")]
+    pub hostname: String,
+}
+
+fn default_dir_order() -> String {
+    "sorted".into()
+}
+
+fn default_hostname() -> String {
+    "repro".into()
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -122,7 +122,7 @@ pub fn settings(pack: &Pack, binds: Vec<BindMount>) -> RunSettings {
         env: m.command.env.clone(),
         binds,
         keep_changes: false,
-        hostname: repro_sandbox::run::HOSTNAME.into(),
+        hostname: m.determinism.hostname.clone(),
         domainname: repro_sandbox::run::DOMAINNAME.into(),
         umask: format!("{:04o}", repro_sandbox::run::UMASK),
         aslr: false,
@@ -133,7 +133,7 @@ pub fn settings(pack: &Pack, binds: Vec<BindMount>) -> RunSettings {
         user_namespace: repro_sys::ns::getuid() != 0,
         supervised: m.determinism.supervised,
         clock_step_ns: m.determinism.clock_step_ns,
-        dir_order: "sorted".into(),
+        dir_order: m.determinism.dir_order.clone(),
     }
 }
 

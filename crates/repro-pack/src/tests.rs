@@ -23,6 +23,8 @@ pub(crate) fn sample_manifest(files: Vec<FileEntry>, stdout: &[u8], stderr: &[u8
             epoch_unix: 1_700_000_000,
             epoch_rfc3339: "2023-11-14T22:13:20Z".into(),
             clock_step_ns: 1000,
+            dir_order: "sorted".into(),
+            hostname: "repro".into(),
         },
         resources: Resources { cpus: 1, memory_bytes: 4 << 30 },
         system: System { arch: "x86_64".into(), kernel_release: "6.1.0".into(), libc_version: "glibc 2.36".into() },

@@ -135,11 +135,18 @@ fn explain_names_the_seed_the_variable_and_the_cpus() {
 #[test]
 fn hunt_and_explain_find_a_directory_order_dependence() {
     let w = fixtures();
-    let o = in_dir(&w, &["hunt", "--vary", "dir-order", "--json", "--", "python3", "dir_order.py"]);
+    let o = in_dir(
+        &w,
+        &["hunt", "--vary", "dir-order", "--json", "--capture", "-o", "order.repro", "--", "python3", "dir_order.py"],
+    );
     assert_code(&o, 1);
     let r = json(&o);
     let order = r["failures"][0]["first"]["dir_order"].clone();
     assert_ne!(order, "sorted", "{r}");
+    // The pack records the directory order, so the failure replays.
+    let o = in_dir(&w, &["replay", "order.repro", "--runs", "2"]);
+    assert_code(&o, 0);
+    assert!(stderr(&o).contains("reproduced 2/2"), "{}", stderr(&o));
     let o = in_dir(&w, &["explain", "--vary", "dir-order,hostname", "--", "python3", "dir_order.py"]);
     assert_code(&o, 0);
     let text = stdout(&o);
