@@ -38,10 +38,23 @@ if [ "$(jq -r .exit_status "$a/run.json" 2>/dev/null || python3 -c 'import json,
     exit 1
 fi
 if cmp -s "$a/stdout" "$b/stdout" && cmp -s "$a/stderr" "$b/stderr"; then
-    echo "==> reproduced: both runs failed with identical output (see $state while this script runs)"
-    echo "    try it yourself: cd examples/quickstart && $repro run -- python3 test_release_notes.py; $repro show last"
+    echo "==> reproduced: both runs failed with identical output"
 else
     echo "==> NOT reproduced: the two runs differ" >&2
     diff "$a/stdout" "$b/stdout" >&2 || true
     exit 1
 fi
+
+echo "==> repro run --verify: the same command twice from identical starting states, compared"
+"$repro" run --verify --epoch 2024-02-29T12:00:00Z -- python3 test_release_notes.py >/dev/null
+
+echo "==> repro capture: the failure as one pack (its whole file closure, environment, seed and epoch)"
+pack="$state/release-notes.repro"
+set +e
+"$repro" capture --epoch 2024-02-29T12:00:00Z -o "$pack" -- python3 test_release_notes.py >/dev/null
+set -e
+"$repro" inspect "$pack" | head -12
+
+echo "==> repro replay: the pack alone, three times, from its own root"
+"$repro" replay "$pack" --runs 3 >/dev/null
+echo "    try it yourself: cd examples/quickstart && $repro capture -- python3 test_release_notes.py"
