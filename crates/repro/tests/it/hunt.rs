@@ -264,3 +264,26 @@ fn shrink_keeps_the_failure_and_drops_what_it_does_not_need() {
     let o = in_dir(&w, &["shrink", "no-such.repro"]);
     assert_code(&o, 2);
 }
+
+/// Every fixture: hunt finds its failure varying the right dimension, captures it, and the pack replays.
+#[test]
+fn hunt_captures_each_kind_of_flaky_failure_as_a_replayable_pack() {
+    let w = fixtures();
+    for (vary, extra, script) in [
+        ("epoch", vec!["--epoch", "2023-01-01"], "date_bomb.py"),
+        ("env", vec![], "tz_bug.py"),
+        ("cpus", vec![], "cpus.py"),
+    ] {
+        let pack = format!("{script}.repro");
+        let mut args = vec!["hunt", "--vary", vary, "--capture", "-o", &pack, "--json"];
+        args.extend(extra.iter().copied());
+        args.extend(["--", "python3", script]);
+        let o = in_dir(&w, &args);
+        assert_code(&o, 1);
+        let r = json(&o);
+        assert!(r["failed"].as_u64().unwrap() >= 1, "{script}: {r}");
+        let o = in_dir(&w, &["replay", &pack, "--runs", "2"]);
+        assert_code(&o, 0);
+        assert!(stderr(&o).contains("reproduced 2/2"), "{script}: {}", stderr(&o));
+    }
+}
