@@ -22,10 +22,13 @@ pub const EXIT_USAGE: i32 = 2;
     version,
     about = "Make any failing Linux command reproducible on demand",
     long_about = "repro runs a command inside a hermetic sandbox (no network, read-only root, pinned environment \
-                  and identity) and records every run in a run directory, so a failure can be studied and \
-                  made to happen again.",
+                  and identity) under a supervisor that makes its clock, randomness, identity and directory \
+                  order a function of (command, files, seed, epoch); records every run; turns a failure into \
+                  a pack that replays anywhere; hunts flaky failures across seeds, dates and orders, explains \
+                  and shrinks them; and runs fault-injection experiments.",
     propagate_version = true,
-    after_help = "Exit status: the guest's own; 2 usage error; 125 repro failed to set up; 126 command not \
+    after_help = "Exit status: the guest's own; 2 usage error; 121 determinism not enforced; 122 --verify found \
+                  differences; 123 replay diverged from its tape; 125 repro failed to set up; 126 command not \
                   executable; 127 command not found."
 )]
 pub struct Cli {
@@ -64,7 +67,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Fault-injection experiments: run, list, show, preflight, evaluate.
+    /// Fault-injection experiments: run, list, show, preflight, evaluate, report, share, export, dashboard.
     #[command(subcommand)]
     Chaos(chaos::ChaosCommand),
     /// Print a shell completion script.
