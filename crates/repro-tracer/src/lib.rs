@@ -184,6 +184,8 @@ pub(crate) struct Shared {
     pub vdso_unavailable: Option<String>,
     /// Tasks being given the vDSO memfd at their exec stop (see exec::install).
     pub vdso_fd_requests: HashSet<i32>,
+    /// Identities of the descriptors the guest inherited from outside (see waits::inherited_fds).
+    pub inherited_fds: HashSet<String>,
     /// Pidfds of guest tasks, for borrowing their descriptors.
     pub pidfds: std::collections::HashMap<i32, std::os::fd::OwnedFd>,
     /// The paths the guest used, when recording.
@@ -271,6 +273,8 @@ pub fn supervise(
         Ok(p) => (Some(p), None),
         Err(why) => (None, Some(format!("the replacement vDSO is unavailable: {why}"))),
     };
+    // Before the guest exists: what it will inherit from us is connected to the world outside.
+    let inherited_fds = waits::inherited_fds();
     let program_name = spec.program.to_string_lossy().into_owned();
     let pending = spawn::spawn_guest(&spec.program, &spec.argv, &spec.envp, &filter, true, spec.pre_exec)
         .map_err(|e| spawn_error(e, &program_name, 0))?;
@@ -301,6 +305,7 @@ pub fn supervise(
         vdso_unavailable,
         vdso_fd_requests: HashSet::new(),
         pidfds: Default::default(),
+        inherited_fds,
         access: cfg.record_access.then(access::AccessLog::default),
         tape: tape::TapeState::new(&cfg.tapes),
     }));

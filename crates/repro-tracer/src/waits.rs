@@ -10,6 +10,7 @@
 //! middle of a mediated syscall, or itself in a timed wait, could still end it (a pipe another guest
 //! process writes to): then the wait runs natively, in real time, and is never cut short.
 
+use std::collections::HashSet;
 use std::os::fd::OwnedFd;
 
 use repro_detcore::Timespec;
@@ -152,7 +153,7 @@ pub(crate) fn answer(sh: &mut Shared, n: &Notification, listener: &Listener) -> 
     if !others_blocked(sh, pid) {
         return Err(CONTINUE);
     }
-    let outputs = match over_already(pid, &watch) {
+    let outputs = match over_already(pid, &watch, &sh.inherited_fds) {
         Ok(Some(outputs)) => outputs,
         _ => return Err(CONTINUE),
     };
@@ -188,7 +189,11 @@ pub(crate) fn answer(sh: &mut Shared, n: &Notification, listener: &Listener) -> 
 /// Guest memory to rewrite: (address, bytes).
 type Writes = Vec<(u64, Vec<u8>)>;
 
-fn over_already(pid: i32, watch: &Watch) -> Result<Option<Writes>, i32> {
+///
+/// Only waits on descriptors the guest itself feeds count: a descriptor that something outside the
+/// guest can make ready (see [`internal`]) makes the wait run natively (`Err(CONTINUE)`).
+fn over_already(pid: i32, watch: &Watch, inherited: &HashSet<String>) -> Result<Option<Writes>, i32> {
+    let check = |fd: i32| if internal(pid, fd, inherited) { Ok(()) } else { Err(CONTINUE) };
     let pidfd = || fdops::pidfd_open(pid, true).or_else(|_| fdops::pidfd_open(pid, false)).map_err(|_| CONTINUE);
     let borrow = |pidfd: &OwnedFd, fd: i32| fdops::pidfd_getfd(pidfd, fd).map_err(|_| CONTINUE);
     let ready = |fds: &[(OwnedFd, i16)]| -> Result<bool, i32> {
@@ -207,6 +212,7 @@ fn over_already(pid: i32, watch: &Watch) -> Result<Option<Writes>, i32> {
             for e in raw.chunks_exact(8) {
                 let fd = i32::from_le_bytes([e[0], e[1], e[2], e[3]]);
                 if fd >= 0 {
+                    check(fd)?;
                     // An invalid descriptor is POLLNVAL, which ends the wait at once.
                     fds.push((borrow(&p, fd)?, i16::from_le_bytes([e[4], e[5]]) | libc::POLLHUP | libc::POLLERR));
                 }
@@ -235,6 +241,7 @@ fn over_already(pid: i32, watch: &Watch) -> Result<Option<Writes>, i32> {
                 let bits = read_u64s(pid, set, words)?;
                 let events = [libc::POLLIN, libc::POLLOUT, libc::POLLPRI][i];
                 for fd in (0..nfds).filter(|&fd| bits[fd / 64] >> (fd % 64) & 1 != 0) {
+                    check(fd as i32)?;
                     fds.push((borrow(&p, fd as i32)?, events | libc::POLLHUP | libc::POLLERR));
                 }
                 writes.push((set, vec![0u8; words * 8]));
@@ -245,6 +252,12 @@ fn over_already(pid: i32, watch: &Watch) -> Result<Option<Writes>, i32> {
             Ok(Some(writes))
         }
         Watch::Epoll { epfd } => {
+            // The descriptors in the interest list, from /proc/<pid>/fdinfo/<epfd> ("tfd: N ...").
+            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{epfd}")).map_err(|_| CONTINUE)?;
+            for l in info.lines().filter_map(|l| l.strip_prefix("tfd:")) {
+                let fd = l.split_whitespace().next().and_then(|t| t.parse::<i32>().ok()).ok_or(CONTINUE)?;
+                check(fd)?;
+            }
             let p = pidfd()?;
             let ep = borrow(&p, epfd)?;
             if ready(&[(ep, libc::POLLIN)])? {
@@ -264,6 +277,31 @@ fn over_already(pid: i32, watch: &Watch) -> Result<Option<Writes>, i32> {
             Ok(Some(Vec::new()))
         }
     }
+}
+
+/// The identities (`/proc/<pid>/fd` link targets such as `pipe:[1234]`) of the descriptors the
+/// supervisor's process has, which the guest inherits: their other ends are outside the guest.
+pub(crate) fn inherited_fds() -> HashSet<String> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return HashSet::new() };
+    dir.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .map(|t| t.to_string_lossy().into_owned())
+        .filter(|t| !t.starts_with('/'))
+        .collect()
+}
+
+/// Whether descriptor `fd` of `pid` can only be made ready by the guest itself: a pipe, eventfd,
+/// signalfd or pidfd the guest created. Sockets (the network, or a server outside), terminals and
+/// other devices, timerfds (host time), inotify (host file changes), nested epolls and anything the
+/// guest inherited from outside can be made ready by the world outside, so a wait on them is never
+/// jumped.
+fn internal(pid: i32, fd: i32, inherited: &HashSet<String>) -> bool {
+    let Ok(target) = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")) else { return false };
+    let t = target.to_string_lossy();
+    if inherited.contains(t.as_ref()) {
+        return false;
+    }
+    t.starts_with("pipe:[")
+        || matches!(t.as_ref(), "anon_inode:[eventfd]" | "anon_inode:[signalfd]" | "anon_inode:[pidfd]")
 }
 
 /// Whether every live guest task other than `me` is asleep in a wait that only another guest task
@@ -345,6 +383,25 @@ mod tests {
         assert!(!untimed_wait(libc::SYS_poll, &[0, 1, 100, 0, 0, 0]));
         assert!(!untimed_wait(libc::SYS_nanosleep, &[0; 6]));
         assert!(!untimed_wait(libc::SYS_getdents64, &[0; 6]), "a pending mediated call will return");
+    }
+
+    #[test]
+    fn only_descriptors_the_guest_feeds_are_internal() {
+        let me = std::process::id() as i32;
+        let (r, w) = std::io::pipe().unwrap();
+        use std::os::fd::AsRawFd;
+        let none = HashSet::new();
+        assert!(internal(me, r.as_raw_fd(), &none));
+        let outside: HashSet<String> =
+            [std::fs::read_link(format!("/proc/self/fd/{}", w.as_raw_fd())).unwrap().to_string_lossy().into_owned()]
+                .into();
+        assert!(!internal(me, r.as_raw_fd(), &outside), "the same pipe, inherited from outside");
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(!internal(me, sock.as_raw_fd(), &none), "sockets can be fed from outside");
+        let f = std::fs::File::open("/proc/self/stat").unwrap();
+        assert!(!internal(me, f.as_raw_fd(), &none));
+        assert!(!internal(me, 9999, &none));
+        assert!(inherited_fds().iter().all(|t| !t.starts_with('/')));
     }
 
     #[test]

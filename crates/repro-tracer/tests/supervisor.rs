@@ -412,6 +412,7 @@ fn timed_waits_nothing_can_end_jump_the_clock_and_a_pipe_writer_is_waited_for() 
         "pselect 0 after 250 ms",
         "epoll_wait 0 after 3000 ms",
         "futex -1 ETIMEDOUT after 1000 ms",
+        "socket poll 0 after 0 ms",
         "ready poll 1 revents 1 after 0 ms",
         // The child works, then writes: the 10 s wait is not cut short, it ends with the data.
         "pipe poll 1 data y before the timeout",
