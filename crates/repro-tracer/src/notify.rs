@@ -54,6 +54,9 @@ mediated!(
     SYS_getrusage,
     SYS_timerfd_create,
     SYS_io_uring_setup,
+    SYS_alarm,
+    SYS_setitimer,
+    SYS_timer_create,
 );
 
 /// What to tell the kernel.
@@ -243,6 +246,25 @@ fn handle_inner(n: &Notification, listener: &Listener, shared: &SharedRef) -> Re
                 "the guest created a timerfd (timerfd_create): timerfds run on the host's clock and are not mediated"
                     .into(),
             );
+            sh.stats.continued += 1;
+            return Reply::Continue;
+        }
+        libc::SYS_alarm | libc::SYS_setitimer | libc::SYS_timer_create => {
+            // Disarming (alarm(0), a zero it_value) is harmless; arming runs a timer on the host's clock.
+            let arms = match nr {
+                libc::SYS_alarm => a[0] != 0,
+                // struct itimerval: it_interval, then it_value (a timeval each).
+                libc::SYS_setitimer => {
+                    a[1] != 0 && read_timespec(pid, a[1] + 16).map_or(true, |v| v.sec != 0 || v.nsec != 0)
+                }
+                _ => true,
+            };
+            if arms {
+                sh.not_enforced.insert(format!(
+                    "the guest armed a timer on the host's clock ({}): its expiry and signal are not mediated",
+                    syscall_name(nr)
+                ));
+            }
             sh.stats.continued += 1;
             return Reply::Continue;
         }

@@ -130,3 +130,16 @@ fn the_run_record_says_what_was_mediated() {
     let rec: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(rec["determinism"]["supervised"], false);
 }
+
+#[test]
+fn a_timer_on_the_host_clock_is_reported_not_hidden() {
+    let w = Workdir::new();
+    let o = w.run(&["-q"], &["python3", "-c", "import signal; signal.alarm(30); signal.alarm(0); print('ok')"]);
+    assert_code(&o, 121);
+    assert!(
+        stderr(&o).contains("[repro] determinism not enforced: the guest armed a timer on the host's clock (alarm)")
+    );
+    // Disarming only is harmless.
+    let o = w.run(&["-q"], &["python3", "-c", "import signal; signal.setitimer(signal.ITIMER_REAL, 0); print('ok')"]);
+    assert_code(&o, 0);
+}
