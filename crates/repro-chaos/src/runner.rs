@@ -37,24 +37,8 @@ pub struct RunOutcome {
 
 // ------------------------------------------------------------------ small helpers
 
-/// splitmix64: small, fast and stable across versions, so a seed means the same thing forever.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-}
+/// splitmix64: stable across versions, so a seed means the same thing forever.
+pub use repro_detcore::SplitMix64 as Rng;
 
 fn fnv1a(s: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -78,7 +62,7 @@ pub fn select(seed: u64, op: &str, run: u32, candidates: &[String], how: Select)
     let mut rng = Rng::new(seed ^ fnv1a(op) ^ u64::from(run).wrapping_mul(0x9E37_79B9));
     let mut idx: Vec<usize> = (0..candidates.len()).collect();
     for i in 0..k {
-        let j = i + rng.below(idx.len() - i);
+        let j = i + rng.below((idx.len() - i) as u64) as usize;
         idx.swap(i, j);
     }
     let mut chosen: Vec<usize> = idx[..k].to_vec();

@@ -67,13 +67,9 @@ impl DirListing {
                         state = (state ^ *b as u64).wrapping_mul(0x100_0000_01b3);
                     }
                 }
+                let mut rng = crate::SplitMix64::new(state);
                 for i in (1..l.entries.len()).rev() {
-                    state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                    let mut z = state;
-                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                    z ^= z >> 31;
-                    l.entries.swap(i, (z % (i as u64 + 1)) as usize);
+                    l.entries.swap(i, rng.below(i as u64 + 1) as usize);
                 }
             }
         }

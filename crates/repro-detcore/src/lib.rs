@@ -11,6 +11,7 @@ pub mod dirs;
 pub mod entropy;
 pub mod files;
 pub mod identity;
+pub mod rng;
 
 pub use clock::{ClockKind, ClockRead, LogicalClock, Timespec};
 pub use controller::{ControllerConfig, DeterminismController};
@@ -18,6 +19,7 @@ pub use dirs::{DirEntry, DirListing, DirOrder};
 pub use entropy::{format_uuid, ChaCha20, EntropyStream};
 pub use files::{FileIdentity, FileTimeMap, FileTimes, InodeMap};
 pub use identity::{Identity, SysinfoValues, UtsName};
+pub use rng::SplitMix64;
 
 /// Errors of the pure policy (bad inputs from the guest that the transport turns into an errno).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

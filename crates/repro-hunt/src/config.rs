@@ -292,29 +292,8 @@ pub struct Space {
     pub clock_steps: Vec<u64>,
 }
 
-/// A small deterministic generator for the hunt's own choices (splitmix64).
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next_u64() % n
-        }
-    }
-}
+/// The hunt's own choices (random dates) come from splitmix64.
+pub use repro_detcore::SplitMix64 as Rng;
 
 /// What the user asked to vary, with the defaults filled in.
 #[derive(Debug, Clone)]
