@@ -468,7 +468,8 @@ fn experiment_check(data: &RunData, c: &Check) -> (bool, Vec<String>) {
     }
 }
 
-fn sample_value(v: &Value) -> Option<f64> {
+/// A scraped sample value as recorded: a number, or "NaN", "+Inf", "-Inf" (or a number in a string).
+pub fn sample_value(v: &Value) -> Option<f64> {
     match v {
         Value::Number(n) => n.as_f64(),
         Value::String(s) => match s.as_str() {

@@ -80,19 +80,7 @@ fn read_json(path: &Path) -> Result<Value> {
     serde_json::from_str(&text).map_err(|e| ReportError::Malformed { path: path.to_path_buf(), message: e.to_string() })
 }
 
-/// A sample value as recorded: a number, or "NaN", "+Inf", "-Inf".
-pub fn sample_value(v: &Value) -> Option<f64> {
-    match v {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => match s.as_str() {
-            "NaN" => Some(f64::NAN),
-            "+Inf" => Some(f64::INFINITY),
-            "-Inf" => Some(f64::NEG_INFINITY),
-            _ => None,
-        },
-        _ => None,
-    }
-}
+pub use repro_chaos::evaluate::sample_value;
 
 #[derive(serde::Deserialize)]
 struct RawScrape {

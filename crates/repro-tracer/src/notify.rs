@@ -140,14 +140,7 @@ fn handle_inner(n: &Notification, listener: &Listener, shared: &SharedRef) -> Re
     let name = syscall_name(nr);
     let r = match nr {
         libc::SYS_clock_gettime => clock_gettime(&mut sh, pid, a[0] as i32 as i64, a[1]),
-        libc::SYS_poll
-        | libc::SYS_ppoll
-        | libc::SYS_select
-        | libc::SYS_pselect6
-        | libc::SYS_epoll_wait
-        | libc::SYS_epoll_pwait
-        | libc::SYS_epoll_pwait2
-        | libc::SYS_futex => crate::waits::answer(&mut sh, n, listener),
+        _ if crate::waits::is_timed_wait(nr) => crate::waits::answer(&mut sh, n, listener),
         libc::SYS_clock_getres => clock_getres(&mut sh, pid, a[0] as i32 as i64, a[1]),
         libc::SYS_gettimeofday => gettimeofday(&mut sh, pid, a[0], a[1]),
         libc::SYS_time => time(&mut sh, pid, a[0]),

@@ -491,18 +491,7 @@ pub(crate) fn handle(sh: &mut Shared, n: &Notification) -> Option<Reply> {
     let nr = n.nr as i64;
     let a = n.args;
     // Recording: a wait may be ended by the network, which the logical clock knows nothing of; it runs natively.
-    if !replay
-        && matches!(
-            nr,
-            libc::SYS_poll
-                | libc::SYS_ppoll
-                | libc::SYS_select
-                | libc::SYS_pselect6
-                | libc::SYS_epoll_wait
-                | libc::SYS_epoll_pwait
-                | libc::SYS_epoll_pwait2
-        )
-    {
+    if !replay && crate::waits::is_descriptor_wait(nr) {
         return Some(Reply::Continue);
     }
     if nr == libc::SYS_socket {

@@ -42,6 +42,25 @@ pub(crate) fn conditional_syscalls() -> Vec<(u32, ArgCheck)> {
 }
 
 /// Name of a wait syscall, for the stats.
+/// The waits on descriptors with a timeout: the poll, select and epoll families.
+pub(crate) fn is_descriptor_wait(nr: i64) -> bool {
+    matches!(
+        nr,
+        libc::SYS_poll
+            | libc::SYS_ppoll
+            | libc::SYS_select
+            | libc::SYS_pselect6
+            | libc::SYS_epoll_wait
+            | libc::SYS_epoll_pwait
+            | libc::SYS_epoll_pwait2
+    )
+}
+
+/// Every timed wait the filter may notify: the descriptor waits and futex.
+pub(crate) fn is_timed_wait(nr: i64) -> bool {
+    is_descriptor_wait(nr) || nr == libc::SYS_futex
+}
+
 pub(crate) fn syscall_name(nr: i64) -> Option<&'static str> {
     Some(match nr {
         libc::SYS_poll => "poll",
