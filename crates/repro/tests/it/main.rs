@@ -8,5 +8,6 @@ mod determinism;
 mod doctor;
 mod hunt;
 mod pack;
+mod pack_docker;
 mod run;
 mod signals;
