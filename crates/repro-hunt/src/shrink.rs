@@ -183,7 +183,7 @@ impl Shrinker<'_> {
         m.thin = true;
         let path = self.opts.work.join(format!("candidate-{}.repro", &key[..16]));
         let store = Store::at(self.opts.work.join("cache/repro/cas"));
-        let ok = write_pack(&path, &m, &blobs, Some(&store)).is_ok() && self.replay(&path);
+        let ok = write_pack(&path, &m, &blobs, Some(&store), None).is_ok() && self.replay(&path);
         let _ = std::fs::remove_file(&path);
         self.replays += 1;
         self.memo.insert(key, ok);
@@ -431,9 +431,11 @@ pub fn shrink(opts: &ShrinkOptions, progress: &mut dyn FnMut(&str)) -> Result<Sh
     }
     // The result: written atomically, then checked once more.
     let (m, blobs) = s.manifest_of(&cur);
-    write_pack(&opts.output, &m, &blobs, None).map_err(|e| HuntError::Spawn {
-        what: format!("writing {}", opts.output.display()),
-        source: std::io::Error::other(e.to_string()),
+    write_pack(&opts.output, &m, &blobs, None, Some(&repro_pack::store::FrameCache::default_cache())).map_err(|e| {
+        HuntError::Spawn {
+            what: format!("writing {}", opts.output.display()),
+            source: std::io::Error::other(e.to_string()),
+        }
     })?;
     let pack_bytes = std::fs::metadata(&opts.output).map(|m| m.len()).unwrap_or(0);
     let after = size_of(&m, pack_bytes);

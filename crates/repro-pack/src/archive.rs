@@ -1,5 +1,6 @@
 //! The pack file: a deterministic tar (manifest.json first, then `blobs/<blake3>` sorted by digest; mtime 0,
-//! uid/gid 0, mode 0644, no user or group names) compressed as one zstd frame with a content checksum.
+//! uid/gid 0, mode 0644, no user or group names) compressed with zstd, one frame (with its content checksum) per
+//! tar entry, so that the whole file decompresses as one stream to the tar.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -7,7 +8,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::manifest::{Digest, Manifest, PACK_FORMAT};
-use crate::store::Store;
+use crate::store::{FrameCache, Store};
 use crate::PackError;
 
 /// zstd level of packs: fast to write (capture time matters), still much smaller than ReproZip's gzip.
@@ -35,30 +36,126 @@ fn header(path: &str, size: u64) -> Result<tar::Header, io::Error> {
     Ok(h)
 }
 
-/// A reader that hashes what passes through.
-struct Hashing<R> {
-    inner: R,
-    hasher: blake3::Hasher,
-    len: u64,
+/// The tar entry `path` holding `content`: header, content and zero padding to the 512-byte block.
+fn tar_entry(path: &str, content: &[u8]) -> Result<Vec<u8>, io::Error> {
+    let h = header(path, content.len() as u64)?;
+    let padded = content.len().div_ceil(512) * 512;
+    let mut out = Vec::with_capacity(512 + padded);
+    out.extend_from_slice(h.as_bytes());
+    out.extend_from_slice(content);
+    out.resize(512 + padded, 0);
+    Ok(out)
 }
 
-impl<R: Read> Read for Hashing<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.len += n as u64;
-        Ok(n)
+/// One zstd frame (level [`ZSTD_LEVEL`], content size and checksum in the frame) of `data`.
+fn frame(data: &[u8]) -> Result<Vec<u8>, io::Error> {
+    let mut c = zstd::bulk::Compressor::new(ZSTD_LEVEL)?;
+    c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))?;
+    c.compress(data)
+}
+
+/// The frame of blob `digest`: from the frame cache when it holds a good one, else read from `src` (checked
+/// against the digest), compressed, and put in the cache.
+fn blob_frame(digest: &Digest, src: &BlobSource, frames: Option<&FrameCache>) -> Result<Vec<u8>, PackError> {
+    let name = format!("blobs/{digest}");
+    if let Some(f) = frames.and_then(|c| c.get(digest)) {
+        return Ok(f);
     }
+    let (content, what) = match src {
+        BlobSource::Bytes(b) => (std::borrow::Cow::Borrowed(b.as_slice()), PathBuf::from("(data)")),
+        BlobSource::File(p) => {
+            (std::borrow::Cow::Owned(fs::read(p).map_err(|e| PackError::io("cannot read", p, e))?), p.clone())
+        }
+    };
+    let actual = blake3::hash(&content).to_hex().to_string();
+    if &actual != digest {
+        return Err(PackError::Closure {
+            path: what,
+            detail: format!("it changed while being packed (expected blake3 {digest}, read {actual})"),
+        });
+    }
+    let entry =
+        tar_entry(&name, &content).map_err(|e| PackError::Closure { path: what.clone(), detail: e.to_string() })?;
+    let f = frame(&entry).map_err(|e| PackError::Closure { path: what, detail: format!("cannot compress: {e}") })?;
+    if let Some(c) = frames {
+        c.put(digest, &f);
+    }
+    Ok(f)
+}
+
+/// How many blobs are compressed at once, and how much of their content is held in memory per batch.
+fn workers() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 8)
+}
+const BATCH_BYTES: u64 = 64 << 20;
+
+/// Where a worker leaves the frame (or the error) of one blob.
+type Slot = std::sync::Mutex<Option<Result<Vec<u8>, PackError>>>;
+
+/// The frames of `blobs`, in order, computed by [`workers`] threads a batch at a time; `emit` gets each in order.
+fn each_frame(
+    blobs: &BTreeMap<Digest, BlobSource>,
+    frames: Option<&FrameCache>,
+    mut emit: impl FnMut(Vec<u8>) -> Result<(), PackError>,
+) -> Result<(), PackError> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+    let items: Vec<(&Digest, &BlobSource)> = blobs.iter().collect();
+    let size_of = |s: &BlobSource| match s {
+        BlobSource::Bytes(b) => b.len() as u64,
+        BlobSource::File(p) => fs::metadata(p).map(|m| m.len()).unwrap_or(0),
+    };
+    let mut start = 0;
+    while start < items.len() {
+        let mut end = start;
+        let mut bytes = 0;
+        while end < items.len() && (end == start || bytes + size_of(items[end].1) <= BATCH_BYTES) && end - start < 4096
+        {
+            bytes += size_of(items[end].1);
+            end += 1;
+        }
+        let batch = &items[start..end];
+        let results: Vec<Slot> = batch.iter().map(|_| Mutex::new(None)).collect();
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..workers().min(batch.len()) {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((d, src)) = batch.get(i) else { break };
+                    let r = blob_frame(d, src, frames);
+                    if let Ok(mut slot) = results[i].lock() {
+                        *slot = Some(r);
+                    }
+                });
+            }
+        });
+        for r in results {
+            let r = r.into_inner().ok().flatten().unwrap_or_else(|| {
+                Err(PackError::Closure {
+                    path: PathBuf::from("(pack writer)"),
+                    detail: "a compression thread failed".into(),
+                })
+            });
+            emit(r?)?;
+        }
+        start = end;
+    }
+    Ok(())
 }
 
 /// Writes a pack atomically: into a hidden temporary file next to `out`, then renamed. A writer killed half-way
-/// leaves only a `.<name>.partial-*` file, never something named like a pack. With `thin`, blobs go to `store`
-/// and only the manifest is in the pack.
+/// leaves only a `.<name>.partial-*` file, never something named like a pack. With `store` (a thin pack), blobs
+/// go to the store and only the manifest is in the pack.
+///
+/// Every tar entry is its own zstd frame (the manifest's, each blob's, the end-of-archive blocks), so the file
+/// decompresses as one stream to the same tar; blob frames are compressed in parallel and, with `frames`, kept
+/// in the frame cache so that the next pack of the same file copies the frame instead of compressing again.
 pub fn write_pack(
     out: &Path,
     manifest: &Manifest,
     blobs: &BTreeMap<Digest, BlobSource>,
     store: Option<&Store>,
+    frames: Option<&FrameCache>,
 ) -> Result<(), PackError> {
     let dir = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -74,40 +171,24 @@ pub fn write_pack(
         .map_err(|e| PackError::Manifest { path: out.to_path_buf(), detail: e.to_string() })?;
     manifest_json.push(b'\n');
     let file = tmp.as_file().try_clone().map_err(werr)?;
-    let mut enc = zstd::Encoder::new(io::BufWriter::with_capacity(1 << 20, file), ZSTD_LEVEL).map_err(werr)?;
-    enc.include_checksum(true).map_err(werr)?;
-    {
-        let mut tar = tar::Builder::new(&mut enc);
-        let h = header("manifest.json", manifest_json.len() as u64).map_err(werr)?;
-        tar.append(&h, &manifest_json[..]).map_err(werr)?;
-        for (digest, src) in blobs {
-            let (reader, size, what): (Box<dyn Read>, u64, PathBuf) = match src {
-                BlobSource::Bytes(b) => (Box::new(io::Cursor::new(b.clone())), b.len() as u64, PathBuf::from("(data)")),
-                BlobSource::File(p) => {
-                    let f = fs::File::open(p).map_err(|e| PackError::io("cannot read", p, e))?;
-                    let len = f.metadata().map_err(|e| PackError::io("cannot stat", p, e))?.len();
-                    (Box::new(f), len, p.clone())
-                }
-            };
-            if let Some(s) = store {
+    let mut w = io::BufWriter::with_capacity(1 << 20, file);
+    w.write_all(&frame(&tar_entry("manifest.json", &manifest_json).map_err(werr)?).map_err(werr)?).map_err(werr)?;
+    match store {
+        Some(s) => {
+            for (digest, src) in blobs {
+                let (reader, what): (Box<dyn Read>, PathBuf) = match src {
+                    BlobSource::Bytes(b) => (Box::new(io::Cursor::new(b.clone())), PathBuf::from("(data)")),
+                    BlobSource::File(p) => {
+                        (Box::new(fs::File::open(p).map_err(|e| PackError::io("cannot read", p, e))?), p.clone())
+                    }
+                };
                 s.put_reader(digest, reader, &what)?;
-                continue;
-            }
-            let mut hr = Hashing { inner: reader.take(size), hasher: blake3::Hasher::new(), len: 0 };
-            let h = header(&format!("blobs/{digest}"), size).map_err(werr)?;
-            tar.append(&h, &mut hr).map_err(|e| PackError::Closure { path: what.clone(), detail: e.to_string() })?;
-            let actual = hr.hasher.finalize().to_hex().to_string();
-            if &actual != digest || hr.len != size {
-                return Err(PackError::Closure {
-                    path: what,
-                    detail: format!("it changed while being packed (expected blake3 {digest}, read {actual})"),
-                });
             }
         }
-        tar.finish().map_err(werr)?;
+        None => each_frame(blobs, frames, |f| w.write_all(&f).map_err(werr))?,
     }
-    let bw = enc.finish().map_err(werr)?;
-    let file = bw.into_inner().map_err(|e| werr(e.into_error()))?;
+    w.write_all(&frame(&[0u8; 1024]).map_err(werr)?).map_err(werr)?;
+    let file = w.into_inner().map_err(|e| werr(e.into_error()))?;
     file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644)).map_err(werr)?;
     file.sync_all().map_err(werr)?;
     tmp.persist(out).map_err(|e| PackError::io("cannot rename the finished pack to", out, e.error))?;
@@ -220,6 +301,11 @@ pub fn read_pack(path: &Path, store: &Store, extract_to: Option<&Path>) -> Resul
     // The end of the stream: zstd checks its checksum once everything was read.
     let mut rest = Vec::new();
     ar.into_inner().read_to_end(&mut rest).map_err(|e| classify(path, e))?;
+    // The tar ends with two zero blocks (the reader stopped at the first); a file cut between two frames
+    // decompresses without error, so their absence is what shows it.
+    if rest.len() < 512 || rest.iter().any(|&b| b != 0) {
+        return Err(PackError::Truncated { path: path.into(), detail: "the end of the archive is missing".into() });
+    }
     for (digest, (field, _)) in &wanted {
         if seen.contains_key(digest) {
             continue;

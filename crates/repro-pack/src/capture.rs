@@ -14,7 +14,7 @@ use crate::archive::{write_pack, BlobSource, EXTENSION};
 use crate::closure::{Access, Closure, ClosureOptions};
 use crate::manifest::*;
 use crate::signature::Signature;
-use crate::store::Store;
+use crate::store::{FrameCache, Store};
 use crate::PackError;
 
 /// Lockfile names recorded in the manifest (`requirements*.txt` is matched by prefix).
@@ -61,6 +61,15 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
     let mut run_opts = opts.run.clone();
     run_opts.keep_changes = false;
     let req = RunRequest::prepare(&run_opts)?;
+    // The host facts of the manifest (libc version, git state, lockfiles) are gathered on another thread while
+    // the guest runs; the guest writes only to its overlay, so the working tree read here is the one it started on.
+    let facts = {
+        let (cwd, state) = (PathBuf::from(&req.settings.cwd), req.state_dir.clone());
+        std::thread::spawn(move || HostFacts {
+            system: system(),
+            source: Source { git: git_state(&cwd, &state), lockfiles: lockfiles(&cwd, &state) },
+        })
+    };
     let report = repro_sandbox::run::execute_with(
         &req,
         exe,
@@ -86,7 +95,11 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
     let mut out = CaptureReport { run: report.clone(), pack: None, signature: signature.clone(), files: 0, blobs: 0 };
     let failed = rec.exit_status != 0;
     if failed || opts.always {
-        let (manifest, blobs) = build_manifest(&req, &report, &changes, signature, stdout, stderr, opts.thin)?;
+        let facts = facts.join().map_err(|_| PackError::Closure {
+            path: PathBuf::from(&req.settings.cwd),
+            detail: "gathering the git state and lockfiles failed".into(),
+        })?;
+        let (manifest, blobs) = build_manifest(&req, &report, &changes, signature, stdout, stderr, opts.thin, facts)?;
         let store = Store::default_store();
         let path = match &opts.output {
             Some(p) => p.clone(),
@@ -103,7 +116,7 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
                 dir.join(format!("{prog}-{}.{EXTENSION}", &id[..12]))
             }
         };
-        write_pack(&path, &manifest, &blobs, opts.thin.then_some(&store))?;
+        write_pack(&path, &manifest, &blobs, opts.thin.then_some(&store), Some(&FrameCache::default_cache()))?;
         out.files = manifest.files.len();
         out.blobs = blobs.len();
         out.pack = Some(path);
@@ -141,6 +154,13 @@ fn outcome_name(o: &RunOutcome) -> &'static str {
     }
 }
 
+/// What the manifest says of the host: gathered while the guest runs.
+struct HostFacts {
+    system: System,
+    source: Source,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn build_manifest(
     req: &RunRequest,
     report: &RunReport,
@@ -149,6 +169,7 @@ fn build_manifest(
     stdout: Vec<u8>,
     stderr: Vec<u8>,
     thin: bool,
+    facts: HostFacts,
 ) -> Result<(Manifest, BTreeMap<Digest, BlobSource>), PackError> {
     let s = &req.settings;
     let cwd = s.cwd.clone();
@@ -162,6 +183,7 @@ fn build_manifest(
         exempt,
         hidden: vec![state.clone()],
         map,
+        digest_cache: Some(crate::store::cache_dir().join("digests.json")),
     };
     let mut accesses: Vec<Access> =
         report.accessed.iter().map(|a| Access { path: a.path.clone(), kinds: a.kinds.clone() }).collect();
@@ -216,8 +238,8 @@ fn build_manifest(
             hostname: s.hostname.clone(),
         },
         resources: Resources { cpus: s.cpus, memory_bytes: s.memory_bytes },
-        system: system(),
-        source: Source { git: git_state(cwd_path, &req.state_dir), lockfiles: lockfiles(cwd_path, &req.state_dir) },
+        system: facts.system,
+        source: facts.source,
         result: RunResult {
             outcome: outcome_name(&report.record.outcome).into(),
             exit_status: report.record.exit_status,

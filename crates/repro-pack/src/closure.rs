@@ -15,6 +15,7 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::archive::BlobSource;
 use crate::manifest::{Digest, EntryKind, FileEntry};
+use crate::store::DigestCache;
 use crate::PackError;
 
 /// One path the guest used and how.
@@ -35,6 +36,8 @@ pub struct ClosureOptions {
     pub hidden: Vec<String>,
     /// `(guest prefix, host prefix)`: where a guest path is read on the host (bind mounts); longest first.
     pub map: Vec<(String, String)>,
+    /// Where the digests of host files are cached between captures ([`crate::store::DigestCache`]).
+    pub digest_cache: Option<PathBuf>,
 }
 
 fn under(path: &str, prefix: &str) -> bool {
@@ -85,11 +88,18 @@ fn rank(k: EntryKind) -> u8 {
     }
 }
 
-fn hash_file(p: &Path) -> Result<(Digest, u64), PackError> {
+fn hash_file(p: &Path, md: &fs::Metadata, cache: &mut DigestCache) -> Result<(Digest, u64), PackError> {
+    if let Some(d) = cache.lookup(p, md) {
+        return Ok((d, md.size()));
+    }
     let mut f = fs::File::open(p).map_err(|e| PackError::io("cannot read", p, e))?;
     let mut h = blake3::Hasher::new();
     let n = std::io::copy(&mut f, &mut h).map_err(|e| PackError::io("cannot read", p, e))?;
-    Ok((h.finalize().to_hex().to_string(), n))
+    let d = h.finalize().to_hex().to_string();
+    if n == md.size() {
+        cache.remember(p, md, &d);
+    }
+    Ok((d, n))
 }
 
 /// The interpreter of a `#!` script, if `p` is one.
@@ -144,6 +154,7 @@ impl Closure {
         let mut queue: VecDeque<(String, Vec<String>)> =
             accesses.iter().map(|a| (a.path.clone(), a.kinds.clone())).collect();
         let mut execs_seen = std::collections::HashSet::new();
+        let mut digests = opts.digest_cache.as_ref().map(DigestCache::load).unwrap_or_default();
         while let Some((path, kinds)) = queue.pop_front() {
             let Some(fin) = c.resolve(&path, opts)? else { continue };
             let host = opts.host(&fin);
@@ -157,7 +168,7 @@ impl Closure {
                 }
             } else if md.is_file() {
                 if reads {
-                    let (d, size) = hash_file(&host)?;
+                    let (d, size) = hash_file(&host, &md, &mut digests)?;
                     c.blobs.entry(d.clone()).or_insert_with(|| BlobSource::File(host.clone()));
                     c.add(&fin, EntryKind::File, mode, Some(size), Some(d), None, &kinds);
                     if kinds.iter().any(|k| k == "exec") && execs_seen.insert(fin.clone()) {
@@ -171,6 +182,7 @@ impl Closure {
             }
             // Sockets, fifos and devices outside /dev are not packed.
         }
+        digests.save();
         Ok(c)
     }
 

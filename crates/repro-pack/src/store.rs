@@ -1,9 +1,13 @@
 //! The local content-addressed store, `$XDG_CACHE_HOME/repro/cas`: blobs named by their blake3 digest, written
 //! once (temp file + rename), shared by every pack on the machine. Thin packs refer to it.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::{Read, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
 
 use crate::manifest::Digest;
 use crate::PackError;
@@ -78,6 +82,135 @@ impl Store {
     }
 }
 
+/// The frame cache, `$XDG_CACHE_HOME/repro/frames`: for each blob, the compressed zstd frame of its tar entry in a
+/// pack, so that packing the same file again (the interpreter, its libraries) copies the frame instead of
+/// compressing the file again. A pure cache: each file is written atomically and ends with the blake3 of the
+/// frame, checked before use (a damaged frame is made again); the directory may be deleted at any time.
+#[derive(Debug, Clone)]
+pub struct FrameCache {
+    pub root: PathBuf,
+}
+
+impl FrameCache {
+    /// The cache at its default location.
+    pub fn default_cache() -> FrameCache {
+        FrameCache { root: cache_dir().join("frames") }
+    }
+
+    pub fn at(root: impl Into<PathBuf>) -> FrameCache {
+        FrameCache { root: root.into() }
+    }
+
+    fn path_of(&self, digest: &str) -> PathBuf {
+        let shard = digest.get(..2).unwrap_or("xx");
+        self.root.join(shard).join(format!("{digest}.{}.zst", crate::archive::ZSTD_LEVEL))
+    }
+
+    /// The cached frame of `digest`, when there is one and its trailer (the blake3 of the frame) checks.
+    pub fn get(&self, digest: &str) -> Option<Vec<u8>> {
+        let mut data = fs::read(self.path_of(digest)).ok()?;
+        let at = data.len().checked_sub(32)?;
+        let good = blake3::hash(&data[..at]).as_bytes() == &data[at..];
+        data.truncate(at);
+        good.then_some(data)
+    }
+
+    /// Keeps `frame` as the frame of `digest`. Best effort: a cache that cannot be written only costs time.
+    pub fn put(&self, digest: &str, frame: &[u8]) {
+        let dest = self.path_of(digest);
+        let Some(dir) = dest.parent() else { return };
+        let _ = fs::create_dir_all(dir).and_then(|_| {
+            let mut tmp = tempfile::Builder::new().prefix(".partial-").tempfile_in(dir)?;
+            tmp.write_all(frame)?;
+            tmp.write_all(blake3::hash(frame).as_bytes())?;
+            tmp.persist(&dest).map_err(|e| e.error)?;
+            Ok(())
+        });
+    }
+}
+
+/// The digests of host files hashed before, `$XDG_CACHE_HOME/repro/digests.json`, keyed by path and valid while
+/// the file's device, inode, size, mtime and ctime are the ones hashed (the kernel moves ctime on every write and
+/// it cannot be set back, so a changed file is hashed again). Files changed in the last seconds before hashing are
+/// not remembered, against a write in the same clock tick. A pure cache, saved atomically, best effort.
+#[derive(Debug, Default)]
+pub struct DigestCache {
+    path: Option<PathBuf>,
+    entries: BTreeMap<String, Known>,
+    dirty: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Known {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+    blake3: Digest,
+}
+
+impl Known {
+    fn of(md: &fs::Metadata, blake3: Digest) -> Known {
+        Known {
+            dev: md.dev(),
+            ino: md.ino(),
+            size: md.size(),
+            mtime: (md.mtime(), md.mtime_nsec()),
+            ctime: (md.ctime(), md.ctime_nsec()),
+            blake3,
+        }
+    }
+}
+
+/// How old a file's last change must be for its digest to be remembered.
+const SETTLED_SECS: i64 = 2;
+
+impl DigestCache {
+    /// The cache at its default location.
+    pub fn default_cache() -> DigestCache {
+        DigestCache::load(cache_dir().join("digests.json"))
+    }
+
+    /// Loads the cache kept at `path` (empty when it is missing or unreadable).
+    pub fn load(path: impl Into<PathBuf>) -> DigestCache {
+        let path = path.into();
+        let entries = fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
+        DigestCache { path: Some(path), entries, dirty: false }
+    }
+
+    /// The digest of `path`, when it was hashed before and `md` says it has not changed since.
+    pub fn lookup(&self, path: &Path, md: &fs::Metadata) -> Option<Digest> {
+        let k = self.entries.get(path.to_str()?)?;
+        (Known::of(md, k.blake3.clone()) == *k).then(|| k.blake3.clone())
+    }
+
+    /// Remembers that `path`, as `md` describes it, hashed to `digest`.
+    pub fn remember(&mut self, path: &Path, md: &fs::Metadata, digest: &Digest) {
+        let Some(p) = path.to_str() else { return };
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+        if md.ctime() > now - SETTLED_SECS || md.mtime() > now - SETTLED_SECS || self.path.is_none() {
+            return;
+        }
+        self.entries.insert(p.to_string(), Known::of(md, digest.clone()));
+        self.dirty = true;
+    }
+
+    /// Writes the cache back when something was added (temp file + rename; errors only cost time later).
+    pub fn save(&self) {
+        let (Some(path), true) = (&self.path, self.dirty) else { return };
+        let Some(dir) = path.parent() else { return };
+        let Ok(json) = serde_json::to_vec(&self.entries) else { return };
+        let _ = fs::create_dir_all(dir).and_then(|_| {
+            let mut tmp = tempfile::Builder::new().prefix(".digests-").tempfile_in(dir)?;
+            tmp.write_all(&json)?;
+            tmp.persist(path).map_err(|e| e.error)?;
+            Ok(())
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,5 +226,43 @@ mod tests {
         assert_eq!(fs::read(s.path_of(&dg)).unwrap(), b"hello");
         let bad = s.put_reader(&crate::manifest::digest(b"other"), &b"hello"[..], Path::new("mem"));
         assert!(bad.unwrap_err().to_string().contains("changed while being stored"));
+    }
+
+    #[test]
+    fn frame_cache_checks_its_trailer() {
+        let d = tempfile::tempdir().unwrap();
+        let c = FrameCache::at(d.path());
+        let dg = crate::manifest::digest(b"x");
+        assert_eq!(c.get(&dg), None);
+        c.put(&dg, b"frame bytes");
+        assert_eq!(c.get(&dg).as_deref(), Some(&b"frame bytes"[..]));
+        let mut damaged = fs::read(c.path_of(&dg)).unwrap();
+        damaged[0] ^= 1;
+        fs::write(c.path_of(&dg), damaged).unwrap();
+        assert_eq!(c.get(&dg), None, "a damaged frame is not used");
+    }
+
+    #[test]
+    fn digest_cache_forgets_changed_files() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("f");
+        fs::write(&f, b"one").unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        fs::File::options().write(true).open(&f).unwrap().set_modified(old).unwrap();
+        let md = fs::metadata(&f).unwrap();
+        let mut c = DigestCache::load(d.path().join("digests.json"));
+        let dg = crate::manifest::digest(b"one");
+        c.remember(&f, &md, &dg);
+        // The ctime is now: too fresh to trust, so nothing is remembered.
+        assert_eq!(c.lookup(&f, &md), None);
+        // An entry for the file as it is now is used, and dropped once the file changes.
+        c.entries.insert(f.to_str().unwrap().into(), Known::of(&md, dg.clone()));
+        c.dirty = true;
+        assert_eq!(c.lookup(&f, &md), Some(dg.clone()));
+        c.save();
+        let c2 = DigestCache::load(d.path().join("digests.json"));
+        assert_eq!(c2.lookup(&f, &md), Some(dg.clone()), "saved and loaded");
+        fs::write(&f, b"two").unwrap();
+        assert_eq!(c2.lookup(&f, &fs::metadata(&f).unwrap()), None, "a write moves ctime");
     }
 }

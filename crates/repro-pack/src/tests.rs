@@ -110,7 +110,7 @@ fn store(f: &Fixture) -> Store {
 
 fn write(f: &Fixture, name: &str) -> PathBuf {
     let p = f.dir.path().join(name);
-    write_pack(&p, &f.manifest, &f.blobs, None).unwrap();
+    write_pack(&p, &f.manifest, &f.blobs, None, None).unwrap();
     p
 }
 
@@ -250,12 +250,12 @@ fn extra_and_missing_blobs_are_rejected() {
     let script_digest = f.manifest.files[3].blake3.clone().unwrap();
     blobs.remove(&script_digest);
     let p = f.dir.path().join("missing.repro");
-    write_pack(&p, &f.manifest, &blobs, None).unwrap();
+    write_pack(&p, &f.manifest, &blobs, None, None).unwrap();
     let msg = read_pack(&p, &store(&f), None).unwrap_err().to_string();
     assert!(msg.contains("files[/work/proj/fail.py]") && msg.contains("not in the pack"), "{msg}");
     let mut blobs = f.blobs.clone();
     blobs.insert(digest(b"extra"), BlobSource::Bytes(b"extra".to_vec()));
-    write_pack(&p, &f.manifest, &blobs, None).unwrap();
+    write_pack(&p, &f.manifest, &blobs, None, None).unwrap();
     let msg = read_pack(&p, &store(&f), None).unwrap_err().to_string();
     assert!(msg.contains("does not refer to it"), "{msg}");
 }
@@ -267,7 +267,7 @@ fn thin_packs_use_the_store() {
     m.thin = true;
     let s = store(&f);
     let p = f.dir.path().join("thin.repro");
-    write_pack(&p, &m, &f.blobs, Some(&s)).unwrap();
+    write_pack(&p, &m, &f.blobs, Some(&s), None).unwrap();
     let full = write(&f, "full.repro");
     assert!(fs::metadata(&p).unwrap().len() < fs::metadata(&full).unwrap().len());
     let pack = read_pack(&p, &s, None).unwrap();
@@ -311,4 +311,73 @@ fn inspect_summary_snapshot() {
     let json = serde_json::to_value(&s).unwrap();
     assert_eq!(json["signature"]["exit_status"], 1);
     assert_eq!(json["inputs"]["(working directory)"]["files"], 1);
+}
+
+#[test]
+fn the_frame_cache_gives_the_same_bytes_and_survives_damage() {
+    let f = fixture();
+    let cache = store::FrameCache::at(f.dir.path().join("frames"));
+    let plain = write(&f, "plain.repro");
+    let cold = f.dir.path().join("cold.repro");
+    write_pack(&cold, &f.manifest, &f.blobs, None, Some(&cache)).unwrap();
+    let cached: Vec<_> = walk(&cache.root);
+    assert_eq!(cached.len(), f.blobs.len(), "one frame per blob is kept: {cached:?}");
+    let warm = f.dir.path().join("warm.repro");
+    write_pack(&warm, &f.manifest, &f.blobs, None, Some(&cache)).unwrap();
+    assert_eq!(fs::read(&plain).unwrap(), fs::read(&cold).unwrap());
+    assert_eq!(fs::read(&cold).unwrap(), fs::read(&warm).unwrap(), "a cached frame gives the same pack");
+    // A damaged frame in the cache is not used: the pack is the same and reads back.
+    for p in &cached {
+        let mut b = fs::read(p).unwrap();
+        let i = b.len() / 2;
+        b[i] ^= 0x40;
+        fs::write(p, b).unwrap();
+    }
+    let again = f.dir.path().join("again.repro");
+    write_pack(&again, &f.manifest, &f.blobs, None, Some(&cache)).unwrap();
+    assert_eq!(fs::read(&plain).unwrap(), fs::read(&again).unwrap());
+    read_pack(&again, &store(&f), None).unwrap();
+    // The file decompresses as one stream to a plain tar (one zstd frame per entry).
+    let tar = zstd::decode_all(fs::File::open(&again).unwrap()).unwrap();
+    let names: Vec<String> = tar::Archive::new(&tar[..])
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names[0], "manifest.json");
+    assert_eq!(names.len(), 1 + f.blobs.len());
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).unwrap().flatten() {
+        if e.file_type().unwrap().is_dir() {
+            out.extend(walk(&e.path()));
+        } else {
+            out.push(e.path());
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_pack_cut_between_two_frames_is_truncated() {
+    let f = fixture();
+    let p = write(&f, "whole.repro");
+    let bytes = fs::read(&p).unwrap();
+    // Cut off the last frame (the end-of-archive blocks), then also the last blob's frame: every frame that is
+    // left is whole, so only the missing end shows the damage.
+    let mut cut = bytes.len();
+    for _ in 0..2 {
+        let mut at = cut - 1;
+        while zstd::decode_all(&bytes[..at]).is_err() {
+            at -= 1;
+        }
+        cut = at;
+        let g = f.dir.path().join("cut.repro");
+        fs::write(&g, &bytes[..cut]).unwrap();
+        let err = read_pack(&g, &store(&f), None).unwrap_err().to_string();
+        assert!(err.contains("is truncated: the end of the archive is missing"), "{err}");
+    }
 }
