@@ -56,7 +56,7 @@ fn frame(data: &[u8]) -> Result<Vec<u8>, io::Error> {
 
 /// The frame of blob `digest`: from the frame cache when it holds a good one, else read from `src` (checked
 /// against the digest), compressed, and put in the cache.
-fn blob_frame(digest: &Digest, src: &BlobSource, frames: Option<&FrameCache>) -> Result<Vec<u8>, PackError> {
+pub(crate) fn blob_frame(digest: &Digest, src: &BlobSource, frames: Option<&FrameCache>) -> Result<Vec<u8>, PackError> {
     let name = format!("blobs/{digest}");
     if let Some(f) = frames.and_then(|c| c.get(digest)) {
         return Ok(f);
@@ -76,11 +76,46 @@ fn blob_frame(digest: &Digest, src: &BlobSource, frames: Option<&FrameCache>) ->
     }
     let entry =
         tar_entry(&name, &content).map_err(|e| PackError::Closure { path: what.clone(), detail: e.to_string() })?;
-    let f = frame(&entry).map_err(|e| PackError::Closure { path: what, detail: format!("cannot compress: {e}") })?;
+    let f =
+        frames_of(&entry).map_err(|e| PackError::Closure { path: what, detail: format!("cannot compress: {e}") })?;
     if let Some(c) = frames {
         c.put(digest, &f);
     }
     Ok(f)
+}
+
+/// Entries larger than this are cut into frames of this size, compressed in parallel (a large executable would
+/// otherwise keep one core busy while the others wait).
+const CHUNK: usize = 4 << 20;
+
+/// `data` as one frame, or as consecutive frames of [`CHUNK`] bytes compressed by [`workers`] threads.
+fn frames_of(data: &[u8]) -> Result<Vec<u8>, io::Error> {
+    if data.len() <= CHUNK {
+        return frame(data);
+    }
+    let chunks: Vec<&[u8]> = data.chunks(CHUNK).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let done: Vec<std::sync::Mutex<Option<io::Result<Vec<u8>>>>> =
+        chunks.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..workers().min(chunks.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(c) = chunks.get(i) else { break };
+                let r = frame(c);
+                if let Ok(mut slot) = done[i].lock() {
+                    *slot = Some(r);
+                }
+            });
+        }
+    });
+    let mut out = Vec::new();
+    for d in done {
+        let f =
+            d.into_inner().ok().flatten().unwrap_or_else(|| Err(io::Error::other("a compression thread failed")))?;
+        out.extend_from_slice(&f);
+    }
+    Ok(out)
 }
 
 /// How many blobs are compressed at once, and how much of their content is held in memory per batch.

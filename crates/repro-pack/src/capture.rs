@@ -13,6 +13,7 @@ use repro_sandbox::run::{Echo, RunExtras, RunOptions, RunReport, RunRequest};
 use crate::archive::{write_pack, BlobSource, EXTENSION};
 use crate::closure::{Access, Closure, ClosureOptions};
 use crate::manifest::*;
+use crate::prefetch::Prefetcher;
 use crate::signature::Signature;
 use crate::store::{FrameCache, Store};
 use crate::PackError;
@@ -65,17 +66,31 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
     // the guest runs; the guest writes only to its overlay, so the working tree read here is the one it started on.
     let facts = {
         let (cwd, state) = (PathBuf::from(&req.settings.cwd), req.state_dir.clone());
-        std::thread::spawn(move || HostFacts {
+        repro_sandbox::run::spawn_beside("repro-host-facts", move || HostFacts {
             system: system(),
             source: Source { git: git_state(&cwd, &state), lockfiles: lockfiles(&cwd, &state) },
         })
+        .map_err(|e| PackError::io("cannot start a thread in", &req.state_dir, e))?
     };
+    // Files the guest reads are hashed and compressed into the caches while it runs (see prefetch.rs).
+    fs::create_dir_all(&req.state_dir).map_err(|e| PackError::io("cannot create", &req.state_dir, e))?;
+    let stream = tempfile::Builder::new()
+        .prefix(".access-")
+        .tempfile_in(&req.state_dir)
+        .map_err(|e| PackError::io("cannot create a file in", &req.state_dir, e))?;
+    let prefetcher = Prefetcher::start(
+        stream.path().to_path_buf(),
+        closure_options(&req),
+        FrameCache::default_cache(),
+        crate::store::cache_dir().join("digests.json"),
+    );
     let report = repro_sandbox::run::execute_with(
         &req,
         exe,
         opts.echo,
         &RunExtras {
             record_access: true,
+            access_stream: Some(stream.path().to_path_buf()),
             host_network: opts.network_record,
             tapes: TapeSettings {
                 network: if opts.network_record { TapeIo::Record } else { TapeIo::Off },
@@ -84,6 +99,8 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
             ..Default::default()
         },
     )?;
+    prefetcher.finish();
+    drop(stream);
     let rec = &report.record;
     let stdout = read(&report.dir.join("stdout"))?;
     let stderr = read(&report.dir.join("stderr"))?;
@@ -160,6 +177,22 @@ struct HostFacts {
     source: Source,
 }
 
+/// What is an input of the run and where the guest's paths are on the host.
+fn closure_options(req: &RunRequest) -> ClosureOptions {
+    let s = &req.settings;
+    let mut map: Vec<(String, String)> = s.binds.iter().map(|b| (b.guest.clone(), b.host.clone())).collect();
+    map.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
+    let mut exempt = vec![s.cwd.clone()];
+    exempt.extend(s.binds.iter().map(|b| b.guest.clone()));
+    ClosureOptions {
+        excluded: NOT_INPUTS.iter().map(|s| s.to_string()).collect(),
+        exempt,
+        hidden: vec![req.state_dir.to_string_lossy().into_owned()],
+        map,
+        digest_cache: Some(crate::store::cache_dir().join("digests.json")),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn build_manifest(
     req: &RunRequest,
@@ -173,18 +206,7 @@ fn build_manifest(
 ) -> Result<(Manifest, BTreeMap<Digest, BlobSource>), PackError> {
     let s = &req.settings;
     let cwd = s.cwd.clone();
-    let state = req.state_dir.to_string_lossy().into_owned();
-    let mut map: Vec<(String, String)> = s.binds.iter().map(|b| (b.guest.clone(), b.host.clone())).collect();
-    map.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.0.cmp(&b.0)));
-    let mut exempt = vec![cwd.clone()];
-    exempt.extend(s.binds.iter().map(|b| b.guest.clone()));
-    let opts = ClosureOptions {
-        excluded: NOT_INPUTS.iter().map(|s| s.to_string()).collect(),
-        exempt,
-        hidden: vec![state.clone()],
-        map,
-        digest_cache: Some(crate::store::cache_dir().join("digests.json")),
-    };
+    let opts = closure_options(req);
     let mut accesses: Vec<Access> =
         report.accessed.iter().map(|a| Access { path: a.path.clone(), kinds: a.kinds.clone() }).collect();
     accesses.push(Access { path: cwd.clone(), kinds: vec!["chdir".into()] });

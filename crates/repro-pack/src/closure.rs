@@ -48,7 +48,7 @@ fn under(path: &str, prefix: &str) -> bool {
 }
 
 impl ClosureOptions {
-    fn skipped(&self, guest: &str) -> bool {
+    pub(crate) fn skipped(&self, guest: &str) -> bool {
         if self.hidden.iter().any(|h| under(guest, h)) {
             return true;
         }
@@ -56,7 +56,7 @@ impl ClosureOptions {
         self.excluded.iter().any(|x| under(guest, x)) && !self.exempt.iter().any(|x| under(guest, x) || under(x, guest))
     }
 
-    fn host(&self, guest: &str) -> PathBuf {
+    pub(crate) fn host(&self, guest: &str) -> PathBuf {
         for (g, h) in &self.map {
             if under(guest, g) {
                 return PathBuf::from(format!(

@@ -8,6 +8,7 @@ pub mod capture;
 pub mod closure;
 mod error;
 pub mod manifest;
+pub mod prefetch;
 pub mod replay;
 pub mod signature;
 pub mod store;

@@ -106,6 +106,11 @@ impl FrameCache {
         self.root.join(shard).join(format!("{digest}.{}.zst", crate::archive::ZSTD_LEVEL))
     }
 
+    /// Whether a frame of `digest` is kept (not checked).
+    pub fn has(&self, digest: &str) -> bool {
+        self.path_of(digest).is_file()
+    }
+
     /// The cached frame of `digest`, when there is one and its trailer (the blake3 of the frame) checks.
     pub fn get(&self, digest: &str) -> Option<Vec<u8>> {
         let mut data = fs::read(self.path_of(digest)).ok()?;

@@ -381,3 +381,73 @@ fn a_pack_cut_between_two_frames_is_truncated() {
         assert!(err.contains("is truncated: the end of the archive is missing"), "{err}");
     }
 }
+
+#[test]
+fn a_large_blob_is_cut_into_frames_and_reads_back() {
+    let f = fixture();
+    // 9 MiB that compress poorly: three frames of the 4 MiB chunks.
+    let mut big = vec![0u8; 9 << 20];
+    let mut x = 0x9e3779b97f4a7c15u64;
+    for b in big.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = (x >> 56) as u8;
+    }
+    let d = digest(&big);
+    let mut m = f.manifest.clone();
+    m.files.push(FileEntry {
+        path: "/work/proj/big.bin".into(),
+        kind: EntryKind::File,
+        mode: 0o644,
+        size: Some(big.len() as u64),
+        blake3: Some(d.clone()),
+        target: None,
+        access: vec!["open".into()],
+    });
+    m.files.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut blobs = f.blobs.clone();
+    blobs.insert(d.clone(), BlobSource::Bytes(big.clone()));
+    let cache = store::FrameCache::at(f.dir.path().join("frames"));
+    let (a, b) = (f.dir.path().join("a.repro"), f.dir.path().join("b.repro"));
+    write_pack(&a, &m, &blobs, None, Some(&cache)).unwrap();
+    write_pack(&b, &m, &blobs, None, Some(&cache)).unwrap();
+    assert_eq!(fs::read(&a).unwrap(), fs::read(&b).unwrap());
+    let out = f.dir.path().join("out");
+    let pack = read_pack(&a, &store(&f), Some(&out)).unwrap();
+    assert_eq!(pack.blobs[&d], big.len() as u64);
+    assert_eq!(fs::read(out.join(&d)).unwrap(), big);
+    let cached = cache.get(&d).unwrap();
+    let mut frames = 0;
+    let mut rest = &cached[..];
+    while !rest.is_empty() {
+        let n = zstd::zstd_safe::find_frame_compressed_size(rest).unwrap();
+        rest = &rest[n..];
+        frames += 1;
+    }
+    assert_eq!(frames, 3, "9 MiB and a header in 4 MiB frames");
+}
+
+#[test]
+fn the_prefetcher_fills_the_caches_from_the_access_stream() {
+    let d = tempfile::tempdir().unwrap();
+    let stream = d.path().join("stream");
+    fs::write(&stream, b"").unwrap();
+    let data = d.path().join("data.txt");
+    fs::write(&data, b"the guest reads this").unwrap();
+    let frames = store::FrameCache::at(d.path().join("frames"));
+    let opts = closure::ClosureOptions { excluded: vec![d.path().join("skip").display().to_string()], ..Default::default() };
+    let p = prefetch::Prefetcher::start(stream.clone(), opts, frames.clone(), d.path().join("digests.json"));
+    fs::create_dir_all(d.path().join("skip")).unwrap();
+    fs::write(d.path().join("skip/x"), b"excluded").unwrap();
+    let mut s = fs::OpenOptions::new().append(true).open(&stream).unwrap();
+    writeln!(s, "{}\n{}/skip/x\n/nonexistent/file", data.display(), d.path().display()).unwrap();
+    let want = digest(b"the guest reads this");
+    let start = std::time::Instant::now();
+    while !frames.has(&want) && start.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    p.finish();
+    assert!(frames.has(&want), "the file named in the stream was compressed into the cache");
+    assert!(!frames.has(&digest(b"excluded")), "excluded paths are left alone");
+}

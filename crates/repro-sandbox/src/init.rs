@@ -115,6 +115,9 @@ pub struct DetSettings {
     /// `sorted`, `reversed` or `shuffled:SEED`.
     #[serde(default)]
     pub dir_order: String,
+    /// With `record_access`: a file the paths the guest reads are appended to while it runs.
+    #[serde(default)]
+    pub access_stream: Option<String>,
 }
 
 /// A path the guest used and how (`open`, `exec`, `map`, `stat`, `list`, `readlink`, `chdir`).
@@ -162,6 +165,13 @@ pub fn main(config_path: &Path) -> i32 {
             return crate::EXIT_SETUP;
         }
     };
+    // The access stream too (a capture reads it while the guest runs).
+    let stream = cfg
+        .determinism
+        .as_ref()
+        .and_then(|d| d.access_stream.as_ref())
+        .and_then(|p| fs::OpenOptions::new().append(true).open(p).ok())
+        .map(|f| repro_tracer::AccessStream(std::sync::Arc::new(f)));
     let mut determinism = Determinism { supervised: cfg.determinism.is_some(), ..Default::default() };
     let mut accessed = Vec::new();
     let mut tapes = TapesOut::default();
@@ -170,7 +180,7 @@ pub fn main(config_path: &Path) -> i32 {
             eprintln!("repro: sandbox setup failed: {msg}");
             (RunOutcome::SetupFailed { message: msg }, crate::EXIT_SETUP)
         }
-        Ok(()) => run_guest(&cfg, &mut determinism, &mut accessed, &mut tapes),
+        Ok(()) => run_guest(&cfg, &mut determinism, (&mut accessed, stream), &mut tapes),
     };
     let res = InitResult { outcome, exit_status: status, determinism, accessed, tapes };
     let _ = result_file.write_all(&serde_json::to_vec(&res).unwrap_or_default());
@@ -371,7 +381,7 @@ fn exec_failed(cmd: &str, errno: i32) -> (RunOutcome, i32) {
 fn run_guest(
     cfg: &InitConfig,
     determinism: &mut Determinism,
-    accessed: &mut Vec<Accessed>,
+    (accessed, stream): (&mut Vec<Accessed>, Option<repro_tracer::AccessStream>),
     tapes: &mut TapesOut,
 ) -> (RunOutcome, i32) {
     let cmd = cfg.argv.first().cloned().unwrap_or_default();
@@ -408,7 +418,17 @@ fn run_guest(
             Err(failed) => return failed(&cmd),
         },
         Some(det) => {
-            match supervised(cs(&program), argv, envp, &setup, det, sigfd, determinism, accessed, (&cfg.tapes, tapes)) {
+            match supervised(
+                cs(&program),
+                argv,
+                envp,
+                &setup,
+                det,
+                sigfd,
+                determinism,
+                (accessed, stream),
+                (&cfg.tapes, tapes),
+            ) {
                 Ok(exit) => exit,
                 Err(failed) => return failed(&cmd),
             }
@@ -461,7 +481,7 @@ fn supervised(
     det: &DetSettings,
     sigfd: std::os::fd::OwnedFd,
     determinism: &mut Determinism,
-    accessed: &mut Vec<Accessed>,
+    (accessed, stream): (&mut Vec<Accessed>, Option<repro_tracer::AccessStream>),
     (tape_cfg, tapes): (&TapeSettings, &mut TapesOut),
 ) -> Result<ChildExit, Failed> {
     use repro_tracer::tape::{NetMode, NetTape, ProcMode, ProcTape};
@@ -488,6 +508,7 @@ fn supervised(
         hostname: det.hostname.clone(),
         dir_order: repro_detcore::DirOrder::parse(&det.dir_order).unwrap_or_default(),
         tapes: repro_tracer::tape::TapeConfig { network, proc },
+        access_stream: stream,
     };
     let mut sigfd = Some(sigfd);
     let mut on_spawn = |guest: i32| {

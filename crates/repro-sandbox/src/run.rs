@@ -192,6 +192,21 @@ pub struct RunExtras {
     pub host_network: bool,
     /// The network and /proc tapes to record or replay (need the supervisor).
     pub tapes: crate::init::TapeSettings,
+    /// With `record_access`: an existing file to which the paths the guest reads are appended while it runs.
+    pub access_stream: Option<PathBuf>,
+}
+
+/// Starts a thread that may run beside [`execute_with`]: a run waits for its init through a signalfd, so a
+/// SIGCHLD (or SIGINT/SIGTERM/SIGHUP) delivered to a thread that does not block it would be lost and the run would
+/// never end. The thread blocks those signals before `f`.
+pub fn spawn_beside<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<T>> {
+    std::thread::Builder::new().name(name.into()).spawn(move || {
+        let _ = ns::block_signals(&INIT_SIGNALS);
+        f()
+    })
 }
 
 /// Runs the request. `exe` is repro's own executable (for `__init` and `__reap`).
@@ -273,6 +288,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
             dir_order: s.dir_order.clone(),
             cpus: s.cpus,
             record_access: extras.record_access,
+            access_stream: extras.access_stream.as_ref().map(|p| p.to_string_lossy().into_owned()),
         }),
         root_source: extras.root_source.as_ref().map(|p| p.to_string_lossy().into_owned()),
         host_network: extras.host_network,

@@ -8,6 +8,8 @@
 //! Each path is stored once with a bit set of how it was used, so the cost is a hash-set insert per syscall.
 
 use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
 
 use repro_sys::memory;
 use repro_sys::seccomp::Notification;
@@ -54,14 +56,42 @@ pub(crate) fn record_only_syscalls() -> Vec<u32> {
     .collect()
 }
 
+/// Where the paths whose content the guest uses are streamed while it runs ([`crate::DetConfig::access_stream`]).
+#[derive(Debug, Clone)]
+pub struct AccessStream(pub Arc<std::fs::File>);
+
+impl PartialEq for AccessStream {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for AccessStream {}
+
+/// Kinds of use that need a path's content.
+const CONTENT: u8 = OPEN | EXEC | MAP;
+
 #[derive(Debug, Default)]
 pub(crate) struct AccessLog {
     paths: HashMap<Vec<u8>, u8>,
+    stream: Option<AccessStream>,
 }
 
 impl AccessLog {
+    pub(crate) fn new(stream: Option<AccessStream>) -> AccessLog {
+        AccessLog { paths: HashMap::new(), stream }
+    }
+
     fn add(&mut self, path: Vec<u8>, kind: u8) {
-        *self.paths.entry(path).or_insert(0) |= kind;
+        let before = self.paths.get(&path).copied().unwrap_or(0);
+        if kind & CONTENT != 0 && before & CONTENT == 0 && !path.contains(&b'\n') {
+            if let Some(AccessStream(f)) = &self.stream {
+                // One write per line, so a reader never sees half a path; a failed write only loses a head start.
+                let mut line = path.clone();
+                line.push(b'\n');
+                let _ = (&**f).write_all(&line);
+            }
+        }
+        self.paths.insert(path, before | kind);
     }
 
     /// The recorded paths, sorted.
@@ -187,6 +217,15 @@ mod tests {
         log.note_maps(std::process::id() as i32);
         let out = log.finish();
         assert_eq!(out.iter().find(|a| a.path == "/x").unwrap().kinds, ["open", "stat"]);
+        let stream = tempfile::NamedTempFile::new().unwrap();
+        let mut log = AccessLog::new(Some(AccessStream(Arc::new(stream.reopen().unwrap()))));
+        log.add(b"/a".to_vec(), STAT);
+        log.add(b"/a".to_vec(), OPEN);
+        log.add(b"/a".to_vec(), MAP);
+        log.add(b"/b".to_vec(), EXEC);
+        log.add(b"/c\nd".to_vec(), OPEN);
+        log.add(b"/e".to_vec(), LIST);
+        assert_eq!(std::fs::read(stream.path()).unwrap(), b"/a\n/b\n", "content uses, once each, whole lines");
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
         assert!(out.iter().any(|a| a.path == exe.to_string_lossy() && a.kinds == ["map"]), "{out:?}");
     }

@@ -13,6 +13,7 @@
 //!   with PR_SET_TSC and are emulated at the SIGSEGV stop.
 
 mod access;
+pub use access::AccessStream;
 mod exec;
 mod notify;
 pub mod tape;
@@ -50,6 +51,9 @@ pub struct DetConfig {
     pub dir_order: repro_detcore::DirOrder,
     /// The network and /proc tapes to record or replay (see `tape.rs`); off by default.
     pub tapes: tape::TapeConfig,
+    /// With `record_access`: a file to which each path the guest opens, executes or maps is appended (one per
+    /// line, on first use) while it runs, so that a capture can start packing before the guest ends.
+    pub access_stream: Option<access::AccessStream>,
 }
 
 impl Default for DetConfig {
@@ -64,6 +68,7 @@ impl Default for DetConfig {
             hostname: "repro".into(),
             dir_order: repro_detcore::DirOrder::Sorted,
             tapes: Default::default(),
+            access_stream: None,
         }
     }
 }
@@ -306,7 +311,7 @@ pub fn supervise(
         vdso_fd_requests: HashSet::new(),
         pidfds: Default::default(),
         inherited_fds,
-        access: cfg.record_access.then(access::AccessLog::default),
+        access: cfg.record_access.then(|| access::AccessLog::new(cfg.access_stream.clone())),
         tape: tape::TapeState::new(&cfg.tapes),
     }));
     let notifier = {
