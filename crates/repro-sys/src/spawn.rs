@@ -1,5 +1,13 @@
 //! Starting the guest: fork, run the caller's pre-exec hook, install the seccomp filter, hand the
 //! listener to the parent, wait until the parent has attached, then execve.
+//!
+//! After the filter is installed the child makes no system call the filter may send to the supervisor
+//! until the supervisor holds the listener: the filter may mediate read(2) and write(2) (network taping),
+//! and nobody would answer. So the listener's descriptor number is predicted (the lowest free one, which
+//! is what the kernel gives it) and sent on the status pipe *before* the filter is installed, and the
+//! child then announces the installed filter by closing its end of a third pipe (close is never
+//! mediated). Its later read of the go pipe and a write reporting a failed execve may be mediated: by
+//! then the caller serves the listener (and lets them run natively).
 
 use std::ffi::CString;
 use std::io;
@@ -66,6 +74,54 @@ pub struct PendingGuest {
     go_wr: OwnedFd,
 }
 
+/// The lowest free descriptor number of the calling process: the number the next new descriptor gets.
+/// Async-signal-safe.
+fn lowest_free_fd(any_open: RawFd) -> io::Result<RawFd> {
+    // SAFETY: F_DUPFD_CLOEXEC duplicates an open descriptor of ours onto the lowest free number.
+    let fd = unsafe { libc::fcntl(any_open, libc::F_DUPFD_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: closes the duplicate just made, which nothing else refers to.
+    unsafe { libc::close(fd) };
+    Ok(fd)
+}
+
+/// Whether `fd` has data (or EOF) to read now.
+fn readable_now(fd: RawFd) -> io::Result<bool> {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    loop {
+        // SAFETY: one valid pollfd; a zero timeout.
+        let r = unsafe { libc::poll(&mut p, 1, 0) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(e);
+        }
+        return Ok(r > 0);
+    }
+}
+
+/// Reads `fd` until EOF (the other ends are all closed), discarding what is read.
+fn wait_eof(fd: RawFd) -> io::Result<()> {
+    let mut b = [0u8; 16];
+    loop {
+        // SAFETY: reads into a live stack buffer.
+        let n = unsafe { libc::read(fd, b.as_mut_ptr().cast(), b.len()) };
+        if n == 0 {
+            return Ok(());
+        }
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(e);
+            }
+        }
+    }
+}
+
 fn write_msg(fd: RawFd, tag: i32, val: i32) {
     let mut b = [0u8; 8];
     b[..4].copy_from_slice(&tag.to_ne_bytes());
@@ -119,6 +175,7 @@ pub fn spawn_guest(
     envp_p.push(std::ptr::null());
     let (status_rd, status_wr) = pipe_cloexec()?;
     let (go_rd, go_wr) = pipe_cloexec()?;
+    let (ready_rd, ready_wr) = pipe_cloexec()?;
     // SAFETY: the process is single-threaded (checked above), so the child may do anything; it does only
     // async-signal-safe calls anyway (the caller's hook is documented to do the same) and never returns.
     let pid = unsafe { libc::fork() };
@@ -132,15 +189,34 @@ pub fn spawn_guest(
             // SAFETY: _exit is async-signal-safe and ends the child.
             unsafe { libc::_exit(127) };
         }
-        let listener = match filter.install_with_listener() {
-            Ok(l) => l,
+        // Nothing may be written after the filter is installed (see the module documentation): the
+        // listener's number is announced first.
+        let predicted = match lowest_free_fd(sw) {
+            Ok(fd) => fd,
             Err(e) => {
                 write_msg(sw, TAG_FILTER_FAILED, e.raw_os_error().unwrap_or(libc::EIO));
                 // SAFETY: as above.
                 unsafe { libc::_exit(127) };
             }
         };
-        write_msg(sw, TAG_LISTENER, listener.as_raw_fd());
+        write_msg(sw, TAG_LISTENER, predicted);
+        let listener = match filter.install_with_listener() {
+            Ok(l) => l,
+            Err(e) => {
+                // No filter: this write runs natively.
+                write_msg(sw, TAG_FILTER_FAILED, e.raw_os_error().unwrap_or(libc::EIO));
+                // SAFETY: as above.
+                unsafe { libc::_exit(127) };
+            }
+        };
+        if listener.as_raw_fd() != predicted {
+            // Cannot happen in a single-threaded child (the kernel gives the lowest free number); if it
+            // did, the listener is moved to the announced number (dup3 and close are never mediated).
+            // SAFETY: dup3 onto a number we own (or that is free); the listener stays open below.
+            unsafe { libc::dup3(listener.as_raw_fd(), predicted, libc::O_CLOEXEC) };
+        }
+        // The filter is in place: tell the parent by closing, not writing.
+        drop(ready_wr);
         let mut b = [0u8; 1];
         // SAFETY: reads one byte into a stack buffer; EOF (parent gone) also releases us.
         unsafe { libc::read(go_rd.as_raw_fd(), b.as_mut_ptr().cast(), 1) };
@@ -157,35 +233,52 @@ pub fn spawn_guest(
     }
     drop(status_wr);
     drop(go_rd);
+    drop(ready_wr);
     let reap = |pid: i32| {
         let mut st = 0;
         // SAFETY: waits for our own child.
         unsafe { libc::waitpid(pid, &mut st, libc::__WALL) };
     };
-    match read_msg(status_rd.as_raw_fd())? {
-        Some((TAG_LISTENER, fd)) => {
+    // EOF on the ready pipe: the child installed its filter (and waits for the go byte) or exited. Every
+    // message it wrote before either is in the status pipe by now.
+    let waited = wait_eof(ready_rd.as_raw_fd());
+    let kill_and_reap = |pid: i32| {
+        // SAFETY: kills our own child.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        reap(pid);
+    };
+    if let Err(e) = waited {
+        kill_and_reap(pid);
+        return Err(e.into());
+    }
+    let first = read_msg(status_rd.as_raw_fd())?;
+    // After the listener's number, a second message means installing the filter failed.
+    let second = match first {
+        Some((TAG_LISTENER, _)) if readable_now(status_rd.as_raw_fd())? => Some(read_msg(status_rd.as_raw_fd())?),
+        _ => None,
+    };
+    match (first, second) {
+        (Some((TAG_LISTENER, fd)), None) => {
             let listener = crate::fdops::pidfd_open(pid, false).and_then(|p| crate::fdops::pidfd_getfd(&p, fd));
             match listener {
                 Ok(listener) => Ok(PendingGuest { pid, listener, status_rd, go_wr }),
                 Err(e) => {
-                    // SAFETY: kills our own child.
-                    unsafe { libc::kill(pid, libc::SIGKILL) };
-                    reap(pid);
+                    kill_and_reap(pid);
                     Err(e.into())
                 }
             }
         }
-        Some((TAG_PRE_EXEC_FAILED, e)) => {
+        (Some((TAG_PRE_EXEC_FAILED, e)), _) => {
             reap(pid);
             Err(SpawnError::PreExec(e))
         }
-        Some((TAG_FILTER_FAILED, e)) => {
+        (Some((TAG_FILTER_FAILED, e)), _) | (_, Some(Some((TAG_FILTER_FAILED, e)))) => {
             reap(pid);
             Err(SpawnError::Filter(e))
         }
         other => {
-            reap(pid);
-            Err(io::Error::other(format!("unexpected message from the guest child: {other:?}")).into())
+            kill_and_reap(pid);
+            Err(io::Error::other(format!("unexpected messages from the guest child: {other:?}")).into())
         }
     }
 }

@@ -392,7 +392,7 @@ fn time(sh: &mut Shared, pid: i32, tloc: u64) -> Result<i64, i32> {
 
 /// A descriptor of the guest, borrowed with pidfd_getfd (same open file description). Pidfds are
 /// cached per task; a stale one (the task is gone, its tid reused) fails and is replaced once.
-fn borrow_fd(sh: &mut Shared, tid: i32, fd: i32) -> Result<OwnedFd, i32> {
+pub(crate) fn borrow_fd(sh: &mut Shared, tid: i32, fd: i32) -> Result<OwnedFd, i32> {
     let open = || fdops::pidfd_open(tid, true).or_else(|_| fdops::pidfd_open(tid, false)).map_err(|e| errno_of(&e));
     if let Some(p) = sh.pidfds.get(&tid) {
         match fdops::pidfd_getfd(p, fd) {

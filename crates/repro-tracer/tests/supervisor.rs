@@ -446,3 +446,22 @@ fn when_the_vdso_cannot_be_installed_clock_reads_are_mediated_and_the_stats_say_
     let d = |v: &[String]| v[1].parse::<i64>().unwrap() - v[0].parse::<i64>().unwrap();
     assert_eq!(d(&a), d(&b));
 }
+
+#[test]
+fn reads_and_writes_reach_the_supervisor_only_while_the_network_is_taped() {
+    // 2,000 one-byte reads of /dev/zero and as many writes to /dev/null.
+    let cmd = ["dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=2000", "status=none"];
+    let continued = |s: &serde_json::Value| s["continued"].as_u64().unwrap();
+    let (_, plain) = stats_of(&[], &cmd);
+    assert!(continued(&plain) < 200, "without a tape read/write are not in the filter: {plain}");
+    // The guest starts although the filter sends write(2) to the supervisor before exec (the start-up handshake),
+    // and its reads and writes of files run natively.
+    let (_, taped) = stats_of(&["--network", "record"], &cmd);
+    assert!(continued(&taped) >= 4000, "{taped}");
+    assert_eq!(taped["mediated"].get("read"), None, "{taped}");
+    // The report of a failed execve is a write(2) after the filter, answered by the supervisor.
+    let o = supervised(&["--network", "record"], &["/nonexistent/program"]);
+    assert_eq!(o.status.code(), Some(127), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = supervised(&["--network", "record"], &["sh", "-c", "echo through a pipe | cat"]);
+    assert_eq!(text(&o), "through a pipe\n");
+}

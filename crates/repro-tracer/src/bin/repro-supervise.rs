@@ -1,11 +1,12 @@
 //! `repro-supervise`: runs one command under the determinism supervisor, for tests and benchmarks.
 //!
 //! ```text
-//! repro-supervise [--seed N] [--epoch SECS] [--clock-step-ns N] [--cpus N] [--no-pidns] [--stats FILE] -- CMD [ARGS...]
+//! repro-supervise [--seed N] [--epoch SECS] [--clock-step-ns N] [--cpus N] [--no-pidns] [--stats FILE] [--network record] -- CMD [ARGS...]
 //! ```
 //! By default it enters a new PID and mount namespace (with a fresh /proc) so that pids are deterministic,
 //! as `repro run`'s sandbox does. Exit status: the guest's (128+signal when killed), 121 when determinism was
-//! not enforced, 127/126 when the command cannot be executed.
+//! not enforced, 127/126 when the command cannot be executed. `--network record` tapes the guest's sockets
+//! (it uses the host's network; the tape is discarded): for measuring what taping costs.
 
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -23,7 +24,7 @@ struct Args {
 
 fn usage(msg: &str) -> ! {
     eprintln!("repro-supervise: {msg}");
-    eprintln!("usage: repro-supervise [--seed N] [--epoch SECS] [--clock-step-ns N] [--cpus N] [--no-pidns] [--stats FILE] -- CMD [ARGS...]");
+    eprintln!("usage: repro-supervise [--seed N] [--epoch SECS] [--clock-step-ns N] [--cpus N] [--no-pidns] [--stats FILE] [--network record] -- CMD [ARGS...]");
     std::process::exit(2)
 }
 
@@ -46,6 +47,11 @@ fn parse() -> Args {
             "--cpus" => a.cfg.cpus = val("--cpus").parse().unwrap_or_else(|_| usage("bad --cpus")),
             "--no-pidns" => a.pidns = false,
             "--stats" => a.stats = Some(PathBuf::from(val("--stats"))),
+            "--network" => match val("--network").as_str() {
+                "record" => a.cfg.tapes.network = repro_tracer::tape::NetMode::Record,
+                "off" => a.cfg.tapes.network = repro_tracer::tape::NetMode::Off,
+                other => usage(&format!("bad --network {other}: record or off")),
+            },
             "--" => {
                 a.cmd = it.collect();
                 break;

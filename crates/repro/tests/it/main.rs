@@ -11,3 +11,4 @@ mod pack;
 mod pack_docker;
 mod run;
 mod signals;
+mod sock_tape;
