@@ -139,6 +139,7 @@ fn c_guest_sees_logical_time_seeded_entropy_and_pinned_identity() {
     let rdtsc: u64 = line(&out, "rdtsc ").split(' ').nth(1).unwrap().parse().unwrap();
     assert!((10_000_000_000_000..10_000_100_000_000).contains(&rdtsc), "rdtsc {rdtsc}");
     assert_ne!(rdtsc, native_rdtsc);
+    assert!(line(&out, "rdtscp ").ends_with(" aux 0"), "rdtscp reports cpu 0 in IA32_TSC_AUX: {out}");
     let cpus = ok(supervised(&["--cpus", "3"], &[probe.to_str().unwrap()]));
     assert_eq!(line(&cpus, "nproc"), "nproc 3 3");
 }

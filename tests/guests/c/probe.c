@@ -36,8 +36,10 @@ int main(void) {
     printf("gettimeofday %lld.%06ld\n", (long long)tv.tv_sec, (long)tv.tv_usec);
     printf("time %lld\n", (long long)time(NULL));
     printf("rdtsc %llu\n", (unsigned long long)__rdtsc());
-    unsigned aux;
-    printf("rdtscp %llu aux %u\n", (unsigned long long)__rdtscp(&aux), aux);
+    unsigned aux = 0xffffffff;
+    /* Read the counter first: the order in which printf's arguments are evaluated is unspecified. */
+    unsigned long long tscp = __rdtscp(&aux);
+    printf("rdtscp %llu aux %u\n", tscp, aux);
     unsigned char r[16];
     if (getrandom(r, sizeof r, 0) != sizeof r) return 3;
     hex("getrandom", r, sizeof r);
