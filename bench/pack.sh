@@ -43,6 +43,8 @@ row() { # name dir cmd...
   cd "$dir" || return
   local run cap pack size rep0 rep rz_t rz_s
   run=$(for _ in $(seq "$N"); do ms "$REPRO" run -q -- "$@"; done | median)
+  # Cold: no frame or digest cache (the first capture of these files on this machine).
+  cold=$(for i in $(seq "$N"); do rm -rf "$XDG_CACHE_HOME/repro/frames" "$XDG_CACHE_HOME/repro/digests.json"; ms "$REPRO" capture -q -o "$W/$name-cold.repro" -- "$@"; done | median)
   cap=$(for i in $(seq "$N"); do ms "$REPRO" capture -q -o "$W/$name-$i.repro" -- "$@"; done | median)
   pack="$W/$name-1.repro"
   size=$(stat -c %s "$pack")
@@ -56,14 +58,15 @@ row() { # name dir cmd...
     rz_s=$(stat -c %s "$W/$name.rpz" 2>/dev/null || echo n/a)
     rm -rf "$W/rz" .reprozip-trace
   fi
-  printf '| %s | %s | %s | %.2fx | %s KiB | %s | %s / %s | %s | %s |\n' "$name" "$run" "$cap" "$(echo "$cap / $run" | bc -l)" \
+  printf '| %s | %s | %s | %.2fx | %s | %.2fx | %s KiB | %s | %s / %s | %s | %s |\n' "$name" "$run" "$cap" "$(echo "$cap / $run" | bc -l)" \
+    "$cold" "$(echo "$cold / $run" | bc -l)" \
     "$((size / 1024))" "$([ "$rz_s" = n/a ] && echo n/a || echo "$((rz_s / 1024)) KiB")" "$rep0" "$rep" "$repro_total" "$rz_t"
   rm -rf .repro
 }
 
 setup
-echo "| command | repro run ms | capture ms | capture/run | pack | ReproZip .rpz | replay prepare ms (first / cached) | replay total ms | ReproZip trace+pack ms |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| command | repro run ms | capture ms | capture/run | cold capture ms | cold/run | pack | ReproZip .rpz | replay prepare ms (first / cached) | replay total ms | ReproZip trace+pack ms |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 row python "$W/py" python3 fail.py
 row pytest "$W/pytest" python3 -m pytest -q -p no:cacheprovider test_calc.py
 row cargo-test "$W/cargo" ./calc-tests

@@ -202,7 +202,6 @@ pub fn unpack(pack_path: &Path, dir: &Path, store: &Store) -> Result<Pack, PackE
         let p = p.to_path_buf();
         move |err| PackError::io("cannot write", p, err)
     };
-    crate::tree::materialize(&pack, &blobs, &dir.join("root"))?;
     let mut mj = serde_json::to_vec_pretty(m)
         .map_err(|x| PackError::Manifest { path: pack_path.into(), detail: x.to_string() })?;
     mj.push(b'\n');
@@ -216,6 +215,8 @@ pub fn unpack(pack_path: &Path, dir: &Path, store: &Store) -> Result<Pack, PackE
             fs::copy(blobs.join(&b.blake3), td.join(name)).map_err(e(&td.join(name)))?;
         }
     }
+    // Last: it moves blobs out of `blobs` (the copies above may share a digest with a file).
+    crate::tree::materialize(&pack, &blobs, &dir.join("root"))?;
     fs::remove_dir_all(&blobs).map_err(e(&blobs))?;
     Ok(pack)
 }

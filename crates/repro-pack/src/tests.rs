@@ -436,7 +436,8 @@ fn the_prefetcher_fills_the_caches_from_the_access_stream() {
     let data = d.path().join("data.txt");
     fs::write(&data, b"the guest reads this").unwrap();
     let frames = store::FrameCache::at(d.path().join("frames"));
-    let opts = closure::ClosureOptions { excluded: vec![d.path().join("skip").display().to_string()], ..Default::default() };
+    let opts =
+        closure::ClosureOptions { excluded: vec![d.path().join("skip").display().to_string()], ..Default::default() };
     let p = prefetch::Prefetcher::start(stream.clone(), opts, frames.clone(), d.path().join("digests.json"));
     fs::create_dir_all(d.path().join("skip")).unwrap();
     fs::write(d.path().join("skip/x"), b"excluded").unwrap();
@@ -450,4 +451,41 @@ fn the_prefetcher_fills_the_caches_from_the_access_stream() {
     p.finish();
     assert!(frames.has(&want), "the file named in the stream was compressed into the cache");
     assert!(!frames.has(&digest(b"excluded")), "excluded paths are left alone");
+}
+
+#[test]
+fn unpack_lays_out_files_that_share_content_with_each_other_and_with_the_output() {
+    let f = fixture();
+    let mut m = f.manifest.clone();
+    // Two files with the script's content (different modes), and an empty file: stdout is empty too.
+    let sd = m.files[3].blake3.clone().unwrap();
+    for (path, mode, d, size) in [
+        ("/work/proj/copy.py", 0o755, sd.clone(), m.files[3].size),
+        ("/work/proj/__init__.py", 0o644, digest(b""), Some(0)),
+    ] {
+        m.files.push(FileEntry {
+            path: path.into(),
+            kind: EntryKind::File,
+            mode,
+            size,
+            blake3: Some(d),
+            target: None,
+            access: vec!["open".into()],
+        });
+    }
+    m.files.sort_by(|a, b| a.path.cmp(&b.path));
+    let p = f.dir.path().join("shared.repro");
+    write_pack(&p, &m, &f.blobs, None, None).unwrap();
+    let out = f.dir.path().join("unpacked");
+    summary::unpack(&p, &out, &store(&f)).unwrap();
+    let root = out.join("root/work/proj");
+    assert_eq!(fs::read(root.join("fail.py")).unwrap(), b"raise SystemExit('boom')\n");
+    assert_eq!(fs::read(root.join("copy.py")).unwrap(), b"raise SystemExit('boom')\n");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(fs::metadata(root.join("copy.py")).unwrap().permissions().mode() & 0o777, 0o755);
+    assert_eq!(fs::metadata(root.join("fail.py")).unwrap().permissions().mode() & 0o777, 0o644);
+    assert_eq!(fs::read(root.join("__init__.py")).unwrap(), b"");
+    assert_eq!(fs::read(out.join("stdout")).unwrap(), b"");
+    assert_eq!(fs::read(out.join("stderr")).unwrap(), b"boom\n");
+    assert!(!out.join(".blobs").exists());
 }

@@ -18,9 +18,9 @@ fn inside(root: &Path, guest: &str) -> PathBuf {
     root.join(guest.trim_start_matches('/'))
 }
 
-/// Lays out the pack's files under `root` (which must not exist): blobs from `blobs/<digest>`, sized files as
-/// sparse files, listed names as empty files, then the mountpoints and the working directory. Directory modes
-/// are applied last.
+/// Lays out the pack's files under `root` (which must not exist): blobs from `blobs/<digest>` (moved there on
+/// their first use, so `blobs` is consumed), sized files as sparse files, listed names as empty files, then the
+/// mountpoints and the working directory. Directory modes are applied last.
 pub fn materialize(pack: &Pack, blobs: &Path, root: &Path) -> Result<(), PackError> {
     let m = &pack.manifest;
     let e = |what: &'static str, p: &Path| {
@@ -29,6 +29,7 @@ pub fn materialize(pack: &Pack, blobs: &Path, root: &Path) -> Result<(), PackErr
     };
     fs::create_dir_all(root).map_err(e("cannot create", root))?;
     let mut dirs = Vec::new();
+    let mut placed: std::collections::HashMap<&str, PathBuf> = std::collections::HashMap::new();
     for f in &m.files {
         let p = inside(root, &f.path);
         if let Some(parent) = p.parent() {
@@ -45,8 +46,15 @@ pub fn materialize(pack: &Pack, blobs: &Path, root: &Path) -> Result<(), PackErr
             }
             EntryKind::File => {
                 let d = f.blake3.as_deref().unwrap_or("");
-                let src = blobs.join(d);
-                fs::copy(&src, &p).map_err(e("cannot copy the blob to", &p))?;
+                match placed.get(d) {
+                    Some(first) => {
+                        fs::copy(first, &p).map_err(e("cannot copy the blob to", &p))?;
+                    }
+                    None => {
+                        fs::rename(blobs.join(d), &p).map_err(e("cannot move the blob to", &p))?;
+                        placed.insert(d, p.clone());
+                    }
+                }
                 fs::set_permissions(&p, fs::Permissions::from_mode(f.mode)).map_err(e("cannot chmod", &p))?;
             }
             EntryKind::Sized | EntryKind::Listed => {
@@ -100,7 +108,6 @@ pub fn cached_root(pack_path: &Path, cache: &Path, store: &Store) -> Result<(Pac
     if dest.join("root").is_dir() {
         return Ok((pack, dest.join("root")));
     }
-    materialize(&pack, &blobs, &tmp.path().join("root"))?;
     // The tapes, next to the root: `<cache>/roots/<pack id>/tapes/{network,proc}.json`.
     for (name, t) in [("network.json", &pack.manifest.tapes.network), ("proc.json", &pack.manifest.tapes.proc)] {
         if let Some(b) = t {
@@ -110,6 +117,8 @@ pub fn cached_root(pack_path: &Path, cache: &Path, store: &Store) -> Result<(Pac
                 .map_err(|e| PackError::io("cannot write", td.join(name), e))?;
         }
     }
+    // Last: it moves blobs out of `blobs` (a tape may share a digest with a file).
+    materialize(&pack, &blobs, &tmp.path().join("root"))?;
     fs::remove_dir_all(&blobs).map_err(|e| PackError::io("cannot remove", &blobs, e))?;
     let staged = tmp.keep();
     if let Err(err) = fs::rename(&staged, &dest) {
