@@ -59,3 +59,42 @@ pub fn stderr(o: &Output) -> String {
 pub fn assert_code(o: &Output, code: i32) {
     assert_eq!(o.status.code(), Some(code), "stdout:\n{}\nstderr:\n{}", stdout(o), stderr(o));
 }
+
+/// `python3 -m http.server` on a free loopback port, serving `dir`; stopped when dropped.
+pub struct HttpServer {
+    child: std::process::Child,
+    pub port: u16,
+}
+
+impl HttpServer {
+    pub fn start(dir: &Path) -> HttpServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new("python3")
+            .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string()])
+            .current_dir(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 -m http.server starts");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "the HTTP server did not start");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        HttpServer { child, port }
+    }
+
+    /// Stops the server and checks that nothing listens on its port any more.
+    pub fn stop(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        assert!(std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err(), "the server is stopped");
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

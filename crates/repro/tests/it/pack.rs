@@ -239,38 +239,6 @@ body = urllib.request.urlopen(f'http://127.0.0.1:{port}/PATH', timeout=5).read()
 print('body', body.strip())\n\
 raise SystemExit(f'unexpected body {body.strip()}')\n";
 
-/// `python3 -m http.server` on a free loopback port, serving `dir`; stopped when dropped.
-struct HttpServer {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl HttpServer {
-    fn start(dir: &Path) -> HttpServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = std::process::Command::new("python3")
-            .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string()])
-            .current_dir(dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("python3 -m http.server starts");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(std::time::Instant::now() < deadline, "the HTTP server did not start");
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        HttpServer { child, port }
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn network_is_taped_and_replayed_without_the_server() {
     let e = PackEnv::new();

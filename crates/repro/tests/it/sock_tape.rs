@@ -4,7 +4,7 @@
 //! replay.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Output;
 
 use crate::common::*;
@@ -47,45 +47,6 @@ impl Env {
         let dir = self.aside.path().join("unpacked");
         assert_code(&self.cmd(&["unpack", self.pack().to_str().unwrap(), dir.to_str().unwrap()]), 0);
         serde_json::from_slice(&fs::read(dir.join("tapes/network.json")).unwrap()).unwrap()
-    }
-}
-
-/// `python3 -m http.server` on a free loopback port, serving `dir`; stopped when dropped.
-struct HttpServer {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl HttpServer {
-    fn start(dir: &Path) -> HttpServer {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = std::process::Command::new("python3")
-            .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string()])
-            .current_dir(dir)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("python3 -m http.server starts");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(std::time::Instant::now() < deadline, "the HTTP server did not start");
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        HttpServer { child, port }
-    }
-
-    /// Stops the server and checks that nothing listens on its port any more.
-    fn stop(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        assert!(std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err(), "the server is stopped");
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
