@@ -212,7 +212,16 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
         let mut v = serde_json::to_value(&r).map_err(|e| CliError::new(1, e.to_string()))?;
         v["exit_status"] = code.into();
         print_json(&v)?;
-    } else if let Some(d) = diverged {
+        return Ok(code);
+    }
+    // As `repro run` does: what the sandbox could not enforce, once each.
+    let mut warned = std::collections::BTreeSet::new();
+    for w in r.runs.iter().flat_map(|run| &run.warnings) {
+        if warned.insert(w) {
+            eprintln!("repro: warning: {w}");
+        }
+    }
+    if let Some(d) = diverged {
         eprintln!("[repro] replay diverged from the recording: {d}");
     } else {
         eprintln!("[repro] reproduced {}/{}: {}", r.reproduced, n, r.recorded.summary());

@@ -90,6 +90,8 @@ pub struct ReplayRun {
     /// What the guest did that is not on the pack's tapes (the run was stopped: exit 123).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub diverged: Option<String>,
+    /// What the sandbox could not enforce in this run (as `repro run` reports it), e.g. the memory limit.
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -224,6 +226,7 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
             run_dir: report.dir.clone(),
             duration_ms: report.record.duration_ms,
             diverged,
+            warnings: report.record.enforcement.warnings.clone(),
         });
     }
     let reproduced = runs.iter().filter(|r| r.differences.is_empty()).count() as u32;

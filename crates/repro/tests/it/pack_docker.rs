@@ -236,8 +236,8 @@ impl Container {
     /// executable and not on the container's overlay root for the cache and the state directory (the overlay of
     /// the working directory puts its upper layer there). `--privileged` does as well where the engine allows it
     /// (not here: the engine's own capability bounding set lacks CAP_SYS_RESOURCE).
-    fn start(image: &str, pack: &Path) -> Container {
-        let name = format!("repro-pack-docker-{}", std::process::id());
+    fn start(image: &str, pack: &Path, cgroups: bool) -> Container {
+        let name = format!("repro-pack-docker-{}-{}", std::process::id(), if cgroups { "cg" } else { "nocg" });
         let _ = docker(&["rm", "-f", &name]);
         let exe = format!("{}:/usr/local/bin/repro:ro", repro_path().display());
         let pack = format!("{}:/packs/py.repro:ro", pack.display());
@@ -246,11 +246,15 @@ impl Container {
             "run", "-d", "--rm", "--name", &name, "--label", "repro.test=pack-docker",
             "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--cap-add", "SYS_PTRACE",
             "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
-            "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
             "-v", &exe, "-v", &pack,
             "--tmpfs", "/work:exec", "-w", "/work", "-e", "HOME=/work", "-e", "XDG_CACHE_HOME=/work/cache",
-            image, "sleep", "600",
         ];
+        let cgroup_args = ["--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw"];
+        let mut args: Vec<&str> = args.to_vec();
+        if cgroups {
+            args.extend_from_slice(&cgroup_args);
+        }
+        args.extend_from_slice(&[image, "sleep", "600"]);
         let o = docker(&args);
         let c = Container { name, removed: false };
         assert!(o.status.success(), "docker run failed:\n{}", stderr(&o));
@@ -322,7 +326,7 @@ fn pack_replays_in_a_docker_container_with_another_python() {
     let err = stderr(&o);
     assert!(err.starts_with("pypy 3.9\n") && err.contains("No module named 'tomllib'"), "{err}");
 
-    let c = Container::start(&image, &pack);
+    let c = Container::start(&image, &pack, true);
     let o = c.exec(&["python3", "-c", "import sys; print(sys.implementation.name); print(sys.version)"]);
     assert_code(&o, 0);
     let out = stdout(&o);
@@ -357,6 +361,19 @@ fn pack_replays_in_a_docker_container_with_another_python() {
     let rec = json(&o);
     assert!(rec["enforcement"]["cgroup"].is_string(), "{}", rec["enforcement"]);
     assert_eq!(rec["enforcement"]["warnings"], serde_json::json!([]), "{}", rec["enforcement"]);
+    c.remove();
+
+    // Without a writable cgroup hierarchy the memory limit cannot be enforced: the replay still reproduces the
+    // failure, and says what it could not enforce, as `repro run` does.
+    let c = Container::start(&image, &pack, false);
+    let o = c.exec(&["repro", "replay", "/packs/py.repro"]);
+    assert_code(&o, 0);
+    let err = stderr(&o);
+    assert!(err.contains("repro: warning: memory limit not enforced"), "{err}");
+    assert!(err.contains("[repro] reproduced 1/1"), "{err}");
+    let o = c.exec(&["repro", "replay", "--json", "/packs/py.repro"]);
+    let r = json(&o);
+    assert!(r["runs"][0]["warnings"][0].as_str().unwrap_or("").starts_with("memory limit not enforced"), "{r}");
     c.remove();
     eprintln!("image ready after {} ms; test done in {} ms", built.as_millis(), started.elapsed().as_millis());
 }
