@@ -141,6 +141,21 @@ pub enum PackCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Show the size of repro's pack caches ($XDG_CACHE_HOME/repro), or empty them with --clean.
+    ///
+    /// frames (compressed blobs reused by later captures), digests (digests of host files), roots (laid-out
+    /// replay roots) only cost time to rebuild; cas is the blob store that thin packs refer to, removed only
+    /// with --clean --store.
+    Cache {
+        /// Remove the frames, digests and roots caches.
+        #[arg(long)]
+        clean: bool,
+        /// With --clean: also remove the blob store (thin packs made on this machine stop replaying).
+        #[arg(long, requires = "clean")]
+        store: bool,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn exe() -> PathBuf {
@@ -267,6 +282,31 @@ pub fn pack_cmd(c: PackCommand) -> Result<i32, CliError> {
                 }))?;
             } else {
                 println!("{}: ok ({} blobs, every digest checks)", pack.display(), p.blobs.len());
+            }
+            Ok(0)
+        }
+        PackCommand::Cache { clean, store, json } => {
+            let dir = repro_pack::store::cache_dir();
+            let list =
+                if clean { repro_pack::store::clean_cache(&dir, store)? } else { repro_pack::store::cache_usage(&dir) };
+            if json {
+                print_json(&serde_json::json!({ "cache": dir, "cleaned": clean, "caches": list }))?;
+                return Ok(0);
+            }
+            let verb = if clean { "removed" } else { "" };
+            for c in &list {
+                let note = if c.pure { "" } else { "  (thin packs refer to it)" };
+                let line = format!(
+                    "{:<8} {:>8} files {:>12} bytes  {} {verb}{note}",
+                    c.name,
+                    c.files,
+                    c.bytes,
+                    c.path.display()
+                );
+                println!("{}", line.trim_end());
+            }
+            if clean && list.is_empty() {
+                println!("nothing to remove in {}", dir.display());
             }
             Ok(0)
         }

@@ -216,6 +216,57 @@ impl DigestCache {
     }
 }
 
+/// One of repro's caches under [`cache_dir`], for `repro pack cache`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CacheUsage {
+    /// `cas`, `frames`, `digests`, `roots`.
+    pub name: &'static str,
+    pub path: PathBuf,
+    pub files: u64,
+    pub bytes: u64,
+    /// Whether removing it only costs time (false for the store: thin packs refer to it).
+    pub pure: bool,
+}
+
+fn usage_of(p: &Path) -> (u64, u64) {
+    let Ok(md) = fs::symlink_metadata(p) else { return (0, 0) };
+    if !md.is_dir() {
+        return (1, md.len());
+    }
+    let mut total = (0, 0);
+    for e in fs::read_dir(p).into_iter().flatten().flatten() {
+        let (f, b) = usage_of(&e.path());
+        total = (total.0 + f, total.1 + b);
+    }
+    total
+}
+
+/// The caches in `cache` (normally [`cache_dir`]) and what they hold.
+pub fn cache_usage(cache: &Path) -> Vec<CacheUsage> {
+    [("cas", "cas", false), ("frames", "frames", true), ("digests", "digests.json", true), ("roots", "roots", true)]
+        .into_iter()
+        .map(|(name, rel, pure)| {
+            let path = cache.join(rel);
+            let (files, bytes) = usage_of(&path);
+            CacheUsage { name, path, files, bytes, pure }
+        })
+        .collect()
+}
+
+/// Removes the pure caches in `cache` (and, with `store`, the blob store too); returns what was removed.
+pub fn clean_cache(cache: &Path, store: bool) -> Result<Vec<CacheUsage>, PackError> {
+    let mut removed = Vec::new();
+    for u in cache_usage(cache) {
+        if !(u.pure || store) || fs::symlink_metadata(&u.path).is_err() {
+            continue;
+        }
+        let r = if u.path.is_dir() { fs::remove_dir_all(&u.path) } else { fs::remove_file(&u.path) };
+        r.map_err(|e| PackError::io("cannot remove", &u.path, e))?;
+        removed.push(u);
+    }
+    Ok(removed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,5 +320,25 @@ mod tests {
         assert_eq!(c2.lookup(&f, &md), Some(dg.clone()), "saved and loaded");
         fs::write(&f, b"two").unwrap();
         assert_eq!(c2.lookup(&f, &fs::metadata(&f).unwrap()), None, "a write moves ctime");
+    }
+
+    #[test]
+    fn cache_usage_and_clean() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::at(d.path().join("cas"));
+        let dg = crate::manifest::digest(b"blob");
+        s.put_reader(&dg, &b"blob"[..], Path::new("mem")).unwrap();
+        FrameCache::at(d.path().join("frames")).put(&dg, b"frame");
+        fs::write(d.path().join("digests.json"), b"{}").unwrap();
+        let u = cache_usage(d.path());
+        let by = |n: &str| u.iter().find(|c| c.name == n).unwrap().clone();
+        assert_eq!((by("cas").files, by("cas").bytes), (1, 4));
+        assert_eq!((by("frames").files, by("frames").bytes), (1, 5 + 32));
+        assert_eq!((by("digests").files, by("roots").files), (1, 0));
+        let removed: Vec<_> = clean_cache(d.path(), false).unwrap().into_iter().map(|c| c.name).collect();
+        assert_eq!(removed, ["frames", "digests"]);
+        assert!(s.has(&dg), "the store stays: thin packs refer to it");
+        clean_cache(d.path(), true).unwrap();
+        assert!(!s.has(&dg));
     }
 }

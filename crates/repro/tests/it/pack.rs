@@ -163,6 +163,20 @@ fn two_captures_give_byte_identical_packs() {
     assert_code(&e.capture("b.repro", &["-q"], &["python3", "fail.py"]), 1);
     let (a, b) = (fs::read(e.pack("a.repro")).unwrap(), fs::read(e.pack("b.repro")).unwrap());
     assert!(a == b, "packs differ ({} and {} bytes)", a.len(), b.len());
+    // The first capture filled the frame and digest caches and the second used them; emptied, the third
+    // capture compresses everything again and writes the same bytes.
+    let o = e.cmd(&["pack", "cache", "--json"]);
+    assert_code(&o, 0);
+    let caches: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let files = |name: &str| {
+        caches["caches"].as_array().unwrap().iter().find(|c| c["name"] == name).unwrap()["files"].as_u64().unwrap()
+    };
+    assert!(files("frames") > 10 && files("digests") == 1, "{caches}");
+    let o = e.cmd(&["pack", "cache", "--clean"]);
+    assert_code(&o, 0);
+    assert!(stdout(&o).contains("frames") && stdout(&o).contains("removed"), "{}", stdout(&o));
+    assert_code(&e.capture("c.repro", &["-q"], &["python3", "fail.py"]), 1);
+    assert!(fs::read(e.pack("c.repro")).unwrap() == a, "a pack written without the caches differs");
 }
 
 #[test]
