@@ -308,6 +308,7 @@ pub(crate) fn net_syscalls(cfg: &TapeConfig) -> Vec<u32> {
             libc::SYS_writev,
         ],
     };
+    v.extend(UNTAPED.iter().map(|(nr, _, _)| *nr));
     if matches!(cfg.network, NetMode::Replay(_)) {
         v.extend([
             libc::SYS_bind,
@@ -321,6 +322,16 @@ pub(crate) fn net_syscalls(cfg: &TapeConfig) -> Vec<u32> {
     }
     v.into_iter().map(|n| n as u32).collect()
 }
+
+/// Calls that move a socket's data without a buffer of the guest's the supervisor could tape, with the
+/// arguments that hold descriptors. On a taped socket they are not taped: recording says so (determinism not
+/// enforced, exit 121) and lets them run; replay stops as diverged (exit 123) rather than answer from nothing.
+const UNTAPED: [(i64, &str, &[usize]); 4] = [
+    (libc::SYS_sendfile, "sendfile", &[0, 1]),
+    (libc::SYS_splice, "splice", &[0, 2]),
+    (libc::SYS_sendmmsg, "sendmmsg", &[0]),
+    (libc::SYS_recvmmsg, "recvmmsg", &[0]),
+];
 
 /// read(2), readv(2), write(2), writev(2): calls on any descriptor, taped only on a socket.
 fn is_plain_io(nr: i64) -> bool {
@@ -520,6 +531,22 @@ pub(crate) fn handle(sh: &mut Shared, n: &Notification) -> Option<Reply> {
             return None;
         }
         return Some(new_socket(sh, n, domain, a[1] as i32, None));
+    }
+    if let Some((_, name, fds)) = UNTAPED.iter().find(|(x, _, _)| *x == nr) {
+        for &i in fds.iter() {
+            let Some(ino) = socket_inode(sh, tid, a[i] as i32) else { continue };
+            let Some(&(socket, ord)) = sh.tape.as_ref().and_then(|t| t.sockets.get(&ino)) else { continue };
+            if replay {
+                let what =
+                    format!("the guest called {name} on socket {socket} (call {}), which is not on the tape", ord + 1);
+                return Some(diverge(sh, what));
+            }
+            sh.not_enforced.insert(format!(
+                "{name} on a socket taped by --network record (socket {socket}): its data cannot be taped"
+            ));
+            return Some(Reply::Continue);
+        }
+        return Some(Reply::Continue);
     }
     let ino = socket_inode(sh, tid, a[0] as i32);
     let tape = sh.tape.as_mut()?;

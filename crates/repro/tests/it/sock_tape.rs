@@ -173,3 +173,39 @@ fn readv_and_writev_on_a_socket_are_taped_and_replayed() {
         "{err}"
     );
 }
+
+/// socket.sendfile: the kernel copies a file to the socket, and there is no buffer of the guest's to tape.
+const SENDFILE: &str = r#"import socket, sys
+s = socket.create_connection(('127.0.0.1', int(sys.argv[1])))
+with open('req.txt', 'rb') as f:
+    s.sendfile(f)
+print(s.makefile('rb').readline().decode().strip())
+raise SystemExit(1)
+"#;
+
+#[test]
+fn sendfile_on_a_taped_socket_is_reported_not_replayed_from_nothing() {
+    let e = Env::new();
+    let site = site();
+    e.write("send.py", SENDFILE);
+    e.write("req.txt", "GET /a.txt HTTP/1.0\r\n\r\n");
+    let server = HttpServer::start(site.path());
+    let o = e.capture(&["python3", "send.py", &server.port.to_string()]);
+    server.stop();
+    // Recording: the call runs (the answer arrives), and the run says what it could not tape.
+    assert!(stdout(&o).contains("HTTP/1.0 200 OK"), "{}", stdout(&o));
+    assert_code(&o, 121);
+    assert!(
+        stderr(&o).contains("[repro] determinism not enforced: sendfile on a socket taped by --network record"),
+        "{}",
+        stderr(&o)
+    );
+    // Replaying: the guest is stopped at the sendfile instead of waiting on a socket nobody answers.
+    let o = e.replay(&[]);
+    assert_code(&o, 123);
+    assert!(
+        stderr(&o).contains("the guest called sendfile on socket 0 (call 3), which is not on the tape"),
+        "{}",
+        stderr(&o)
+    );
+}
