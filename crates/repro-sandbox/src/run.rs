@@ -373,13 +373,25 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let err_pump =
         pump(err_r, dir.join("stderr"), echo.stderr.then(|| Box::new(std::io::stderr()) as Box<dyn Write + Send>));
 
+    // SIGINT/SIGTERM/SIGHUP go to the guest (through the init). A second one kills the sandbox: the guest may
+    // ignore them, or the sandbox may not have started it yet.
+    let mut interrupted: Option<i32> = None;
+    let mut killed = false;
     let init_exit = loop {
         if let Some((_, exit)) = ns::wait_child(init_pid, true)? {
             break exit;
         }
         match ns::read_signal(&sigfd)? {
             crate::init::libc_sig::CHLD => {}
-            sig => ns::kill(init_pid, sig)?,
+            sig if interrupted.is_some() && !killed => {
+                eprintln!("repro: {} again: killing the sandbox", crate::init::signal_name(sig));
+                ns::kill(init_pid, crate::init::libc_sig::KILL)?;
+                killed = true;
+            }
+            sig => {
+                interrupted.get_or_insert(sig);
+                ns::kill(init_pid, sig)?
+            }
         }
     };
     let stdout_bytes =
@@ -388,9 +400,17 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         err_pump.join().unwrap_or(Ok(0)).map_err(|e| SandboxError::io("cannot save", dir.join("stderr"), e))?;
 
     let result: Option<InitResult> = fs::read(&result_path).ok().and_then(|d| serde_json::from_slice(&d).ok());
-    let (outcome, mut exit_status, determinism, accessed, tapes) = match result {
-        Some(r) => (r.outcome, r.exit_status, r.determinism, r.accessed, r.tapes),
-        None => (
+    let (outcome, mut exit_status, determinism, accessed, tapes) = match (result, interrupted) {
+        (Some(r), _) => (r.outcome, r.exit_status, r.determinism, r.accessed, r.tapes),
+        // Killed after a second interrupt: the run ended by the first one.
+        (None, Some(sig)) if killed => (
+            RunOutcome::Signaled { signal: sig, name: crate::init::signal_name(sig) },
+            128 + sig,
+            Default::default(),
+            Vec::new(),
+            Default::default(),
+        ),
+        (None, _) => (
             RunOutcome::SetupFailed {
                 message: format!("the sandbox's init ended ({init_exit:?}) without reporting a result"),
             },

@@ -75,6 +75,24 @@ fn sigterm_without_a_handler_gives_128_plus_15() {
     assert_eq!(run.child.wait().unwrap().code(), Some(143));
 }
 
+#[test]
+fn a_second_sigterm_kills_a_guest_that_ignores_the_first() {
+    let w = Workdir::new();
+    let (mut run, mut out) = spawn_run(&w, "trap '' TERM; echo ready; exec cat");
+    wait_ready(&mut out);
+    signal(run.child.id(), "TERM");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(run.child.try_wait().unwrap().is_none(), "the guest ignores SIGTERM: the run goes on");
+    signal(run.child.id(), "TERM");
+    let started = Instant::now();
+    let status = run.child.wait().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(status.code(), Some(143), "the run ended by the first SIGTERM");
+    let mut err = String::new();
+    std::io::Read::read_to_string(run.child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(err.contains("repro: SIGTERM again: killing the sandbox"), "{err}");
+}
+
 /// Whether a process is alive (not a zombie).
 fn alive(pid: &str) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
