@@ -54,6 +54,16 @@ pub fn accept4(fd: &OwnedFd, flags: i32) -> io::Result<(OwnedFd, Vec<u8>)> {
     Ok((nfd, addr[..(len as usize).min(ADDR_MAX)].to_vec()))
 }
 
+/// getsockname(2): the socket's own raw address.
+pub fn getsockname(fd: &OwnedFd) -> io::Result<Vec<u8>> {
+    let mut addr = [0u8; ADDR_MAX];
+    let mut len = ADDR_MAX as libc::socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `addr` and updates `len`.
+    let r = unsafe { libc::getsockname(fd.as_raw_fd(), addr.as_mut_ptr().cast(), &mut len) };
+    cvt(r as isize)?;
+    Ok(addr[..(len as usize).min(ADDR_MAX)].to_vec())
+}
+
 /// recvfrom(2) of at most `len` bytes: the bytes and the sender's raw address (empty when none).
 pub fn recvfrom(fd: &OwnedFd, len: usize, flags: i32) -> io::Result<(Vec<u8>, Vec<u8>)> {
     let mut buf = vec![0u8; len];

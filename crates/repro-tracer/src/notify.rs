@@ -69,6 +69,22 @@ pub(crate) enum Reply {
         fd: OwnedFd,
         cloexec: bool,
     },
+    /// A call that would block (a recv or accept while recording the network): it is made on a thread of its
+    /// own, which answers when it returns, so that the notify thread goes on serving the guest's other tasks
+    /// (one of which may be the peer it waits for).
+    Defer(Box<dyn FnOnce(&SharedRef) -> Reply + Send>),
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reply::Value(v) => write!(f, "Value({v})"),
+            Reply::Error(e) => write!(f, "Error({e})"),
+            Reply::Continue => write!(f, "Continue"),
+            Reply::AddFd { cloexec, .. } => write!(f, "AddFd(cloexec: {cloexec})"),
+            Reply::Defer(_) => write!(f, "Defer"),
+        }
+    }
 }
 
 fn errno_of(e: &io::Error) -> i32 {
@@ -81,6 +97,7 @@ fn errno_of(e: &io::Error) -> i32 {
 /// when the filter has no task left or the task died, and only then is the listener polled to tell
 /// the two apart.
 pub(crate) fn serve(listener: Listener, shared: SharedRef) {
+    let listener = std::sync::Arc::new(listener);
     // Wake the supervisor on the guest's CPU: halves the round trip (Linux 6.6+; harmless if absent).
     let _ = listener.set_sync_wakeup();
     // The guest runs with rdtsc trapped; with the same setting here, switching between the guest and
@@ -95,24 +112,42 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
                 Ok(ListenerState::Hangup) | Err(_) => return,
             },
         };
-        let reply = handle(&n, &listener, &shared);
-        let r = match reply {
-            Reply::Value(v) => listener.respond_value(n.id, v),
-            Reply::Error(e) => listener.respond_error(n.id, e),
-            Reply::Continue => {
-                lock(&shared).stats.continued += 1;
-                listener.respond_continue(n.id)
+        match handle(&n, &listener, &shared) {
+            Reply::Defer(call) => {
+                let (l, s, id) = (listener.clone(), shared.clone(), n.id);
+                // The thread inherits this one's blocked signals (the init's signalfd set).
+                let spawned = std::thread::Builder::new()
+                    .name("repro-blocking-call".into())
+                    .spawn(move || respond(&l, &s, id, call(&s)));
+                if spawned.is_err() {
+                    let _ = listener.respond_error(n.id, libc::EAGAIN);
+                }
             }
-            // If the descriptor cannot be installed (EMFILE...), the syscall fails with that error
-            // rather than leaving the task waiting for an answer.
-            Reply::AddFd { fd, cloexec } => match listener.addfd_send(n.id, fd.as_raw_fd(), cloexec) {
-                Err(e) if e.raw_os_error() != Some(libc::ENOENT) => listener.respond_error(n.id, errno_of(&e)),
-                r => r.map(|_| ()),
-            },
-        };
-        // ENOENT: the task was killed or a signal interrupted the syscall; it will be restarted.
-        let _ = r;
+            reply => respond(&listener, &shared, n.id, reply),
+        }
     }
+}
+
+/// Sends the answer to notification `id`.
+fn respond(listener: &Listener, shared: &SharedRef, id: u64, reply: Reply) {
+    let r = match reply {
+        Reply::Value(v) => listener.respond_value(id, v),
+        Reply::Error(e) => listener.respond_error(id, e),
+        Reply::Continue => {
+            lock(shared).stats.continued += 1;
+            listener.respond_continue(id)
+        }
+        // If the descriptor cannot be installed (EMFILE...), the syscall fails with that error
+        // rather than leaving the task waiting for an answer.
+        Reply::AddFd { fd, cloexec } => match listener.addfd_send(id, fd.as_raw_fd(), cloexec) {
+            Err(e) if e.raw_os_error() != Some(libc::ENOENT) => listener.respond_error(id, errno_of(&e)),
+            r => r.map(|_| ()),
+        },
+        // Not produced by a deferred call itself.
+        Reply::Defer(_) => listener.respond_error(id, libc::EIO),
+    };
+    // ENOENT: the task was killed or a signal interrupted the syscall; it will be restarted.
+    let _ = r;
 }
 
 /// Answers one notification; the vDSO's shared clock page is synchronised with the controller around it.

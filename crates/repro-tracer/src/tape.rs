@@ -73,6 +73,8 @@ pub enum NetOp {
     Accept,
     Read,
     Write,
+    /// getsockname: the address the socket was bound to (a server's port chosen by the kernel).
+    Sockname,
 }
 
 impl NetOp {
@@ -83,11 +85,14 @@ impl NetOp {
             NetOp::Accept => "accept",
             NetOp::Read => "read",
             NetOp::Write => "write",
+            NetOp::Sockname => "sockname",
         }
     }
 
     fn parse(s: &str) -> Option<NetOp> {
-        [NetOp::Socket, NetOp::Connect, NetOp::Accept, NetOp::Read, NetOp::Write].into_iter().find(|o| o.name() == s)
+        [NetOp::Socket, NetOp::Connect, NetOp::Accept, NetOp::Read, NetOp::Write, NetOp::Sockname]
+            .into_iter()
+            .find(|o| o.name() == s)
     }
 }
 
@@ -306,6 +311,7 @@ pub(crate) fn net_syscalls(cfg: &TapeConfig) -> Vec<u32> {
             libc::SYS_readv,
             libc::SYS_write,
             libc::SYS_writev,
+            libc::SYS_getsockname,
         ],
     };
     v.extend(UNTAPED.iter().map(|(nr, _, _)| *nr));
@@ -315,7 +321,6 @@ pub(crate) fn net_syscalls(cfg: &TapeConfig) -> Vec<u32> {
             libc::SYS_listen,
             libc::SYS_setsockopt,
             libc::SYS_getsockopt,
-            libc::SYS_getsockname,
             libc::SYS_getpeername,
             libc::SYS_shutdown,
         ]);
@@ -570,6 +575,7 @@ pub(crate) fn handle(sh: &mut Shared, n: &Notification) -> Option<Reply> {
         libc::SYS_write | libc::SYS_writev | libc::SYS_sendto | libc::SYS_sendmsg => {
             write(sh, n, socket, ordinal, replay)
         }
+        libc::SYS_getsockname => return Some(sockname(sh, n, socket, ino, ord, replay)),
         _ => {
             // Replay only: socket options and addresses of a socket that is a socket pair here.
             tape.sockets.insert(ino, (socket, ord));
@@ -577,6 +583,53 @@ pub(crate) fn handle(sh: &mut Shared, n: &Notification) -> Option<Reply> {
         }
     };
     Some(r)
+}
+
+/// getsockname(2) of a taped socket: recorded (a server that bound port 0 tells its clients the port the kernel
+/// chose), and answered from the tape on replay; a tape made before sockname events were taped is answered with
+/// the unspecified address, as then.
+fn sockname(sh: &mut Shared, n: &Notification, socket: u32, ino: u64, ord: u32, replay: bool) -> Reply {
+    let tid = n.pid as i32;
+    let a = n.args;
+    if replay {
+        let next_is_sockname = sh
+            .tape
+            .as_ref()
+            .and_then(|t| t.queues.get(&socket))
+            .and_then(|q| q.front())
+            .is_some_and(|e| e.op == NetOp::Sockname);
+        if !next_is_sockname {
+            if let Some(t) = sh.tape.as_mut() {
+                t.sockets.insert(ino, (socket, ord));
+            }
+            return replay_control(sh, n, socket);
+        }
+        let ev = match next_event(sh, socket, ord + 1, NetOp::Sockname) {
+            Ok(e) => e,
+            Err(r) => return r,
+        };
+        if ev.result < 0 {
+            return reply(ev.result);
+        }
+        return match write_addr(tid, a[1], a[2], &ev.addr) {
+            Ok(()) => Reply::Value(0),
+            Err(e) => Reply::Error(e),
+        };
+    }
+    let got = borrow(tid, a[0] as i32).map_err(|e| -(e as i64)).and_then(|fd| net::getsockname(&fd).map_err(errno));
+    let (result, addr) = match got {
+        Ok(addr) => (0, addr),
+        Err(r) => (r, Vec::new()),
+    };
+    if result == 0 {
+        if let Err(e) = write_addr(tid, a[1], a[2], &addr) {
+            return Reply::Error(e);
+        }
+    }
+    if let Some(t) = sh.tape.as_mut() {
+        t.recorded.push(NetEvent { socket, op: NetOp::Sockname, result, data: Vec::new(), addr });
+    }
+    reply(result)
 }
 
 /// The next taped call of `socket` on replay, checked to be `op`.
@@ -642,12 +695,45 @@ fn new_socket(sh: &mut Shared, n: &Notification, domain: i32, ty: i32, listening
         tape.next_socket += 1;
         return Reply::AddFd { fd: guest, cloexec };
     }
-    let made = match listening {
-        Some(_) => borrow(tid, a[0] as i32)
-            .map_err(|e| -(e as i64))
-            .and_then(|l| net::accept4(&l, ty & libc::SOCK_NONBLOCK).map_err(errno)),
-        None => net::socket(domain, ty | libc::SOCK_CLOEXEC, a[2] as i32).map(|s| (s, Vec::new())).map_err(errno),
-    };
+    if listening.is_some() {
+        let l = match borrow(tid, a[0] as i32) {
+            Ok(l) => l,
+            Err(e) => return record_new_socket(sh, tid, (id, listening, addr_out, cloexec), Err(-(e as i64))),
+        };
+        if !acceptable(&l) && blocking(&l) {
+            // Waits for a client, perhaps one of the guest's own tasks: on a thread of its own. The socket's
+            // number is taken now, in the guest's order of calls.
+            tape.next_socket += 1;
+            return Reply::Defer(Box::new(move |shared| {
+                let made = net::accept4(&l, ty & libc::SOCK_NONBLOCK).map_err(errno);
+                let failed = made.is_err();
+                let mut sh = crate::lock(shared);
+                let before = sh.tape.as_ref().map(|t| t.next_socket);
+                let r = record_new_socket(&mut sh, tid, (id, listening, addr_out, cloexec), made);
+                // The number was taken when the call was made; a failed accept gives it back if no socket came
+                // after it.
+                if let (Some(t), Some(b)) = (sh.tape.as_mut(), before) {
+                    t.next_socket = if failed && b == id + 1 { id } else { b };
+                }
+                r
+            }));
+        }
+        let made = net::accept4(&l, ty & libc::SOCK_NONBLOCK).map_err(errno);
+        return record_new_socket(sh, tid, (id, listening, addr_out, cloexec), made);
+    }
+    let made = net::socket(domain, ty | libc::SOCK_CLOEXEC, a[2] as i32).map(|s| (s, Vec::new())).map_err(errno);
+    record_new_socket(sh, tid, (id, listening, addr_out, cloexec), made)
+}
+
+/// A new socket's descriptor (made, or accepted from `listening`) as socket `id` on the tape, installed in the
+/// guest. Takes the next socket number.
+#[allow(clippy::type_complexity)]
+fn record_new_socket(
+    sh: &mut Shared,
+    tid: i32,
+    (id, listening, addr_out, cloexec): (u32, Option<(u32, u32)>, Option<(u64, u64)>, bool),
+    made: Result<(OwnedFd, Vec<u8>), i64>,
+) -> Reply {
     let (socket, ordinal) = listening.unwrap_or((id, 1));
     let op = if listening.is_some() { NetOp::Accept } else { NetOp::Socket };
     let Some(tape) = sh.tape.as_mut() else { return Reply::Error(libc::EIO) };
@@ -757,9 +843,24 @@ fn read(sh: &mut Shared, n: &Notification, socket: u32, ordinal: u32, replay: bo
             Err(e) => Reply::Error(e),
         };
     }
-    let got = borrow(tid, n.args[0] as i32)
-        .map_err(|e| -(e as i64))
-        .and_then(|fd| net::recvfrom(&fd, dest.len(), flags).map_err(errno));
+    let fd = match borrow(tid, n.args[0] as i32) {
+        Ok(fd) => fd,
+        Err(e) => return record_read(sh, tid, &dest, socket, Err(-(e as i64))),
+    };
+    // Without waiting first: a read that has to wait is made on a thread of its own (Reply::Defer), so that the
+    // guest's other tasks are served meanwhile (the peer may be one of them).
+    let got = net::recvfrom(&fd, dest.len(), flags | libc::MSG_DONTWAIT).map_err(errno);
+    if got.as_ref().err() == Some(&-(libc::EAGAIN as i64)) && flags & libc::MSG_DONTWAIT == 0 && blocking(&fd) {
+        return Reply::Defer(Box::new(move |shared| {
+            let got = net::recvfrom(&fd, dest.len(), flags).map_err(errno);
+            record_read(&mut crate::lock(shared), tid, &dest, socket, got)
+        }));
+    }
+    record_read(sh, tid, &dest, socket, got)
+}
+
+/// Hands a recorded read's bytes to the guest and puts the read on the tape.
+fn record_read(sh: &mut Shared, tid: i32, dest: &ReadDest, socket: u32, got: Result<(Vec<u8>, Vec<u8>), i64>) -> Reply {
     let (r, data, addr) = match got {
         Ok((d, a)) => (d.len() as i64, d, a),
         Err(r) => (r, Vec::new(), Vec::new()),
@@ -773,6 +874,18 @@ fn read(sh: &mut Shared, n: &Notification, socket: u32, ordinal: u32, replay: bo
         t.recorded.push(NetEvent { socket, op: NetOp::Read, result: r, data, addr });
     }
     reply(r)
+}
+
+/// Whether calls on the guest's descriptor wait (it is not O_NONBLOCK).
+fn blocking(fd: &OwnedFd) -> bool {
+    nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFL).map(|fl| fl & libc::O_NONBLOCK == 0).unwrap_or(true)
+}
+
+/// Whether a listening socket has a connection waiting (accept would not block).
+fn acceptable(fd: &OwnedFd) -> bool {
+    use std::os::fd::AsFd;
+    let mut p = [nix::poll::PollFd::new(fd.as_fd(), nix::poll::PollFlags::POLLIN)];
+    nix::poll::poll(&mut p, nix::poll::PollTimeout::ZERO).map(|n| n > 0).unwrap_or(true)
 }
 
 fn write(sh: &mut Shared, n: &Notification, socket: u32, ordinal: u32, replay: bool) -> Reply {

@@ -209,3 +209,60 @@ fn sendfile_on_a_taped_socket_is_reported_not_replayed_from_nothing() {
         stderr(&o)
     );
 }
+
+/// A server and a client in one guest, one thread: the server binds port 0 and asks the kernel which port it got.
+const SELF_TALK: &str = r#"import socket
+srv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(1)
+port = srv.getsockname()[1]
+c = socket.create_connection(('127.0.0.1', port))
+s, _ = srv.accept()
+c.sendall(b'ping')
+got = s.recv(4)
+s.sendall(got.upper())
+print(c.recv(4).decode())
+raise SystemExit('answer ' + got.decode())
+"#;
+
+#[test]
+fn a_guest_talking_to_itself_is_taped_with_its_port_and_replayed() {
+    let e = Env::new();
+    e.write("self.py", SELF_TALK);
+    let o = e.capture(&["python3", "self.py"]);
+    assert_code(&o, 1);
+    assert_eq!(stdout(&o), "PING\n");
+    // The port the kernel chose is on the tape: the replay's client connects where the recording's did.
+    assert!(ops(&e.tape()).contains(&"sockname".to_string()), "{}", e.tape());
+    let o = e.replay(&["--runs", "2"]);
+    assert_code(&o, 0);
+    assert!(stderr(&o).contains("[repro] reproduced 2/2: exit 1; stderr: answer ping"), "{}", stderr(&o));
+}
+
+/// A server thread and a client in one guest: the server's accept and the client's read wait for each other.
+const THREADED_SELF_TALK: &str = r#"import http.server, sys, threading, urllib.request
+srv = http.server.HTTPServer(('127.0.0.1', 0), http.server.SimpleHTTPRequestHandler)
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+body = urllib.request.urlopen(f'http://127.0.0.1:{srv.server_address[1]}/self.py', timeout=5).read()
+print('got', len(body), 'bytes')
+sys.exit(1)
+"#;
+
+#[test]
+fn a_recording_does_not_wait_on_one_guest_thread_while_another_must_answer() {
+    let e = Env::new();
+    e.write("self.py", THREADED_SELF_TALK);
+    let p = e.pack();
+    let started = std::time::Instant::now();
+    // Under `timeout`: a recording that made the blocking accept on the supervisor's only thread never ended.
+    let mut c = std::process::Command::new("timeout");
+    c.current_dir(e.w.path())
+        .env("XDG_CACHE_HOME", e.aside.path().join("cache"))
+        .args(["60", repro_path().to_str().unwrap()]);
+    c.args(["capture", "-o", p.to_str().unwrap(), "--network", "record", "--", "python3", "self.py"]);
+    let o = c.output().unwrap();
+    assert_code(&o, 1);
+    assert_eq!(stdout(&o), format!("got {} bytes\n", THREADED_SELF_TALK.len()));
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "took {:?}", started.elapsed());
+    let tape = e.tape();
+    let ops = ops(&tape);
+    assert!(ops.contains(&"accept".to_string()) && ops.contains(&"read".to_string()), "{tape}");
+}
