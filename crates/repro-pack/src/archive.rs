@@ -94,28 +94,32 @@ fn frames_of(data: &[u8]) -> Result<Vec<u8>, io::Error> {
         return frame(data);
     }
     let chunks: Vec<&[u8]> = data.chunks(CHUNK).collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let done: Vec<std::sync::Mutex<Option<io::Result<Vec<u8>>>>> =
-        chunks.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let mut out = Vec::new();
+    for f in parallel_map(&chunks, |c| frame(c)) {
+        out.extend_from_slice(&f.unwrap_or_else(|| Err(io::Error::other("a compression thread failed")))?);
+    }
+    Ok(out)
+}
+
+/// `f` of each item, in order, computed by [`workers`] threads taking the next item as they finish one; `None`
+/// where a thread panicked.
+fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<Option<R>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let slots: Vec<std::sync::Mutex<Option<R>>> = items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
     std::thread::scope(|s| {
-        for _ in 0..workers().min(chunks.len()) {
+        for _ in 0..workers().min(items.len()) {
             s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(c) = chunks.get(i) else { break };
-                let r = frame(c);
-                if let Ok(mut slot) = done[i].lock() {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(item) = items.get(i) else { break };
+                let r = f(item);
+                if let Ok(mut slot) = slots[i].lock() {
                     *slot = Some(r);
                 }
             });
         }
     });
-    let mut out = Vec::new();
-    for d in done {
-        let f =
-            d.into_inner().ok().flatten().unwrap_or_else(|| Err(io::Error::other("a compression thread failed")))?;
-        out.extend_from_slice(&f);
-    }
-    Ok(out)
+    slots.into_iter().map(|m| m.into_inner().ok().flatten()).collect()
 }
 
 /// How many blobs are compressed at once, and how much of their content is held in memory per batch.
@@ -124,17 +128,12 @@ fn workers() -> usize {
 }
 const BATCH_BYTES: u64 = 64 << 20;
 
-/// Where a worker leaves the frame (or the error) of one blob.
-type Slot = std::sync::Mutex<Option<Result<Vec<u8>, PackError>>>;
-
 /// The frames of `blobs`, in order, computed by [`workers`] threads a batch at a time; `emit` gets each in order.
 fn each_frame(
     blobs: &BTreeMap<Digest, BlobSource>,
     frames: Option<&FrameCache>,
     mut emit: impl FnMut(Vec<u8>) -> Result<(), PackError>,
 ) -> Result<(), PackError> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Mutex;
     let items: Vec<(&Digest, &BlobSource)> = blobs.iter().collect();
     let size_of = |s: &BlobSource| match s {
         BlobSource::Bytes(b) => b.len() as u64,
@@ -149,23 +148,8 @@ fn each_frame(
             bytes += size_of(items[end].1);
             end += 1;
         }
-        let batch = &items[start..end];
-        let results: Vec<Slot> = batch.iter().map(|_| Mutex::new(None)).collect();
-        let next = AtomicUsize::new(0);
-        std::thread::scope(|s| {
-            for _ in 0..workers().min(batch.len()) {
-                s.spawn(|| loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some((d, src)) = batch.get(i) else { break };
-                    let r = blob_frame(d, src, frames);
-                    if let Ok(mut slot) = results[i].lock() {
-                        *slot = Some(r);
-                    }
-                });
-            }
-        });
-        for r in results {
-            let r = r.into_inner().ok().flatten().unwrap_or_else(|| {
+        for r in parallel_map(&items[start..end], |(d, src)| blob_frame(d, src, frames)) {
+            let r = r.unwrap_or_else(|| {
                 Err(PackError::Closure {
                     path: PathBuf::from("(pack writer)"),
                     detail: "a compression thread failed".into(),

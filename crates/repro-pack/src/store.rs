@@ -19,6 +19,11 @@ pub fn cache_dir() -> PathBuf {
     xdg.or(home).unwrap_or_else(|| PathBuf::from("/tmp/repro-cache")).join("repro")
 }
 
+/// `root/<first two hex digits of digest>/name`: a cache directory spread over 256 subdirectories.
+fn sharded(root: &Path, digest: &str, name: &str) -> PathBuf {
+    root.join(digest.get(..2).unwrap_or("xx")).join(name)
+}
+
 #[derive(Debug, Clone)]
 pub struct Store {
     pub root: PathBuf,
@@ -35,8 +40,7 @@ impl Store {
     }
 
     pub fn path_of(&self, digest: &str) -> PathBuf {
-        let shard = digest.get(..2).unwrap_or("xx");
-        self.root.join(shard).join(digest)
+        sharded(&self.root, digest, digest)
     }
 
     pub fn has(&self, digest: &str) -> bool {
@@ -102,8 +106,7 @@ impl FrameCache {
     }
 
     fn path_of(&self, digest: &str) -> PathBuf {
-        let shard = digest.get(..2).unwrap_or("xx");
-        self.root.join(shard).join(format!("{digest}.{}.zst", crate::archive::ZSTD_LEVEL))
+        sharded(&self.root, digest, &format!("{digest}.{}.zst", crate::archive::ZSTD_LEVEL))
     }
 
     /// Whether a frame of `digest` is kept (not checked).
