@@ -592,29 +592,34 @@ impl Ctx {
             let st = child.wait().ok();
             let code = st.and_then(|s| s.code());
             let signal = st.and_then(|s| s.signal());
-            if let Some(c) = code {
-                // Written before the instance counts as ended, so collect and the checks see it.
-                let p = inst2.dir.join("output/.chaos/exit_code");
-                if let Err(e) = write_atomic(&p, format!("{c}\n").as_bytes()) {
-                    ctx.harness_error(&format!("instance {}: {e}", inst2.name));
-                }
-            }
-            let state = match (code, signal) {
-                (Some(0), _) => "Succeeded",
-                (Some(_), _) => "Failed",
-                _ => "Killed",
-            };
-            ctx.emit(
-                "instance.state",
-                json!({"workload": inst2.workload, "instance": inst2.name, "pid": pid, "state": state, "exit_code": code, "signal": signal}),
-            );
-            let still_current = *inst2.pid.lock().unwrap_or_else(|e| e.into_inner()) == Some(pid);
-            if still_current {
-                inst2.running.store(false, Ordering::SeqCst);
-            }
-            ctx.notify.bump();
+            ctx.instance_ended(&inst2, pid, code.map(i64::from), signal.map(i64::from));
         });
         Ok(())
+    }
+
+    /// Records the end of an instance's process or container `pid`: its exit code (written before the instance
+    /// counts as ended, so collect and the checks see it), the instance.state event, and, unless a restart
+    /// replaced it meanwhile, that it no longer runs.
+    fn instance_ended(&self, inst: &InstanceRt, pid: i32, code: Option<i64>, signal: Option<i64>) {
+        if let Some(c) = code {
+            let p = inst.dir.join("output/.chaos/exit_code");
+            if let Err(e) = write_atomic(&p, format!("{c}\n").as_bytes()) {
+                self.harness_error(&format!("instance {}: {e}", inst.name));
+            }
+        }
+        let state = match (code, signal) {
+            (Some(0), _) => "Succeeded",
+            (Some(_), _) => "Failed",
+            _ => "Killed",
+        };
+        self.emit(
+            "instance.state",
+            json!({"workload": inst.workload, "instance": inst.name, "pid": pid, "state": state, "exit_code": code, "signal": signal}),
+        );
+        if *inst.pid.lock().unwrap_or_else(|e| e.into_inner()) == Some(pid) {
+            inst.running.store(false, Ordering::SeqCst);
+        }
+        self.notify.bump();
     }
 
     /// Runs an instance in a new container (the previous start's container is removed first); a waiter
@@ -674,25 +679,7 @@ impl Ctx {
             }
             let (code, signal) =
                 if code > 128 && code <= 128 + 64 { (None, Some(code - 128)) } else { (Some(code), None) };
-            if let Some(c) = code {
-                let p = inst2.dir.join("output/.chaos/exit_code");
-                if let Err(e) = write_atomic(&p, format!("{c}\n").as_bytes()) {
-                    ctx.harness_error(&format!("instance {}: {e}", inst2.name));
-                }
-            }
-            let state = match (code, signal) {
-                (Some(0), _) => "Succeeded",
-                (Some(_), _) => "Failed",
-                _ => "Killed",
-            };
-            ctx.emit(
-                "instance.state",
-                json!({"workload": inst2.workload, "instance": inst2.name, "pid": pid, "state": state, "exit_code": code, "signal": signal}),
-            );
-            if *inst2.pid.lock().unwrap_or_else(|e| e.into_inner()) == Some(pid) {
-                inst2.running.store(false, Ordering::SeqCst);
-            }
-            ctx.notify.bump();
+            ctx.instance_ended(&inst2, pid, code, signal);
         });
         Ok(())
     }
