@@ -100,15 +100,8 @@ pub fn statx_raw(dir: Option<&OwnedFd>, path: &CStr, flags: i32, mask: u32) -> i
     Ok(buf)
 }
 
-/// A sealed-size memfd holding `data`, positioned at offset 0.
-pub fn memfd_with(name: &CStr, data: &[u8]) -> io::Result<OwnedFd> {
-    // SAFETY: `name` is a valid C string.
-    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: new descriptor owned by us.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+/// Writes all of `data` to `fd` at its current offset.
+pub(crate) fn write_all(fd: &OwnedFd, data: &[u8]) -> io::Result<()> {
     let mut off = 0;
     while off < data.len() {
         // SAFETY: writes from a live slice.
@@ -118,6 +111,19 @@ pub fn memfd_with(name: &CStr, data: &[u8]) -> io::Result<OwnedFd> {
         }
         off += n as usize;
     }
+    Ok(())
+}
+
+/// A sealed-size memfd holding `data`, positioned at offset 0.
+pub fn memfd_with(name: &CStr, data: &[u8]) -> io::Result<OwnedFd> {
+    // SAFETY: `name` is a valid C string.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: new descriptor owned by us.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    write_all(&fd, data)?;
     lseek(&fd, 0, libc::SEEK_SET)?;
     Ok(fd)
 }

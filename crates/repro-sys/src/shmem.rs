@@ -44,15 +44,7 @@ impl SharedPage {
         let mut data = vec![0u8; PAGE];
         data.extend_from_slice(rest);
         data.resize(data.len().div_ceil(PAGE) * PAGE, 0);
-        let mut off = 0;
-        while off < data.len() {
-            // SAFETY: writes from a live slice.
-            let n = unsafe { libc::write(fd.as_raw_fd(), data[off..].as_ptr().cast(), data.len() - off) };
-            if n < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            off += n as usize;
-        }
+        crate::fdops::write_all(&fd, &data)?;
         // SAFETY: a fresh shared mapping of the first page of our own memfd; no existing memory is affected.
         let ptr = unsafe {
             libc::mmap(
