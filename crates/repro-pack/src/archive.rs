@@ -139,13 +139,13 @@ fn each_frame(
         BlobSource::Bytes(b) => b.len() as u64,
         BlobSource::File(p) => fs::metadata(p).map(|m| m.len()).unwrap_or(0),
     };
+    let sizes: Vec<u64> = items.iter().map(|(_, src)| size_of(src)).collect();
     let mut start = 0;
     while start < items.len() {
         let mut end = start;
         let mut bytes = 0;
-        while end < items.len() && (end == start || bytes + size_of(items[end].1) <= BATCH_BYTES) && end - start < 4096
-        {
-            bytes += size_of(items[end].1);
+        while end < items.len() && (end == start || bytes + sizes[end] <= BATCH_BYTES) && end - start < 4096 {
+            bytes += sizes[end];
             end += 1;
         }
         for r in parallel_map(&items[start..end], |(d, src)| blob_frame(d, src, frames)) {
