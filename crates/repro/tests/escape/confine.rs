@@ -1,0 +1,4 @@
+//! Escape attempts: confine (see main.rs for the rules these tests follow).
+
+#[allow(unused_imports)]
+use crate::harness::*;

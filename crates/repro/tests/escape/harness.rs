@@ -1,0 +1,74 @@
+//! Running `repro` as root or as an unprivileged user, in a directory both can use.
+#![allow(dead_code)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use crate::common::repro_path;
+
+/// Who runs `repro`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    /// The test's own user (root in CI).
+    Root,
+    /// uid/gid 65534 through `setpriv`, with a copy of the binary it can execute.
+    Unprivileged,
+}
+
+/// Both callers, for tests that try the same attempt as each.
+pub const CALLERS: [Caller; 2] = [Caller::Root, Caller::Unprivileged];
+
+pub const NOBODY: u32 = 65534;
+
+/// A copy of the repro binary in a directory every user can reach.
+fn shared_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("repro-escape-bin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("binary directory");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let bin = dir.join("repro");
+        std::fs::copy(repro_path(), &bin).expect("copy repro");
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        bin
+    })
+}
+
+/// A fresh working directory that `caller` can write (mode 0777 for the unprivileged caller).
+pub fn workdir(caller: Caller) -> tempfile::TempDir {
+    let d = tempfile::Builder::new().prefix("repro-escape-").tempdir().expect("tempdir");
+    if caller == Caller::Unprivileged {
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    }
+    d
+}
+
+/// A `repro` command run by `caller` in `dir`.
+pub fn repro_as(caller: Caller, dir: &Path) -> Command {
+    let mut c = match caller {
+        Caller::Root => Command::new(repro_path()),
+        Caller::Unprivileged => {
+            let mut c = Command::new("setpriv");
+            c.args([format!("--reuid={NOBODY}"), format!("--regid={NOBODY}"), "--clear-groups".into()]);
+            c.arg(shared_binary());
+            c
+        }
+    };
+    c.current_dir(dir);
+    c.env_remove("REPRO_STATE_DIR");
+    c
+}
+
+/// `repro run -q [args] -- sh -c SCRIPT` as `caller` in `dir`, bounded by `timeout 60`.
+pub fn sh_as(caller: Caller, dir: &Path, args: &[&str], script: &str) -> Output {
+    let mut c = repro_as(caller, dir);
+    let prog = c.get_program().to_owned();
+    let pre: Vec<_> = c.get_args().map(|a| a.to_owned()).collect();
+    let mut t = Command::new("timeout");
+    t.arg("60").arg(prog).args(pre).arg("run").arg("-q").args(args).args(["--", "sh", "-c", script]);
+    t.current_dir(dir);
+    t.env_remove("REPRO_STATE_DIR");
+    t.output().expect("repro runs")
+}
