@@ -63,7 +63,7 @@ pub fn repro_as(caller: Caller, dir: &Path) -> Command {
 
 /// `repro run -q [args] -- sh -c SCRIPT` as `caller` in `dir`, bounded by `timeout 60`.
 pub fn sh_as(caller: Caller, dir: &Path, args: &[&str], script: &str) -> Output {
-    let mut c = repro_as(caller, dir);
+    let c = repro_as(caller, dir);
     let prog = c.get_program().to_owned();
     let pre: Vec<_> = c.get_args().map(|a| a.to_owned()).collect();
     let mut t = Command::new("timeout");
