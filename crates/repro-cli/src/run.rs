@@ -31,6 +31,10 @@ pub struct SandboxArgs {
     /// Memory limit (K, M, G, T suffixes) [default: 4G].
     #[arg(long, value_name = "SIZE")]
     memory: Option<String>,
+    /// Bound of the guest's writable layer: the working directory's changes, /tmp and /home together, in bytes
+    /// (K, M, G, T suffixes; inodes: one per 8K) [default: 2G].
+    #[arg(long, value_name = "SIZE")]
+    disk: Option<String>,
     /// Pass a host variable through (NAME) or set one (NAME=VALUE). Repeatable.
     #[arg(long, value_name = "NAME[=VALUE]")]
     env: Vec<String>,
@@ -71,6 +75,7 @@ impl SandboxArgs {
             no_supervisor,
             hostname: self.hostname,
             dir_order: self.dir_order,
+            disk: self.disk,
         }
     }
 }

@@ -82,10 +82,33 @@ pub struct RunSettings {
     /// The order of directory listings: `sorted`, `reversed` or `shuffled:SEED`.
     #[serde(default = "default_dir_order")]
     pub dir_order: String,
+    /// The bound of the guest's writable layer (`--disk`): bytes of the working directory's overlay, /tmp and
+    /// /home together.
+    #[serde(default = "default_disk_bytes")]
+    pub disk_bytes: u64,
+    /// The inode bound of the same layer (derived from `disk_bytes`).
+    #[serde(default = "default_disk_inodes")]
+    pub disk_inodes: u64,
 }
 
 fn default_dir_order() -> String {
     "sorted".into()
+}
+
+/// The default `--disk`: 2 GiB.
+pub const DEFAULT_DISK_BYTES: u64 = 2 << 30;
+
+/// The inode bound that goes with a `--disk` size: one inode per 8 KiB, at least 1024.
+pub fn disk_inodes_for(bytes: u64) -> u64 {
+    (bytes / 8192).max(1024)
+}
+
+fn default_disk_bytes() -> u64 {
+    DEFAULT_DISK_BYTES
+}
+
+fn default_disk_inodes() -> u64 {
+    disk_inodes_for(DEFAULT_DISK_BYTES)
 }
 
 /// What the determinism supervisor did and could not do.
@@ -124,6 +147,9 @@ pub struct Enforcement {
     pub cgroup: Option<String>,
     /// Messages for what could not be enforced.
     pub warnings: Vec<String>,
+    /// The guest filled its writable layer (`--disk` bytes or inodes): its writes failed with ENOSPC.
+    #[serde(default)]
+    pub disk_limit_reached: bool,
 }
 
 /// `run.json`: the complete record of a finished run. Written last and atomically: a run directory without it

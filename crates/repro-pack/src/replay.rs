@@ -136,6 +136,8 @@ pub fn settings(pack: &Pack, binds: Vec<BindMount>) -> RunSettings {
         supervised: m.determinism.supervised,
         clock_step_ns: m.determinism.clock_step_ns,
         dir_order: m.determinism.dir_order.clone(),
+        disk_bytes: repro_model::run::DEFAULT_DISK_BYTES,
+        disk_inodes: repro_model::run::disk_inodes_for(repro_model::run::DEFAULT_DISK_BYTES),
     }
 }
 

@@ -1,7 +1,8 @@
 //! What the guest changed in the working directory: read from the overlay's upper layer.
 //!
-//! After a run the upper layer is renamed to `changes/` in the run directory; whiteouts (deletions) are taken
-//! out of it and listed in `changes.json` with every added and modified file.
+//! The upper layer lives on the run's writable layer (a tmpfs bounded by `--disk`, reached after the run through
+//! the descriptor the init sent); whiteouts (deletions) are taken out of it and listed in `changes.json` with
+//! every added and modified file, and what remains is copied to `changes/` in the run directory.
 
 use std::fs;
 use std::io::Read;
@@ -12,7 +13,7 @@ use repro_model::run::{Change, ChangeKind, Changes, FileKind};
 
 use crate::SandboxError;
 
-/// Turns the upper layer `changes_dir` (already renamed) into the list of changes against `lower` (the real
+/// Turns the upper layer `changes_dir` into the list of changes against `lower` (the real
 /// working directory), removing whiteouts from the directory. Copied-up files whose content and mode equal the
 /// lower's are not changes and are removed too.
 pub fn collect(changes_dir: &Path, lower: &Path) -> Result<Changes, SandboxError> {
@@ -159,6 +160,33 @@ pub fn hash_file(path: &Path) -> Result<String, SandboxError> {
     Ok(h.finalize().to_hex().to_string())
 }
 
+/// Copies the upper layer `src` (after [`collect`]) to `dst` on the host: directories, regular files and
+/// symbolic links, owned by the caller; setuid, setgid and sticky bits are dropped from files, and anything else
+/// (fifos, sockets, device nodes) is left out.
+pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), SandboxError> {
+    fs::create_dir(dst).map_err(|e| SandboxError::io("cannot create", dst, e))?;
+    let entries = fs::read_dir(src).map_err(|e| SandboxError::io("cannot read", src, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| SandboxError::io("cannot read", src, e))?;
+        let (from, to) = (entry.path(), dst.join(entry.file_name()));
+        let meta = fs::symlink_metadata(&from).map_err(|e| SandboxError::io("cannot stat", &from, e))?;
+        let ft = meta.file_type();
+        if ft.is_dir() {
+            copy_tree(&from, &to)?;
+            fs::set_permissions(&to, fs::Permissions::from_mode(meta.mode() & 0o777))
+                .map_err(|e| SandboxError::io("cannot chmod", &to, e))?;
+        } else if ft.is_symlink() {
+            let link = fs::read_link(&from).map_err(|e| SandboxError::io("cannot read link", &from, e))?;
+            std::os::unix::fs::symlink(&link, &to).map_err(|e| SandboxError::io("cannot create link", &to, e))?;
+        } else if ft.is_file() {
+            fs::copy(&from, &to).map_err(|e| SandboxError::io("cannot copy", &from, e))?;
+            fs::set_permissions(&to, fs::Permissions::from_mode(meta.mode() & 0o777))
+                .map_err(|e| SandboxError::io("cannot chmod", &to, e))?;
+        }
+    }
+    Ok(())
+}
+
 /// Applies the changes to the real working directory (`--keep-changes`): deletions first, then directories,
 /// then files and links copied from `changes_dir`.
 pub fn apply(changes: &Changes, changes_dir: &Path, target: &Path) -> Result<(), SandboxError> {
@@ -233,6 +261,15 @@ mod tests {
         );
         assert!(!upper.path().join("same").exists());
         apply(&c, upper.path(), lower.path()).unwrap();
+
+        // The copy to the run directory keeps files, directories and links, without setuid bits.
+        std::os::unix::fs::symlink("mod", upper.path().join("d/link")).unwrap();
+        fs::set_permissions(upper.path().join("d/new"), fs::Permissions::from_mode(0o4755)).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        copy_tree(upper.path(), &out.path().join("c")).unwrap();
+        assert_eq!(fs::read_to_string(out.path().join("c/d/new")).unwrap(), "n");
+        assert_eq!(fs::metadata(out.path().join("c/d/new")).unwrap().mode() & 0o7777, 0o755);
+        assert_eq!(fs::read_link(out.path().join("c/d/link")).unwrap(), Path::new("mod"));
         assert_eq!(fs::read_to_string(lower.path().join("mod")).unwrap(), "new");
         assert_eq!(fs::read_to_string(lower.path().join("d/new")).unwrap(), "n");
     }

@@ -30,6 +30,8 @@ pub mod libc_sig {
 pub const STDOUT_FD: i32 = 3;
 /// The descriptor at which the init receives the guest's stderr pipe.
 pub const STDERR_FD: i32 = 4;
+/// The descriptor at which the init receives a unix socket: it sends the writable layer's directory over it.
+pub const LAYER_FD: i32 = 5;
 
 /// Everything the init needs, written by `repro run` to the run directory.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -39,8 +41,11 @@ pub struct InitConfig {
     pub cwd: String,
     /// An empty directory on the host where the new root is assembled.
     pub root: String,
-    pub upper: String,
-    pub work: String,
+    /// An empty directory on the host where the init mounts the writable layer (a tmpfs of `disk_bytes` and
+    /// `disk_inodes`); visible only in the init's mount namespace.
+    pub layer: String,
+    pub disk_bytes: u64,
+    pub disk_inodes: u64,
     /// Paths to hide from the guest (the state directory when it lies inside the working directory).
     pub hide: Vec<String>,
     pub binds: Vec<BindMount>,
@@ -197,13 +202,6 @@ fn setup(cfg: &InitConfig) -> Result<(), String> {
     }
     build_root(cfg)?;
     ns::pivot_into(&cfg.root).map_err(e)?;
-    ns::mount("proc", "/proc", "proc", mflags::NOSUID | mflags::NODEV | mflags::NOEXEC, None).map_err(e)?;
-    // A sysfs of this network namespace: /sys/class/net shows only lo. With the host's network, the host's
-    // /sys (part of the recursive bind of /) stays: a sysfs cannot be mounted again for that namespace.
-    if !cfg.host_network {
-        ns::mount("sysfs", "/sys", "sysfs", mflags::RDONLY | mflags::NOSUID | mflags::NODEV | mflags::NOEXEC, None)
-            .map_err(e)?;
-    }
     Ok(())
 }
 
@@ -211,23 +209,122 @@ fn under(root: &str, path: &str) -> String {
     format!("{}/{}", root.trim_end_matches('/'), path.trim_start_matches('/'))
 }
 
+/// Top-level directories of the host (or pack) root that the guest never gets: fresh or empty instances are
+/// mounted there instead, so no host /proc, /sys, /dev or daemon socket lies beneath anything the guest sees.
+pub const NOT_BOUND: [&str; 6] = ["proc", "sys", "dev", "run", "tmp", "home"];
+
+/// runc's masked paths: a directory gets an empty read-only tmpfs, a file the guest's /dev/null.
+pub const MASKED: [&str; 12] = [
+    "/proc/acpi",
+    "/proc/asound",
+    "/proc/interrupts",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/sys/firmware",
+    "/sys/devices/virtual/powercap",
+];
+
+/// runc's read-only paths (the whole /sys is read-only as well).
+pub const READ_ONLY: [&str; 5] = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"];
+
+/// Kernel filesystems that must never be reachable from the guest except as the fresh instances the init
+/// mounts itself (a host instance beneath would be uncovered by `umount -l`).
+const KERNEL_FS: [&str; 16] = [
+    "proc",
+    "sysfs",
+    "devtmpfs",
+    "devpts",
+    "cgroup",
+    "cgroup2",
+    "debugfs",
+    "tracefs",
+    "securityfs",
+    "bpf",
+    "configfs",
+    "fusectl",
+    "pstore",
+    "efivarfs",
+    "binfmt_misc",
+    "mqueue",
+];
+
+/// Assembles the guest's root at `cfg.root`, all before the pivot (in a user namespace a fresh proc and sysfs
+/// can only be mounted while a host instance is still in the mount namespace: the old root provides it):
+///
+/// 1. a tmpfs as `/`, holding the source's top-level symbolic links and a recursive bind of each top-level
+///    directory except [`NOT_BOUND`], then all of it read-only;
+/// 2. the bounded writable layer: a tmpfs (`--disk` bytes and inodes) for the overlay's upper and work
+///    directories, /tmp and /home; its descriptor goes to `repro run` (SCM_RIGHTS on [`LAYER_FD`]), which reads
+///    the changes through it after the run: nothing writable lives on the host's disk, and a killed run's layer
+///    is freed by the kernel with the last descriptor;
+/// 3. empty /run (and /var/run), /tmp and /home from the layer, the working directory's overlay;
+/// 4. /dev (nodev, noexec) with the standard nodes bound in, /etc files, `--bind`s;
+/// 5. a fresh proc and sysfs, runc's masks and read-only paths.
 fn build_root(cfg: &InitConfig) -> Result<(), String> {
     let e = |x: ns::SysError| x.to_string();
     let r = cfg.root.as_str();
     ns::mount("", "/", "", mflags::REC | mflags::PRIVATE, None).map_err(e)?;
+
+    // The read-only root.
+    ns::mount("tmpfs", r, "tmpfs", mflags::NOSUID | mflags::NODEV, Some("mode=755,size=1m,nr_inodes=4096"))
+        .map_err(e)?;
     let source = cfg.root_source.as_deref().unwrap_or("/");
-    ns::mount(source, r, "", mflags::BIND | mflags::REC, None).map_err(e)?;
+    populate_root(source, r)?;
+    for (d, mode) in [("proc", 0o555), ("sys", 0o555), ("dev", 0o755), ("run", 0o755), ("tmp", 0o1777), ("home", 0o755)]
+    {
+        mkdir_p(&under(r, d), mode)?;
+    }
+    // When the run directory lies inside a bound directory, the bind copied the root being built: drop it.
+    let _ = ns::umount_detach(&under(r, r));
+    scrub_kernel_mounts(r)?;
     ns::make_readonly_recursive(r).map_err(e)?;
 
-    let tmpfs = |target: &str, mode: &str| {
-        ns::mount("tmpfs", &under(r, target), "tmpfs", mflags::NOSUID | mflags::NODEV, Some(&format!("mode={mode}")))
-            .map_err(e)
+    // The writable layer (mounted after the binds, so no copy of it lies in the root).
+    let layer = cfg.layer.as_str();
+    ns::mount(
+        "tmpfs",
+        layer,
+        "tmpfs",
+        mflags::NOSUID | mflags::NODEV,
+        Some(&format!("mode=755,size={},nr_inodes={}", cfg.disk_bytes, cfg.disk_inodes)),
+    )
+    .map_err(|x| format!("the writable layer (--disk): {x}"))?;
+    for (d, mode) in [("upper", 0o755), ("work", 0o755), ("tmp", 0o1777), ("home", 0o755)] {
+        mkdir_p(&format!("{layer}/{d}"), mode)?;
+    }
+    let layer_dir = fs::File::open(layer).map_err(|x| format!("open {layer}: {x}"))?;
+    ns::send_fd(LAYER_FD, std::os::fd::AsRawFd::as_raw_fd(&layer_dir)).map_err(e)?;
+    ns::close_raw(LAYER_FD);
+    drop(layer_dir);
+
+    // The writable places.
+    let run_tmpfs = |t: &str| {
+        ns::mount(
+            "tmpfs",
+            t,
+            "tmpfs",
+            mflags::NOSUID | mflags::NODEV | mflags::NOEXEC,
+            Some("mode=755,size=16m,nr_inodes=4096"),
+        )
+        .map_err(e)
     };
-    tmpfs("/tmp", "1777")?;
-    tmpfs("/home", "755")?;
+    run_tmpfs(&under(r, "/run"))?;
+    // /var/run is usually a link to /run; where it is a directory of its own it is emptied too.
+    let var_run = under(r, "/var/run");
+    if fs::symlink_metadata(&var_run).is_ok_and(|m| m.is_dir()) {
+        run_tmpfs(&var_run)?;
+    }
+    for d in ["tmp", "home"] {
+        ns::mount(&format!("{layer}/{d}"), &under(r, d), "", mflags::BIND, None).map_err(e)?;
+    }
     mkdir_p(&under(r, crate::env::HOME), 0o755)?;
 
-    // The working directory: an overlay whose upper layer is in the run directory.
+    // The working directory: an overlay whose upper layer is on the writable layer.
     let target = under(r, &cfg.cwd);
     if !Path::new(&target).is_dir() {
         mkdir_p(&target, 0o755)?;
@@ -236,12 +333,13 @@ fn build_root(cfg: &InitConfig) -> Result<(), String> {
         Some(src) => under(src, &cfg.cwd),
         None => cfg.cwd.clone(),
     };
-    for p in [&lower, &cfg.upper, &cfg.work] {
+    let (upper, work) = (format!("{layer}/upper"), format!("{layer}/work"));
+    for p in [&lower, &upper, &work] {
         if p.contains(',') || p.contains(':') {
             return Err(format!("the path '{p}' contains ',' or ':', which overlayfs cannot take"));
         }
     }
-    let mut opts = format!("lowerdir={},upperdir={},workdir={}", lower, cfg.upper, cfg.work);
+    let mut opts = format!("lowerdir={lower},upperdir={upper},workdir={work}");
     if cfg.user_namespace {
         opts.push_str(",userxattr");
     }
@@ -254,6 +352,7 @@ fn build_root(cfg: &InitConfig) -> Result<(), String> {
         }
     }
 
+    // /dev, /etc files, binds.
     build_dev(r)?;
 
     for (name, host) in &cfg.etc {
@@ -280,7 +379,7 @@ fn build_root(cfg: &InitConfig) -> Result<(), String> {
             made.map_err(|_| {
                 format!(
                     "--bind {}: the guest path {} does not exist and cannot be created in the read-only root (use a \
-                     path under /tmp, {} or the working directory, or one that exists)",
+                     path under /tmp, /run, {} or the working directory, or one that exists)",
                     b.host,
                     b.guest,
                     crate::env::HOME
@@ -291,6 +390,139 @@ fn build_root(cfg: &InitConfig) -> Result<(), String> {
         if !b.writable {
             ns::make_readonly_recursive(&t).map_err(e)?;
         }
+    }
+
+    // proc and sys.
+    build_proc_sys(cfg, r)
+}
+
+/// Fills the empty tmpfs `r` from `source`: its top-level symbolic links as links, each top-level directory
+/// (except [`NOT_BOUND`]) as a recursive bind, each top-level regular file as a bind. Nothing else.
+fn populate_root(source: &str, r: &str) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let e = |x: ns::SysError| x.to_string();
+    let entries = fs::read_dir(source).map_err(|x| format!("read {source}: {x}"))?;
+    let mut names: Vec<_> = entries.flatten().map(|d| d.file_name()).collect();
+    names.sort();
+    for name in names {
+        let n = name.to_string_lossy();
+        if NOT_BOUND.contains(&n.as_ref()) {
+            continue;
+        }
+        let src = Path::new(source).join(&name);
+        let dst = Path::new(r).join(&name);
+        let (src_s, dst_s) = (src.to_string_lossy().into_owned(), dst.to_string_lossy().into_owned());
+        let Ok(meta) = fs::symlink_metadata(&src) else { continue };
+        if meta.file_type().is_symlink() {
+            let target = fs::read_link(&src).map_err(|x| format!("readlink {src_s}: {x}"))?;
+            std::os::unix::fs::symlink(&target, &dst).map_err(|x| format!("symlink {dst_s}: {x}"))?;
+        } else if meta.is_dir() {
+            fs::create_dir(&dst).map_err(|x| format!("mkdir {dst_s}: {x}"))?;
+            fs::set_permissions(&dst, fs::Permissions::from_mode(meta.mode() & 0o7777))
+                .map_err(|x| format!("chmod {dst_s}: {x}"))?;
+            // Recursive: inside a user namespace a plain bind of a tree with (locked) submounts is refused.
+            ns::mount(&src_s, &dst_s, "", mflags::BIND | mflags::REC, None).map_err(e)?;
+        } else if meta.is_file() {
+            fs::write(&dst, b"").map_err(|x| format!("create {dst_s}: {x}"))?;
+            ns::mount(&src_s, &dst_s, "", mflags::BIND | mflags::REC, None).map_err(e)?;
+        }
+    }
+    Ok(())
+}
+
+/// One line of /proc/self/mountinfo: the mount point (unescaped) and the filesystem type.
+fn mountinfo_entries() -> Vec<(String, String)> {
+    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let fields: Vec<&str> = l.split(' ').collect();
+            let sep = fields.iter().position(|f| *f == "-")?;
+            Some((unescape_mountinfo(fields.get(4)?), fields.get(sep + 1)?.to_string()))
+        })
+        .collect()
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space, `\011`, `\012`, `\134`).
+fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A host kernel filesystem mounted somewhere inside a bound directory (outside /proc, /sys, /dev) would give
+/// the guest a host instance: each is detached, or, where the mount is locked (a user namespace), covered by an
+/// empty read-only tmpfs (a file by /dev/null).
+fn scrub_kernel_mounts(r: &str) -> Result<(), String> {
+    let prefix = format!("{}/", r.trim_end_matches('/'));
+    let mut found: Vec<String> = mountinfo_entries()
+        .into_iter()
+        .filter(|(mp, fstype)| mp.starts_with(&prefix) && KERNEL_FS.contains(&fstype.as_str()))
+        .map(|(mp, _)| mp)
+        .collect();
+    // Deepest first.
+    found.sort_by_key(|m| std::cmp::Reverse(m.matches('/').count()));
+    found.dedup();
+    for mp in found {
+        if ns::umount_detach(&mp).is_ok() {
+            continue;
+        }
+        mask(&mp).map_err(|x| format!("cannot hide the host's kernel filesystem at {mp}: {x}"))?;
+    }
+    Ok(())
+}
+
+/// Covers `path`: a directory with an empty read-only tmpfs, anything else with the host's /dev/null.
+fn mask(path: &str) -> Result<(), String> {
+    let e = |x: ns::SysError| x.to_string();
+    let Ok(meta) = fs::metadata(path) else { return Ok(()) };
+    if meta.is_dir() {
+        ns::mount(
+            "tmpfs",
+            path,
+            "tmpfs",
+            mflags::RDONLY | mflags::NOSUID | mflags::NODEV | mflags::NOEXEC,
+            Some("mode=555,size=4k,nr_inodes=16"),
+        )
+        .map_err(e)
+    } else {
+        ns::mount("/dev/null", path, "", mflags::BIND, None).map_err(e)
+    }
+}
+
+/// A fresh proc (of the guest's PID namespace) and sysfs (of its network namespace, read-only), with runc's
+/// masked and read-only paths. With the host's network a sysfs cannot be mounted for that namespace: the host's
+/// /sys is bound read-only instead (the guest's only /sys; nothing lies beneath it).
+fn build_proc_sys(cfg: &InitConfig, r: &str) -> Result<(), String> {
+    let e = |x: ns::SysError| x.to_string();
+    let (proc, sys) = (under(r, "/proc"), under(r, "/sys"));
+    ns::mount("proc", &proc, "proc", mflags::NOSUID | mflags::NODEV | mflags::NOEXEC, None).map_err(e)?;
+    if cfg.host_network {
+        ns::mount("/sys", &sys, "", mflags::BIND | mflags::REC, None).map_err(e)?;
+        scrub_kernel_mounts(&sys)?;
+    } else {
+        ns::mount("sysfs", &sys, "sysfs", mflags::RDONLY | mflags::NOSUID | mflags::NODEV | mflags::NOEXEC, None)
+            .map_err(e)?;
+    }
+    ns::make_readonly_recursive(&sys).map_err(e)?;
+    for p in READ_ONLY {
+        let t = under(r, p);
+        if Path::new(&t).exists() {
+            ns::mount(&t, &t, "", mflags::BIND | mflags::REC, None).map_err(e)?;
+            ns::make_readonly_recursive(&t).map_err(e)?;
+        }
+    }
+    for p in MASKED {
+        mask(&under(r, p))?;
     }
     Ok(())
 }
@@ -311,10 +543,19 @@ fn resolve_in_root(root: &str, path: &str) -> String {
     under(root, &p.to_string_lossy())
 }
 
+/// The guest's /dev: a tmpfs with nosuid, nodev and noexec (a node the guest makes there cannot be opened),
+/// with the standard nodes bound in from the host's /dev, a new devpts instance and a /dev/shm.
 fn build_dev(r: &str) -> Result<(), String> {
     let e = |x: ns::SysError| x.to_string();
     let dev = under(r, "/dev");
-    ns::mount("tmpfs", &dev, "tmpfs", mflags::NOSUID, Some("mode=755")).map_err(e)?;
+    ns::mount(
+        "tmpfs",
+        &dev,
+        "tmpfs",
+        mflags::NOSUID | mflags::NODEV | mflags::NOEXEC,
+        Some("mode=755,size=64k,nr_inodes=256"),
+    )
+    .map_err(e)?;
     for node in ["null", "zero", "full", "random", "urandom", "tty"] {
         let t = format!("{dev}/{node}");
         fs::write(&t, b"").map_err(|x| format!("{t}: {x}"))?;
@@ -330,7 +571,14 @@ fn build_dev(r: &str) -> Result<(), String> {
     )
     .map_err(e)?;
     mkdir_p(&format!("{dev}/shm"), 0o1777)?;
-    ns::mount("tmpfs", &format!("{dev}/shm"), "tmpfs", mflags::NOSUID | mflags::NODEV, Some("mode=1777")).map_err(e)?;
+    ns::mount(
+        "tmpfs",
+        &format!("{dev}/shm"),
+        "tmpfs",
+        mflags::NOSUID | mflags::NODEV | mflags::NOEXEC,
+        Some("mode=1777"),
+    )
+    .map_err(e)?;
     for (link, target) in [
         ("ptmx", "pts/ptmx"),
         ("fd", "/proc/self/fd"),

@@ -49,6 +49,8 @@ pub struct RunOptions {
     pub hostname: Option<String>,
     /// The order of directory listings (`--dir-order`; default sorted).
     pub dir_order: Option<String>,
+    /// The bound of the writable layer (`--disk`; default 2G).
+    pub disk: Option<String>,
 }
 
 /// Default clock step: each clock read advances logical time by 1 µs (see docs/determinism.md).
@@ -83,6 +85,10 @@ impl RunRequest {
         let memory_bytes = match &opts.memory {
             Some(m) => parse::parse_memory("--memory", m)?,
             None => DEFAULT_MEMORY,
+        };
+        let disk_bytes = match &opts.disk {
+            Some(d) => parse::parse_memory("--disk", d)?,
+            None => repro_model::run::DEFAULT_DISK_BYTES,
         };
         if opts.cpus == 0 {
             return Err(SandboxError::usage("--cpus", "expected a number of CPUs of at least 1"));
@@ -129,6 +135,8 @@ impl RunRequest {
                 }
                 None => "sorted".into(),
             },
+            disk_bytes,
+            disk_inodes: repro_model::run::disk_inodes_for(disk_bytes),
         };
         Ok(RunRequest { settings, state_dir })
     }
@@ -232,10 +240,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     }
 
     let root = dir.join(".root");
-    let work = dir.join(".work");
-    let upper = dir.join("upper");
+    let layer = dir.join(".layer");
     let etc = dir.join(".etc");
-    for d in [&root, &work, &upper, &etc] {
+    for d in [&root, &layer, &etc] {
         fs::create_dir(d).map_err(|e| SandboxError::io("cannot create", d, e))?;
     }
     let etc_files = [
@@ -267,8 +274,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         env: s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         cwd: s.cwd.clone(),
         root: root.to_string_lossy().into_owned(),
-        upper: upper.to_string_lossy().into_owned(),
-        work: work.to_string_lossy().into_owned(),
+        layer: layer.to_string_lossy().into_owned(),
+        disk_bytes: s.disk_bytes,
+        disk_inodes: s.disk_inodes,
         hide,
         binds: s.binds.clone(),
         etc: etc_files.iter().map(|(n, _)| (n.to_string(), etc.join(n).to_string_lossy().into_owned())).collect(),
@@ -308,7 +316,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     };
 
     // The reaper outlives us if we are killed.
-    let job = ReapJob { cgroup: cgroup.as_ref().map(|c| c.path.clone()), scratch: vec![root.clone(), work.clone()] };
+    let job = ReapJob { cgroup: cgroup.as_ref().map(|c| c.path.clone()), scratch: vec![root.clone(), layer.clone()] };
     let mut reaper = Command::new(exe)
         .arg("__reap")
         .args(job.to_args())
@@ -327,6 +335,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let (out_r, out_w) = ns::pipe()?;
     let (err_r, err_w) = ns::pipe()?;
     let (sync_r, sync_w) = ns::pipe()?;
+    // The init sends the writable layer's directory over this socket; it stays queued there (and the layer
+    // alive) until read after the run, and is freed by the kernel if we die first.
+    let (layer_sock, layer_sock_init) = ns::socketpair()?;
     let exe_c = CString::new(exe.as_os_str().as_encoded_bytes()).map_err(|e| SandboxError::Setup(e.to_string()))?;
     let argv = vec![
         CString::new("repro-init").unwrap_or_default(),
@@ -344,11 +355,16 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         namespaces,
         program: &exe_c,
         argv: &argv,
-        fds: &[(out_w.as_raw_fd(), STDOUT_FD), (err_w.as_raw_fd(), STDERR_FD)],
+        fds: &[
+            (out_w.as_raw_fd(), STDOUT_FD),
+            (err_w.as_raw_fd(), STDERR_FD),
+            (layer_sock_init.as_raw_fd(), crate::init::LAYER_FD),
+        ],
         sync: sync_r.as_raw_fd(),
         block_signals: &INIT_SIGNALS,
     })?;
     drop(sync_r);
+    drop(layer_sock_init);
     if s.user_namespace {
         let (uid, gid) = (ns::getuid(), ns::getgid());
         let maps =
@@ -432,21 +448,44 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         let _ = cg.remove();
     }
     reaper::remove_tree(&root);
-    reaper::remove_tree(&work);
+    reaper::remove_tree(&layer);
     reaper::remove_tree(&etc);
     let _ = fs::remove_file(&cfg_path);
     let _ = fs::remove_file(&result_path);
     drop(reaper_pipe);
     let _ = reaper.wait();
 
-    // What the guest changed.
+    // What the guest changed: read from the writable layer through the descriptor the init sent, then copied
+    // to the run directory; the layer itself goes with the descriptor.
     let changes_dir = dir.join("changes");
-    fs::rename(&upper, &changes_dir).map_err(|e| SandboxError::io("cannot rename", &upper, e))?;
     let lower = match &extras.root_source {
         Some(r) => r.join(cwd.strip_prefix("/").unwrap_or(cwd)),
         None => cwd.to_path_buf(),
     };
-    let changes = crate::changes::collect(&changes_dir, &lower)?;
+    let layer_fd = ns::recv_fd_nonblocking(&layer_sock)?;
+    drop(layer_sock);
+    let mut disk_limit_reached = false;
+    let changes = match &layer_fd {
+        Some(fd) => {
+            if let Ok(space) = ns::fs_space(fd.as_raw_fd()) {
+                // tmpfs hands out whole pages: less than one page (or no inode) left means a write failed.
+                if space.bytes_free < 4096 || space.inodes_free == 0 {
+                    disk_limit_reached = true;
+                    // Said on stderr with the other warnings, and kept in the record.
+                    warnings.push(disk_limit_message(s.disk_bytes, s.disk_inodes, space));
+                }
+            }
+            let upper = PathBuf::from(format!("/proc/self/fd/{}/upper", fd.as_raw_fd()));
+            let changes = crate::changes::collect(&upper, &lower)?;
+            crate::changes::copy_tree(&upper, &changes_dir)?;
+            changes
+        }
+        None => {
+            fs::create_dir(&changes_dir).map_err(|e| SandboxError::io("cannot create", &changes_dir, e))?;
+            Default::default()
+        }
+    };
+    drop(layer_fd);
     let mut cjson = serde_json::to_vec_pretty(&changes).map_err(|e| SandboxError::Setup(e.to_string()))?;
     cjson.push(b'\n');
     dir.write_atomic("changes.json", &cjson)?;
@@ -466,11 +505,24 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         stdout_bytes,
         stderr_bytes,
         changes: changes.summary(s.keep_changes),
-        enforcement: Enforcement { cgroup: cgroup.as_ref().map(|c| c.path.to_string_lossy().into_owned()), warnings },
+        enforcement: Enforcement {
+            cgroup: cgroup.as_ref().map(|c| c.path.to_string_lossy().into_owned()),
+            warnings,
+            disk_limit_reached,
+        },
         determinism,
     };
     dir.finish(&record)?;
     Ok(RunReport { record, dir: dir.path, accessed, tapes })
+}
+
+/// What a run that filled its writable layer is told.
+fn disk_limit_message(bytes: u64, inodes: u64, space: ns::FsSpace) -> String {
+    let what = if space.inodes_free == 0 { format!("its {inodes} inodes") } else { format!("{} MiB", bytes >> 20) };
+    format!(
+        "the --disk limit was reached: the guest's writable layer (working directory changes, /tmp, /home) is full \
+         ({what}); writes failed with 'No space left on device'. Raise it with --disk SIZE"
+    )
 }
 
 /// Copies a pipe to a file and, optionally, to one of our own streams, as data arrives.

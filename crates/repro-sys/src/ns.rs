@@ -695,6 +695,139 @@ pub fn write_byte(fd: &OwnedFd) -> Result<()> {
     check(n as libc::c_int, "write", || "sync pipe".into()).map(|_| ())
 }
 
+/// A connected pair of `AF_UNIX` `SOCK_SEQPACKET` sockets, both close-on-exec (to pass a descriptor to a child).
+pub fn socketpair() -> Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: `fds` is a valid array of two ints for the kernel to fill.
+    let rc = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+    check(rc, "socketpair", || "AF_UNIX SOCK_SEQPACKET".into())?;
+    // SAFETY: socketpair succeeded, so both descriptors are open and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Sends the descriptor `fd` over the unix socket `sock` (SCM_RIGHTS, with one byte of data).
+pub fn send_fd(sock: RawFd, fd: RawFd) -> Result<()> {
+    let mut byte = [1u8];
+    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    // Room for one cmsghdr carrying one int, aligned as the kernel expects.
+    let mut control = [0u64; 4];
+    // SAFETY: msghdr is plain data; all-zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    // SAFETY: CMSG_SPACE only computes a size.
+    msg.msg_controllen = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as _;
+    // SAFETY: `msg` points at `control`, which is large enough for one header and one int (checked by
+    // CMSG_FIRSTHDR returning non-null); CMSG_DATA points inside it.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null() {
+            return Err(SysError { call: "sendmsg", what: "SCM_RIGHTS".into(), source: io::Error::other("no room") });
+        }
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
+    }
+    loop {
+        // SAFETY: `msg` and everything it points to live across the call.
+        let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
+        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        return check(n as libc::c_int, "sendmsg", || format!("SCM_RIGHTS fd {fd}")).map(|_| ());
+    }
+}
+
+/// Receives a descriptor sent with [`send_fd`] without blocking: `Ok(None)` when none is queued (or the peer
+/// closed without sending). The received descriptor is close-on-exec.
+pub fn recv_fd_nonblocking(sock: &OwnedFd) -> Result<Option<OwnedFd>> {
+    let mut byte = [0u8];
+    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    let mut control = [0u64; 4];
+    // SAFETY: msghdr is plain data; all-zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    let n = loop {
+        // SAFETY: `msg` points at buffers that live across the call.
+        let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC) };
+        if n < 0 {
+            match io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN) => return Ok(None),
+                _ => return Err(SysError::last("recvmsg", "SCM_RIGHTS")),
+            }
+        }
+        break n;
+    };
+    if n == 0 {
+        return Ok(None);
+    }
+    // SAFETY: the kernel filled `msg`'s control buffer; CMSG_FIRSTHDR/NXTHDR stay inside msg_controllen.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        let mut found = None;
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
+                if found.is_none() {
+                    found = Some(OwnedFd::from_raw_fd(fd));
+                } else {
+                    libc::close(fd);
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+        Ok(found)
+    }
+}
+
+/// Space on the filesystem of a descriptor (fstatvfs), in bytes and inodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsSpace {
+    pub bytes_total: u64,
+    pub bytes_free: u64,
+    pub inodes_total: u64,
+    pub inodes_free: u64,
+}
+
+/// fstatvfs(2).
+pub fn fs_space(fd: RawFd) -> Result<FsSpace> {
+    // SAFETY: statvfs is plain data; all-zero is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    let rc = unsafe { libc::fstatvfs(fd, &mut st) };
+    check(rc, "fstatvfs", || format!("fd {fd}"))?;
+    let frsize = st.f_frsize as u64;
+    Ok(FsSpace {
+        bytes_total: st.f_blocks as u64 * frsize,
+        bytes_free: st.f_bavail as u64 * frsize,
+        inodes_total: st.f_files as u64,
+        inodes_free: st.f_favail as u64,
+    })
+}
+
+/// Takes an exclusive flock(2) on `file` without waiting: `Ok(false)` when another holder has it.
+pub fn try_lock_exclusive(file: &std::fs::File) -> io::Result<bool> {
+    loop {
+        // SAFETY: flock on a descriptor we hold for the duration of the call.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EWOULDBLOCK) => return Ok(false),
+            _ => return Err(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -708,6 +841,45 @@ mod tests {
     fn child_exit_codes_follow_the_shell_convention() {
         assert_eq!(ChildExit::Exited(3).code(), 3);
         assert_eq!(ChildExit::Signaled(9).code(), 137);
+    }
+
+    #[test]
+    fn descriptors_pass_over_a_socketpair() {
+        let (a, b) = socketpair().unwrap();
+        assert!(recv_fd_nonblocking(&b).unwrap().is_none());
+        let d = tempfile_dir();
+        let dir = std::fs::File::open(&d).unwrap();
+        send_fd(a.as_raw_fd(), dir.as_raw_fd()).unwrap();
+        drop(dir);
+        drop(a);
+        let got = recv_fd_nonblocking(&b).unwrap().expect("a descriptor");
+        std::fs::write(format!("/proc/self/fd/{}/x", got.as_raw_fd()), "y").unwrap();
+        assert_eq!(std::fs::read_to_string(d.join("x")).unwrap(), "y");
+        assert!(fs_space(got.as_raw_fd()).unwrap().bytes_total > 0);
+        assert!(recv_fd_nonblocking(&b).unwrap().is_none());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn exclusive_locks_exclude() {
+        let d = tempfile_dir();
+        let a = std::fs::File::open(&d).unwrap();
+        let b = std::fs::File::open(&d).unwrap();
+        assert!(try_lock_exclusive(&a).unwrap());
+        assert!(!try_lock_exclusive(&b).unwrap());
+        drop(a);
+        assert!(try_lock_exclusive(&b).unwrap());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    fn tempfile_dir() -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "repro-sys-test-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        d
     }
 
     #[test]
