@@ -44,6 +44,8 @@ pub enum Command {
     Runs(run::RunsArgs),
     /// Print one recorded run.
     Show(run::ShowArgs),
+    /// Remove what interrupted runs left behind; prune old runs by age and total size.
+    Gc(run::GcArgs),
     /// Run a command like `repro run` and, when it fails, write a reproducer pack of its inputs.
     Capture(pack::CaptureArgs),
     /// Run a reproducer pack from its own root and check the failure signature.
@@ -110,6 +112,7 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Run(args) => run::run(args),
         Command::Runs(args) => run::runs(args),
         Command::Show(args) => run::show(args),
+        Command::Gc(args) => run::gc(args),
         Command::Capture(args) => pack::capture_cmd(args),
         Command::Replay(args) => pack::replay_cmd(args),
         Command::Inspect(args) => pack::inspect_cmd(args),

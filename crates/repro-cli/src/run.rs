@@ -253,6 +253,71 @@ pub fn runs(a: RunsArgs) -> Result<i32, CliError> {
 }
 
 #[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Also remove finished runs that started longer ago than this (s, m, h, d, w: 30d, 12h, 1d12h).
+    #[arg(long, value_name = "DURATION")]
+    older_than: Option<String>,
+    /// Then remove the oldest finished runs until all runs take at most this much (K, M, G, T).
+    #[arg(long, value_name = "SIZE")]
+    max_size: Option<String>,
+    /// Say what would be removed, remove nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Where run directories are [default: $REPRO_STATE_DIR, else ./.repro].
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `repro gc`: runs in progress are never touched (each holds a lock on its directory).
+pub fn gc(a: GcArgs) -> Result<i32, CliError> {
+    use repro_sandbox::gc;
+    let opts = gc::GcOptions {
+        older_than: a.older_than.as_deref().map(|v| gc::parse_age("--older-than", v)).transpose()?,
+        max_size: a.max_size.as_deref().map(|v| repro_sandbox::parse::parse_memory("--max-size", v)).transpose()?,
+        dry_run: a.dry_run,
+    };
+    let state = state(a.state_dir)?;
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    let report = gc::gc(&state, &opts, now)?;
+    if a.json {
+        print_json(&report)?;
+        return Ok(0);
+    }
+    let verb = if report.dry_run { "would remove" } else { "removed" };
+    for item in &report.removed {
+        let reason = match item.reason {
+            gc::GcReason::Interrupted => "interrupted run",
+            gc::GcReason::Scratch => "leftover scratch",
+            gc::GcReason::Age => "older than --older-than",
+            gc::GcReason::Size => "over --max-size",
+        };
+        println!("{verb} {} ({reason}, {})", item.id, human_bytes(item.bytes));
+    }
+    for id in &report.live {
+        println!("kept {id} (in progress)");
+    }
+    println!(
+        "{verb} {} item(s), {}; runs now take {}",
+        report.removed.len(),
+        human_bytes(report.freed_bytes),
+        human_bytes(report.remaining_bytes)
+    );
+    Ok(0)
+}
+
+fn human_bytes(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
+}
+
+#[derive(Debug, Args)]
 pub struct ShowArgs {
     /// A run id, a unique prefix of one, or `last`.
     #[arg(value_name = "RUN")]

@@ -3,6 +3,10 @@
 //! A run directory is created with an `INCOMPLETE` marker; `run.json` is written last, atomically (a temporary
 //! file renamed into place), and only then is the marker removed. A directory without `run.json` is a run that
 //! did not finish, whatever else it holds.
+//!
+//! A run holds an exclusive flock(2) on its directory for as long as it lives; the directory is made under a
+//! hidden name (`runs/.new-<id>`), locked, marked, and only then renamed to `runs/<id>`, so every run directory
+//! that `repro gc` can see is locked while its run lives. gc deletes only what it could lock itself.
 
 use std::fs;
 use std::io::Write;
@@ -45,11 +49,16 @@ pub fn new_id(now: time::OffsetDateTime) -> String {
     )
 }
 
+/// The prefix of a run directory being created (`runs/.new-<id>`).
+pub const NEW_PREFIX: &str = ".new-";
+
 /// One run directory.
 #[derive(Debug, Clone)]
 pub struct RunDir {
     pub id: String,
     pub path: PathBuf,
+    /// The directory, open and flock'ed while the run lives (released when the last clone is dropped).
+    lock: Option<std::sync::Arc<fs::File>>,
 }
 
 impl RunDir {
@@ -58,10 +67,38 @@ impl RunDir {
         let runs = state.join("runs");
         fs::create_dir_all(&runs).map_err(|e| SandboxError::io("cannot create the state directory", &runs, e))?;
         let path = runs.join(id);
-        fs::create_dir(&path).map_err(|e| SandboxError::io("cannot create the run directory", &path, e))?;
-        let dir = RunDir { id: id.to_string(), path };
-        dir.write_atomic(INCOMPLETE, b"this run has not finished; run.json is written when it does\n")?;
-        Ok(dir)
+        let fresh = runs.join(format!("{NEW_PREFIX}{id}"));
+        fs::create_dir(&fresh).map_err(|e| SandboxError::io("cannot create the run directory", &fresh, e))?;
+        let made = (|| {
+            let lock = fs::File::open(&fresh).map_err(|e| SandboxError::io("cannot open", &fresh, e))?;
+            if !repro_sys::ns::try_lock_exclusive(&lock).map_err(|e| SandboxError::io("cannot lock", &fresh, e))? {
+                return Err(SandboxError::io(
+                    "cannot lock",
+                    &fresh,
+                    std::io::Error::other("locked by another process"),
+                ));
+            }
+            let dir = RunDir { id: id.to_string(), path: fresh.clone(), lock: Some(std::sync::Arc::new(lock)) };
+            dir.write_atomic(INCOMPLETE, b"this run has not finished; run.json is written when it does\n")?;
+            if path.exists() {
+                return Err(SandboxError::io(
+                    "cannot create the run directory",
+                    &path,
+                    std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+                ));
+            }
+            fs::rename(&fresh, &path).map_err(|e| SandboxError::io("cannot create the run directory", &path, e))?;
+            Ok(RunDir { path: path.clone(), ..dir })
+        })();
+        if made.is_err() {
+            let _ = fs::remove_dir_all(&fresh);
+        }
+        made
+    }
+
+    /// Whether this handle holds the directory's lock (a run in progress).
+    pub fn is_locked(&self) -> bool {
+        self.lock.is_some()
     }
 
     pub fn join(&self, p: &str) -> PathBuf {
@@ -126,6 +163,10 @@ pub fn list(state: &Path) -> Result<Vec<ListedRun>, SandboxError> {
             continue;
         }
         let id = entry.file_name().to_string_lossy().into_owned();
+        // Being created (`.new-`) or being deleted by `repro gc` (`.gc-`).
+        if id.starts_with('.') {
+            continue;
+        }
         let path = entry.path();
         let record = read_record(&path).ok();
         out.push(ListedRun { id, path, record });
@@ -184,6 +225,11 @@ mod tests {
         let run = RunDir::create(d.path(), "20260101-000000-aaaaaa").unwrap();
         RunDir::create(d.path(), "20260101-000001-bbbbbb").unwrap();
         assert!(run.join(INCOMPLETE).exists());
+        assert!(run.is_locked());
+        // The live run's directory cannot be locked by anyone else.
+        let other = fs::File::open(&run.path).unwrap();
+        assert!(!repro_sys::ns::try_lock_exclusive(&other).unwrap());
+        assert!(!d.path().join("runs").join(format!("{NEW_PREFIX}20260101-000000-aaaaaa")).exists());
         let listed = list(d.path()).unwrap();
         assert_eq!(listed.len(), 2);
         assert!(listed.iter().all(|r| r.record.is_none()));
