@@ -343,7 +343,9 @@ fn build_root(cfg: &InitConfig) -> Result<(), String> {
     if cfg.user_namespace {
         opts.push_str(",userxattr");
     }
-    ns::mount("overlay", &target, "overlay", 0, Some(&opts)).map_err(|x| format!("{x} (options {opts})"))?;
+    // nodev: a node the guest makes in its working directory cannot be opened; nosuid: no setuid binary either.
+    ns::mount("overlay", &target, "overlay", mflags::NOSUID | mflags::NODEV, Some(&opts))
+        .map_err(|x| format!("{x} (options {opts})"))?;
     for h in &cfg.hide {
         let t = under(r, h);
         if Path::new(&t).is_dir() {
