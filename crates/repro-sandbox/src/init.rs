@@ -326,11 +326,16 @@ fn build_root(cfg: &InitConfig) -> Result<(), String> {
 
     // The working directory: an overlay whose upper layer is on the writable layer.
     let target = under(r, &cfg.cwd);
+    stays_inside(r, &target, "the working directory")?;
     if !Path::new(&target).is_dir() {
         mkdir_p(&target, 0o755)?;
     }
     let lower = match &cfg.root_source {
-        Some(src) => under(src, &cfg.cwd),
+        Some(src) => {
+            let lower = under(src, &cfg.cwd);
+            stays_inside(src, &lower, "the working directory")?;
+            lower
+        }
         None => cfg.cwd.clone(),
     };
     let (upper, work) = (format!("{layer}/upper"), format!("{layer}/work"));
@@ -359,6 +364,18 @@ fn build_root(cfg: &InitConfig) -> Result<(), String> {
 
     for (name, host) in &cfg.etc {
         let t = resolve_in_root(r, &format!("/etc/{name}"));
+        if stays_inside(r, &t, "").is_err() {
+            // A link that leaves the root (before the pivot an absolute link names a host path): not covered.
+            continue;
+        }
+        // A link into /run (systemd-resolved's /etc/resolv.conf) points into the guest's empty /run: the file is
+        // made there, so the fixed one is what the guest reads.
+        if !Path::new(&t).exists() && t.starts_with(&under(r, "/run/")) {
+            if let Some(parent) = Path::new(&t).parent() {
+                mkdir_p(&parent.to_string_lossy(), 0o755)?;
+            }
+            fs::write(&t, b"").map_err(|x| format!("create {t}: {x}"))?;
+        }
         if Path::new(&t).exists() {
             ns::mount(host, &t, "", mflags::BIND, None).map_err(e)?;
             ns::mount("", &t, "", mflags::BIND | mflags::REMOUNT | mflags::RDONLY, None).map_err(e)?;
@@ -367,6 +384,7 @@ fn build_root(cfg: &InitConfig) -> Result<(), String> {
 
     for b in &cfg.binds {
         let t = under(r, &b.guest);
+        stays_inside(r, &t, &format!("--bind {}: the guest path {}", b.host, b.guest))?;
         if !Path::new(&t).exists() {
             let host_is_dir = Path::new(&b.host).is_dir();
             let made = if host_is_dir {
@@ -527,6 +545,30 @@ fn build_proc_sys(cfg: &InitConfig, r: &str) -> Result<(), String> {
         mask(&under(r, p))?;
     }
     Ok(())
+}
+
+/// Before the pivot an absolute symbolic link inside the root being built names a host path: a guest path that
+/// goes through one (say `/var/run -> /run`) would make the init create or mount on the host's side. Refuses
+/// `path` unless its deepest existing ancestor, links resolved, lies inside `root`.
+fn stays_inside(root: &str, path: &str, what: &str) -> Result<(), String> {
+    let canon_root = fs::canonicalize(root).map_err(|x| format!("{root}: {x}"))?;
+    let mut p = Path::new(path);
+    loop {
+        if fs::symlink_metadata(p).is_ok() {
+            break;
+        }
+        match p.parent() {
+            Some(parent) => p = parent,
+            None => break,
+        }
+    }
+    // A dangling link: what it names does not exist yet, and creating it would follow the link.
+    let resolved = fs::canonicalize(p).map_err(|_| format!("{what} goes through a dangling symbolic link ({path})"))?;
+    if resolved.starts_with(&canon_root) {
+        Ok(())
+    } else {
+        Err(format!("{what} goes through a symbolic link that leaves the sandbox's root; give it without links"))
+    }
 }
 
 /// Resolves symbolic links of `path` inside `root` (at most a few levels), for files such as /etc/resolv.conf.

@@ -366,3 +366,26 @@ fn du(p: &Path) -> u64 {
     }
     std::fs::read_dir(p).map(|e| e.flatten().map(|x| du(&x.path())).sum()).unwrap_or(0)
 }
+
+/// A `--bind` whose guest path goes through an absolute link of the host's tree (`/var/run -> /run`) is refused:
+/// before the pivot the link names the host's /run, where the init would otherwise create the mount point (a
+/// canary name, removed if it ever appears).
+#[test]
+fn bind_through_an_outward_link_is_refused() {
+    if std::fs::read_link("/var/run").ok().as_deref() != Some(Path::new("/run")) {
+        return;
+    }
+    for caller in CALLERS {
+        let d = workdir(caller);
+        std::fs::write(d.path().join("src"), "x").unwrap();
+        let name = format!("repro-escape-canary-{}", std::process::id());
+        let canary = Path::new("/run").join(&name);
+        let bind = format!("{}:/var/run/{name}", d.path().join("src").display());
+        let o = sh_as(caller, d.path(), &["--bind", &bind], "true");
+        let created = canary.exists();
+        let _ = std::fs::remove_file(&canary);
+        assert!(!created, "{caller:?}: the init created {} on the host", canary.display());
+        assert_eq!(o.status.code(), Some(125), "{caller:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("leaves the sandbox's root"), "{caller:?}: {}", stderr(&o));
+    }
+}
