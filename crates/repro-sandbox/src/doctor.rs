@@ -150,24 +150,37 @@ fn overlay(root: bool) -> Check {
         );
     }
     let base = std::env::temp_dir().join(format!("repro-doctor-{}", std::process::id()));
-    let dirs = ["lower", "upper", "work", "merged"].map(|d| base.join(d));
+    // As in a run: the upper and work directories on a tmpfs of their own (the --disk layer).
+    let dirs = ["lower", "layer", "merged"].map(|d| base.join(d));
     for d in &dirs {
         let _ = std::fs::create_dir_all(d);
     }
+    let layer = dirs[1].to_string_lossy().into_owned();
     let opts = format!(
-        "lowerdir={},upperdir={},workdir={}{}",
+        "lowerdir={},upperdir={layer}/upper,workdir={layer}/work{}",
         dirs[0].display(),
-        dirs[1].display(),
-        dirs[2].display(),
         if root { "" } else { ",userxattr" }
     );
-    let target = dirs[3].to_string_lossy().into_owned();
+    let target = dirs[2].to_string_lossy().into_owned();
     let ns_flags = if root { flags::MOUNT } else { flags::MOUNT | flags::USER };
+    let (uid, gid) = (ns::getuid(), ns::getgid());
     let ok = ns::probe_in_child(|| {
         if ns::unshare(ns_flags).is_err() {
             return 2;
         }
+        if !root {
+            // Map ourselves to root, as a run does: files of unmapped owners would refuse the overlay.
+            let _ = ns::write_file("/proc/self/setgroups", "deny");
+            let _ = ns::write_file("/proc/self/uid_map", &format!("0 {uid} 1"));
+            let _ = ns::write_file("/proc/self/gid_map", &format!("0 {gid} 1"));
+        }
         let _ = ns::mount("", "/", "", ns::mflags::REC | ns::mflags::PRIVATE, None);
+        if ns::mount("tmpfs", &layer, "tmpfs", 0, Some("size=1m,nr_inodes=64")).is_err()
+            || std::fs::create_dir(format!("{layer}/upper")).is_err()
+            || std::fs::create_dir(format!("{layer}/work")).is_err()
+        {
+            return 3;
+        }
         if ns::mount("overlay", &target, "overlay", 0, Some(&opts)).is_ok() {
             0
         } else {
@@ -182,8 +195,11 @@ fn overlay(root: bool) -> Check {
         _ => check(
             "overlayfs",
             Status::Missing,
-            "an overlay mount was refused",
-            Some("run as root, or on a kernel that allows overlayfs in user namespaces (5.11+)"),
+            "an overlay with its upper layer on a tmpfs was refused",
+            Some(
+                "run as root, or on a kernel that allows overlayfs in user namespaces (5.11+) with user extended \
+                 attributes on tmpfs (6.6+)",
+            ),
         ),
     }
 }
