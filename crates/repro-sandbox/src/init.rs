@@ -914,6 +914,29 @@ mod tests {
     }
 
     #[test]
+    fn mountinfo_escapes_undone() {
+        assert_eq!(unescape_mountinfo("/a\\040b\\011c"), "/a b\tc");
+        assert_eq!(unescape_mountinfo("/plain\\"), "/plain\\");
+        assert_eq!(unescape_mountinfo("/x\\09"), "/x\\09");
+    }
+
+    #[test]
+    fn paths_through_outward_links_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        fs::create_dir_all(root.join("var/lib")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("var/run")).unwrap();
+        std::os::unix::fs::symlink("lib", root.join("var/rel")).unwrap();
+        std::os::unix::fs::symlink("/nonexistent-repro-target", root.join("dangling")).unwrap();
+        let r = root.to_string_lossy();
+        assert!(stays_inside(&r, &format!("{r}/var/lib/new/deeper"), "x").is_ok());
+        assert!(stays_inside(&r, &format!("{r}/var/rel/new"), "x").is_ok());
+        assert!(stays_inside(&r, &format!("{r}/var/run/x"), "x").unwrap_err().contains("leaves the sandbox's root"));
+        assert!(stays_inside(&r, &format!("{r}/dangling/x"), "x").unwrap_err().contains("dangling"));
+    }
+
+    #[test]
     fn programs_resolve_through_path() {
         assert_eq!(resolve_program("sh", "/nonexistent:/bin").unwrap(), "/bin/sh");
         assert_eq!(resolve_program("no-such-program-xyz", "/bin").unwrap_err(), 2);
