@@ -238,6 +238,14 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
             s.cpu_affinity
         ));
     }
+    if s.disk_bytes > s.memory_bytes {
+        warnings.push(format!(
+            "--disk {} MiB is more than --memory {} MiB: the writable layer is memory, so the memory limit stops \
+             the guest's writes first (and the kernel kills the sandbox)",
+            s.disk_bytes >> 20,
+            s.memory_bytes >> 20
+        ));
+    }
 
     let root = dir.join(".root");
     let layer = dir.join(".layer");
@@ -428,7 +436,16 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         ),
         (None, _) => (
             RunOutcome::SetupFailed {
-                message: format!("the sandbox's init ended ({init_exit:?}) without reporting a result"),
+                message: if init_exit == ns::ChildExit::Signaled(crate::init::libc_sig::KILL) {
+                    format!(
+                        "the sandbox's init was killed (SIGKILL) without reporting a result: most likely the \
+                         memory limit was reached (--memory {} MiB; what the guest writes to its working \
+                         directory, /tmp and /home counts toward it)",
+                        s.memory_bytes >> 20
+                    )
+                } else {
+                    format!("the sandbox's init ended ({init_exit:?}) without reporting a result")
+                },
             },
             crate::EXIT_SETUP,
             Default::default(),
