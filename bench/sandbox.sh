@@ -42,7 +42,7 @@ if [ "${1:-}" = "--write" ]; then
     cd - >/dev/null
     doc=docs/benchmarks.md
     [ -f "$doc" ] || printf '# Benchmarks\n\nFigures measured on this project'"'"'s CI machine kind (2 cores, Firecracker VM).\n' > "$doc"
-    section=$(printf '## Sandbox start-up\n\n`bench/sandbox.sh`, %s, %s. Every run creates namespaces, assembles the root (read-only bind of `/`, overlay, tmpfs, /dev), a cgroup, and writes its run directory atomically (with fsync).\n\n%s\n' "$(date -u +%Y-%m-%d)" "$(uname -r)" "$table")
+    section=$(printf '## Sandbox start-up\n\n`bench/sandbox.sh`, %s, %s. Every run creates namespaces, assembles the root (a tmpfs with a read-only bind of each top-level directory, the --disk tmpfs with the overlay, /dev, /proc and /sys with their masks), a cgroup, and writes its run directory atomically (with fsync).\n\n%s\n' "$(date -u +%Y-%m-%d)" "$(uname -r)" "$table")
     python3 - "$doc" "$section" <<'PY'
 import re, sys
 path, section = sys.argv[1], sys.argv[2]
