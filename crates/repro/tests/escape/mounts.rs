@@ -389,3 +389,34 @@ fn bind_through_an_outward_link_is_refused() {
         assert!(stderr(&o).contains("leaves the sandbox's root"), "{caller:?}: {}", stderr(&o));
     }
 }
+
+/// `repro replay` assembles the pack's root the same way: no host proc or sysfs beneath the guest's, an empty
+/// /run, runc's masks.
+#[test]
+fn replayed_pack_root_has_no_host_kernel_filesystems() {
+    let (host_proc, host_sys) = (host_dev("/proc", "proc"), host_dev("/sys", "sysfs"));
+    for caller in CALLERS {
+        let d = workdir(caller);
+        let script = "echo ==mountinfo==; cat /proc/self/mountinfo; echo ==run==; ls -A /run | wc -l; \
+                      echo ==irq==; head -c 4096 /proc/interrupts | wc -c; echo ==end==; exit 3";
+        let mut c = repro_as(caller, d.path());
+        c.args(["capture", "-q", "-o", "p.repro", "--", "sh", "-c", script]);
+        let o = c.output().unwrap();
+        assert_eq!(o.status.code(), Some(3), "{caller:?}: {}", stderr(&o));
+        let mut c = repro_as(caller, d.path());
+        // The unprivileged caller cannot use root's cache.
+        c.env("XDG_CACHE_HOME", d.path().join("cache"));
+        let o = c.args(["replay", "p.repro"]).output().unwrap();
+        let out = stdout(&o) + &stderr(&o);
+        assert_eq!(o.status.code(), Some(0), "{caller:?}: {out}");
+        let all = mounts(section(&out, "mountinfo"));
+        assert!(all.iter().any(|m| m.0 == "/proc" && m.1 == "proc"), "{caller:?}: {out}");
+        for (at, fstype, dev, _) in &all {
+            assert!(!(fstype == "proc" && dev == &host_proc), "{caller:?}: the host's proc at {at}");
+            assert!(!(fstype == "sysfs" && dev == &host_sys), "{caller:?}: the host's sysfs at {at}");
+            assert!(!["cgroup", "cgroup2", "debugfs", "tracefs"].contains(&fstype.as_str()), "{caller:?}: {at}");
+        }
+        assert_eq!(section(&out, "run").trim(), "0", "{caller:?}: {out}");
+        assert_eq!(section(&out, "irq").trim(), "0", "{caller:?}: {out}");
+    }
+}
