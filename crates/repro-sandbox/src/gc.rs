@@ -22,7 +22,7 @@ pub const GC_PREFIX: &str = ".gc-";
 pub const NEW_GRACE: Duration = Duration::from_secs(60);
 
 /// Files and directories of a run's own scratch, which a finished run has removed and a killed one may leave.
-pub const SCRATCH: [&str; 8] = [".root", ".layer", ".etc", ".work", "upper", ".init.json", ".init-result.json", ".tmp"];
+pub const SCRATCH: [&str; 7] = [".root", ".layer", ".etc", ".work", "upper", ".init.json", ".init-result.json"];
 
 /// What to prune besides the leftovers of interrupted runs.
 #[derive(Debug, Clone, Default)]
