@@ -425,8 +425,10 @@ fn populate_root(source: &str, r: &str) -> Result<(), String> {
     let mut names: Vec<_> = entries.flatten().map(|d| d.file_name()).collect();
     names.sort();
     for name in names {
-        let n = name.to_string_lossy();
-        if NOT_BOUND.contains(&n.as_ref()) {
+        // mount(2) takes the path as text here: a top-level name that is not UTF-8 is left out rather than
+        // failing every run.
+        let Some(n) = name.to_str() else { continue };
+        if NOT_BOUND.contains(&n) {
             continue;
         }
         let src = Path::new(source).join(&name);
