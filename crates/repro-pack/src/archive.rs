@@ -269,7 +269,12 @@ fn entry_type_name(t: tar::EntryType) -> &'static str {
 /// Checks a tar entry's header before anything of it is used: a regular file with a plain relative name.
 /// `earlier` are the names of the entries before it (a hard link to one of them is still refused, but named
 /// as such).
-fn check_entry(path: &Path, name: &str, entry: &tar::Entry<'_, impl Read>, earlier: &[String]) -> Result<(), PackError> {
+fn check_entry(
+    path: &Path,
+    name: &str,
+    entry: &tar::Entry<'_, impl Read>,
+    earlier: &[String],
+) -> Result<(), PackError> {
     let bad = |why: String| PackError::BadEntry { path: path.into(), entry: name.escape_debug().to_string(), why };
     if name.starts_with('/') {
         return Err(bad("an absolute name (a pack holds only manifest.json and blobs/<blake3>)".into()));
@@ -382,9 +387,9 @@ pub fn read_pack_checked(
             }
         }
         let mut out = match extract {
-            Some((dir, shown)) => Some(
-                dir.create_file(digest, 0o600).map_err(|e| PackError::io("cannot create a file in", shown, e))?,
-            ),
+            Some((dir, shown)) => {
+                Some(dir.create_file(digest, 0o600).map_err(|e| PackError::io("cannot create a file in", shown, e))?)
+            }
             None => None,
         };
         let mut hasher = blake3::Hasher::new();
@@ -456,9 +461,8 @@ pub fn read_pack_checked(
                 let mut n = 0u64;
                 let mut limited = (&mut f).take(stored);
                 loop {
-                    let k = limited
-                        .read(&mut buf)
-                        .map_err(|e| PackError::io("cannot read", store.path_of(digest), e))?;
+                    let k =
+                        limited.read(&mut buf).map_err(|e| PackError::io("cannot read", store.path_of(digest), e))?;
                     if k == 0 {
                         break;
                     }

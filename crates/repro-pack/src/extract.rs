@@ -117,7 +117,8 @@ impl Staging {
     /// `mode`. On failure the staging directory is removed.
     pub fn finish(self, target: &Path, mode: u32) -> Result<(), PackError> {
         self.dir.chmod(mode).map_err(|e| PackError::io("cannot chmod", self.tmp.path(), e))?;
-        fs::rename(self.tmp.path(), target).map_err(|e| PackError::io("cannot move the unpacked pack to", target, e))?;
+        fs::rename(self.tmp.path(), target)
+            .map_err(|e| PackError::io("cannot move the unpacked pack to", target, e))?;
         // Renamed: nothing left to remove.
         let _ = self.tmp.keep();
         Ok(())

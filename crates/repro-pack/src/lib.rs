@@ -17,8 +17,8 @@ pub mod summary;
 pub mod tree;
 
 pub use archive::{read_pack, read_pack_checked, write_pack, BlobSource, Pack};
-pub use extract::Limits;
 pub use error::PackError;
+pub use extract::Limits;
 pub use manifest::{Manifest, PACK_FORMAT};
 pub use signature::Signature;
 pub use store::Store;

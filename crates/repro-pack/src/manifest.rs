@@ -344,6 +344,15 @@ impl Manifest {
     /// mounts its own directories, modes only permission bits. Each error names the field or entry and what was
     /// expected.
     pub fn validate_untrusted(&self) -> Result<(), String> {
+        // Paths first, so that the messages name the entry and say what is wrong with it.
+        for f in &self.files {
+            if let Some(why) = bad_guest_path(&f.path) {
+                return Err(format!("files[{}]: {why}", f.path.escape_debug()));
+            }
+        }
+        if let Some(why) = bad_guest_path(&self.command.cwd) {
+            return Err(format!("command.cwd: '{}': {why}", self.command.cwd.escape_debug()));
+        }
         self.validate()?;
         if self.format > PACK_FORMAT {
             return Err(format!("format: {} is newer than this repro reads (1 to {PACK_FORMAT})", self.format));
@@ -440,13 +449,31 @@ impl Manifest {
             }
         }
         if self.signature.stderr_tail.len() > 8 {
-            return Err(format!("signature.stderr_tail: {} lines (expected at most 8)", self.signature.stderr_tail.len()));
+            return Err(format!(
+                "signature.stderr_tail: {} lines (expected at most 8)",
+                self.signature.stderr_tail.len()
+            ));
         }
-        if !["none", "record"].contains(&self.tapes.network_mode.as_str()) {
+        // "" is what a manifest without `tapes` deserializes to (the struct's Default): no network, as `none`.
+        if !["", "none", "record"].contains(&self.tapes.network_mode.as_str()) {
             return Err(format!(
                 "tapes.network_mode: '{}' (expected none or record)",
                 self.tapes.network_mode.escape_debug()
             ));
+        }
+        let mut sizes: BTreeMap<&str, (String, Option<u64>)> = BTreeMap::new();
+        let refs = self.blob_refs();
+        for (field, d, size) in &refs {
+            match sizes.get(d.as_str()) {
+                Some((first, s)) if s != size => {
+                    return Err(format!(
+                        "{field}: blob {d} declared with size {size:?}, but {first} says {s:?} (expected one size)"
+                    ))
+                }
+                _ => {
+                    sizes.insert(d, (field.clone(), *size));
+                }
+            }
         }
         self.validate_files()
     }
@@ -483,7 +510,12 @@ impl Manifest {
                              entry under a link would be written wherever the link points)"
                         ))
                     }
-                    Some(k) => return Err(format!("files[{name}]: its parent {a} is {} (expected a directory)", kind_name(*k))),
+                    Some(k) => {
+                        return Err(format!(
+                            "files[{name}]: its parent {a} is {} (expected a directory)",
+                            kind_name(*k)
+                        ))
+                    }
                 }
             }
             kinds.insert(&f.path, f.kind);
@@ -509,7 +541,10 @@ impl Manifest {
         for f in SANDBOX_FILES {
             must_be_dir("the sandbox's", f, false)?;
             if let Some(k @ (EntryKind::Dir | EntryKind::Symlink)) = kinds.get(f) {
-                return Err(format!("files[{f}]: {} (expected a file: the sandbox binds its own over it)", kind_name(*k)));
+                return Err(format!(
+                    "files[{f}]: {} (expected a file: the sandbox binds its own over it)",
+                    kind_name(*k)
+                ));
             }
         }
         Ok(())

@@ -220,8 +220,10 @@ pub fn unpack_limited(
     mj.push(b'\n');
     let mut f = staging.dir.create_file("manifest.json", 0o644).map_err(e("cannot write", "manifest.json"))?;
     std::io::Write::write_all(&mut f, &mj).map_err(e("cannot write", "manifest.json"))?;
-    crate::tree::copy_blob(&blobs, &m.result.stdout.blake3, &staging.dir, "stdout").map_err(e("cannot write", "stdout"))?;
-    crate::tree::copy_blob(&blobs, &m.result.stderr.blake3, &staging.dir, "stderr").map_err(e("cannot write", "stderr"))?;
+    crate::tree::copy_blob(&blobs, &m.result.stdout.blake3, &staging.dir, "stdout")
+        .map_err(e("cannot write", "stdout"))?;
+    crate::tree::copy_blob(&blobs, &m.result.stderr.blake3, &staging.dir, "stderr")
+        .map_err(e("cannot write", "stderr"))?;
     let tapes = [("network.json", &m.tapes.network), ("proc.json", &m.tapes.proc)];
     if tapes.iter().any(|(_, t)| t.is_some()) {
         let td = staging.dir.subdir("tapes", Some(0o755)).map_err(e("cannot create", "tapes"))?;

@@ -157,7 +157,8 @@ pub fn cached_root(
         let td = staging.dir.subdir("tapes", Some(0o755)).map_err(|e| PackError::io("cannot create in", &shown, e))?;
         for (name, t) in tapes {
             if let Some(b) = t {
-                copy_blob(&blobs, &b.blake3, &td, name).map_err(|e| PackError::io("cannot write", shown.join(name), e))?;
+                copy_blob(&blobs, &b.blake3, &td, name)
+                    .map_err(|e| PackError::io("cannot write", shown.join(name), e))?;
             }
         }
     }

@@ -27,8 +27,7 @@ fn strict() -> ResolveFlag {
 /// Refuses anything that is not one plain name component (the kernel would refuse most of it too; this makes
 /// the error clear and does not depend on it).
 fn component(name: &str) -> io::Result<&str> {
-    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') || name.len() > 255
-    {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') || name.len() > 255 {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("'{name}' is not a single name component")));
     }
     Ok(name)
@@ -73,9 +72,7 @@ impl Beneath {
     pub fn create_file(&self, name: &str, mode: u32) -> io::Result<File> {
         let name = component(name)?;
         let how = OpenHow::new()
-            .flags(
-                OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
-            )
+            .flags(OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
             .mode(Mode::from_bits_truncate(0o600))
             .resolve(strict());
         let fd = openat2(self.fd.as_fd(), name, how).map_err(errno)?;
