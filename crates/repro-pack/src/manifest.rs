@@ -286,6 +286,9 @@ pub const MAX_NAME_BYTES: usize = 255;
 pub const MAX_CPUS: u32 = 4096;
 pub const MIN_MEMORY: u64 = 1 << 20;
 pub const MAX_MEMORY: u64 = 1 << 50;
+/// The epochs `repro run --epoch` accepts (what RFC 3339 can print: years 0000 to 9999).
+pub const MIN_EPOCH: i64 = -62_167_219_200;
+pub const MAX_EPOCH: i64 = 253_402_300_799;
 
 /// Why `path` is not an absolute, normal guest path (`/a/b`: no empty, `.` or `..` component, no trailing `/`,
 /// no NUL byte, bounded lengths), or `None` when it is one.
@@ -414,6 +417,12 @@ impl Manifest {
             return Err(format!(
                 "determinism.hostname: '{}' (expected 1 to 63 letters, digits, '-' or '.')",
                 h.escape_debug()
+            ));
+        }
+        if !(MIN_EPOCH..=MAX_EPOCH).contains(&d.epoch_unix) {
+            return Err(format!(
+                "determinism.epoch_unix: {} (expected {MIN_EPOCH} to {MAX_EPOCH}, years 0000 to 9999, as repro run --epoch)",
+                d.epoch_unix
             ));
         }
         if d.epoch_rfc3339.len() > 64 {

@@ -509,7 +509,8 @@ fn a_manifest_cannot_ask_for_binds_network_or_privileges() {
         w.refused_everywhere(2, &["manifest.json", &format!("unknown field `{field}`")]);
     }
     // Fields a pack has, outside what `repro run` accepts.
-    let bad: [(&str, &str, Value, &str); 8] = [
+    let bad: [(&str, &str, Value, &str); 9] = [
+        ("determinism", "epoch_unix", json!(i64::MAX), "determinism.epoch_unix"),
         ("resources", "memory_bytes", json!(0), "resources.memory_bytes"),
         ("resources", "memory_bytes", json!(u64::MAX), "resources.memory_bytes"),
         ("resources", "cpus", json!(0), "resources.cpus"),
