@@ -113,14 +113,34 @@ impl Staging {
         self.tmp.path()
     }
 
-    /// Renames the staging directory onto `target` (which must be missing or an empty directory), with mode
-    /// `mode`. On failure the staging directory is removed.
+    /// Puts the staged content at `target`: a missing target is the staging directory renamed (with mode
+    /// `mode`); an existing empty directory (perhaps the current one) keeps its own inode and receives the staged
+    /// entries one by one (rename, never replacing; moved back if one fails). On failure nothing is left.
     pub fn finish(self, target: &Path, mode: u32) -> Result<(), PackError> {
-        self.dir.chmod(mode).map_err(|e| PackError::io("cannot chmod", self.tmp.path(), e))?;
-        fs::rename(self.tmp.path(), target)
-            .map_err(|e| PackError::io("cannot move the unpacked pack to", target, e))?;
-        // Renamed: nothing left to remove.
-        let _ = self.tmp.keep();
+        let fail = |e| PackError::io("cannot move the unpacked pack to", target, e);
+        if fs::symlink_metadata(target).is_err() {
+            self.dir.chmod(mode).map_err(|e| PackError::io("cannot chmod", self.tmp.path(), e))?;
+            fs::rename(self.tmp.path(), target).map_err(fail)?;
+            // Renamed: nothing left to remove.
+            let _ = self.tmp.keep();
+            return Ok(());
+        }
+        let to = Beneath::open(target).map_err(fail)?;
+        let names: Vec<String> = fs::read_dir(self.tmp.path())
+            .map_err(fail)?
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        let mut moved: Vec<&String> = Vec::new();
+        for n in &names {
+            if let Err(e) = self.dir.rename_noreplace(n, &to, n) {
+                for m in &moved {
+                    let _ = to.rename_noreplace(m, &self.dir, m);
+                }
+                return Err(fail(e));
+            }
+            moved.push(n);
+        }
         Ok(())
     }
 }

@@ -571,3 +571,24 @@ fn validation_names_the_field() {
     assert!(m.validate_untrusted().unwrap_err().starts_with("files[/x].mode"));
     assert_eq!(base().validate_untrusted(), Ok(()));
 }
+
+/// Into an existing empty directory (the current one, say): it keeps its inode and receives the content; the
+/// staging directory beside it is gone.
+#[test]
+fn unpack_into_an_existing_empty_directory() {
+    use std::os::unix::fs::MetadataExt;
+    let f = fixture();
+    let p = write(&f, "a.repro");
+    let out = f.dir.path().join("empty");
+    fs::create_dir(&out).unwrap();
+    let ino = fs::metadata(&out).unwrap().ino();
+    summary::unpack(&p, &out, &store(&f)).unwrap();
+    assert_eq!(fs::metadata(&out).unwrap().ino(), ino);
+    assert_eq!(fs::read(out.join("root/work/proj/fail.py")).unwrap(), b"raise SystemExit('boom')\n");
+    let left: Vec<_> = fs::read_dir(f.dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("partial"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
