@@ -283,6 +283,8 @@ pub struct ShrinkArgs {
     /// Stop shrinking after this long (the best pack so far is written).
     #[arg(long, default_value = "10m", value_name = "DURATION")]
     time_budget: String,
+    #[command(flatten)]
+    limits: crate::pack::LimitArgs,
     #[arg(long)]
     json: bool,
 }
@@ -296,6 +298,7 @@ pub fn shrink(a: ShrinkArgs) -> Result<i32, CliError> {
         return Err(CliError::usage(format!("PACK '{}': no such file", a.pack.display())));
     }
     let budget = config::parse_duration("--time-budget", &a.time_budget)?;
+    let limits = a.limits.limits()?;
     let output = a.output.clone().unwrap_or_else(|| {
         let stem = a.pack.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "pack".into());
         a.pack.with_file_name(format!("{stem}.min.repro"))
@@ -308,6 +311,7 @@ pub fn shrink(a: ShrinkArgs) -> Result<i32, CliError> {
         deadline: Some(Instant::now() + budget),
         repro: std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
         work: work.clone(),
+        limits,
     };
     let quiet = a.json;
     let mut progress = |line: &str| {

@@ -57,6 +57,47 @@ pub struct CaptureArgs {
     command: Vec<String>,
 }
 
+/// `--max-unpacked-size`, `--max-entries`: how much a pack may unpack to (a pack is untrusted data).
+#[derive(Debug, Args, Clone)]
+pub struct LimitArgs {
+    /// Refuse a pack that unpacks to more than this (K, M, G, T suffixes).
+    #[arg(long, value_name = "SIZE", default_value = "8G")]
+    max_unpacked_size: String,
+    /// Refuse a pack with more entries (paths and blobs) than this.
+    #[arg(long, value_name = "N", default_value_t = repro_pack::extract::DEFAULT_MAX_ENTRIES)]
+    max_entries: u64,
+}
+
+impl LimitArgs {
+    pub fn limits(&self) -> Result<repro_pack::Limits, CliError> {
+        let max_unpacked_size = parse_size("--max-unpacked-size", &self.max_unpacked_size)?;
+        if self.max_entries == 0 {
+            return Err(CliError::usage("--max-entries: expected at least 1".to_string()));
+        }
+        Ok(repro_pack::Limits { max_unpacked_size, max_entries: self.max_entries })
+    }
+}
+
+/// A size with an optional K, M, G or T suffix (powers of 1024), or a plain number of bytes.
+fn parse_size(argument: &str, value: &str) -> Result<u64, CliError> {
+    let bad = || CliError::usage(format!("{argument} '{value}': expected a size such as 512M, 8G or 1099511627776"));
+    let v = value.trim();
+    let (num, mult) = match v.char_indices().last() {
+        Some((i, c)) if "kKmMgGtT".contains(c) => {
+            let shift = match c.to_ascii_lowercase() {
+                'k' => 10,
+                'm' => 20,
+                'g' => 30,
+                _ => 40,
+            };
+            (&v[..i], 1u64 << shift)
+        }
+        _ => (v, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    n.checked_mul(mult).ok_or_else(bad)
+}
+
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
     /// The pack.
@@ -70,6 +111,8 @@ pub struct ReplayArgs {
     /// Where run directories go [default: $REPRO_STATE_DIR, else ./.repro].
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    limits: LimitArgs,
     /// Print a JSON report on stdout (the guest's stdout is then only saved).
     #[arg(long)]
     json: bool,
@@ -121,6 +164,8 @@ fn variation(a: &ReplayArgs) -> Result<repro_pack::replay::Variation, CliError> 
 pub struct InspectArgs {
     /// The pack.
     pack: PathBuf,
+    #[command(flatten)]
+    limits: LimitArgs,
     #[arg(long)]
     json: bool,
 }
@@ -131,13 +176,18 @@ pub struct UnpackArgs {
     pack: PathBuf,
     /// A new or empty directory.
     dir: PathBuf,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum PackCommand {
-    /// Check every digest of a pack (exit 2 when it is damaged).
+    /// Check a pack as replay and unpack would: every digest, size and manifest field, every entry (exit 2 naming
+    /// the offending one).
     Verify {
         pack: PathBuf,
+        #[command(flatten)]
+        limits: LimitArgs,
         #[arg(long)]
         json: bool,
     },
@@ -205,6 +255,7 @@ pub fn capture_cmd(a: CaptureArgs) -> Result<i32, CliError> {
 
 pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
     let vary = variation(&a)?;
+    let limits = a.limits.limits()?;
     let opts = ReplayOptions {
         pack: a.pack,
         runs: a.runs,
@@ -212,6 +263,7 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
         state_dir: a.state_dir,
         echo: Echo { stdout: !a.json, stderr: !a.json },
         vary,
+        limits,
     };
     let r = replay(&opts, &exe())?;
     let n = r.runs.len();
@@ -250,7 +302,7 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
 }
 
 pub fn inspect_cmd(a: InspectArgs) -> Result<i32, CliError> {
-    let pack = repro_pack::read_pack(&a.pack, &Store::default_store(), None)?;
+    let pack = repro_pack::read_pack_checked(&a.pack, &Store::default_store(), None, &a.limits.limits()?)?;
     let s = repro_pack::summary::summarize(&pack);
     if a.json {
         print_json(&s)?;
@@ -261,7 +313,7 @@ pub fn inspect_cmd(a: InspectArgs) -> Result<i32, CliError> {
 }
 
 pub fn unpack_cmd(a: UnpackArgs) -> Result<i32, CliError> {
-    let pack = repro_pack::summary::unpack(&a.pack, &a.dir, &Store::default_store())?;
+    let pack = repro_pack::summary::unpack_limited(&a.pack, &a.dir, &Store::default_store(), &a.limits.limits()?)?;
     eprintln!(
         "[repro] unpacked {} paths of {} into {} (manifest.json, root/, stdout, stderr)",
         pack.manifest.files.len(),
@@ -273,8 +325,8 @@ pub fn unpack_cmd(a: UnpackArgs) -> Result<i32, CliError> {
 
 pub fn pack_cmd(c: PackCommand) -> Result<i32, CliError> {
     match c {
-        PackCommand::Verify { pack, json } => {
-            let p = repro_pack::read_pack(&pack, &Store::default_store(), None)?;
+        PackCommand::Verify { pack, limits, json } => {
+            let p = repro_pack::read_pack_checked(&pack, &Store::default_store(), None, &limits.limits()?)?;
             if json {
                 print_json(&serde_json::json!({
                     "pack": pack, "ok": true, "id": p.id, "blobs": p.blobs.len(),

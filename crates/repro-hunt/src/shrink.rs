@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use repro_pack::archive::{read_pack, write_pack, BlobSource, Pack};
+use repro_pack::archive::{write_pack, BlobSource, Pack};
 use repro_pack::manifest::{digest, EntryKind, FileEntry, Manifest};
 use repro_pack::store::Store;
 use serde::Serialize;
@@ -116,6 +116,8 @@ pub struct ShrinkOptions {
     pub repro: PathBuf,
     /// Scratch space (extracted blobs, candidates, replay state and cache).
     pub work: PathBuf,
+    /// How much the pack may unpack to (checked when it is read; passed on to each candidate's replay).
+    pub limits: repro_pack::Limits,
 }
 
 struct Shrinker<'a> {
@@ -199,6 +201,10 @@ impl Shrinker<'_> {
             .arg("--json")
             .arg("--state-dir")
             .arg(self.opts.work.join("state"))
+            .arg("--max-unpacked-size")
+            .arg(self.opts.limits.max_unpacked_size.to_string())
+            .arg("--max-entries")
+            .arg(self.opts.limits.max_entries.to_string())
             .env("XDG_CACHE_HOME", self.opts.work.join("cache"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -326,8 +332,11 @@ pub fn shrink(opts: &ShrinkOptions, progress: &mut dyn FnMut(&str)) -> Result<Sh
     let blobs_dir = opts.work.join("blobs");
     std::fs::create_dir_all(&blobs_dir)
         .map_err(|e| HuntError::Spawn { what: blobs_dir.display().to_string(), source: e })?;
-    let pack = read_pack(&opts.pack, &Store::default_store(), Some(&blobs_dir))
-        .map_err(|e| HuntError::usage(format!("PACK '{}'", opts.pack.display()), e.to_string()))?;
+    let blobs = repro_pack::extract::Beneath::open(&blobs_dir)
+        .map_err(|e| HuntError::Spawn { what: blobs_dir.display().to_string(), source: e })?;
+    let pack =
+        repro_pack::read_pack_checked(&opts.pack, &Store::default_store(), Some((&blobs, &blobs_dir)), &opts.limits)
+            .map_err(|e| HuntError::usage(format!("PACK '{}'", opts.pack.display()), e.to_string()))?;
     let orig = pack.manifest.clone();
     let before = size_of(&orig, pack.compressed_bytes);
     let recorded_stdout = std::fs::read(blobs_dir.join(&orig.result.stdout.blake3)).unwrap_or_default();

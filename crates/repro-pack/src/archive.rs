@@ -7,6 +7,7 @@ use std::fs;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
+use crate::extract::{Beneath, Limits};
 use crate::manifest::{Digest, Manifest, PACK_FORMAT};
 use crate::store::{FrameCache, Store};
 use crate::PackError;
@@ -237,10 +238,85 @@ fn classify(path: &Path, e: io::Error) -> PackError {
     }
 }
 
-/// Reads and checks a pack: the manifest parses and validates, every blob's content matches its name, every blob
-/// the manifest names is there (in the pack, or in `store` for a thin pack) with the size it says, and nothing
-/// else is. With `extract_to`, each blob is also written to `extract_to/<digest>`.
+/// Reads and checks a pack with the default [`Limits`]; with `extract_to` (a directory made when missing),
+/// each blob is also written to `extract_to/<digest>` (see [`read_pack_checked`]).
 pub fn read_pack(path: &Path, store: &Store, extract_to: Option<&Path>) -> Result<Pack, PackError> {
+    match extract_to {
+        None => read_pack_checked(path, store, None, &Limits::default()),
+        Some(dir) => {
+            fs::create_dir_all(dir).map_err(|e| PackError::io("cannot create", dir, e))?;
+            let b = Beneath::open(dir).map_err(|e| PackError::io("cannot open", dir, e))?;
+            read_pack_checked(path, store, Some((&b, dir)), &Limits::default())
+        }
+    }
+}
+
+/// What a tar entry type is, for an error.
+fn entry_type_name(t: tar::EntryType) -> &'static str {
+    match t {
+        tar::EntryType::Symlink => "a symbolic link",
+        tar::EntryType::Link => "a hard link",
+        tar::EntryType::Char => "a character device",
+        tar::EntryType::Block => "a block device",
+        tar::EntryType::Fifo => "a fifo",
+        tar::EntryType::Directory => "a directory",
+        tar::EntryType::GNUSparse => "a sparse file",
+        tar::EntryType::Continuous => "a contiguous file",
+        _ => "an entry of an unknown type",
+    }
+}
+
+/// Checks a tar entry's header before anything of it is used: a regular file with a plain relative name.
+/// `earlier` are the names of the entries before it (a hard link to one of them is still refused, but named
+/// as such).
+fn check_entry(
+    path: &Path,
+    name: &str,
+    entry: &tar::Entry<'_, impl Read>,
+    earlier: &[String],
+) -> Result<(), PackError> {
+    let bad = |why: String| PackError::BadEntry { path: path.into(), entry: name.escape_debug().to_string(), why };
+    if name.starts_with('/') {
+        return Err(bad("an absolute name (a pack holds only manifest.json and blobs/<blake3>)".into()));
+    }
+    if name.split('/').any(|c| c == "..") {
+        return Err(bad("a name with a '..' component (a pack holds only manifest.json and blobs/<blake3>)".into()));
+    }
+    let t = entry.header().entry_type();
+    if t == tar::EntryType::Link {
+        let target = entry.link_name().ok().flatten().map(|l| l.to_string_lossy().into_owned()).unwrap_or_default();
+        let why = if earlier.contains(&target) {
+            format!("a hard link to the earlier entry '{target}' (a pack stores each blob once, as a regular file)")
+        } else {
+            format!("a hard link to '{}', which is not an entry of the pack", target.escape_debug())
+        };
+        return Err(bad(why));
+    }
+    if !matches!(t, tar::EntryType::Regular) && t.as_byte() != b'\0' {
+        let mut why = format!("{} (expected a regular file)", entry_type_name(t));
+        if let Ok(Some(l)) = entry.link_name() {
+            why.push_str(&format!(" pointing to '{}'", l.to_string_lossy().escape_debug()));
+        }
+        return Err(bad(why));
+    }
+    Ok(())
+}
+
+/// Reads and checks a pack: the manifest parses and passes every check of [`Manifest::validate_untrusted`]
+/// and the `limits`; each tar entry is a regular file named `manifest.json` (first) or `blobs/<digest>` of a
+/// blob the manifest names, whose size in the tar header is the one the manifest says (checked before its
+/// content is read) and whose content matches its name; every blob the manifest names is there (in the pack,
+/// or in `store` for a thin pack); nothing else is; the stream ends properly.
+///
+/// With `extract` (a directory, and its name for messages), the manifest's footprint is first checked against
+/// the free space there, then each blob is written to `<dir>/<digest>` (created with `O_EXCL`, at most the
+/// declared number of bytes). The caller extracts into a staging directory it removes on error.
+pub fn read_pack_checked(
+    path: &Path,
+    store: &Store,
+    extract: Option<(&Beneath, &Path)>,
+    limits: &Limits,
+) -> Result<Pack, PackError> {
     let file = fs::File::open(path).map_err(|source| PackError::Open { path: path.into(), source })?;
     let compressed_bytes = file.metadata().map_err(|e| PackError::io("cannot stat", path, e))?.len();
     let dec = zstd::Decoder::new(file).map_err(|e| classify(path, e))?;
@@ -251,6 +327,7 @@ pub fn read_pack(path: &Path, store: &Store, extract_to: Option<&Path>) -> Resul
         None => return Err(PackError::Truncated { path: path.into(), detail: "it holds no manifest.json".into() }),
     };
     let first_name = first.path().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    check_entry(path, &first_name, &first, &[])?;
     if first_name != "manifest.json" {
         return Err(PackError::UnexpectedEntry {
             path: path.into(),
@@ -258,92 +335,149 @@ pub fn read_pack(path: &Path, store: &Store, extract_to: Option<&Path>) -> Resul
             why: "the first entry must be manifest.json",
         });
     }
+    if first.size() > limits.max_manifest_bytes() {
+        return Err(PackError::Limit {
+            path: path.into(),
+            what: format!("its manifest.json has {} bytes", first.size()),
+            limit: limits.max_manifest_bytes(),
+            flag: "--max-entries",
+        });
+    }
     let mut mbytes = Vec::new();
     let mut first = first;
-    first.read_to_end(&mut mbytes).map_err(|e| classify(path, e))?;
+    (&mut first).take(limits.max_manifest_bytes()).read_to_end(&mut mbytes).map_err(|e| classify(path, e))?;
     let manifest = parse_manifest(path, &mbytes)?;
+    limits.check(path, &manifest)?;
     let wanted: BTreeMap<Digest, (String, Option<u64>)> =
         manifest.blob_refs().into_iter().map(|(field, d, size)| (d, (field, size))).collect();
-    let mut seen: BTreeMap<Digest, u64> = BTreeMap::new();
-    if let Some(dir) = extract_to {
-        fs::create_dir_all(dir).map_err(|e| PackError::io("cannot create", dir, e))?;
+    if let Some((dir, shown)) = extract {
+        crate::extract::check_space(path, &manifest, dir, shown)?;
     }
+    let mut seen: BTreeMap<Digest, u64> = BTreeMap::new();
+    let mut names = vec!["manifest.json".to_string()];
     let mut buf = vec![0u8; 1 << 16];
     for entry in entries {
         let mut entry = entry.map_err(|e| classify(path, e))?;
         let name = entry.path().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        check_entry(path, &name, &entry, &names)?;
         let Some(digest) = name.strip_prefix("blobs/") else {
             return Err(PackError::UnexpectedEntry { path: path.into(), entry: name, why: "not a blob" });
         };
-        if !wanted.contains_key(digest) {
+        let Some((field, declared)) = wanted.get(digest) else {
             return Err(PackError::UnexpectedEntry {
                 path: path.into(),
                 entry: name.clone(),
                 why: "the manifest does not refer to it",
             });
-        }
+        };
         if seen.contains_key(digest) {
             return Err(PackError::UnexpectedEntry { path: path.into(), entry: name.clone(), why: "repeated" });
         }
-        let mut out = match extract_to {
-            Some(dir) => Some(
-                tempfile::Builder::new()
-                    .prefix(".partial-")
-                    .tempfile_in(dir)
-                    .map_err(|e| PackError::io("cannot create a file in", dir, e))?,
-            ),
+        // The size in the tar header against the manifest's, before a byte of it is read or written.
+        let header_size = entry.size();
+        if let Some(expected) = declared {
+            if *expected != header_size {
+                return Err(PackError::SizeMismatch {
+                    path: path.into(),
+                    field: field.clone(),
+                    digest: digest.to_string(),
+                    expected: *expected,
+                    actual: header_size,
+                });
+            }
+        }
+        let mut out = match extract {
+            Some((dir, shown)) => {
+                Some(dir.create_file(digest, 0o600).map_err(|e| PackError::io("cannot create a file in", shown, e))?)
+            }
             None => None,
         };
         let mut hasher = blake3::Hasher::new();
         let mut len = 0u64;
+        let mut limited = (&mut entry).take(header_size);
         loop {
-            let n = entry.read(&mut buf).map_err(|e| classify(path, e))?;
+            let n = limited.read(&mut buf).map_err(|e| classify(path, e))?;
             if n == 0 {
                 break;
             }
             hasher.update(&buf[..n]);
             len += n as u64;
-            if let Some(o) = out.as_mut() {
-                o.write_all(&buf[..n]).map_err(|e| PackError::io("cannot write", o.path().to_path_buf(), e))?;
+            if let (Some(o), Some((_, shown))) = (out.as_mut(), extract) {
+                o.write_all(&buf[..n]).map_err(|e| PackError::io("cannot write a blob in", shown, e))?;
             }
+        }
+        if len != header_size {
+            return Err(PackError::Truncated {
+                path: path.into(),
+                detail: format!("{name} ends after {len} of its {header_size} bytes"),
+            });
         }
         let actual = hasher.finalize().to_hex().to_string();
         if actual != digest {
             return Err(PackError::DigestMismatch { path: path.into(), entry: name.clone(), actual });
         }
-        if let (Some(o), Some(dir)) = (out, extract_to) {
-            let dest = dir.join(digest);
-            o.persist(&dest).map_err(|e| PackError::io("cannot write", &dest, e.error))?;
-        }
         seen.insert(digest.to_string(), len);
+        names.push(name);
     }
-    // The end of the stream: zstd checks its checksum once everything was read.
+    // The end of the stream: zstd checks its checksum once everything was read. What follows the tar's first
+    // end block is its second one and perhaps padding to a record: more is not a pack (and is not read).
+    const MAX_TRAILER: u64 = 1 << 20;
     let mut rest = Vec::new();
-    ar.into_inner().read_to_end(&mut rest).map_err(|e| classify(path, e))?;
+    ar.into_inner().take(MAX_TRAILER + 1).read_to_end(&mut rest).map_err(|e| classify(path, e))?;
+    if rest.len() as u64 > MAX_TRAILER {
+        return Err(PackError::Corrupt { path: path.into(), detail: "data after the end of the archive".into() });
+    }
     // The tar ends with two zero blocks (the reader stopped at the first); a file cut between two frames
     // decompresses without error, so their absence is what shows it.
     if rest.len() < 512 || rest.iter().any(|&b| b != 0) {
         return Err(PackError::Truncated { path: path.into(), detail: "the end of the archive is missing".into() });
     }
-    for (digest, (field, _)) in &wanted {
+    for (digest, (field, declared)) in &wanted {
         if seen.contains_key(digest) {
             continue;
         }
         if manifest.thin {
             if let Some(mut f) = store.open(digest) {
+                let stored = f.metadata().map(|m| m.len()).unwrap_or(0);
+                if let Some(expected) = declared {
+                    if *expected != stored {
+                        return Err(PackError::SizeMismatch {
+                            path: path.into(),
+                            field: field.clone(),
+                            digest: digest.clone(),
+                            expected: *expected,
+                            actual: stored,
+                        });
+                    }
+                }
+                let mut out = match extract {
+                    Some((dir, shown)) => Some(
+                        dir.create_file(digest, 0o600)
+                            .map_err(|e| PackError::io("cannot create a file in", shown, e))?,
+                    ),
+                    None => None,
+                };
                 let mut hasher = blake3::Hasher::new();
-                let n = io::copy(&mut f, &mut hasher)
-                    .map_err(|e| PackError::io("cannot read", store.path_of(digest), e))?;
+                let mut n = 0u64;
+                let mut limited = (&mut f).take(stored);
+                loop {
+                    let k =
+                        limited.read(&mut buf).map_err(|e| PackError::io("cannot read", store.path_of(digest), e))?;
+                    if k == 0 {
+                        break;
+                    }
+                    hasher.update(&buf[..k]);
+                    n += k as u64;
+                    if let (Some(o), Some((_, shown))) = (out.as_mut(), extract) {
+                        o.write_all(&buf[..k]).map_err(|e| PackError::io("cannot write a blob in", shown, e))?;
+                    }
+                }
                 if hasher.finalize().to_hex().as_str() != digest {
                     return Err(PackError::DigestMismatch {
                         path: path.into(),
                         entry: store.path_of(digest).display().to_string(),
                         actual: hasher.finalize().to_hex().to_string(),
                     });
-                }
-                if let Some(dir) = extract_to {
-                    let dest = dir.join(digest);
-                    fs::copy(store.path_of(digest), &dest).map_err(|e| PackError::io("cannot write", &dest, e))?;
                 }
                 seen.insert(digest.clone(), n);
                 continue;
@@ -394,8 +528,9 @@ pub fn read_manifest(path: &Path) -> Result<(Manifest, Digest), PackError> {
             why: "the first entry must be manifest.json",
         });
     }
+    let max = Limits::default().max_manifest_bytes();
     let mut mbytes = Vec::new();
-    first.read_to_end(&mut mbytes).map_err(|e| classify(path, e))?;
+    (&mut first).take(max).read_to_end(&mut mbytes).map_err(|e| classify(path, e))?;
     Ok((parse_manifest(path, &mbytes)?, crate::manifest::digest(&mbytes)))
 }
 
@@ -412,6 +547,6 @@ pub fn parse_manifest(path: &Path, bytes: &[u8]) -> Result<Manifest, PackError> 
     }
     let m: Manifest =
         serde_json::from_value(v).map_err(|e| PackError::Manifest { path: path.into(), detail: e.to_string() })?;
-    m.validate().map_err(|detail| PackError::Manifest { path: path.into(), detail })?;
+    m.validate_untrusted().map_err(|detail| PackError::Manifest { path: path.into(), detail })?;
     Ok(m)
 }

@@ -39,6 +39,15 @@ pub enum PackError {
     /// A bad argument: names it.
     #[error("{argument}: {message}")]
     Usage { argument: String, message: String },
+    /// An entry of the tar stream that a pack may not hold (a link, a device, an absolute or `..` name...).
+    #[error("pack '{path}': entry '{entry}': {why}")]
+    BadEntry { path: PathBuf, entry: String, why: String },
+    /// The pack is bigger than the limits allow (checked before anything is written).
+    #[error("pack '{path}': {what}, more than the limit of {limit} ({flag} raises it)")]
+    Limit { path: PathBuf, what: String, limit: u64, flag: &'static str },
+    /// The pack does not fit where it would be unpacked (checked before anything is written).
+    #[error("pack '{path}': unpacking needs {needed} {unit} but {dir} has only {free} free; nothing was written")]
+    NoSpace { path: PathBuf, dir: PathBuf, needed: u64, free: u64, unit: &'static str },
     #[error("cannot pack '{path}': {detail}")]
     Closure { path: PathBuf, detail: String },
 }
@@ -49,7 +58,7 @@ impl PackError {
     pub fn exit_code(&self) -> i32 {
         match self {
             PackError::Sandbox(e) => e.exit_code(),
-            PackError::Io { .. } | PackError::Closure { .. } => 125,
+            PackError::Io { .. } | PackError::Closure { .. } | PackError::NoSpace { .. } => 125,
             _ => 2,
         }
     }

@@ -7,6 +7,7 @@ pub mod archive;
 pub mod capture;
 pub mod closure;
 mod error;
+pub mod extract;
 pub mod manifest;
 pub mod prefetch;
 pub mod replay;
@@ -15,8 +16,9 @@ pub mod store;
 pub mod summary;
 pub mod tree;
 
-pub use archive::{read_pack, write_pack, BlobSource, Pack};
+pub use archive::{read_pack, read_pack_checked, write_pack, BlobSource, Pack};
 pub use error::PackError;
+pub use extract::Limits;
 pub use manifest::{Manifest, PACK_FORMAT};
 pub use signature::Signature;
 pub use store::Store;

@@ -271,3 +271,320 @@ impl Manifest {
         Ok(())
     }
 }
+
+/// Directories the sandbox mounts something on in a pack's root (and `$HOME`): none of them, nor their parents,
+/// may be anything but a directory in a pack.
+pub const SANDBOX_DIRS: [&str; 7] = ["/proc", "/sys", "/dev", "/tmp", "/home", "/etc", "/home/repro"];
+/// Files the sandbox binds its own versions onto.
+pub const SANDBOX_FILES: [&str; 3] = ["/etc/hostname", "/etc/hosts", "/etc/resolv.conf"];
+/// Where a pack's working directory may not be: filesystems the sandbox makes itself.
+const NO_CWD_UNDER: [&str; 3] = ["/proc", "/sys", "/dev"];
+/// Bounds of the fields a pack sets in the sandbox (those of `repro run` where it has them).
+pub const MAX_ARGV_ENV_BYTES: usize = 2 << 20;
+pub const MAX_PATH_BYTES: usize = 4095;
+pub const MAX_NAME_BYTES: usize = 255;
+pub const MAX_CPUS: u32 = 4096;
+pub const MIN_MEMORY: u64 = 1 << 20;
+pub const MAX_MEMORY: u64 = 1 << 50;
+/// The epochs `repro run --epoch` accepts (what RFC 3339 can print: years 0000 to 9999).
+pub const MIN_EPOCH: i64 = -62_167_219_200;
+pub const MAX_EPOCH: i64 = 253_402_300_799;
+
+/// Why `path` is not an absolute, normal guest path (`/a/b`: no empty, `.` or `..` component, no trailing `/`,
+/// no NUL byte, bounded lengths), or `None` when it is one.
+pub fn bad_guest_path(path: &str) -> Option<String> {
+    if !path.starts_with('/') {
+        return Some("it is not absolute (expected a path starting with '/')".into());
+    }
+    if path.contains('\0') {
+        return Some("it contains a NUL byte".into());
+    }
+    if path.len() > MAX_PATH_BYTES {
+        return Some(format!("it is longer than {MAX_PATH_BYTES} bytes"));
+    }
+    if path == "/" {
+        return None;
+    }
+    for c in path[1..].split('/') {
+        match c {
+            "" => return Some("it has an empty component ('//' or a trailing '/')".into()),
+            "." | ".." => return Some(format!("it has a '{c}' component (expected a normal path)")),
+            c if c.len() > MAX_NAME_BYTES => return Some(format!("a component is longer than {MAX_NAME_BYTES} bytes")),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Why `path` is not a relative, normal path (for paths relative to the working directory).
+fn bad_relative_path(path: &str) -> Option<String> {
+    if path.starts_with('/') {
+        return Some("it is absolute (expected a path relative to the working directory)".into());
+    }
+    bad_guest_path(&format!("/{path}"))
+}
+
+/// The proper ancestors of an absolute normal path, nearest last: `/a/b/c` gives `/a`, `/a/b`.
+fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/').skip(1).map(move |(i, _)| &path[..i])
+}
+
+fn kind_name(k: EntryKind) -> &'static str {
+    match k {
+        EntryKind::File => "a file",
+        EntryKind::Sized => "a file (sized)",
+        EntryKind::Listed => "a file (listed)",
+        EntryKind::Dir => "a directory",
+        EntryKind::Symlink => "a symbolic link",
+    }
+}
+
+impl Manifest {
+    /// Every check of a manifest that came from someone else, field by field, beyond [`Manifest::validate`]:
+    /// what the pack sets in the sandbox (argv, cwd, env, hostname, directory order, CPUs, memory) within the
+    /// bounds `repro run` accepts, every path normal, every entry's parents directories (an entry "under" a
+    /// symbolic link of the pack would be written wherever the link points), no link or file where the sandbox
+    /// mounts its own directories, modes only permission bits. Each error names the field or entry and what was
+    /// expected.
+    pub fn validate_untrusted(&self) -> Result<(), String> {
+        // Paths first, so that the messages name the entry and say what is wrong with it.
+        for f in &self.files {
+            if let Some(why) = bad_guest_path(&f.path) {
+                return Err(format!("files[{}]: {why}", f.path.escape_debug()));
+            }
+        }
+        if let Some(why) = bad_guest_path(&self.command.cwd) {
+            return Err(format!("command.cwd: '{}': {why}", self.command.cwd.escape_debug()));
+        }
+        self.validate()?;
+        if self.format > PACK_FORMAT {
+            return Err(format!("format: {} is newer than this repro reads (1 to {PACK_FORMAT})", self.format));
+        }
+        if self.repro_version.len() > 64 || self.repro_version.chars().any(|c| c.is_control()) {
+            return Err("repro_version: expected a version string of at most 64 printable characters".into());
+        }
+        let c = &self.command;
+        let mut bytes = 0usize;
+        for (i, a) in c.argv.iter().enumerate() {
+            if a.contains('\0') {
+                return Err(format!("command.argv[{i}]: contains a NUL byte"));
+            }
+            bytes = bytes.saturating_add(a.len() + 1);
+        }
+        if c.argv[0].is_empty() {
+            return Err("command.argv[0]: empty (expected the program to run)".into());
+        }
+        if let Some(why) = bad_guest_path(&c.cwd) {
+            return Err(format!("command.cwd: '{}': {why}", c.cwd.escape_debug()));
+        }
+        for d in NO_CWD_UNDER {
+            if c.cwd == d || c.cwd.starts_with(&format!("{d}/")) {
+                return Err(format!("command.cwd: '{}' is under {d}, which the sandbox makes itself", c.cwd));
+            }
+        }
+        if c.cwd.contains(',') || c.cwd.contains(':') {
+            return Err(format!("command.cwd: '{}' contains ',' or ':', which overlayfs cannot take", c.cwd));
+        }
+        for (k, v) in &c.env {
+            if k.is_empty() || k.contains('=') || k.contains('\0') {
+                return Err(format!(
+                    "command.env: the name '{}' is not a variable name (expected no '=' and no NUL byte)",
+                    k.escape_debug()
+                ));
+            }
+            if v.contains('\0') {
+                return Err(format!("command.env[{k}]: the value contains a NUL byte"));
+            }
+            bytes = bytes.saturating_add(k.len() + v.len() + 2);
+        }
+        if bytes > MAX_ARGV_ENV_BYTES {
+            return Err(format!(
+                "command: argv and env take {bytes} bytes, more than the {MAX_ARGV_ENV_BYTES} an exec can take"
+            ));
+        }
+        let d = &self.determinism;
+        let order_ok = d.dir_order == "sorted"
+            || d.dir_order == "reversed"
+            || d.dir_order.strip_prefix("shuffled:").is_some_and(|n| n.parse::<u64>().is_ok());
+        if !order_ok {
+            return Err(format!(
+                "determinism.dir_order: '{}' (expected sorted, reversed or shuffled:SEED)",
+                d.dir_order.escape_debug()
+            ));
+        }
+        let h = &d.hostname;
+        if h.is_empty() || h.len() > 63 || !h.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.') {
+            return Err(format!(
+                "determinism.hostname: '{}' (expected 1 to 63 letters, digits, '-' or '.')",
+                h.escape_debug()
+            ));
+        }
+        if !(MIN_EPOCH..=MAX_EPOCH).contains(&d.epoch_unix) {
+            return Err(format!(
+                "determinism.epoch_unix: {} (expected {MIN_EPOCH} to {MAX_EPOCH}, years 0000 to 9999, as repro run --epoch)",
+                d.epoch_unix
+            ));
+        }
+        if d.epoch_rfc3339.len() > 64 {
+            return Err("determinism.epoch_rfc3339: longer than 64 bytes".into());
+        }
+        let r = &self.resources;
+        if r.cpus == 0 || r.cpus > MAX_CPUS {
+            return Err(format!("resources.cpus: {} (expected 1 to {MAX_CPUS})", r.cpus));
+        }
+        if !(MIN_MEMORY..=MAX_MEMORY).contains(&r.memory_bytes) {
+            return Err(format!(
+                "resources.memory_bytes: {} (expected {MIN_MEMORY} to {MAX_MEMORY}, as repro run --memory)",
+                r.memory_bytes
+            ));
+        }
+        if !["exited", "signaled", "exec_failed", "setup_failed"].contains(&self.result.outcome.as_str()) {
+            return Err(format!(
+                "result.outcome: '{}' (expected exited, signaled, exec_failed or setup_failed)",
+                self.result.outcome.escape_debug()
+            ));
+        }
+        for ch in &self.result.changes {
+            if let Some(why) = bad_relative_path(&ch.path) {
+                return Err(format!("result.changes[{}]: {why}", ch.path.escape_debug()));
+            }
+            if !["added", "modified", "deleted"].contains(&ch.kind.as_str()) {
+                return Err(format!("result.changes[{}].kind: expected added, modified or deleted", ch.path));
+            }
+        }
+        for l in &self.source.lockfiles {
+            if let Some(why) = bad_relative_path(&l.path) {
+                return Err(format!("source.lockfiles[{}]: {why}", l.path.escape_debug()));
+            }
+        }
+        if self.signature.stderr_tail.len() > 8 {
+            return Err(format!(
+                "signature.stderr_tail: {} lines (expected at most 8)",
+                self.signature.stderr_tail.len()
+            ));
+        }
+        // "" is what a manifest without `tapes` deserializes to (the struct's Default): no network, as `none`.
+        if !["", "none", "record"].contains(&self.tapes.network_mode.as_str()) {
+            return Err(format!(
+                "tapes.network_mode: '{}' (expected none or record)",
+                self.tapes.network_mode.escape_debug()
+            ));
+        }
+        let mut sizes: BTreeMap<&str, (String, Option<u64>)> = BTreeMap::new();
+        let refs = self.blob_refs();
+        for (field, d, size) in &refs {
+            match sizes.get(d.as_str()) {
+                Some((first, s)) if s != size => {
+                    return Err(format!(
+                        "{field}: blob {d} declared with size {size:?}, but {first} says {s:?} (expected one size)"
+                    ))
+                }
+                _ => {
+                    sizes.insert(d, (field.clone(), *size));
+                }
+            }
+        }
+        self.validate_files()
+    }
+
+    /// The closure's entries: normal paths, modes, links, and every parent a directory; then the sandbox's
+    /// mountpoints and the working directory.
+    fn validate_files(&self) -> Result<(), String> {
+        let mut kinds: BTreeMap<&str, EntryKind> = BTreeMap::new();
+        for f in &self.files {
+            let name = f.path.escape_debug();
+            if let Some(why) = bad_guest_path(&f.path) {
+                return Err(format!("files[{name}]: {why}"));
+            }
+            if f.path == "/" && f.kind != EntryKind::Dir {
+                return Err(format!("files[/]: {} (expected a directory)", kind_name(f.kind)));
+            }
+            if f.mode > 0o7777 {
+                return Err(format!("files[{name}].mode: {:o} has bits beyond the permission bits (0o7777)", f.mode));
+            }
+            match (f.kind, &f.target) {
+                (EntryKind::Symlink, Some(t)) if t.is_empty() || t.contains('\0') || t.len() > MAX_PATH_BYTES => {
+                    return Err(format!("files[{name}].target: expected 1 to {MAX_PATH_BYTES} bytes without NUL"));
+                }
+                (EntryKind::Symlink, _) => {}
+                (_, Some(_)) => return Err(format!("files[{name}].target: only a symlink has a target")),
+                _ => {}
+            }
+            for a in ancestors(&f.path) {
+                match kinds.get(a) {
+                    None | Some(EntryKind::Dir) => {}
+                    Some(EntryKind::Symlink) => {
+                        return Err(format!(
+                            "files[{name}]: its parent {a} is a symbolic link in the pack (expected a directory: an \
+                             entry under a link would be written wherever the link points)"
+                        ))
+                    }
+                    Some(k) => {
+                        return Err(format!(
+                            "files[{name}]: its parent {a} is {} (expected a directory)",
+                            kind_name(*k)
+                        ))
+                    }
+                }
+            }
+            kinds.insert(&f.path, f.kind);
+        }
+        let must_be_dir = |field: &str, p: &str, self_too: bool| -> Result<(), String> {
+            for a in ancestors(p).chain(self_too.then_some(p)) {
+                match kinds.get(a) {
+                    None | Some(EntryKind::Dir) => {}
+                    Some(k) => {
+                        return Err(format!(
+                            "files[{a}]: {} where {field} {p} needs a directory (the sandbox mounts or creates it)",
+                            kind_name(*k)
+                        ))
+                    }
+                }
+            }
+            Ok(())
+        };
+        must_be_dir("command.cwd", &self.command.cwd, true)?;
+        for d in SANDBOX_DIRS {
+            must_be_dir("the sandbox's", d, true)?;
+        }
+        for f in SANDBOX_FILES {
+            must_be_dir("the sandbox's", f, false)?;
+            if let Some(k @ (EntryKind::Dir | EntryKind::Symlink)) = kinds.get(f) {
+                return Err(format!(
+                    "files[{f}]: {} (expected a file: the sandbox binds its own over it)",
+                    kind_name(*k)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the guest path `p` (absolute, normal) passes through an entry of the pack that is not a directory,
+    /// or is a link of the pack (so that creating or binding something at `p` in the pack's root would follow a link of the pack): the
+    /// entry and its kind.
+    pub fn non_dir_on_the_way(&self, p: &str) -> Option<(String, &'static str)> {
+        let by_path: BTreeMap<&str, EntryKind> = self.files.iter().map(|f| (f.path.as_str(), f.kind)).collect();
+        let on_the_way = ancestors(p).find_map(|a| match by_path.get(a) {
+            Some(k) if *k != EntryKind::Dir => Some((a.to_string(), kind_name(*k))),
+            _ => None,
+        });
+        // The path itself may be a file or directory of the pack (the bind covers it), not a link.
+        on_the_way.or_else(|| {
+            (by_path.get(p) == Some(&EntryKind::Symlink)).then(|| (p.to_string(), kind_name(EntryKind::Symlink)))
+        })
+    }
+
+    /// What unpacking writes: bytes of content (every blob placed, once per path that uses it, plus the
+    /// recorded output and tapes) and entries (paths of the closure plus distinct blobs). Sized files are
+    /// sparse and count as entries only.
+    pub fn unpacked_footprint(&self) -> (u64, u64) {
+        let bytes = self.blob_refs().iter().fold(0u64, |acc, (_, _, s)| acc.saturating_add(s.unwrap_or(0)));
+        let distinct: std::collections::BTreeSet<&str> = self
+            .files
+            .iter()
+            .filter_map(|f| f.blake3.as_deref())
+            .chain([self.result.stdout.blake3.as_str(), self.result.stderr.blake3.as_str()])
+            .collect();
+        (bytes, (self.files.len() as u64).saturating_add(distinct.len() as u64 + 2))
+    }
+}

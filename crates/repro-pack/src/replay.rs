@@ -77,6 +77,8 @@ pub struct ReplayOptions {
     pub echo: Echo,
     /// Inputs changed from the recording (none for a plain replay).
     pub vary: Variation,
+    /// Limits of what the pack may unpack to (`--max-unpacked-size`, `--max-entries`).
+    pub limits: crate::extract::Limits,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -158,6 +160,19 @@ pub fn with_bind(path: &Path, current: &Path, pack_cwd: &str) -> Result<BindMoun
     })
 }
 
+/// [`with_bind`], refusing a guest path that passes through a link or file of the pack (the sandbox creates
+/// and mounts on it inside the pack's root: through a link of the pack it would reach wherever the link points).
+pub fn with_bind_checked(path: &Path, current: &Path, pack: &Pack) -> Result<BindMount, PackError> {
+    let b = with_bind(path, current, &pack.manifest.command.cwd)?;
+    if let Some((entry, kind)) = pack.manifest.non_dir_on_the_way(&b.guest) {
+        return Err(PackError::Usage {
+            argument: format!("--with {}", path.display()),
+            message: format!("its place in the pack, {}, is under {entry}, which is {kind} in the pack", b.guest),
+        });
+    }
+    Ok(b)
+}
+
 /// The tapes a replay serves: the pack's, kept next to its cached root (see [`crate::tree::cached_root`]).
 fn replay_tapes(pack: &Pack, root: &Path) -> Result<TapeSettings, PackError> {
     let dir = root.parent().unwrap_or(root).join("tapes");
@@ -183,10 +198,10 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
         return Err(PackError::Usage { argument: "--runs".into(), message: "expected at least 1".into() });
     }
     let started = Instant::now();
-    let (pack, root) = crate::tree::cached_root(&opts.pack, &cache_dir(), &Store::default_store())?;
+    let (pack, root) = crate::tree::cached_root(&opts.pack, &cache_dir(), &Store::default_store(), &opts.limits)?;
     let current = std::env::current_dir().map_err(|e| PackError::io("cannot read the current directory", ".", e))?;
     let binds: Vec<BindMount> =
-        opts.with.iter().map(|p| with_bind(p, &current, &pack.manifest.command.cwd)).collect::<Result<_, _>>()?;
+        opts.with.iter().map(|p| with_bind_checked(p, &current, &pack)).collect::<Result<_, _>>()?;
     let state_dir = repro_sandbox::rundir::state_dir(
         opts.state_dir.as_deref(),
         std::env::var("REPRO_STATE_DIR").ok().as_deref(),

@@ -186,6 +186,17 @@ pub fn render(s: &Summary) -> String {
 /// `repro unpack`: `dir/manifest.json`, `dir/root/` (the closure as a tree), `dir/stdout`, `dir/stderr` and
 /// `dir/tapes/{network,proc}.json`. `dir` must not exist or be empty.
 pub fn unpack(pack_path: &Path, dir: &Path, store: &Store) -> Result<Pack, PackError> {
+    unpack_limited(pack_path, dir, store, &crate::extract::Limits::default())
+}
+
+/// [`unpack`] with the given limits. Everything is written into a staging directory beside `dir` and renamed
+/// onto it at the end; on any error nothing is left (see [`crate::extract`]).
+pub fn unpack_limited(
+    pack_path: &Path,
+    dir: &Path,
+    store: &Store,
+    limits: &crate::extract::Limits,
+) -> Result<Pack, PackError> {
     if let Ok(mut rd) = fs::read_dir(dir) {
         if rd.next().is_some() {
             return Err(PackError::io(
@@ -195,28 +206,38 @@ pub fn unpack(pack_path: &Path, dir: &Path, store: &Store) -> Result<Pack, PackE
             ));
         }
     }
-    let blobs = dir.join(".blobs");
-    let pack = crate::archive::read_pack(pack_path, store, Some(&blobs))?;
-    let m = &pack.manifest;
-    let e = |p: &Path| {
-        let p = p.to_path_buf();
-        move |err| PackError::io("cannot write", p, err)
+    let staging = crate::extract::Staging::beside(dir)?;
+    let shown = staging.path().to_path_buf();
+    let e = |what: &'static str, name: &str| {
+        let p = shown.join(name);
+        move |err| PackError::io(what, p, err)
     };
+    let blobs = staging.dir.subdir(".blobs", Some(0o700)).map_err(e("cannot create", ".blobs"))?;
+    let pack = crate::archive::read_pack_checked(pack_path, store, Some((&blobs, &shown.join(".blobs"))), limits)?;
+    let m = &pack.manifest;
     let mut mj = serde_json::to_vec_pretty(m)
         .map_err(|x| PackError::Manifest { path: pack_path.into(), detail: x.to_string() })?;
     mj.push(b'\n');
-    fs::write(dir.join("manifest.json"), mj).map_err(e(&dir.join("manifest.json")))?;
-    fs::copy(blobs.join(&m.result.stdout.blake3), dir.join("stdout")).map_err(e(&dir.join("stdout")))?;
-    fs::copy(blobs.join(&m.result.stderr.blake3), dir.join("stderr")).map_err(e(&dir.join("stderr")))?;
-    for (name, t) in [("network.json", &m.tapes.network), ("proc.json", &m.tapes.proc)] {
-        if let Some(b) = t {
-            let td = dir.join("tapes");
-            fs::create_dir_all(&td).map_err(e(&td))?;
-            fs::copy(blobs.join(&b.blake3), td.join(name)).map_err(e(&td.join(name)))?;
+    let mut f = staging.dir.create_file("manifest.json", 0o644).map_err(e("cannot write", "manifest.json"))?;
+    std::io::Write::write_all(&mut f, &mj).map_err(e("cannot write", "manifest.json"))?;
+    crate::tree::copy_blob(&blobs, &m.result.stdout.blake3, &staging.dir, "stdout")
+        .map_err(e("cannot write", "stdout"))?;
+    crate::tree::copy_blob(&blobs, &m.result.stderr.blake3, &staging.dir, "stderr")
+        .map_err(e("cannot write", "stderr"))?;
+    let tapes = [("network.json", &m.tapes.network), ("proc.json", &m.tapes.proc)];
+    if tapes.iter().any(|(_, t)| t.is_some()) {
+        let td = staging.dir.subdir("tapes", Some(0o755)).map_err(e("cannot create", "tapes"))?;
+        for (name, t) in tapes {
+            if let Some(b) = t {
+                crate::tree::copy_blob(&blobs, &b.blake3, &td, name).map_err(e("cannot write", "tapes"))?;
+            }
         }
     }
     // Last: it moves blobs out of `blobs` (the copies above may share a digest with a file).
-    crate::tree::materialize(&pack, &blobs, &dir.join("root"))?;
-    fs::remove_dir_all(&blobs).map_err(e(&blobs))?;
+    let root = staging.dir.subdir("root", Some(0o755)).map_err(e("cannot create", "root"))?;
+    crate::tree::materialize(&pack, &blobs, &root, &shown.join("root"))?;
+    drop(blobs);
+    fs::remove_dir_all(shown.join(".blobs")).map_err(e("cannot remove", ".blobs"))?;
+    staging.finish(dir, 0o755)?;
     Ok(pack)
 }

@@ -489,3 +489,106 @@ fn unpack_lays_out_files_that_share_content_with_each_other_and_with_the_output(
     assert_eq!(fs::read(out.join("stderr")).unwrap(), b"boom\n");
     assert!(!out.join(".blobs").exists());
 }
+
+/// The layout itself never follows a link, even for a manifest that skipped validation: a symlink of the pack
+/// then a file "under" it fails, and nothing is written where the link points.
+#[test]
+fn layout_never_follows_a_link_of_the_pack() {
+    let d = tempfile::tempdir().unwrap();
+    let outside = d.path().join("outside");
+    fs::create_dir(&outside).unwrap();
+    for target in
+        [outside.to_string_lossy().into_owned(), "../../../../../../../../..".to_string() + &outside.to_string_lossy()]
+    {
+        let files = vec![
+            FileEntry {
+                path: "/a".into(),
+                kind: EntryKind::Symlink,
+                mode: 0o777,
+                size: None,
+                blake3: None,
+                target: Some(target),
+                access: vec![],
+            },
+            FileEntry {
+                path: "/a/x".into(),
+                kind: EntryKind::Listed,
+                mode: 0o644,
+                size: Some(0),
+                blake3: None,
+                target: None,
+                access: vec![],
+            },
+        ];
+        let m = sample_manifest(files, b"", b"");
+        assert!(m.validate_untrusted().unwrap_err().contains("files[/a/x]: its parent /a is a symbolic link"));
+        let pack =
+            Pack { path: "p".into(), manifest: m, id: String::new(), compressed_bytes: 0, blobs: BTreeMap::new() };
+        let staging = extract::Staging::beside(&d.path().join("out")).unwrap();
+        let blobs = staging.dir.subdir("blobs", Some(0o700)).unwrap();
+        let root = staging.dir.subdir("root", Some(0o755)).unwrap();
+        let err = tree::materialize(&pack, &blobs, &root, Path::new("root")).unwrap_err();
+        assert!(err.to_string().contains("/a/x") || err.to_string().contains("root/a"), "{err}");
+        drop(staging);
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 0, "nothing written through the link");
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 1, "the staging directory is gone");
+    }
+}
+
+#[test]
+fn validation_names_the_field() {
+    let base = || sample_manifest(vec![], b"", b"");
+    let mut m = base();
+    m.command.cwd = "/work/../../etc".into();
+    assert!(m.validate_untrusted().unwrap_err().starts_with("command.cwd: '/work/../../etc': it has a '..' component"));
+    let mut m = base();
+    m.resources.memory_bytes = 0;
+    assert!(m.validate_untrusted().unwrap_err().starts_with("resources.memory_bytes: 0"));
+    let mut m = base();
+    m.command.env.insert("A=B".into(), "x".into());
+    assert!(m.validate_untrusted().unwrap_err().starts_with("command.env: the name 'A=B'"));
+    let mut m = base();
+    m.files = vec![FileEntry {
+        path: "/etc".into(),
+        kind: EntryKind::Symlink,
+        mode: 0o777,
+        size: None,
+        blake3: None,
+        target: Some("/".into()),
+        access: vec![],
+    }];
+    assert!(m.validate_untrusted().unwrap_err().starts_with("files[/etc]: a symbolic link where"));
+    let mut m = base();
+    m.files = vec![FileEntry {
+        path: "/x".into(),
+        kind: EntryKind::Listed,
+        mode: 0o100644,
+        size: None,
+        blake3: None,
+        target: None,
+        access: vec![],
+    }];
+    assert!(m.validate_untrusted().unwrap_err().starts_with("files[/x].mode"));
+    assert_eq!(base().validate_untrusted(), Ok(()));
+}
+
+/// Into an existing empty directory (the current one, say): it keeps its inode and receives the content; the
+/// staging directory beside it is gone.
+#[test]
+fn unpack_into_an_existing_empty_directory() {
+    use std::os::unix::fs::MetadataExt;
+    let f = fixture();
+    let p = write(&f, "a.repro");
+    let out = f.dir.path().join("empty");
+    fs::create_dir(&out).unwrap();
+    let ino = fs::metadata(&out).unwrap().ino();
+    summary::unpack(&p, &out, &store(&f)).unwrap();
+    assert_eq!(fs::metadata(&out).unwrap().ino(), ino);
+    assert_eq!(fs::read(out.join("root/work/proj/fail.py")).unwrap(), b"raise SystemExit('boom')\n");
+    let left: Vec<_> = fs::read_dir(f.dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("partial"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -1,10 +1,14 @@
 //! A pack's root: its closure laid out as a directory tree that the sandbox binds as the guest's `/`.
 
+use std::collections::HashMap;
 use std::fs;
-use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::archive::{read_pack, Pack};
+use repro_sys::beneath::PERMISSION_BITS;
+
+use crate::archive::{read_pack_checked, Pack};
+use crate::extract::{Beneath, Limits, Staging};
 use crate::manifest::EntryKind;
 use crate::store::Store;
 use crate::PackError;
@@ -14,79 +18,121 @@ pub const MOUNTPOINT_DIRS: [&str; 6] = ["/proc", "/sys", "/dev", "/tmp", "/home"
 /// Files the sandbox binds its fixed versions onto.
 pub const MOUNTPOINT_FILES: [&str; 3] = ["/etc/hostname", "/etc/hosts", "/etc/resolv.conf"];
 
-fn inside(root: &Path, guest: &str) -> PathBuf {
-    root.join(guest.trim_start_matches('/'))
+/// The directories from a layout's root down to the one being filled: one descriptor per level, reused while
+/// consecutive entries share their parents (the manifest is sorted by path).
+struct Levels<'a> {
+    root: &'a Beneath,
+    open: Vec<(String, Beneath)>,
 }
 
-/// Lays out the pack's files under `root` (which must not exist): blobs from `blobs/<digest>` (moved there on
-/// their first use, so `blobs` is consumed), sized files as sparse files, listed names as empty files, then the
-/// mountpoints and the working directory. Directory modes are applied last.
-pub fn materialize(pack: &Pack, blobs: &Path, root: &Path) -> Result<(), PackError> {
-    let m = &pack.manifest;
-    let e = |what: &'static str, p: &Path| {
-        let p = p.to_path_buf();
-        move |err| PackError::io(what, p, err)
-    };
-    fs::create_dir_all(root).map_err(e("cannot create", root))?;
-    let mut dirs = Vec::new();
-    let mut placed: std::collections::HashMap<&str, PathBuf> = std::collections::HashMap::new();
-    for f in &m.files {
-        let p = inside(root, &f.path);
-        if let Some(parent) = p.parent() {
-            fs::create_dir_all(parent).map_err(e("cannot create", parent))?;
+impl<'a> Levels<'a> {
+    /// The directory `comps` (components below the root), each missing level created (mode 0755).
+    fn dir(&mut self, comps: &[&str]) -> std::io::Result<&Beneath> {
+        let same = self.open.iter().zip(comps).take_while(|((a, _), b)| a == *b).count();
+        self.open.truncate(same);
+        for c in &comps[same..] {
+            let next = self.open.last().map(|(_, d)| d).unwrap_or(self.root).subdir(c, Some(0o755))?;
+            self.open.push((c.to_string(), next));
         }
+        Ok(self.open.last().map(|(_, d)| d).unwrap_or(self.root))
+    }
+}
+
+/// The components of an absolute normal guest path (`/` has none).
+fn components(guest: &str) -> Vec<&str> {
+    guest.split('/').filter(|c| !c.is_empty()).collect()
+}
+
+/// Lays out the pack's files in the directory `root` (empty, made by the caller, normally inside a staging
+/// directory): blobs from `blobs/<digest>` (moved on their last use, copied before that, so `blobs` is
+/// consumed), sized files as sparse files, listed names as empty files, then the mountpoints and the working
+/// directory. Every name is created below `root` through directory descriptors, without following any link
+/// (not even one the pack itself made: an entry "under" a link of the pack fails), files with `O_EXCL`; modes
+/// keep only the permission bits (no setuid, setgid or sticky). The manifest was checked by
+/// [`crate::manifest::Manifest::validate_untrusted`]; this does not rely on it.
+pub fn materialize(pack: &Pack, blobs: &Beneath, root: &Beneath, shown: &Path) -> Result<(), PackError> {
+    let m = &pack.manifest;
+    let err = |what: &'static str, guest: &str| {
+        let p = shown.join(guest.trim_start_matches('/'));
+        move |e| PackError::io(what, p, e)
+    };
+    let mut uses: HashMap<&str, usize> = HashMap::new();
+    for f in m.files.iter().filter(|f| f.kind == EntryKind::File) {
+        *uses.entry(f.blake3.as_deref().unwrap_or("")).or_default() += 1;
+    }
+    let mut levels = Levels { root, open: Vec::new() };
+    for f in &m.files {
+        let comps = components(&f.path);
+        let Some((name, parents)) = comps.split_last() else {
+            // `/` itself: the root directory, made by the caller.
+            continue;
+        };
+        let parent = levels.dir(parents).map_err(err("cannot create the parent directory of", &f.path))?;
         match f.kind {
             EntryKind::Dir => {
-                fs::create_dir_all(&p).map_err(e("cannot create", &p))?;
-                dirs.push((p, f.mode));
+                let d = parent.subdir(name, Some(0o700)).map_err(err("cannot create", &f.path))?;
+                // The owner keeps rwx so that the layout (and its removal) can go on below it.
+                d.chmod(f.mode | 0o700).map_err(err("cannot chmod", &f.path))?;
             }
             EntryKind::Symlink => {
                 let t = f.target.as_deref().unwrap_or("");
-                symlink(t, &p).map_err(e("cannot create the link", &p))?;
+                parent.symlink(t, name).map_err(err("cannot create the link", &f.path))?;
             }
             EntryKind::File => {
                 let d = f.blake3.as_deref().unwrap_or("");
-                match placed.get(d) {
-                    Some(first) => {
-                        fs::copy(first, &p).map_err(e("cannot copy the blob to", &p))?;
-                    }
-                    None => {
-                        fs::rename(blobs.join(d), &p).map_err(e("cannot move the blob to", &p))?;
-                        placed.insert(d, p.clone());
-                    }
+                let left = uses.get_mut(d).map(|n| {
+                    *n -= 1;
+                    *n
+                });
+                if left == Some(0) {
+                    blobs.rename_noreplace(d, parent, name).map_err(err("cannot move the blob to", &f.path))?;
+                    let placed = parent.open_file(name).map_err(err("cannot open", &f.path))?;
+                    placed
+                        .set_permissions(fs::Permissions::from_mode(f.mode & PERMISSION_BITS))
+                        .map_err(err("cannot chmod", &f.path))?;
+                } else {
+                    let mut src = blobs.open_file(d).map_err(err("cannot read the blob of", &f.path))?;
+                    let mut dst = parent.create_file(name, f.mode).map_err(err("cannot create", &f.path))?;
+                    std::io::copy(&mut src, &mut dst).map_err(err("cannot copy the blob to", &f.path))?;
                 }
-                fs::set_permissions(&p, fs::Permissions::from_mode(f.mode)).map_err(e("cannot chmod", &p))?;
             }
             EntryKind::Sized | EntryKind::Listed => {
-                let file = fs::File::create(&p).map_err(e("cannot create", &p))?;
-                file.set_len(f.size.unwrap_or(0)).map_err(e("cannot size", &p))?;
-                fs::set_permissions(&p, fs::Permissions::from_mode(f.mode)).map_err(e("cannot chmod", &p))?;
+                let file = parent.create_file(name, f.mode).map_err(err("cannot create", &f.path))?;
+                file.set_len(f.size.unwrap_or(0)).map_err(err("cannot size", &f.path))?;
             }
         }
     }
+    let present: std::collections::HashSet<&str> = m.files.iter().map(|f| f.path.as_str()).collect();
     for d in MOUNTPOINT_DIRS.iter().copied().chain([m.command.cwd.as_str(), "/home/repro"]) {
-        let p = inside(root, d);
-        if fs::symlink_metadata(&p).is_err() {
-            fs::create_dir_all(&p).map_err(e("cannot create", &p))?;
+        if !present.contains(d) {
+            levels.dir(&components(d)).map_err(err("cannot create", d))?;
         }
     }
     for f in MOUNTPOINT_FILES {
-        let p = inside(root, f);
-        if fs::symlink_metadata(&p).is_err() {
-            fs::write(&p, b"").map_err(e("cannot create", &p))?;
+        if !present.contains(f) {
+            let comps = components(f);
+            if let Some((name, parents)) = comps.split_last() {
+                let parent = levels.dir(parents).map_err(err("cannot create the parent directory of", f))?;
+                match parent.create_file(name, 0o644) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(err("cannot create", f)(e)),
+                }
+            }
         }
-    }
-    // Deepest first, so a read-only parent does not stop its children's chmod.
-    dirs.sort_by(|a, b| b.0.cmp(&a.0));
-    for (p, mode) in dirs {
-        fs::set_permissions(&p, fs::Permissions::from_mode(mode | 0o700)).map_err(e("cannot chmod", &p))?;
     }
     Ok(())
 }
 
-/// The root of a pack in the cache (`<cache>/roots/<pack id>`), made on first use: the pack is read and checked
-/// into a temporary directory that is renamed into place, so a root in the cache is always complete.
-pub fn cached_root(pack_path: &Path, cache: &Path, store: &Store) -> Result<(Pack, PathBuf), PackError> {
+/// The root of a pack in the cache (`<cache>/roots/<pack id>`), made on first use: the pack is read, checked
+/// (with `limits`) and laid out in a staging directory beside it that is renamed into place, so a root in the
+/// cache is always complete, and a failure leaves nothing.
+pub fn cached_root(
+    pack_path: &Path,
+    cache: &Path,
+    store: &Store,
+    limits: &Limits,
+) -> Result<(Pack, PathBuf), PackError> {
     let roots = cache.join("roots");
     // A root made earlier from the same manifest was checked blob by blob then: only the manifest is read.
     if let Ok((manifest, id)) = crate::archive::read_manifest(pack_path) {
@@ -97,35 +143,42 @@ pub fn cached_root(pack_path: &Path, cache: &Path, store: &Store) -> Result<(Pac
             return Ok((Pack { path: pack_path.into(), manifest, id, compressed_bytes, blobs }, root));
         }
     }
-    fs::create_dir_all(&roots).map_err(|e| PackError::io("cannot create", &roots, e))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".partial-")
-        .tempdir_in(&roots)
-        .map_err(|e| PackError::io("cannot create a directory in", &roots, e))?;
-    let blobs = tmp.path().join("blobs");
-    let pack = read_pack(pack_path, store, Some(&blobs))?;
+    let staging = Staging::beside(&roots.join("root"))?;
+    let shown = staging.path().to_path_buf();
+    let blobs = staging.dir.subdir("blobs", Some(0o700)).map_err(|e| PackError::io("cannot create in", &shown, e))?;
+    let pack = read_pack_checked(pack_path, store, Some((&blobs, &shown.join("blobs"))), limits)?;
     let dest = roots.join(&pack.id);
     if dest.join("root").is_dir() {
         return Ok((pack, dest.join("root")));
     }
     // The tapes, next to the root: `<cache>/roots/<pack id>/tapes/{network,proc}.json`.
-    for (name, t) in [("network.json", &pack.manifest.tapes.network), ("proc.json", &pack.manifest.tapes.proc)] {
-        if let Some(b) = t {
-            let td = tmp.path().join("tapes");
-            fs::create_dir_all(&td).map_err(|e| PackError::io("cannot create", &td, e))?;
-            fs::copy(blobs.join(&b.blake3), td.join(name))
-                .map_err(|e| PackError::io("cannot write", td.join(name), e))?;
+    let tapes = [("network.json", &pack.manifest.tapes.network), ("proc.json", &pack.manifest.tapes.proc)];
+    if tapes.iter().any(|(_, t)| t.is_some()) {
+        let td = staging.dir.subdir("tapes", Some(0o755)).map_err(|e| PackError::io("cannot create in", &shown, e))?;
+        for (name, t) in tapes {
+            if let Some(b) = t {
+                copy_blob(&blobs, &b.blake3, &td, name)
+                    .map_err(|e| PackError::io("cannot write", shown.join(name), e))?;
+            }
         }
     }
     // Last: it moves blobs out of `blobs` (a tape may share a digest with a file).
-    materialize(&pack, &blobs, &tmp.path().join("root"))?;
-    fs::remove_dir_all(&blobs).map_err(|e| PackError::io("cannot remove", &blobs, e))?;
-    let staged = tmp.keep();
-    if let Err(err) = fs::rename(&staged, &dest) {
-        let _ = fs::remove_dir_all(&staged);
+    let root = staging.dir.subdir("root", Some(0o755)).map_err(|e| PackError::io("cannot create in", &shown, e))?;
+    materialize(&pack, &blobs, &root, &shown.join("root"))?;
+    drop(blobs);
+    fs::remove_dir_all(shown.join("blobs")).map_err(|e| PackError::io("cannot remove", shown.join("blobs"), e))?;
+    if let Err(err) = staging.finish(&dest, 0o755) {
         if !dest.join("root").is_dir() {
-            return Err(PackError::io("cannot move the root into", &dest, err));
+            return Err(err);
         }
     }
     Ok((pack, dest.join("root")))
+}
+
+/// Copies blob `digest` of `blobs` to a new file `name` of `to`.
+pub(crate) fn copy_blob(blobs: &Beneath, digest: &str, to: &Beneath, name: &str) -> std::io::Result<()> {
+    let mut src = blobs.open_file(digest)?;
+    let mut dst = to.create_file(name, 0o644)?;
+    std::io::copy(&mut src, &mut dst)?;
+    Ok(())
 }

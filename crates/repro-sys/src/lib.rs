@@ -5,6 +5,7 @@
 #![allow(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod beneath;
 pub mod fdops;
 pub mod memory;
 pub mod net;
