@@ -2,12 +2,14 @@
 //!
 //! Exit codes: 0 PASS, XFAIL or n/a (and success of list/show/preflight), 1 FAIL (including XPASS),
 //! 2 ERROR (the harness, a preflight check or a hook broke) and bad input (unreadable or invalid YAML,
-//! unknown experiment, adapter or run directory).
+//! unknown experiment, adapter or run directory, an experiment over a limit), 130/143 a run interrupted by
+//! SIGINT/SIGTERM (undone, marked INTERRUPTED).
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use repro_chaos::api;
 use repro_chaos::evaluate::Evaluation;
+use repro_chaos::limits::Limits;
 use repro_chaos::runner::{self, RunOptions};
 
 use crate::CliError;
@@ -34,6 +36,14 @@ pub enum ChaosCommand {
         /// Don't print events to stderr while running.
         #[arg(long, short)]
         quiet: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Load and check an experiment and its adapter (schema, references, limits) without running anything.
+    Validate {
+        experiment: String,
+        #[arg(long)]
+        adapter: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -113,11 +123,60 @@ pub struct Common {
     /// Where experiments are looked up by id (default examples/chaos if present, else .).
     #[arg(long)]
     dir: Option<PathBuf>,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 impl Common {
     fn dir(&self) -> PathBuf {
         self.dir.clone().unwrap_or_else(api::default_search_dir)
+    }
+}
+
+/// Raise (or lower) what an experiment may ask for; an experiment over a limit is refused when it is loaded.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Limits")]
+pub struct LimitArgs {
+    /// Instances of one workload and of all workloads together [default: 1000].
+    #[arg(long, value_name = "N")]
+    max_instances: Option<u64>,
+    /// `times` of one repeat [default: 10000].
+    #[arg(long, value_name = "N")]
+    max_repeats: Option<u64>,
+    /// Flow branches running at once [default: 64].
+    #[arg(long, value_name = "N")]
+    max_parallel: Option<u64>,
+    /// Flow steps of one run: instance starts, operation runs, waits and delays, repeats multiplied out
+    /// [default: 100000].
+    #[arg(long, value_name = "N")]
+    max_steps: Option<u64>,
+    /// Check runs: workload checks x instances, plus experiment and preflight checks [default: 10000].
+    #[arg(long, value_name = "N")]
+    max_checks: Option<u64>,
+    /// Any duration in the experiment or the adapter (timeouts, delays, repeat for) [default: 24h].
+    #[arg(long, value_name = "DURATION", value_parser = parse_max_duration)]
+    max_duration: Option<std::time::Duration>,
+    /// Size of an experiment or adapter file in bytes [default: 1048576].
+    #[arg(long, value_name = "BYTES")]
+    max_file_size: Option<u64>,
+}
+
+fn parse_max_duration(s: &str) -> Result<std::time::Duration, String> {
+    repro_chaos::model::parse_duration_checked(s)
+}
+
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        let d = Limits::default();
+        Limits {
+            instances: self.max_instances.unwrap_or(d.instances),
+            repeats: self.max_repeats.unwrap_or(d.repeats),
+            parallel: self.max_parallel.unwrap_or(d.parallel),
+            steps: self.max_steps.unwrap_or(d.steps),
+            checks: self.max_checks.unwrap_or(d.checks),
+            duration: self.max_duration.unwrap_or(d.duration),
+            file_bytes: self.max_file_size.unwrap_or(d.file_bytes),
+        }
     }
 }
 
@@ -148,9 +207,10 @@ fn print_evaluation(ev: &Evaluation) {
 pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
     match cmd {
         ChaosCommand::Run { experiment, adapter, seed, state_dir, quiet, common } => {
-            let exp = api::resolve_experiment(&experiment, &common.dir()).map_err(err)?;
-            let ad = api::resolve_adapter(adapter.as_deref(), &exp).map_err(err)?;
-            let opts = RunOptions { seed, state_dir, echo: !quiet && !common.json };
+            let limits = common.limits.limits();
+            let exp = api::resolve_experiment_with(&experiment, &common.dir(), &limits).map_err(err)?;
+            let ad = api::resolve_adapter_with(adapter.as_deref(), &exp, &limits).map_err(err)?;
+            let opts = RunOptions { seed, state_dir, echo: !quiet && !common.json, limits };
             let out = runner::run(&exp, &ad, &opts).map_err(err)?;
             if common.json {
                 print_json(&out.evaluation)?;
@@ -158,10 +218,24 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
                 print_evaluation(&out.evaluation);
                 println!("{}", out.run_dir.display());
             }
-            Ok(out.evaluation.exit_code)
+            // Interrupted: 128 + the signal, like a shell reports a command a signal ended.
+            Ok(out.interrupted.map_or(out.evaluation.exit_code, |sig| 128 + sig))
+        }
+        ChaosCommand::Validate { experiment, adapter, common } => {
+            let limits = common.limits.limits();
+            let exp = api::resolve_experiment_with(&experiment, &common.dir(), &limits).map_err(err)?;
+            let ad = api::resolve_adapter_with(adapter.as_deref(), &exp, &limits).map_err(err)?;
+            if common.json {
+                print_json(&serde_json::json!({
+                    "experiment": exp.path, "id": exp.experiment.id.value, "adapter": ad.adapter.name, "ok": true
+                }))?;
+            } else {
+                println!("ok  {} ({}) with adapter {}", exp.experiment.id.value, exp.path.display(), ad.adapter.name);
+            }
+            Ok(0)
         }
         ChaosCommand::List { issue, common } => {
-            let (entries, errors) = api::list(&common.dir(), issue.as_deref());
+            let (entries, errors) = api::list_with(&common.dir(), issue.as_deref(), &common.limits.limits());
             for e in &errors {
                 eprintln!("repro: warning: {e}");
             }
@@ -183,7 +257,7 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
             Ok(0)
         }
         ChaosCommand::Show { experiment, common } => {
-            let exp = api::resolve_experiment(&experiment, &common.dir()).map_err(err)?;
+            let exp = api::resolve_experiment_with(&experiment, &common.dir(), &common.limits.limits()).map_err(err)?;
             if common.json {
                 print_json(&api::show_json(&exp))?;
             } else {
@@ -192,8 +266,9 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
             Ok(0)
         }
         ChaosCommand::Preflight { experiment, adapter, common } => {
-            let exp = api::resolve_experiment(&experiment, &common.dir()).map_err(err)?;
-            let ad = api::resolve_adapter(adapter.as_deref(), &exp).map_err(err)?;
+            let limits = common.limits.limits();
+            let exp = api::resolve_experiment_with(&experiment, &common.dir(), &limits).map_err(err)?;
+            let ad = api::resolve_adapter_with(adapter.as_deref(), &exp, &limits).map_err(err)?;
             let rep = api::preflight(&exp, &ad).map_err(err)?;
             if common.json {
                 print_json(&rep)?;
@@ -211,7 +286,8 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
             Ok(rep.exit_code)
         }
         ChaosCommand::Evaluate { run, experiment, common } => {
-            let (ev, path) = api::evaluate_run(&run, experiment.as_deref()).map_err(err)?;
+            let (ev, path) =
+                api::evaluate_run_with(&run, experiment.as_deref(), &common.limits.limits()).map_err(err)?;
             if common.json {
                 let mut v = serde_json::to_value(&ev).map_err(|e| CliError::new(EXIT_ERROR, e.to_string()))?;
                 v["evaluation_file"] = serde_json::json!(path);

@@ -2,6 +2,7 @@
 //! One module per command family.
 
 mod chaos;
+mod chaos_bounds;
 mod cli;
 mod common;
 mod determinism;
