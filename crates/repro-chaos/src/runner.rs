@@ -2354,7 +2354,8 @@ impl Ctx {
         let _ = write_atomic(&self.run_dir.join(INTERRUPTED_MARKER), text.as_bytes());
         self.emit("harness.error", json!({"reason": format!("interrupted by {}: {why}", signal_name(sig))}));
         self.tl.sync();
-        eprintln!("repro: interrupted by {}: {why}; killed the run's processes", signal_name(sig));
+        let msg = format!("repro: interrupted by {}: {why}; killed the run's processes\n", signal_name(sig));
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), msg.as_bytes());
         std::process::exit(128 + sig);
     }
 }

@@ -190,17 +190,17 @@ fn rerr(e: repro_report::ReportError) -> CliError {
 
 fn print_json(v: &impl serde::Serialize) -> Result<(), CliError> {
     let s = serde_json::to_string_pretty(v).map_err(|e| CliError::new(EXIT_ERROR, e.to_string()))?;
-    println!("{s}");
+    outln!("{s}");
     Ok(())
 }
 
 fn print_evaluation(ev: &Evaluation) {
     for l in ev.lines() {
-        println!("{l}");
+        outln!("{l}");
     }
-    println!("{}", ev.verdict.as_str());
+    outln!("{}", ev.verdict.as_str());
     if matches!(ev.verdict, repro_chaos::evaluate::Verdict::Error | repro_chaos::evaluate::Verdict::NotApplicable) {
-        println!("  {}", ev.reason);
+        outln!("  {}", ev.reason);
     }
 }
 
@@ -216,7 +216,7 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
                 print_json(&out.evaluation)?;
             } else {
                 print_evaluation(&out.evaluation);
-                println!("{}", out.run_dir.display());
+                outln!("{}", out.run_dir.display());
             }
             // Interrupted: 128 + the signal, like a shell reports a command a signal ended.
             Ok(out.interrupted.map_or(out.evaluation.exit_code, |sig| 128 + sig))
@@ -230,28 +230,28 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
                     "experiment": exp.path, "id": exp.experiment.id.value, "adapter": ad.adapter.name, "ok": true
                 }))?;
             } else {
-                println!("ok  {} ({}) with adapter {}", exp.experiment.id.value, exp.path.display(), ad.adapter.name);
+                outln!("ok  {} ({}) with adapter {}", exp.experiment.id.value, exp.path.display(), ad.adapter.name);
             }
             Ok(0)
         }
         ChaosCommand::List { issue, common } => {
             let (entries, errors) = api::list_with(&common.dir(), issue.as_deref(), &common.limits.limits());
             for e in &errors {
-                eprintln!("repro: warning: {e}");
+                errln!("repro: warning: {e}");
             }
             if common.json {
                 print_json(&entries)?;
             } else {
                 for e in &entries {
-                    println!("{} (v{})", e.id, e.version);
-                    println!("  {}", e.title);
+                    outln!("{} (v{})", e.id, e.version);
+                    outln!("  {}", e.title);
                     if !e.issues.is_empty() {
-                        println!("  issues: {}", e.issues.join(", "));
+                        outln!("  issues: {}", e.issues.join(", "));
                     }
                     for l in wrap(&e.hypothesis, 76) {
-                        println!("    {l}");
+                        outln!("    {l}");
                     }
-                    println!();
+                    outln!();
                 }
             }
             Ok(0)
@@ -261,7 +261,7 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
             if common.json {
                 print_json(&api::show_json(&exp))?;
             } else {
-                print!("{}", api::show_text(&exp));
+                out!("{}", api::show_text(&exp));
             }
             Ok(0)
         }
@@ -275,12 +275,12 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
             } else {
                 for c in &rep.checks {
                     for l in c.lines() {
-                        println!("{l}");
+                        outln!("{l}");
                     }
                 }
-                println!("{}", rep.status);
+                outln!("{}", rep.status);
                 if rep.status != "ready" {
-                    println!("  {}", rep.reason);
+                    outln!("  {}", rep.reason);
                 }
             }
             Ok(rep.exit_code)
@@ -299,42 +299,41 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
                 };
                 let sha = ev.experiment["sha256"].as_str().unwrap_or("").chars().take(12).collect::<String>();
                 let asha = ev.adapter["sha256"].as_str().unwrap_or("").chars().take(12).collect::<String>();
-                println!(
+                outln!(
                     "  evaluated with {exp_desc} (sha256 {sha}) and adapter {} (sha256 {asha})",
                     ev.adapter["name"].as_str().unwrap_or("?")
                 );
                 print_evaluation(&ev);
-                println!("{}", path.display());
+                outln!("{}", path.display());
             }
             Ok(ev.exit_code)
         }
         ChaosCommand::Report { run, output } => {
             let p = repro_report::write_report(&run, output.as_deref()).map_err(rerr)?;
-            println!("{}", p.display());
+            outln!("{}", p.display());
             Ok(0)
         }
         ChaosCommand::Share { run, output } => {
             let (_, files) = repro_report::write_share(&run, output.as_deref()).map_err(rerr)?;
             for f in files {
-                println!("{}", f.display());
+                outln!("{}", f.display());
             }
             Ok(0)
         }
         ChaosCommand::Export { run, output } => {
             if output.as_deref() == Some(Path::new("-")) {
                 let r = repro_report::Run::read(&run).map_err(rerr)?;
-                print!("{}", repro_report::openmetrics::export(&r));
+                out!("{}", repro_report::openmetrics::export(&r));
             } else {
                 let p = repro_report::write_export(&run, output.as_deref()).map_err(rerr)?;
-                println!("{}", p.display());
+                outln!("{}", p.display());
             }
             Ok(0)
         }
         ChaosCommand::Dashboard { runs, port } => {
             let d = repro_report::serve::Dashboard::bind(runs, port).map_err(rerr)?;
-            println!("{}", d.url());
-            use std::io::Write as _;
-            let _ = std::io::stdout().flush();
+            outln!("{}", d.url());
+            crate::out::flush_out();
             d.serve().map_err(rerr)?;
             Ok(0)
         }

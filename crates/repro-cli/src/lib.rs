@@ -1,6 +1,8 @@
 //! The `repro` command line: clap definitions and human/JSON output. The work itself is done by the library
 //! crates; this crate only parses, dispatches and prints.
 
+#[macro_use]
+mod out;
 mod chaos;
 mod error;
 mod hunt;
@@ -99,7 +101,7 @@ pub fn main() -> ExitCode {
     match dispatch(cli) {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(err) => {
-            eprintln!("repro: {err}");
+            errln!("repro: {err}");
             ExitCode::from(err.code.clamp(0, 255) as u8)
         }
     }
@@ -123,14 +125,17 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
             if json {
                 print_json(&report)?;
             } else {
-                print!("{}", repro_sandbox::doctor::render(&report));
+                out!("{}", repro_sandbox::doctor::render(&report));
             }
             Ok(if report.usable { 0 } else { 1 })
         }
         Command::Chaos(cmd) => chaos::dispatch(cmd),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
-            clap_complete::generate(shell, &mut cmd, "repro", &mut std::io::stdout());
+            // Generated into memory: clap_complete panics when its writer fails (a closed pipe).
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "repro", &mut buf);
+            out::write_out_bytes(&buf);
             Ok(0)
         }
         Command::Init { config } => Ok(repro_sandbox::init::main(&config)),
@@ -141,6 +146,6 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
 /// Prints a value as pretty JSON on stdout.
 pub(crate) fn print_json<T: serde::Serialize>(v: &T) -> Result<(), CliError> {
     let s = serde_json::to_string_pretty(v).map_err(|e| CliError::new(1, format!("cannot encode JSON: {e}")))?;
-    println!("{s}");
+    outln!("{s}");
     Ok(())
 }
