@@ -31,7 +31,7 @@ pub const EXIT_USAGE: i32 = 2;
     propagate_version = true,
     after_help = "Exit status: the guest's own; 2 usage error; 121 determinism not enforced; 122 --verify found \
                   differences; 123 replay diverged from its tape; 125 repro failed to set up; 126 command not \
-                  executable; 127 command not found."
+                  executable; 127 command not found; 130/143 interrupted by SIGINT/SIGTERM; 141 stdout closed early."
 )]
 pub struct Cli {
     #[command(subcommand)]

@@ -159,6 +159,38 @@ fn capture_into_a_missing_directory_is_refused_before_the_command_runs() {
     assert!(stderr(&o).contains("is a directory"), "{}", stderr(&o));
 }
 
+#[test]
+fn usage_errors_exit_2_not_125() {
+    let wd = Workdir::new();
+    std::fs::write(wd.path().join("a-file"), "x").unwrap();
+    let file = wd.path().join("a-file");
+    let under_file = file.join("state");
+    let cases: Vec<Vec<String>> = vec![
+        vec![
+            "run".into(),
+            "-q".into(),
+            "--state-dir".into(),
+            under_file.display().to_string(),
+            "--".into(),
+            "true".into(),
+        ],
+        vec!["run".into(), "-q".into(), "--state-dir".into(), file.display().to_string(), "--".into(), "true".into()],
+        vec!["run".into(), "-q".into(), "--bind".into(), "/no/such/path".into(), "--".into(), "true".into()],
+        vec!["run".into(), "-q".into(), "--dir-order".into(), "bogus".into(), "--".into(), "true".into()],
+        vec!["run".into(), "-q".into(), "--verify".into(), "--runs".into(), "1".into(), "--".into(), "true".into()],
+        vec!["hunt".into(), "--jobs".into(), "100000".into(), "--".into(), "true".into()],
+        vec!["replay".into(), "--runs".into(), "0".into(), file.display().to_string()],
+        vec!["chaos".into(), "run".into(), "no-such-experiment".into()],
+        vec!["chaos".into(), "evaluate".into(), file.display().to_string()],
+    ];
+    for args in cases {
+        let o = Command::new(repro_path()).args(&args).current_dir(wd.path()).stdin(Stdio::null()).output().unwrap();
+        no_panic(&o, &args.join(" "));
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).starts_with("repro: "), "{args:?}: {}", stderr(&o));
+    }
+}
+
 /// Run directories under `dir` (`.repro/runs`).
 fn run_dirs(dir: &Path) -> usize {
     std::fs::read_dir(dir.join(".repro/runs")).map(|rd| rd.count()).unwrap_or(0)
