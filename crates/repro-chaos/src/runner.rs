@@ -211,7 +211,7 @@ struct Ctx {
     op_runs: Mutex<HashMap<String, u32>>,
     undo: Mutex<Vec<Undo>>,
     undo_seq: AtomicU32,
-    watch_lines: Mutex<HashMap<String, Vec<String>>>,
+    watch_lines: Mutex<HashMap<String, WatchLines>>,
     /// Process groups of every instance ever started (for the leak check).
     groups: Mutex<Vec<i32>>,
     /// Target incarnations whose exit has not been recorded yet.
@@ -1557,18 +1557,26 @@ impl Ctx {
                 return Err(FlowError::Cancelled);
             };
             let re = regex::Regex::new(&spec.pattern).map_err(|_| FlowError::Cancelled)?;
-            let from =
-                self.watch_lines.lock().unwrap_or_else(|e| e.into_inner()).get(&spec.watcher).map_or(0, Vec::len);
+            let from = self
+                .watch_lines
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&spec.watcher)
+                .map_or(0, WatchLines::total);
             self.emit("wait.started", json!({"node": path, "signal": sig.value, "watcher": spec.watcher}));
             let mut seen = from;
             let matched = loop {
                 self.check_cancel()?;
                 let hit = {
                     let g = self.watch_lines.lock().unwrap_or_else(|e| e.into_inner());
-                    let lines = g.get(&spec.watcher).map(Vec::as_slice).unwrap_or(&[]);
-                    let hit = lines[seen.min(lines.len())..].iter().find(|l| re.is_match(l)).cloned();
-                    seen = lines.len();
-                    hit
+                    match g.get(&spec.watcher) {
+                        Some(lines) => {
+                            let hit = lines.since(seen).find(|l| re.is_match(l)).cloned();
+                            seen = lines.total();
+                            hit
+                        }
+                        None => None,
+                    }
                 };
                 if let Some(line) = hit {
                     break line;
@@ -1587,6 +1595,34 @@ impl Ctx {
             }
         }
         Ok(())
+    }
+}
+
+/// A watcher's lines in memory, for signal waits: only the newest [`WatchLines::KEEP`] (a watcher that prints
+/// without end costs bounded memory; every line is still in its file).
+#[derive(Default)]
+struct WatchLines {
+    /// Lines dropped from the front.
+    dropped: usize,
+    lines: std::collections::VecDeque<String>,
+}
+
+impl WatchLines {
+    const KEEP: usize = 10_000;
+    fn push(&mut self, line: String) {
+        if self.lines.len() >= Self::KEEP {
+            self.lines.pop_front();
+            self.dropped += 1;
+        }
+        self.lines.push_back(line);
+    }
+    /// Lines pushed so far (dropped ones included).
+    fn total(&self) -> usize {
+        self.dropped + self.lines.len()
+    }
+    /// The kept lines from number `from` on.
+    fn since(&self, from: usize) -> impl Iterator<Item = &String> {
+        self.lines.iter().skip(from.saturating_sub(self.dropped))
     }
 }
 
@@ -1915,7 +1951,17 @@ fn scrape_once(ctx: &Ctx, spec: &Scrape, types: &mut BTreeMap<String, String>) {
     let dir = ctx.run_dir.join("system/metrics");
     let rec = match prom::http_get(&url, Duration::from_secs(2))
         .and_then(|body| prom::parse(&body).map_err(|e| e.to_string()))
-    {
+        .and_then(|expo| {
+            if expo.samples.len() > prom::MAX_SAMPLES {
+                Err(format!(
+                    "{} samples in one scrape, more than the {} recorded",
+                    expo.samples.len(),
+                    prom::MAX_SAMPLES
+                ))
+            } else {
+                Ok(expo)
+            }
+        }) {
         Ok(expo) => {
             let mut changed = false;
             for (k, v) in &expo.types {
@@ -2630,6 +2676,21 @@ fn stop_docker_events(ctx: &Ctx) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watcher_lines_in_memory_are_bounded_and_waits_still_see_new_ones() {
+        let mut w = WatchLines::default();
+        for i in 0..(WatchLines::KEEP + 500) {
+            w.push(format!("line {i}"));
+        }
+        assert_eq!(w.lines.len(), WatchLines::KEEP);
+        assert_eq!(w.total(), WatchLines::KEEP + 500);
+        let from = w.total();
+        w.push("new".into());
+        assert_eq!(w.since(from).cloned().collect::<Vec<_>>(), ["new"]);
+        // A position among the dropped lines starts at the oldest kept one.
+        assert_eq!(w.since(0).next().unwrap(), "line 501");
+    }
 
     #[test]
     fn selection_is_a_function_of_seed_op_and_run() {
