@@ -1262,7 +1262,8 @@ impl Ctx {
             self.harness_error(&format!("{}: {what}", op.name.value));
             Err(FlowError::Cancelled)
         };
-        let stop_secs = |t: &TargetRt| t.spec.stop_timeout.map(|d| d.0.as_secs() as i32).unwrap_or(10);
+        let stop_secs =
+            |t: &TargetRt| t.spec.stop_timeout.map_or(10, |d| i32::try_from(d.0.as_secs()).unwrap_or(i32::MAX));
         // The API call of each fault, then a check that it took effect.
         let gone = |api: &str| -> std::result::Result<(), FlowError> {
             let ok = proc::poll_until(Duration::from_secs(5), Duration::from_millis(5), || {
