@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use crate::error::{ChaosError, Result};
 use crate::evaluate::{self, CheckResult, Evaluation, RunData, Verdict};
 use crate::fsutil;
+use crate::limits::Limits;
 use crate::load::{self, LoadedAdapter, LoadedExperiment};
 use crate::model::*;
 use crate::runner;
@@ -43,14 +44,22 @@ fn yaml_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
 /// Every experiment under `dir` (adapters and other YAML are skipped); files that fail to parse come
 /// back as errors.
 pub fn find_experiments(dir: &Path) -> Vec<Result<LoadedExperiment>> {
+    find_experiments_with(dir, &Limits::default())
+}
+
+/// [`find_experiments`] with the given limits (a file larger than the limit is skipped).
+pub fn find_experiments_with(dir: &Path, limits: &Limits) -> Vec<Result<LoadedExperiment>> {
     let mut files = Vec::new();
     yaml_files(dir, 4, &mut files);
     let mut out = Vec::new();
     for f in files {
+        if std::fs::metadata(&f).map_or(true, |m| m.len() > limits.file_bytes) {
+            continue;
+        }
         let Ok(text) = std::fs::read_to_string(&f) else { continue };
         match load::sniff_kind(&text) {
             Some((api, kind)) if api == API_VERSION && kind.as_deref().is_none_or(|k| k == "experiment") => {
-                out.push(load::parse_experiment(&f, &text).map(|experiment| LoadedExperiment {
+                out.push(load::parse_experiment_with(&f, &text, limits).map(|experiment| LoadedExperiment {
                     path: f.clone(),
                     text,
                     experiment,
@@ -64,11 +73,16 @@ pub fn find_experiments(dir: &Path) -> Vec<Result<LoadedExperiment>> {
 
 /// An experiment by path, or by id under `dir`.
 pub fn resolve_experiment(arg: &str, dir: &Path) -> Result<LoadedExperiment> {
+    resolve_experiment_with(arg, dir, &Limits::default())
+}
+
+/// [`resolve_experiment`], checked against `limits`.
+pub fn resolve_experiment_with(arg: &str, dir: &Path, limits: &Limits) -> Result<LoadedExperiment> {
     let p = Path::new(arg);
     if p.is_file() {
-        return load::load_experiment(p);
+        return load::load_experiment_with(p, limits);
     }
-    for e in find_experiments(dir).into_iter().flatten() {
+    for e in find_experiments_with(dir, limits).into_iter().flatten() {
         if e.experiment.id.value == arg {
             return Ok(e);
         }
@@ -79,17 +93,22 @@ pub fn resolve_experiment(arg: &str, dir: &Path) -> Result<LoadedExperiment> {
 /// An adapter by path, or by name next to the experiment (`adapters/<name>.yaml`, `../adapters/<name>.yaml`);
 /// `process` is built in.
 pub fn resolve_adapter(arg: Option<&str>, exp: &LoadedExperiment) -> Result<LoadedAdapter> {
+    resolve_adapter_with(arg, exp, &Limits::default())
+}
+
+/// [`resolve_adapter`], checked against `limits`.
+pub fn resolve_adapter_with(arg: Option<&str>, exp: &LoadedExperiment, limits: &Limits) -> Result<LoadedAdapter> {
     let name = arg.unwrap_or(&exp.experiment.default_adapter);
     let p = Path::new(name);
     if p.is_file() {
-        return load::load_adapter(p);
+        return load::load_adapter_with(p, limits);
     }
     let base = exp.path.parent().unwrap_or(Path::new("."));
     let candidates =
         [base.join("adapters").join(format!("{name}.yaml")), base.join("../adapters").join(format!("{name}.yaml"))];
     for c in &candidates {
         if c.is_file() {
-            return load::load_adapter(c);
+            return load::load_adapter_with(c, limits);
         }
     }
     if name == "process" {
@@ -120,9 +139,14 @@ pub struct ListEntry {
 }
 
 pub fn list(dir: &Path, issue: Option<&str>) -> (Vec<ListEntry>, Vec<ChaosError>) {
+    list_with(dir, issue, &Limits::default())
+}
+
+/// [`list`], checking each experiment against `limits`.
+pub fn list_with(dir: &Path, issue: Option<&str>, limits: &Limits) -> (Vec<ListEntry>, Vec<ChaosError>) {
     let mut ok = Vec::new();
     let mut errs = Vec::new();
-    for r in find_experiments(dir) {
+    for r in find_experiments_with(dir, limits) {
         match r {
             Ok(l) => {
                 let e = &l.experiment;
@@ -340,7 +364,12 @@ pub fn preflight(exp: &LoadedExperiment, adapter: &LoadedAdapter) -> Result<Pref
 
 /// Re-evaluates a run offline and writes `evaluations/<ts>.json`; the original verdict.json is untouched.
 pub fn evaluate_run(run_dir: &Path, experiment: Option<&Path>) -> Result<(Evaluation, PathBuf)> {
-    let data = RunData::read(run_dir, experiment)?;
+    evaluate_run_with(run_dir, experiment, &Limits::default())
+}
+
+/// [`evaluate_run`] with the limits the experiment is checked against.
+pub fn evaluate_run_with(run_dir: &Path, experiment: Option<&Path>, limits: &Limits) -> Result<(Evaluation, PathBuf)> {
+    let data = RunData::read_with(run_dir, experiment, limits)?;
     let ev = evaluate::evaluate(&data, false);
     let now = fsutil::now();
     let dir = run_dir.join("evaluations");

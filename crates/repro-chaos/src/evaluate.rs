@@ -8,7 +8,8 @@ use serde_json::{json, Value};
 
 use crate::error::{ChaosError, Result};
 use crate::fsutil::{read_jsonl, sha256_hex};
-use crate::load::{parse_adapter, parse_experiment};
+use crate::limits::Limits;
+use crate::load::{parse_adapter_with, parse_experiment_with};
 use crate::model::*;
 use crate::proc::run_hook;
 use crate::timeline::event_matches;
@@ -259,6 +260,11 @@ pub struct RunData {
 
 impl RunData {
     pub fn read(run_dir: &Path, experiment_file: Option<&Path>) -> Result<RunData> {
+        RunData::read_with(run_dir, experiment_file, &Limits::default())
+    }
+
+    /// [`RunData::read`], checking the experiment and adapter against `limits`.
+    pub fn read_with(run_dir: &Path, experiment_file: Option<&Path>, limits: &Limits) -> Result<RunData> {
         let not_run = |reason: &str| ChaosError::NotARun { path: run_dir.to_path_buf(), reason: reason.to_string() };
         if !run_dir.is_dir() {
             return Err(not_run("no such directory"));
@@ -271,10 +277,10 @@ impl RunData {
             return Err(not_run("no experiment.yaml"));
         }
         let experiment_text = std::fs::read_to_string(&exp_path).map_err(|e| ChaosError::io(&exp_path, e))?;
-        let experiment = parse_experiment(&exp_path, &experiment_text)?;
+        let experiment = parse_experiment_with(&exp_path, &experiment_text, limits)?;
         let ad_path = run_dir.join("adapter.yaml");
         let adapter_text = std::fs::read_to_string(&ad_path).map_err(|_| not_run("no adapter.yaml"))?;
-        let adapter = parse_adapter(&ad_path, &adapter_text)?;
+        let adapter = parse_adapter_with(&ad_path, &adapter_text, limits)?;
         let tl = run_dir.join("timeline.jsonl");
         let timeline = if tl.is_file() { read_jsonl(&tl)? } else { vec![] };
         Ok(RunData {
@@ -326,9 +332,12 @@ pub fn evaluate(data: &RunData, in_progress: bool) -> Evaluation {
         evaluated_at: crate::fsutil::rfc3339(crate::fsutil::now()),
     };
     if !in_progress && run_dir.join(INCOMPLETE_MARKER).exists() {
+        let why = std::fs::read_to_string(run_dir.join(crate::runner::INTERRUPTED_MARKER))
+            .map(|t| format!(" ({})", t.trim()))
+            .unwrap_or_default();
         return finish(
             Verdict::Error,
-            "the run is incomplete: the harness did not finish it, so there is no verdict".into(),
+            format!("the run is incomplete: the harness did not finish it, so there is no verdict{why}"),
             checks,
         );
     }

@@ -5,6 +5,7 @@ pub mod docker;
 pub mod error;
 pub mod evaluate;
 pub mod fsutil;
+pub mod limits;
 pub mod load;
 pub mod model;
 pub mod proc;

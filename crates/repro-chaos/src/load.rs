@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use serde::de::DeserializeOwned;
 
 use crate::error::{ChaosError, Result};
+use crate::limits::{with_parse_limits, Limits};
 use crate::model::*;
 
 /// Parses YAML text into `T`, mapping every error to file, line, column, field path and message.
@@ -83,8 +84,17 @@ fn invalid<T>(path: &Path, line: u64, column: u64, field: impl Into<String>, msg
     Err(ChaosError::Invalid { path: path.to_path_buf(), line, column, field: field.into(), message: msg.into() })
 }
 
-fn read(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|e| ChaosError::io(path, e))
+/// Reads a YAML file, refusing one larger than the limit before reading it.
+fn read(path: &Path, limits: &Limits) -> Result<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| ChaosError::io(path, e))?;
+    let mut text = String::new();
+    let read = f.take(limits.file_bytes.saturating_add(1)).read_to_string(&mut text);
+    read.map_err(|e| ChaosError::io(path, e))?;
+    if text.len() as u64 > limits.file_bytes {
+        return invalid(path, 1, 1, "(document)", Limits::exceeded("the file's size", limits.file_bytes, "bytes"));
+    }
+    Ok(text)
 }
 
 fn valid_name(s: &str) -> bool {
@@ -110,15 +120,26 @@ pub struct LoadedAdapter {
     pub adapter: Adapter,
 }
 
+/// Loads an experiment within the default [`Limits`].
 pub fn load_experiment(path: &Path) -> Result<LoadedExperiment> {
-    let text = read(path)?;
-    let experiment = parse_experiment(path, &text)?;
+    load_experiment_with(path, &Limits::default())
+}
+
+/// Loads an experiment and checks it against `limits` (durations, counts, flow size, file size).
+pub fn load_experiment_with(path: &Path, limits: &Limits) -> Result<LoadedExperiment> {
+    let text = read(path, limits)?;
+    let experiment = parse_experiment_with(path, &text, limits)?;
     Ok(LoadedExperiment { path: path.to_path_buf(), text, experiment })
 }
 
+/// Loads an adapter within the default [`Limits`].
 pub fn load_adapter(path: &Path) -> Result<LoadedAdapter> {
-    let text = read(path)?;
-    let adapter = parse_adapter(path, &text)?;
+    load_adapter_with(path, &Limits::default())
+}
+
+pub fn load_adapter_with(path: &Path, limits: &Limits) -> Result<LoadedAdapter> {
+    let text = read(path, limits)?;
+    let adapter = parse_adapter_with(path, &text, limits)?;
     Ok(LoadedAdapter { path: path.to_path_buf(), text, adapter })
 }
 
@@ -136,16 +157,26 @@ pub fn builtin_process_adapter() -> LoadedAdapter {
     LoadedAdapter { path, text: BUILTIN_PROCESS_ADAPTER.to_string(), adapter }
 }
 
-/// Parses and validates an experiment.
+/// Parses and validates an experiment within the default [`Limits`].
 pub fn parse_experiment(path: &Path, text: &str) -> Result<Experiment> {
-    let exp: Experiment = parse_yaml(path, text)?;
-    validate_experiment(path, &exp)?;
+    parse_experiment_with(path, text, &Limits::default())
+}
+
+/// Parses and validates an experiment; a value over `limits` is an error at its line and column.
+pub fn parse_experiment_with(path: &Path, text: &str, limits: &Limits) -> Result<Experiment> {
+    let exp: Experiment = with_parse_limits(limits, || parse_yaml(path, text))?;
+    validate_experiment_with(path, &exp, limits)?;
     Ok(exp)
 }
 
-/// Parses and validates an adapter.
+/// Parses and validates an adapter within the default [`Limits`].
 pub fn parse_adapter(path: &Path, text: &str) -> Result<Adapter> {
-    let a: Adapter = parse_yaml(path, text)?;
+    parse_adapter_with(path, text, &Limits::default())
+}
+
+/// Parses and validates an adapter; a duration over `limits` is an error at its line and column.
+pub fn parse_adapter_with(path: &Path, text: &str, limits: &Limits) -> Result<Adapter> {
+    let a: Adapter = with_parse_limits(limits, || parse_yaml(path, text))?;
     if a.api_version.value != API_VERSION {
         return invalid(
             path,
@@ -353,8 +384,13 @@ pub fn parse_adapter(path: &Path, text: &str) -> Result<Adapter> {
     Ok(a)
 }
 
-/// Checks what the types cannot: references, required fields per kind, unique names.
+/// Checks what the types cannot (references, required fields per kind, unique names) and the default [`Limits`].
 pub fn validate_experiment(path: &Path, e: &Experiment) -> Result<()> {
+    validate_experiment_with(path, e, &Limits::default())
+}
+
+/// Like [`validate_experiment`], with the given limits.
+pub fn validate_experiment_with(path: &Path, e: &Experiment, limits: &Limits) -> Result<()> {
     if e.api_version.value != API_VERSION {
         return invalid(
             path,
@@ -538,7 +574,83 @@ pub fn validate_experiment(path: &Path, e: &Experiment) -> Result<()> {
             }
         }
     }
+    check_sizes(path, e, limits)
+}
+
+/// What the experiment multiplies out to: instances in total, check runs, flow steps and parallel branches.
+fn check_sizes(path: &Path, e: &Experiment, limits: &Limits) -> Result<()> {
+    let mut total: u64 = 0;
+    let mut check_runs: u64 = (e.checks.len() as u64).saturating_add(e.preflight.len() as u64);
+    for (i, w) in e.workloads.iter().enumerate() {
+        let n = u64::from(w.instances);
+        if n > limits.instances {
+            let msg = Limits::exceeded(n, limits.instances, "instances");
+            return invalid(path, w.name.line, w.name.column, format!("workloads[{i}].instances"), msg);
+        }
+        total = total.saturating_add(n);
+        if total > limits.instances {
+            let msg = format!(
+                "{n} instances bring the experiment's total to {total}, which {}",
+                Limits::exceeded("", limits.instances, "instances").trim_start()
+            );
+            return invalid(path, w.name.line, w.name.column, format!("workloads[{i}].instances"), msg);
+        }
+        check_runs = check_runs.saturating_add((w.checks.len() as u64).saturating_mul(n));
+        if check_runs > limits.checks {
+            let msg = format!(
+                "{} checks x {n} instances bring the check runs to {check_runs}, which {}",
+                w.checks.len(),
+                Limits::exceeded("", limits.checks, "check runs").trim_start()
+            );
+            return invalid(path, w.name.line, w.name.column, format!("workloads[{i}].checks"), msg);
+        }
+    }
+    if check_runs > limits.checks {
+        let msg = Limits::exceeded(check_runs, limits.checks, "check runs");
+        return invalid(path, e.id.line, e.id.column, "checks", msg);
+    }
+    if let Some(flow) = &e.flow {
+        flow_size(path, flow, e, limits)?;
+    }
     Ok(())
+}
+
+/// Returns (steps, branches at once) of a flow node, or the located error of the innermost node over a limit.
+fn flow_size(path: &Path, node: &FlowNode, e: &Experiment, limits: &Limits) -> Result<(u64, u64)> {
+    let (steps, width) = match &node.kind {
+        FlowKind::Leaf(name) => {
+            let n = e.workloads.iter().find(|w| &w.name.value == name).map_or(1, |w| u64::from(w.instances).max(1));
+            (n, 1)
+        }
+        FlowKind::Serial(v) | FlowKind::Parallel(v) => {
+            let mut steps = 0u64;
+            let mut width = 0u64;
+            for n in v {
+                let (s, w) = flow_size(path, n, e, limits)?;
+                steps = steps.saturating_add(s);
+                width = if matches!(node.kind, FlowKind::Parallel(_)) { width.saturating_add(w) } else { width.max(w) };
+            }
+            (steps, width.max(1))
+        }
+        FlowKind::Wait(_) | FlowKind::Delay(_) => (1, 1),
+        FlowKind::Repeat { mode, body } => {
+            let (s, w) = flow_size(path, body, e, limits)?;
+            match mode {
+                RepeatMode::Times(n) => (s.saturating_mul(u64::from(*n)), w),
+                // Counted once here; the runner counts every real iteration against the same limit.
+                RepeatMode::For(_) => (s, w),
+            }
+        }
+    };
+    if width > limits.parallel {
+        let msg = Limits::exceeded(format!("{width} branches at once"), limits.parallel, "parallel branches");
+        return invalid(path, node.line, node.column, "flow", msg);
+    }
+    if steps > limits.steps {
+        let msg = Limits::exceeded(format!("{steps} flow steps"), limits.steps, "steps");
+        return invalid(path, node.line, node.column, "flow", msg);
+    }
+    Ok((steps, width))
 }
 
 fn validate_flow(path: &Path, node: &FlowNode, leaves: &[&str], workloads: &[&str]) -> Result<()> {
@@ -612,6 +724,7 @@ pub fn sniff_kind(text: &str) -> Option<(String, Option<String>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     const HELLO: &str = r#"apiVersion: repro.dev/chaos/v1
 id: hello
@@ -694,5 +807,134 @@ flow: hello
         assert!(matches!(v[0].kind, FlowKind::Parallel(_)));
         assert!(matches!(v[1].kind, FlowKind::Repeat { mode: RepeatMode::Times(2), .. }));
         assert!(matches!(v[2].kind, FlowKind::Repeat { mode: RepeatMode::For(_), .. }));
+    }
+
+    fn err_with(text: &str, limits: &Limits) -> String {
+        parse_experiment_with(Path::new("e.yaml"), text, limits).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn absurd_instances_are_refused_at_their_line_and_column() {
+        let t = HELLO.replace("    kind: shell\n", "    kind: shell\n    instances: 100000000\n");
+        let m = err(&t);
+        assert_eq!(
+            m,
+            "e.yaml:10:16: workloads[0].instances: 100000000 exceeds the limit of 1000 instances (raise it with --max-instances)"
+        );
+        let raised = Limits { instances: 100_000_000, steps: 100_000_000, checks: 100_000_000, ..Limits::default() };
+        assert!(parse_experiment_with(Path::new("e.yaml"), &t, &raised).is_ok());
+        // Beyond u32: an error, not a wrap-around.
+        let t = HELLO.replace("    kind: shell\n", "    kind: shell\n    instances: 99999999999\n");
+        let huge = Limits { instances: u64::MAX, steps: u64::MAX, ..Limits::default() };
+        let m = err_with(&t, &huge);
+        assert!(m.starts_with("e.yaml:10:16: workloads[0].instances: 99999999999 is too large"), "{m}");
+        let t = HELLO.replace("    kind: shell\n", "    kind: shell\n    instances: 999999999999999999999999\n");
+        let m = err_with(&t, &huge);
+        assert!(m.starts_with("e.yaml:10:16: workloads[0].instances:"), "{m}");
+    }
+
+    #[test]
+    fn the_total_of_instances_is_limited_too() {
+        let two = HELLO.replace(
+            "flow: hello",
+            "  - name: other\n    kind: shell\n    instances: 600\n    run: echo hi\nflow: hello",
+        );
+        let t = two.replace(
+            "    kind: shell\n    run: echo hi\n    checks:",
+            "    kind: shell\n    instances: 600\n    run: echo hi\n    checks:",
+        );
+        let m = err(&t);
+        assert!(
+            m.starts_with("e.yaml:15:11: workloads[1].instances: 600 instances bring the experiment's total to 1200, which exceeds the limit of 1000 instances"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn overflowing_durations_are_errors_not_panics() {
+        for (value, want) in [
+            ("99999999999999999999h", "e.yaml:6:10: timeout: \"99999999999999999999h\" is too large for a duration"),
+            ("99999999999999999999", "e.yaml:6:10: timeout:"),
+            ("1e300", "e.yaml:6:10: timeout:"),
+            ("18446744073709551615", "e.yaml:6:10: timeout:"),
+            ("-5", "e.yaml:6:10: timeout: expected a duration"),
+            ("25h", "e.yaml:6:10: timeout: 25h exceeds the limit of 24h for a duration (raise it with --max-duration)"),
+        ] {
+            let t = HELLO.replace("timeout: 1m", &format!("timeout: {value}"));
+            let m = err(&t);
+            assert!(m.starts_with(want), "{value}: {m}");
+        }
+        let t = HELLO.replace("timeout: 1m", "timeout: 25h");
+        let l = Limits { duration: Duration::from_secs(48 * 3600), ..Limits::default() };
+        assert!(parse_experiment_with(Path::new("e.yaml"), &t, &l).is_ok());
+        // Every duration field, not only the experiment's timeout.
+        let t = HELLO.replace("flow: hello", "flow:\n  serial: [hello, {delay: 100000h}]");
+        let m = err(&t);
+        assert!(m.starts_with("e.yaml:15:27: flow.serial[1].delay: "), "{m}");
+        assert!(m.contains("100000h exceeds the limit of 24h"), "{m}");
+    }
+
+    #[test]
+    fn repeats_parallel_branches_steps_and_checks_are_limited() {
+        let t = HELLO.replace("flow: hello", "flow:\n  repeat: {times: 4000000000, do: hello}");
+        let m = err(&t);
+        assert!(m.contains("4000000000 exceeds the limit of 10000 repeats (raise it with --max-repeats)"), "{m}");
+        assert!(m.starts_with("e.yaml:15:19: flow.repeat.times: "), "{m}");
+        // Nested repeats multiply: 5000 x 5000 steps.
+        let t = HELLO.replace("flow: hello", "flow:\n  repeat: {times: 5000, do: {repeat: {times: 5000, do: hello}}}");
+        let m = err(&t);
+        assert!(m.starts_with("e.yaml:15:3: flow: 25000000 flow steps exceeds the limit of 100000 steps"), "{m}");
+        assert!(m.contains("--max-steps"), "{m}");
+        let branches: Vec<String> = (0..65).map(|_| "hello".to_string()).collect();
+        let t = HELLO.replace("flow: hello", &format!("flow:\n  parallel: [{}]", branches.join(", ")));
+        let m = err(&t);
+        assert!(m.starts_with("e.yaml:15:3: flow: 65 branches at once exceeds the limit of 64 parallel branches (raise it with --max-parallel)"), "{m}");
+        let l = Limits { parallel: 65, ..Limits::default() };
+        assert!(parse_experiment_with(Path::new("e.yaml"), &t, &l).is_ok());
+        let t = HELLO.replace("    kind: shell\n", "    kind: shell\n    instances: 1000\n");
+        let l = Limits { checks: 999, ..Limits::default() };
+        let m = err_with(&t, &l);
+        assert!(m.contains("workloads[0].checks: 1 checks x 1000 instances bring the check runs to 1000"), "{m}");
+        assert!(m.contains("--max-checks"), "{m}");
+    }
+
+    #[test]
+    fn a_file_over_the_size_limit_is_refused_before_parsing() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("e.yaml");
+        std::fs::write(&p, format!("{HELLO}# {}\n", "x".repeat(2 << 20))).unwrap();
+        let m = load_experiment(&p).unwrap_err().to_string();
+        assert!(
+            m.ends_with(
+                "(document): the file's size exceeds the limit of 1048576 bytes (raise it with --max-file-size)"
+            ),
+            "{m}"
+        );
+        let l = Limits { file_bytes: 4 << 20, ..Limits::default() };
+        assert!(load_experiment_with(&p, &l).is_ok());
+    }
+
+    proptest::proptest! {
+        /// Any number in any count or duration field: a value or a located error, never a panic.
+        #[test]
+        fn numbers_in_counts_and_durations_never_panic(
+            n in proptest::prelude::any::<u128>(),
+            unit in proptest::sample::select(vec!["", "ms", "s", "m", "h", ".5s", "h1ms"]),
+            field in 0usize..4,
+        ) {
+            let v = format!("{n}{unit}");
+            let t = match field {
+                0 => HELLO.replace("timeout: 1m", &format!("timeout: {v}")),
+                1 => HELLO.replace("    kind: shell\n", &format!("    kind: shell\n    instances: {n}\n")),
+                2 => HELLO.replace("flow: hello", &format!("flow:\n  repeat: {{times: {n}, do: hello}}")),
+                _ => HELLO.replace("flow: hello", &format!("flow:\n  serial: [hello, {{delay: {v}}}]")),
+            };
+            for l in [Limits::default(), Limits { instances: u64::MAX, repeats: u64::MAX, parallel: u64::MAX, steps: u64::MAX, checks: u64::MAX, duration: Duration::MAX, file_bytes: u64::MAX }] {
+                if let Err(e) = parse_experiment_with(Path::new("e.yaml"), &t, &l) {
+                    let m = e.to_string();
+                    proptest::prop_assert!(m.starts_with("e.yaml:") && !m.starts_with("e.yaml:0:0"), "{}", m);
+                }
+            }
+        }
     }
 }

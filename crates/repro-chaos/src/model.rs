@@ -66,23 +66,37 @@ impl Dur {
 /// What a duration must look like (used in error messages).
 pub const DURATION_EXPECTED: &str = "a duration such as 500ms, 15s, 5m, 1h or 1m30s (a bare number means seconds)";
 
-/// Parses `500ms`, `15s`, `5m`, `1h`, `1m30s`, `1.5s`, `2` (seconds).
+/// Parses `500ms`, `15s`, `5m`, `1h`, `1m30s`, `1.5s`, `2` (seconds). None for anything else, including a
+/// value too large for a `Duration` (see [`parse_duration_checked`] for the reason).
 pub fn parse_duration(text: &str) -> Option<Duration> {
+    parse_duration_checked(text).ok()
+}
+
+/// Like [`parse_duration`], with what was wrong: not a duration, or too large to represent.
+pub fn parse_duration_checked(text: &str) -> Result<Duration, String> {
     let t = text.trim();
+    let bad = || format!("expected {DURATION_EXPECTED}, got {text:?}");
+    let too_large = || format!("{text:?} is too large for a duration");
     if t.is_empty() {
-        return None;
+        return Err(bad());
     }
+    let secs = |n: f64| -> Result<Duration, String> {
+        if !(n.is_finite() && n >= 0.0) {
+            return Err(bad());
+        }
+        Duration::try_from_secs_f64(n).map_err(|_| too_large())
+    };
     if let Ok(n) = t.parse::<f64>() {
-        return (n.is_finite() && n >= 0.0).then(|| Duration::from_secs_f64(n));
+        return secs(n);
     }
     let mut total = 0f64;
     let mut rest = t;
     while !rest.is_empty() {
         let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         if num_len == 0 {
-            return None;
+            return Err(bad());
         }
-        let n: f64 = rest[..num_len].parse().ok()?;
+        let n: f64 = rest[..num_len].parse().map_err(|_| bad())?;
         rest = &rest[num_len..];
         let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
         let factor = match &rest[..unit_len] {
@@ -90,12 +104,23 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
             "s" => 1.0,
             "m" => 60.0,
             "h" => 3600.0,
-            _ => return None,
+            _ => return Err(bad()),
         };
         rest = &rest[unit_len..];
         total += n * factor;
     }
-    (total.is_finite()).then(|| Duration::from_secs_f64(total))
+    if !total.is_finite() {
+        return Err(too_large());
+    }
+    secs(total)
+}
+
+/// Checks a parsed duration against the limits of the parse running on this thread (if any).
+fn limited(d: Duration) -> Result<Duration, String> {
+    match crate::limits::parse_limits() {
+        Some(l) => l.check_duration(d).map(|()| d),
+        None => Ok(d),
+    }
 }
 
 /// Formats a duration the way it is written in YAML (`500ms`, `15s`, `2m`, `1m30s`).
@@ -131,22 +156,38 @@ impl<'de> Deserialize<'de> for Dur {
                 f.write_str(DURATION_EXPECTED)
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Dur, E> {
-                Ok(Dur(Duration::from_secs(v)))
+                limited(Duration::from_secs(v)).map(Dur).map_err(E::custom)
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Dur, E> {
-                u64::try_from(v)
-                    .map(|v| Dur(Duration::from_secs(v)))
-                    .map_err(|_| E::custom(format!("expected {DURATION_EXPECTED}, got {v}")))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Dur, E> {
-                if v.is_finite() && v >= 0.0 {
-                    Ok(Dur(Duration::from_secs_f64(v)))
-                } else {
-                    Err(E::custom(format!("expected {DURATION_EXPECTED}, got {v}")))
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom(format!("expected {DURATION_EXPECTED}, got {v}"))),
                 }
             }
+            fn visit_u128<E: de::Error>(self, v: u128) -> Result<Dur, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => Err(E::custom(format!("{v} seconds is too large for a duration"))),
+                }
+            }
+            fn visit_i128<E: de::Error>(self, v: i128) -> Result<Dur, E> {
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) if v > 0 => Err(E::custom(format!("{v} seconds is too large for a duration"))),
+                    Err(_) => Err(E::custom(format!("expected {DURATION_EXPECTED}, got {v}"))),
+                }
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Dur, E> {
+                if !(v.is_finite() && v >= 0.0) {
+                    return Err(E::custom(format!("expected {DURATION_EXPECTED}, got {v}")));
+                }
+                let d = Duration::try_from_secs_f64(v)
+                    .map_err(|_| E::custom(format!("{v} seconds is too large for a duration")))?;
+                limited(d).map(Dur).map_err(E::custom)
+            }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Dur, E> {
-                parse_duration(v).map(Dur).ok_or_else(|| E::custom(format!("expected {DURATION_EXPECTED}, got {v:?}")))
+                let d = parse_duration_checked(v).map_err(E::custom)?;
+                limited(d).map(Dur).map_err(E::custom)
             }
         }
         d.deserialize_any(V)
@@ -167,6 +208,31 @@ fn one() -> u32 {
 }
 fn yes() -> bool {
     true
+}
+
+/// A count (`instances`, `repeat: {times}`) checked against the limits of the running parse.
+fn count_limited<'de, D: Deserializer<'de>>(d: D, what: &str) -> Result<u32, D::Error> {
+    let v = u64::deserialize(d)?;
+    if let Some(l) = crate::limits::parse_limits() {
+        let limit = if what == "instances" { l.instances } else { l.repeats };
+        if v > limit {
+            return Err(de::Error::custom(crate::limits::Limits::exceeded(v, limit, what)));
+        }
+    }
+    u32::try_from(v).map_err(|_| de::Error::custom(format!("{v} is too large (at most {})", u32::MAX)))
+}
+
+fn instances_limited<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    count_limited(d, "instances")
+}
+
+/// `repeat: {times: N}`.
+struct Times(u32);
+
+impl<'de> Deserialize<'de> for Times {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        count_limited(d, "repeats").map(Times)
+    }
 }
 
 /// A fault-injection experiment.
@@ -216,7 +282,7 @@ pub struct Workload {
     #[serde(default)]
     pub description: String,
     pub kind: WorkloadKind,
-    #[serde(default = "one")]
+    #[serde(default = "one", deserialize_with = "instances_limited")]
     pub instances: u32,
     #[serde(default)]
     pub timeout: Option<Dur>,
@@ -469,7 +535,7 @@ impl<'de> Deserialize<'de> for FlowKind {
                             continue;
                         }
                         "times" => {
-                            repeat_times = Some(map.next_value()?);
+                            repeat_times = Some(map.next_value::<Times>()?.0);
                             continue;
                         }
                         other => {
@@ -531,7 +597,7 @@ impl<'de> Deserialize<'de> for RepeatBody {
                             continue;
                         }
                         "times" => {
-                            out.times = Some(map.next_value()?);
+                            out.times = Some(map.next_value::<Times>()?.0);
                             continue;
                         }
                         "serial" => FlowKind::Serial(map.next_value()?),
@@ -1021,6 +1087,13 @@ mod tests {
         assert_eq!(parse_duration("5x"), None);
         assert_eq!(parse_duration("ms"), None);
         assert_eq!(parse_duration("-1"), None);
+        assert_eq!(
+            parse_duration_checked("99999999999999999999h").unwrap_err(),
+            "\"99999999999999999999h\" is too large for a duration"
+        );
+        assert!(parse_duration_checked("1e400").is_err());
+        assert!(parse_duration_checked("inf").is_err());
+        assert_eq!(parse_duration_checked("18446744073709551615").ok(), None);
     }
 
     proptest! {
@@ -1033,6 +1106,16 @@ mod tests {
         #[test]
         fn duration_parser_never_panics(s in "\\PC{0,12}") {
             let _ = parse_duration(&s);
+        }
+
+        /// Huge numbers with any unit: a duration or an error, never a panic (Duration::from_secs_f64 panics).
+        #[test]
+        fn huge_durations_are_errors(n in any::<u128>(), unit in prop::sample::select(vec!["", "ms", "s", "m", "h", "h30m", ".9s"])) {
+            let text = format!("{n}{unit}");
+            match parse_duration_checked(&text) {
+                Ok(d) => prop_assert!(d.as_secs_f64() <= u64::MAX as f64 * 1.001),
+                Err(e) => prop_assert!(e.contains("too large") || e.contains("expected"), "{}", e),
+            }
         }
     }
 }

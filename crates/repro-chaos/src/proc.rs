@@ -33,7 +33,7 @@ impl Cancel {
     }
     /// Sleeps for `d`; returns false early if cancelled.
     pub fn sleep(&self, d: Duration) -> bool {
-        let deadline = Instant::now() + d;
+        let deadline = far(d);
         let mut g = self.inner.0.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             if g.is_some() {
@@ -46,6 +46,12 @@ impl Cancel {
             g = self.inner.1.wait_timeout(g, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
         }
     }
+}
+
+/// `now + d`, or a day from now when `d` does not fit (never a panic on an absurd duration).
+fn far(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d).or_else(|| now.checked_add(Duration::from_secs(86_400))).unwrap_or(now)
 }
 
 /// A `bash -c script` command in its own process group, with `env` added.
@@ -196,7 +202,7 @@ pub fn group_members(pgid: i32) -> Vec<ProcInfo> {
 
 /// Polls `cond` every `interval` until it holds or `timeout` passes.
 pub fn poll_until(timeout: Duration, interval: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
+    let deadline = far(timeout);
     loop {
         if cond() {
             return true;

@@ -193,6 +193,12 @@ pub fn family_of<'a>(name: &'a str, types: &BTreeMap<String, String>) -> &'a str
 }
 
 /// GETs `url` (`http://127.0.0.1:<port>/<path>` only: traffic stays on the loopback) and returns the body.
+/// The largest scrape response read (bytes).
+pub const MAX_BODY: usize = 8 << 20;
+
+/// The most samples one scrape records; a larger exposition is recorded as a failed scrape.
+pub const MAX_SAMPLES: usize = 100_000;
+
 pub fn http_get(url: &str, timeout: Duration) -> Result<String, String> {
     let rest = url.strip_prefix("http://").ok_or_else(|| format!("{url}: only http:// URLs are supported"))?;
     let (hostport, path) = match rest.find('/') {
@@ -213,8 +219,24 @@ pub fn http_get(url: &str, timeout: Duration) -> Result<String, String> {
         "GET {path} HTTP/1.0\r\nHost: {hostport}\r\nAccept: text/plain;version=0.0.4\r\nConnection: close\r\n\r\n"
     );
     s.write_all(req.as_bytes()).map_err(|e| format!("{url}: {e}"))?;
+    // Bounded: at most MAX_BODY bytes, and the whole response within twice the timeout (an endpoint that
+    // streams without end or drips a byte at a time does not hold the scraper).
+    let deadline = std::time::Instant::now() + timeout.saturating_mul(2);
     let mut buf = Vec::new();
-    s.read_to_end(&mut buf).map_err(|e| format!("{url}: {e}"))?;
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        let n = s.read(&mut chunk).map_err(|e| format!("{url}: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if buf.len() > MAX_BODY {
+            return Err(format!("{url}: the response is larger than {MAX_BODY} bytes"));
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!("{url}: the response took longer than {:?}", timeout.saturating_mul(2)));
+        }
+    }
     let text = String::from_utf8_lossy(&buf);
     let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| format!("{url}: malformed HTTP response"))?;
     let status = head.lines().next().unwrap_or("");
@@ -310,5 +332,43 @@ inf_metric -Inf
             prop_assert_eq!(&e.samples[0].labels, &labels);
             prop_assert_eq!(e.samples[0].value, value);
         }
+    }
+
+    /// A one-connection HTTP server on loopback that writes a header, then calls `body` with the stream.
+    fn serve(body: impl FnOnce(&mut TcpStream) + Send + 'static) -> String {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let _ = c.write_all(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n");
+            body(&mut c);
+        });
+        format!("http://127.0.0.1:{port}/metrics")
+    }
+
+    #[test]
+    fn an_endless_response_is_cut_at_the_size_limit() {
+        let url = serve(|c| {
+            let line = "m 1\n".repeat(4096);
+            while c.write_all(line.as_bytes()).is_ok() {}
+        });
+        let e = http_get(&url, Duration::from_secs(10)).unwrap_err();
+        assert!(e.ends_with(&format!("the response is larger than {MAX_BODY} bytes")), "{e}");
+    }
+
+    #[test]
+    fn a_dripping_response_is_cut_at_twice_the_timeout() {
+        let url = serve(|c| {
+            for _ in 0..100 {
+                if c.write_all(b"m").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let t = std::time::Instant::now();
+        let e = http_get(&url, Duration::from_millis(200)).unwrap_err();
+        assert!(e.contains("the response took longer than"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     }
 }

@@ -3,7 +3,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,7 @@ use crate::docker;
 use crate::error::{ChaosError, Result};
 use crate::evaluate::{self, shell_quote, CheckResult, Evaluation, RunData, INCOMPLETE_MARKER};
 use crate::fsutil::{self, mkdirs, write_atomic, write_json_atomic, write_json_durable};
+use crate::limits::Limits;
 use crate::load::{LoadedAdapter, LoadedExperiment};
 use crate::model::*;
 use crate::proc::{self, Cancel};
@@ -28,11 +29,52 @@ pub struct RunOptions {
     pub state_dir: Option<PathBuf>,
     /// Echo timeline events to stderr.
     pub echo: bool,
+    /// What the experiment may ask for; the flow's steps are also counted against `limits.steps` while it runs.
+    pub limits: Limits,
 }
 
 pub struct RunOutcome {
     pub run_dir: PathBuf,
     pub evaluation: Evaluation,
+    /// The signal (SIGINT 2, SIGTERM 15) that interrupted the run, if one did: the run directory holds
+    /// `INTERRUPTED`, the verdict is ERROR, and `repro chaos run` exits 128 + the signal.
+    pub interrupted: Option<i32>,
+}
+
+/// Name of the marker file of a run that SIGINT or SIGTERM ended (its content: which, and what was undone).
+pub const INTERRUPTED_MARKER: &str = "INTERRUPTED";
+
+/// After SIGINT/SIGTERM, the undo and the cleanup get this long (each step's timeout is cut to what is left).
+const INTERRUPT_BUDGET: Duration = Duration::from_millis(1200);
+/// ... and if they are not done by then, every process group of the run is killed and the harness exits.
+const INTERRUPT_DEADLINE: Duration = Duration::from_millis(1700);
+
+/// Which signal interrupted the run, and when.
+#[derive(Default)]
+struct Interrupt {
+    signal: AtomicI32,
+    at: Mutex<Option<Instant>>,
+}
+
+impl Interrupt {
+    fn signal(&self) -> Option<i32> {
+        Some(self.signal.load(Ordering::SeqCst)).filter(|s| *s != 0)
+    }
+    /// `d`, cut to what is left of the interrupt budget once a signal arrived.
+    fn budget(&self, d: Duration) -> Duration {
+        match *self.at.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(t) => d.min(INTERRUPT_BUDGET.saturating_sub(t.elapsed())),
+            None => d,
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    if sig == 2 {
+        "SIGINT"
+    } else {
+        "SIGTERM"
+    }
 }
 
 // ------------------------------------------------------------------ small helpers
@@ -118,13 +160,15 @@ struct TargetRt {
 struct InstanceRt {
     workload: String,
     name: String,
+    index: u32,
     dir: PathBuf,
     pid: Mutex<Option<i32>>,
     running: AtomicBool,
     /// Set while an operation restarts the instance, so its workload does not count it as ended.
     restarting: AtomicBool,
     started: AtomicBool,
-    env: BTreeMap<String, String>,
+    /// Its variables; set (with its directory created) when it first starts.
+    env: std::sync::OnceLock<BTreeMap<String, String>>,
     /// The container of the current start (docker driver with instance containers).
     container: Mutex<Option<String>>,
 }
@@ -167,7 +211,7 @@ struct Ctx {
     op_runs: Mutex<HashMap<String, u32>>,
     undo: Mutex<Vec<Undo>>,
     undo_seq: AtomicU32,
-    watch_lines: Mutex<HashMap<String, Vec<String>>>,
+    watch_lines: Mutex<HashMap<String, WatchLines>>,
     /// Process groups of every instance ever started (for the leak check).
     groups: Mutex<Vec<i32>>,
     /// Target incarnations whose exit has not been recorded yet.
@@ -178,6 +222,14 @@ struct Ctx {
     docker_error: Option<String>,
     /// The docker events watcher: its stop flag and its end.
     docker_events: Mutex<Option<(Arc<AtomicBool>, std::sync::mpsc::Receiver<()>)>>,
+    limits: Limits,
+    /// Flow steps run so far (instance starts, operation runs, waits, delays), against `limits.steps`.
+    steps: AtomicU64,
+    interrupt: Arc<Interrupt>,
+    /// Process groups of watchers (killed with the rest if the cleanup after a signal overruns).
+    watcher_groups: Mutex<Vec<i32>>,
+    /// Set once the run directory is final; the deadline after a signal leaves it alone from then on.
+    finished: Mutex<bool>,
 }
 
 impl Ctx {
@@ -444,12 +496,13 @@ impl Ctx {
             } else {
                 proc::kill_pid(pid, Signal::SIGTERM);
             }
-            let timeout = t.spec.stop_timeout.map(|d| d.0).unwrap_or(Duration::from_secs(10));
+            let timeout = self.budget(t.spec.stop_timeout.map(|d| d.0).unwrap_or(Duration::from_secs(10)));
             if !proc::poll_until(timeout, Duration::from_millis(10), || !self.target_running(t)) {
                 proc::kill_group(pid, Signal::SIGKILL);
             }
         }
-        proc::poll_until(Duration::from_secs(5), Duration::from_millis(10), || !proc::group_alive(pid));
+        let wait = self.budget(Duration::from_secs(5)).max(Duration::from_millis(200));
+        proc::poll_until(wait, Duration::from_millis(10), || !proc::group_alive(pid));
         proc::kill_group(pid, Signal::SIGKILL);
         self.reap_target_events();
         self.emit("target.stopped", json!({"target": t.spec.name, "pid": pid, "reason": why}));
@@ -463,11 +516,12 @@ impl Ctx {
         if eng.state(&id).is_ok_and(|s| s.paused) {
             let _ = eng.unpause(&id);
         }
-        let timeout = t.spec.stop_timeout.map(|d| d.0.as_secs() as i32).unwrap_or(10);
+        let timeout = self.budget(t.spec.stop_timeout.map(|d| d.0).unwrap_or(Duration::from_secs(10)));
+        let timeout = i32::try_from(timeout.as_secs()).unwrap_or(i32::MAX);
         if let Err(e) = eng.stop(&id, timeout) {
             self.emit("harness.warning", json!({"target": name, "detail": format!("docker stop: {e}")}));
         }
-        proc::poll_until(Duration::from_secs(5), Duration::from_millis(10), || !self.target_running(t));
+        proc::poll_until(self.budget(Duration::from_secs(5)), Duration::from_millis(10), || !self.target_running(t));
         self.reap_target_events();
         match eng.logs(&id) {
             Ok(text) => {
@@ -495,7 +549,8 @@ impl Ctx {
         self.instances.lock().unwrap_or_else(|e| e.into_inner()).get(workload).cloned().unwrap_or_default()
     }
 
-    /// Creates (first run) or reuses the instances of a workload.
+    /// Creates (first run) or reuses the instances of a workload. Nothing is written for an instance until it
+    /// starts ([`Ctx::instance_env`]).
     fn prepare_instances(&self, w: &Workload) -> Result<Vec<Arc<InstanceRt>>> {
         let mut g = self.instances.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(v) = g.get(&w.name.value) {
@@ -504,47 +559,80 @@ impl Ctx {
         let wdir = self.run_dir.join("workloads").join(&w.name.value);
         mkdirs(&wdir.join("instances"))?;
         write_atomic(&wdir.join("run.sh"), w.run.as_bytes())?;
-        let mut v = Vec::new();
-        for i in 0..w.instances {
-            let name = format!("{}-{i}", w.name.value);
-            let dir = wdir.join("instances").join(&name);
-            let out = dir.join("output");
-            mkdirs(&out.join(".chaos"))?;
-            mkdirs(&dir.join("logs"))?;
-            let mut env = self.env.clone();
-            for (k, val) in &w.env {
-                let expanded = expand(val, &env);
-                env.insert(k.clone(), expanded);
-            }
-            env.insert("CHAOS_EXPERIMENT_WORKLOAD".into(), w.name.value.clone());
-            env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCE".into(), name.clone());
-            env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_INDEX".into(), i.to_string());
-            env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCES".into(), w.instances.to_string());
-            env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR".into(), out.display().to_string());
-            env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_DIR".into(), dir.display().to_string());
-            env.insert("CHAOS_WORKLOAD_SCRIPT".into(), wdir.join("run.sh").display().to_string());
-            let text: String = env.iter().map(|(k, v)| format!("{k}={}\n", shell_quote(v))).collect();
-            write_atomic(&dir.join("env"), text.as_bytes())?;
-            v.push(Arc::new(InstanceRt {
-                workload: w.name.value.clone(),
-                name,
-                dir,
-                pid: Mutex::new(None),
-                running: AtomicBool::new(false),
-                restarting: AtomicBool::new(false),
-                started: AtomicBool::new(false),
-                env,
-                container: Mutex::new(None),
-            }));
-        }
+        let v: Vec<Arc<InstanceRt>> = (0..w.instances)
+            .map(|i| {
+                let name = format!("{}-{i}", w.name.value);
+                Arc::new(InstanceRt {
+                    workload: w.name.value.clone(),
+                    dir: wdir.join("instances").join(&name),
+                    name,
+                    index: i,
+                    pid: Mutex::new(None),
+                    running: AtomicBool::new(false),
+                    restarting: AtomicBool::new(false),
+                    started: AtomicBool::new(false),
+                    env: std::sync::OnceLock::new(),
+                    container: Mutex::new(None),
+                })
+            })
+            .collect();
         g.insert(w.name.value.clone(), v.clone());
         Ok(v)
     }
 
+    /// The instance's variables; its directory (output/.chaos, logs, env) is created the first time.
+    fn instance_env(&self, inst: &InstanceRt) -> Result<BTreeMap<String, String>> {
+        if let Some(env) = inst.env.get() {
+            return Ok(env.clone());
+        }
+        let w = self.exp.workloads.iter().find(|w| w.name.value == inst.workload);
+        let wdir = self.run_dir.join("workloads").join(&inst.workload);
+        let dir = &inst.dir;
+        let out = dir.join("output");
+        mkdirs(&out.join(".chaos"))?;
+        mkdirs(&dir.join("logs"))?;
+        let mut env = self.env.clone();
+        for (k, val) in w.map(|w| &w.env).into_iter().flatten() {
+            let expanded = expand(val, &env);
+            env.insert(k.clone(), expanded);
+        }
+        env.insert("CHAOS_EXPERIMENT_WORKLOAD".into(), inst.workload.clone());
+        env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCE".into(), inst.name.clone());
+        env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_INDEX".into(), inst.index.to_string());
+        env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCES".into(), w.map_or(1, |w| w.instances).to_string());
+        env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR".into(), out.display().to_string());
+        env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_DIR".into(), dir.display().to_string());
+        env.insert("CHAOS_WORKLOAD_SCRIPT".into(), wdir.join("run.sh").display().to_string());
+        let text: String = env.iter().map(|(k, v)| format!("{k}={}\n", shell_quote(v))).collect();
+        write_atomic(&dir.join("env"), text.as_bytes())?;
+        Ok(inst.env.get_or_init(|| env).clone())
+    }
+
+    /// Counts `n` flow steps against the limit; over it, the run ends with a harness error.
+    fn step(&self, n: u64) -> std::result::Result<(), FlowError> {
+        let total = self.steps.fetch_add(n, Ordering::SeqCst).saturating_add(n);
+        if total > self.limits.steps {
+            self.harness_error(&format!(
+                "the flow ran {}",
+                Limits::exceeded(format!("{total} steps"), self.limits.steps, "steps")
+            ));
+            return Err(FlowError::Cancelled);
+        }
+        Ok(())
+    }
+
+    /// `d`, cut to what is left of the cleanup budget once SIGINT/SIGTERM arrived.
+    fn budget(&self, d: Duration) -> Duration {
+        self.interrupt.budget(d)
+    }
+
     fn instance_hook(&self, which: &str, script: &Option<String>, inst: &InstanceRt) {
         let Some(script) = script else { return };
-        let env = inst.env.clone();
-        match proc::run_hook(script, &env, &self.run_dir, Duration::from_secs(60), None) {
+        let env = match self.instance_env(inst) {
+            Ok(env) => env,
+            Err(e) => return self.harness_error(&format!("instance {}: {e}", inst.name)),
+        };
+        match proc::run_hook(script, &env, &self.run_dir, self.budget(Duration::from_secs(60)), None) {
             Ok(o) if o.ok() => {}
             Ok(o) => self.harness_error(&format!(
                 "instance {} hook {which} failed: {}: {}",
@@ -560,6 +648,7 @@ impl Ctx {
     fn spawn_instance(self: &Arc<Self>, inst: &Arc<InstanceRt>, reason: &str) -> std::result::Result<(), String> {
         let wdir = self.run_dir.join("workloads").join(&inst.workload);
         let out = inst.dir.join("output");
+        let env = self.instance_env(inst).map_err(|e| format!("instance {}: {e}", inst.name))?;
         // A line per start in .chaos/attempts; .chaos/exit_code only once this start has ended.
         let _ = std::fs::remove_file(out.join(".chaos/exit_code"));
         fsutil::append_line(&out.join(".chaos/attempts"), &format!("{} {reason}", fsutil::rfc3339(fsutil::now())))
@@ -570,7 +659,7 @@ impl Ctx {
         let mut cmd = std::process::Command::new("bash");
         {
             use std::os::unix::process::CommandExt;
-            cmd.arg(wdir.join("run.sh")).current_dir(&out).envs(&inst.env).process_group(0);
+            cmd.arg(wdir.join("run.sh")).current_dir(&out).envs(&env).process_group(0);
         }
         let log = inst.dir.join("logs/instance.log");
         let mut child =
@@ -634,6 +723,7 @@ impl Ctx {
     ) -> std::result::Result<(), String> {
         let wdir = self.run_dir.join("workloads").join(&inst.workload);
         let out = inst.dir.join("output");
+        let env = self.instance_env(inst).map_err(|e| format!("instance {}: {e}", inst.name))?;
         if let Some(old) = inst.container.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = eng.remove(&old);
         }
@@ -647,7 +737,7 @@ impl Ctx {
             name: format!("repro-chaos-{}-{}-{attempt}", self.run_id.to_ascii_lowercase(), inst.name),
             image: ic.image.value.clone(),
             command: vec![ic.shell.clone(), wdir.join("run.sh").display().to_string()],
-            env: inst.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            env: env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
             labels,
             binds: vec![format!("{rd}:{rd}")],
             working_dir: Some(out.display().to_string()),
@@ -729,7 +819,7 @@ impl Ctx {
                         json!({"workload": inst.workload, "instance": inst.name, "state": "TimedOut", "timeout": secs(timeout)}),
                     );
                 }
-                proc::poll_until(Duration::from_secs(5), Duration::from_millis(5), || {
+                proc::poll_until(self.budget(Duration::from_secs(5)), Duration::from_millis(5), || {
                     !inst.running.load(Ordering::SeqCst)
                 });
             }
@@ -781,6 +871,10 @@ impl Ctx {
         let (ok, detail) = match &u.action {
             UndoAction::StartTarget(name) => match self.targets.get(name) {
                 Some(t) if self.target_running(t) => (true, "already running".to_string()),
+                // Started again only to be stopped with the run a moment later: not within the signal's budget.
+                Some(_) if self.interrupt.signal().is_some() => {
+                    (true, "not started again: the run was interrupted and every target is stopped".to_string())
+                }
                 Some(t) => match self.start_target(t, if at_end { "undo" } else { "revert" }, Some(&u.operation)) {
                     Ok(true) => (true, "restarted and healthy".to_string()),
                     Ok(false) => (false, "restarted but not healthy".to_string()),
@@ -799,9 +893,11 @@ impl Ctx {
                         proc::kill_pid(id, Signal::SIGCONT);
                     }
                 }
-                let thawed = proc::poll_until(Duration::from_secs(5), Duration::from_millis(5), || {
-                    ids.iter().all(|&id| !is_stopped(id, *group))
-                });
+                let thawed = proc::poll_until(
+                    self.budget(Duration::from_secs(5)).max(Duration::from_millis(200)),
+                    Duration::from_millis(5),
+                    || ids.iter().all(|&id| !is_stopped(id, *group)),
+                );
                 (thawed, if thawed { format!("resumed {}", names.join(", ")) } else { "still stopped".to_string() })
             }
             UndoAction::Unpause { containers, names } => match &self.docker {
@@ -814,9 +910,10 @@ impl Ctx {
                             }
                         }
                     }
-                    let resumed = proc::poll_until(Duration::from_secs(5), Duration::from_millis(10), || {
-                        containers.iter().all(|c| eng.state(c).is_ok_and(|s| !s.paused))
-                    });
+                    let resumed =
+                        proc::poll_until(self.budget(Duration::from_secs(5)), Duration::from_millis(10), || {
+                            containers.iter().all(|c| eng.state(c).is_ok_and(|s| !s.paused))
+                        });
                     if resumed && errors.is_empty() {
                         (true, format!("unpaused {}", names.join(", ")))
                     } else {
@@ -826,7 +923,7 @@ impl Ctx {
                 None => (false, "no Docker engine".to_string()),
             },
             UndoAction::Hook { script, env } => {
-                match proc::run_hook(script, env, &self.run_dir, Duration::from_secs(120), None) {
+                match proc::run_hook(script, env, &self.run_dir, self.budget(Duration::from_secs(120)), None) {
                     Ok(o) if o.ok() => (true, o.output.trim().to_string()),
                     Ok(o) => {
                         let msg = format!("undo hook of {} failed: {}: {}", u.operation, o.describe(), o.output.trim());
@@ -1165,7 +1262,8 @@ impl Ctx {
             self.harness_error(&format!("{}: {what}", op.name.value));
             Err(FlowError::Cancelled)
         };
-        let stop_secs = |t: &TargetRt| t.spec.stop_timeout.map(|d| d.0.as_secs() as i32).unwrap_or(10);
+        let stop_secs =
+            |t: &TargetRt| t.spec.stop_timeout.map_or(10, |d| i32::try_from(d.0.as_secs()).unwrap_or(i32::MAX));
         // The API call of each fault, then a check that it took effect.
         let gone = |api: &str| -> std::result::Result<(), FlowError> {
             let ok = proc::poll_until(Duration::from_secs(5), Duration::from_millis(5), || {
@@ -1352,6 +1450,14 @@ impl Ctx {
         self.check_cancel()?;
         match &node.kind {
             FlowKind::Leaf(name) => {
+                let n = self.exp.workloads.iter().find(|w| &w.name.value == name).map_or(1, |w| u64::from(w.instances));
+                self.step(n)?;
+            }
+            FlowKind::Wait(_) | FlowKind::Delay(_) => self.step(1)?,
+            FlowKind::Serial(_) | FlowKind::Parallel(_) | FlowKind::Repeat { .. } => {}
+        }
+        match &node.kind {
+            FlowKind::Leaf(name) => {
                 self.emit("node.started", json!({"node": path, "name": name}));
                 let res = if let Some(w) = self.exp.workloads.iter().find(|w| &w.name.value == name) {
                     let w = w.clone();
@@ -1452,18 +1558,26 @@ impl Ctx {
                 return Err(FlowError::Cancelled);
             };
             let re = regex::Regex::new(&spec.pattern).map_err(|_| FlowError::Cancelled)?;
-            let from =
-                self.watch_lines.lock().unwrap_or_else(|e| e.into_inner()).get(&spec.watcher).map_or(0, Vec::len);
+            let from = self
+                .watch_lines
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&spec.watcher)
+                .map_or(0, WatchLines::total);
             self.emit("wait.started", json!({"node": path, "signal": sig.value, "watcher": spec.watcher}));
             let mut seen = from;
             let matched = loop {
                 self.check_cancel()?;
                 let hit = {
                     let g = self.watch_lines.lock().unwrap_or_else(|e| e.into_inner());
-                    let lines = g.get(&spec.watcher).map(Vec::as_slice).unwrap_or(&[]);
-                    let hit = lines[seen.min(lines.len())..].iter().find(|l| re.is_match(l)).cloned();
-                    seen = lines.len();
-                    hit
+                    match g.get(&spec.watcher) {
+                        Some(lines) => {
+                            let hit = lines.since(seen).find(|l| re.is_match(l)).cloned();
+                            seen = lines.total();
+                            hit
+                        }
+                        None => None,
+                    }
                 };
                 if let Some(line) = hit {
                     break line;
@@ -1482,6 +1596,34 @@ impl Ctx {
             }
         }
         Ok(())
+    }
+}
+
+/// A watcher's lines in memory, for signal waits: only the newest [`WatchLines::KEEP`] (a watcher that prints
+/// without end costs bounded memory; every line is still in its file).
+#[derive(Default)]
+struct WatchLines {
+    /// Lines dropped from the front.
+    dropped: usize,
+    lines: std::collections::VecDeque<String>,
+}
+
+impl WatchLines {
+    const KEEP: usize = 10_000;
+    fn push(&mut self, line: String) {
+        if self.lines.len() >= Self::KEEP {
+            self.lines.pop_front();
+            self.dropped += 1;
+        }
+        self.lines.push_back(line);
+    }
+    /// Lines pushed so far (dropped ones included).
+    fn total(&self) -> usize {
+        self.dropped + self.lines.len()
+    }
+    /// The kept lines from number `from` on.
+    fn since(&self, from: usize) -> impl Iterator<Item = &String> {
+        self.lines.iter().skip(from.saturating_sub(self.dropped))
     }
 }
 
@@ -1778,6 +1920,7 @@ fn start_observers(ctx: &Arc<Ctx>) -> Observers {
             }
         };
         watcher_pgids.push(child.id() as i32);
+        ctx.watcher_groups.lock().unwrap_or_else(|e| e.into_inner()).push(child.id() as i32);
         ctx.emit("watcher.started", json!({"watcher": w.name, "pid": child.id()}));
         let out = child.stdout.take().expect("piped stdout");
         let ctx2 = Arc::clone(ctx);
@@ -1809,7 +1952,17 @@ fn scrape_once(ctx: &Ctx, spec: &Scrape, types: &mut BTreeMap<String, String>) {
     let dir = ctx.run_dir.join("system/metrics");
     let rec = match prom::http_get(&url, Duration::from_secs(2))
         .and_then(|body| prom::parse(&body).map_err(|e| e.to_string()))
-    {
+        .and_then(|expo| {
+            if expo.samples.len() > prom::MAX_SAMPLES {
+                Err(format!(
+                    "{} samples in one scrape, more than the {} recorded",
+                    expo.samples.len(),
+                    prom::MAX_SAMPLES
+                ))
+            } else {
+                Ok(expo)
+            }
+        }) {
         Ok(expo) => {
             let mut changed = false;
             for (k, v) in &expo.types {
@@ -1853,8 +2006,10 @@ fn scrape_loop(ctx: &Ctx, spec: &Scrape, stop: &Cancel) {
             break;
         }
     }
-    // A last scrape, so the state after the flow and its undo is recorded.
-    scrape_once(ctx, spec, &mut types);
+    // A last scrape, so the state after the flow and its undo is recorded (not after a signal: no time).
+    if ctx.interrupt.signal().is_none() {
+        scrape_once(ctx, spec, &mut types);
+    }
 }
 
 fn stop_observers(ctx: &Ctx, obs: Observers) {
@@ -1863,12 +2018,16 @@ fn stop_observers(ctx: &Ctx, obs: Observers) {
         proc::kill_group(*pgid, Signal::SIGTERM);
     }
     for pgid in &obs.watcher_pgids {
-        if !proc::poll_until(Duration::from_secs(2), Duration::from_millis(5), || !proc::group_alive(*pgid)) {
+        if !proc::poll_until(ctx.budget(Duration::from_secs(2)), Duration::from_millis(5), || !proc::group_alive(*pgid))
+        {
             proc::kill_group(*pgid, Signal::SIGKILL);
         }
     }
-    for h in obs.handles {
-        let _ = h.join();
+    // After a signal a scrape still waiting for its endpoint is not waited for.
+    if ctx.interrupt.signal().is_none() {
+        for h in obs.handles {
+            let _ = h.join();
+        }
     }
     ctx.emit("observers.stopped", json!({}));
 }
@@ -1881,7 +2040,11 @@ fn adapter_checks(ctx: &Ctx) -> Vec<CheckResult> {
     let leaked = |groups: &[i32]| -> Vec<proc::ProcInfo> {
         groups.iter().flat_map(|g| proc::group_members(*g)).filter(|p| p.state != 'Z' && p.state != 'X').collect()
     };
-    let ok = proc::poll_until(Duration::from_secs(5), Duration::from_millis(10), || leaked(&groups).is_empty());
+    let ok = proc::poll_until(
+        ctx.budget(Duration::from_secs(5)).max(Duration::from_millis(200)),
+        Duration::from_millis(10),
+        || leaked(&groups).is_empty(),
+    );
     let details = if ok {
         vec![]
     } else {
@@ -1904,7 +2067,8 @@ fn adapter_checks(ctx: &Ctx) -> Vec<CheckResult> {
     let frozen = |groups: &[i32]| -> Vec<proc::ProcInfo> {
         groups.iter().flat_map(|g| proc::group_members(*g)).filter(|p| p.state == 'T' || p.state == 't').collect()
     };
-    let ok = proc::poll_until(Duration::from_secs(5), Duration::from_millis(10), || frozen(&watched).is_empty());
+    let ok =
+        proc::poll_until(ctx.budget(Duration::from_secs(5)), Duration::from_millis(10), || frozen(&watched).is_empty());
     let details = if ok {
         vec![]
     } else {
@@ -1933,7 +2097,8 @@ fn adapter_checks(ctx: &Ctx) -> Vec<CheckResult> {
                 .map(|(n, _)| format!("{n} is paused"))
                 .collect()
         };
-        let ok = proc::poll_until(Duration::from_secs(5), Duration::from_millis(10), || paused().is_empty());
+        let ok =
+            proc::poll_until(ctx.budget(Duration::from_secs(5)), Duration::from_millis(10), || paused().is_empty());
         out.push(CheckResult::new(
             "adapter",
             "adapter/nothing-paused".into(),
@@ -1952,10 +2117,10 @@ fn adapter_checks(ctx: &Ctx) -> Vec<CheckResult> {
                 && match &t.spec.health {
                     None => true,
                     Some(h) => {
-                        let timeout = h.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30));
+                        let timeout = ctx.budget(h.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(30)));
                         let interval = h.interval.map(|d| d.0).unwrap_or(Duration::from_millis(50));
                         proc::poll_until(timeout, interval, || {
-                            proc::run_hook(&h.run, &env, &ctx.run_dir, Duration::from_secs(5), None)
+                            proc::run_hook(&h.run, &env, &ctx.run_dir, ctx.budget(Duration::from_secs(5)), None)
                                 .is_ok_and(|o| o.ok())
                         })
                     }
@@ -1974,11 +2139,11 @@ fn adapter_checks(ctx: &Ctx) -> Vec<CheckResult> {
         ));
     }
     for c in &ctx.adapter.checks {
-        let timeout = c.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(10));
+        let timeout = ctx.budget(c.timeout.map(|d| d.0).unwrap_or(Duration::from_secs(10)));
         let interval = c.interval.map(|d| d.0).unwrap_or(Duration::from_millis(50));
         let mut last = String::new();
         let ok = proc::poll_until(timeout, interval, || {
-            match proc::run_hook(&c.run, &ctx.env, &ctx.run_dir, timeout, None) {
+            match proc::run_hook(&c.run, &ctx.env, &ctx.run_dir, ctx.budget(timeout), None) {
                 Ok(o) if o.ok() => true,
                 Ok(o) => {
                     last = format!("{} {}", o.output.trim(), o.describe());
@@ -2001,24 +2166,43 @@ fn adapter_checks(ctx: &Ctx) -> Vec<CheckResult> {
 
 // ------------------------------------------------------------------ signals
 
-/// Turns SIGINT and SIGTERM into a cancel of the run while it lasts (children keep default handling).
+/// Turns SIGINT and SIGTERM into a cancel of the run while it lasts (children keep default handling): the
+/// first one cancels the flow and starts the clock of the cleanup ([`INTERRUPT_BUDGET`]); if the run is not
+/// finished at [`INTERRUPT_DEADLINE`], or a second signal arrives, `overrun` kills what is left and exits.
 struct SignalGuard {
     handle: Option<signal_hook::iterator::Handle>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl SignalGuard {
-    fn install(cancel: Cancel, notify: impl Fn(&str) + Send + 'static) -> SignalGuard {
+    fn install(
+        cancel: Cancel,
+        interrupt: Arc<Interrupt>,
+        notify: impl Fn(&str) + Send + 'static,
+        overrun: impl Fn(i32, &str) + Send + Sync + 'static,
+    ) -> SignalGuard {
         use signal_hook::consts::{SIGINT, SIGTERM};
         let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
             return SignalGuard { handle: None, thread: None };
         };
         let handle = signals.handle();
+        let overrun = Arc::new(overrun);
         let thread = std::thread::spawn(move || {
             for sig in signals.forever() {
-                let why = if sig == SIGINT { "interrupted by SIGINT" } else { "interrupted by SIGTERM" };
-                notify(why);
-                cancel.cancel(why);
+                let first = interrupt.signal.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst).is_ok();
+                if !first {
+                    overrun(sig, "a second signal arrived during the cleanup");
+                    continue;
+                }
+                *interrupt.at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+                let why = format!("interrupted by {}", signal_name(sig));
+                notify(&why);
+                cancel.cancel(&why);
+                let overrun = Arc::clone(&overrun);
+                std::thread::spawn(move || {
+                    std::thread::sleep(INTERRUPT_DEADLINE);
+                    overrun(sig, "the undo and cleanup did not finish in time");
+                });
             }
         });
         SignalGuard { handle: Some(handle), thread: Some(thread) }
@@ -2126,12 +2310,23 @@ pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -
         docker,
         docker_error,
         docker_events: Mutex::new(None),
+        limits: opts.limits,
+        steps: AtomicU64::new(0),
+        interrupt: Arc::new(Interrupt::default()),
+        watcher_groups: Mutex::new(Vec::new()),
+        finished: Mutex::new(false),
     });
     let sig_ctx = Arc::clone(&ctx);
-    let guard = SignalGuard::install(cancel.clone(), move |why| {
-        sig_ctx.emit("harness.error", json!({"reason": why}));
-        sig_ctx.notify.bump();
-    });
+    let overrun_ctx = Arc::clone(&ctx);
+    let guard = SignalGuard::install(
+        cancel.clone(),
+        Arc::clone(&ctx.interrupt),
+        move |why| {
+            sig_ctx.emit("harness.error", json!({"reason": why}));
+            sig_ctx.notify.bump();
+        },
+        move |sig, why| overrun_ctx.overrun(sig, why),
+    );
 
     ctx.emit(
         "run.started",
@@ -2140,25 +2335,76 @@ pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -
     write_manifest(&ctx, exp, adapter, &id)?;
 
     let result = drive(&ctx);
-    drop(guard);
     if let Err(err) = result {
         ctx.emit("harness.error", json!({"reason": err.to_string()}));
     }
     let _ = std::fs::remove_dir_all(&scratch);
 
-    let data = RunData::read(&run_dir, None)?;
+    // After a signal the timeline holds a harness.error, so this evaluation runs no check (it is quick).
+    let data = RunData::read_with(&run_dir, None, &ctx.limits)?;
     let evaluation = evaluate::evaluate(&data, true);
     for c in &evaluation.checks {
         if c.scope == "workload" || c.scope == "experiment" {
             ctx.emit("check.finished", json!({"scope": c.scope, "check": c.id, "ok": c.passed, "outcome": c.outcome}));
         }
     }
-    ctx.emit("run.finished", json!({"verdict": evaluation.verdict.as_str(), "reason": evaluation.reason}));
+    let mut finished = ctx.finished.lock().unwrap_or_else(|err| err.into_inner());
+    let interrupted = ctx.interrupt.signal();
+    if let Some(sig) = interrupted {
+        // Marked before the verdict is written: the directory never looks like a run that completed.
+        let text = format!(
+            "interrupted by {}: the flow was cancelled, the undo ran (see operation.undo in timeline.jsonl) and \
+             every instance and target was stopped; no check of the experiment was evaluated\n",
+            signal_name(sig)
+        );
+        write_atomic(&run_dir.join(INTERRUPTED_MARKER), text.as_bytes())?;
+    }
+    ctx.emit(
+        "run.finished",
+        json!({"verdict": evaluation.verdict.as_str(), "reason": evaluation.reason, "interrupted": interrupted.map(signal_name)}),
+    );
     ctx.tl.sync();
     let v = serde_json::to_value(&evaluation).map_err(|err| ChaosError::Harness(err.to_string()))?;
     write_json_durable(&run_dir.join("verdict.json"), &v)?;
     std::fs::remove_file(run_dir.join(INCOMPLETE_MARKER)).map_err(|err| ChaosError::io(&run_dir, err))?;
-    Ok(RunOutcome { run_dir, evaluation })
+    *finished = true;
+    drop(finished);
+    drop(guard);
+    Ok(RunOutcome { run_dir, evaluation, interrupted })
+}
+
+impl Ctx {
+    /// The cleanup after a signal overran its deadline, or a second signal came: kill every process group
+    /// the run started (resumed first, so nothing stays stopped), mark the run directory interrupted (it
+    /// keeps `INCOMPLETE`: there is no verdict) and exit 128 + the signal. Nothing happens once the run
+    /// directory is final.
+    fn overrun(&self, sig: i32, why: &str) {
+        let finished = self.finished.lock().unwrap_or_else(|err| err.into_inner());
+        if *finished {
+            return;
+        }
+        let mut groups: Vec<i32> = self.groups.lock().unwrap_or_else(|err| err.into_inner()).clone();
+        groups.extend(self.watcher_groups.lock().unwrap_or_else(|err| err.into_inner()).iter().copied());
+        for t in self.targets.values() {
+            if let Some((pid, _)) = self.target_pid(t) {
+                groups.push(pid);
+            }
+        }
+        for g in &groups {
+            proc::kill_group(*g, Signal::SIGCONT);
+            proc::kill_group(*g, Signal::SIGKILL);
+        }
+        let text = format!(
+            "interrupted by {}: {why}; every process group of the run was killed; there is no verdict\n",
+            signal_name(sig)
+        );
+        let _ = write_atomic(&self.run_dir.join(INTERRUPTED_MARKER), text.as_bytes());
+        self.emit("harness.error", json!({"reason": format!("interrupted by {}: {why}", signal_name(sig))}));
+        self.tl.sync();
+        let msg = format!("repro: interrupted by {}: {why}; killed the run's processes\n", signal_name(sig));
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), msg.as_bytes());
+        std::process::exit(128 + sig);
+    }
 }
 
 fn write_manifest(ctx: &Ctx, exp: &LoadedExperiment, adapter: &LoadedAdapter, id: &str) -> Result<()> {
@@ -2334,7 +2580,8 @@ fn drive(ctx: &Arc<Ctx>) -> Result<()> {
             let pid = inst.pid.lock().unwrap_or_else(|err| err.into_inner()).unwrap_or(0);
             proc::kill_group(pid, Signal::SIGCONT);
             proc::kill_group(pid, Signal::SIGKILL);
-            proc::poll_until(Duration::from_secs(5), Duration::from_millis(5), || !inst.running.load(Ordering::SeqCst));
+            let wait = ctx.budget(Duration::from_secs(5)).max(Duration::from_millis(200));
+            proc::poll_until(wait, Duration::from_millis(5), || !inst.running.load(Ordering::SeqCst));
             ctx.collect_instance(&inst);
         }
     }
@@ -2353,7 +2600,8 @@ fn drive(ctx: &Arc<Ctx>) -> Result<()> {
     if let Some(eng) = &ctx.docker {
         // After every container was removed: none of this run's is left.
         let leaked = || eng.list(docker::RUN_LABEL, &ctx.run_id).unwrap_or_default();
-        let ok = proc::poll_until(Duration::from_secs(5), Duration::from_millis(20), || leaked().is_empty());
+        let ok =
+            proc::poll_until(ctx.budget(Duration::from_secs(5)), Duration::from_millis(20), || leaked().is_empty());
         let details: Vec<String> = if ok {
             vec![]
         } else {
@@ -2429,6 +2677,21 @@ fn stop_docker_events(ctx: &Ctx) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watcher_lines_in_memory_are_bounded_and_waits_still_see_new_ones() {
+        let mut w = WatchLines::default();
+        for i in 0..(WatchLines::KEEP + 500) {
+            w.push(format!("line {i}"));
+        }
+        assert_eq!(w.lines.len(), WatchLines::KEEP);
+        assert_eq!(w.total(), WatchLines::KEEP + 500);
+        let from = w.total();
+        w.push("new".into());
+        assert_eq!(w.since(from).cloned().collect::<Vec<_>>(), ["new"]);
+        // A position among the dropped lines starts at the oldest kept one.
+        assert_eq!(w.since(0).next().unwrap(), "line 501");
+    }
 
     #[test]
     fn selection_is_a_function_of_seed_op_and_run() {

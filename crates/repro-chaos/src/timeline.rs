@@ -69,7 +69,8 @@ impl Timeline {
         let _ = g.0.write_all(line.as_bytes());
         let _ = g.1.write_all(human.as_bytes());
         if self.echo {
-            eprint!("{human}");
+            // Not eprint!, which panics when stderr is a closed pipe.
+            let _ = std::io::stderr().lock().write_all(human.as_bytes());
         }
     }
 

@@ -2,12 +2,14 @@
 //!
 //! Exit codes: 0 PASS, XFAIL or n/a (and success of list/show/preflight), 1 FAIL (including XPASS),
 //! 2 ERROR (the harness, a preflight check or a hook broke) and bad input (unreadable or invalid YAML,
-//! unknown experiment, adapter or run directory).
+//! unknown experiment, adapter or run directory, an experiment over a limit), 130/143 a run interrupted by
+//! SIGINT/SIGTERM (undone, marked INTERRUPTED).
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use repro_chaos::api;
 use repro_chaos::evaluate::Evaluation;
+use repro_chaos::limits::Limits;
 use repro_chaos::runner::{self, RunOptions};
 
 use crate::CliError;
@@ -34,6 +36,14 @@ pub enum ChaosCommand {
         /// Don't print events to stderr while running.
         #[arg(long, short)]
         quiet: bool,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// Load and check an experiment and its adapter (schema, references, limits) without running anything.
+    Validate {
+        experiment: String,
+        #[arg(long)]
+        adapter: Option<String>,
         #[command(flatten)]
         common: Common,
     },
@@ -113,11 +123,60 @@ pub struct Common {
     /// Where experiments are looked up by id (default examples/chaos if present, else .).
     #[arg(long)]
     dir: Option<PathBuf>,
+    #[command(flatten)]
+    limits: LimitArgs,
 }
 
 impl Common {
     fn dir(&self) -> PathBuf {
         self.dir.clone().unwrap_or_else(api::default_search_dir)
+    }
+}
+
+/// Raise (or lower) what an experiment may ask for; an experiment over a limit is refused when it is loaded.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Limits")]
+pub struct LimitArgs {
+    /// Instances of one workload and of all workloads together [default: 1000].
+    #[arg(long, value_name = "N")]
+    max_instances: Option<u64>,
+    /// `times` of one repeat [default: 10000].
+    #[arg(long, value_name = "N")]
+    max_repeats: Option<u64>,
+    /// Flow branches running at once [default: 64].
+    #[arg(long, value_name = "N")]
+    max_parallel: Option<u64>,
+    /// Flow steps of one run: instance starts, operation runs, waits and delays, repeats multiplied out
+    /// [default: 100000].
+    #[arg(long, value_name = "N")]
+    max_steps: Option<u64>,
+    /// Check runs: workload checks x instances, plus experiment and preflight checks [default: 10000].
+    #[arg(long, value_name = "N")]
+    max_checks: Option<u64>,
+    /// Any duration in the experiment or the adapter (timeouts, delays, repeat for) [default: 24h].
+    #[arg(long, value_name = "DURATION", value_parser = parse_max_duration)]
+    max_duration: Option<std::time::Duration>,
+    /// Size of an experiment or adapter file in bytes [default: 1048576].
+    #[arg(long, value_name = "BYTES")]
+    max_file_size: Option<u64>,
+}
+
+fn parse_max_duration(s: &str) -> Result<std::time::Duration, String> {
+    repro_chaos::model::parse_duration_checked(s)
+}
+
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        let d = Limits::default();
+        Limits {
+            instances: self.max_instances.unwrap_or(d.instances),
+            repeats: self.max_repeats.unwrap_or(d.repeats),
+            parallel: self.max_parallel.unwrap_or(d.parallel),
+            steps: self.max_steps.unwrap_or(d.steps),
+            checks: self.max_checks.unwrap_or(d.checks),
+            duration: self.max_duration.unwrap_or(d.duration),
+            file_bytes: self.max_file_size.unwrap_or(d.file_bytes),
+        }
     }
 }
 
@@ -131,87 +190,104 @@ fn rerr(e: repro_report::ReportError) -> CliError {
 
 fn print_json(v: &impl serde::Serialize) -> Result<(), CliError> {
     let s = serde_json::to_string_pretty(v).map_err(|e| CliError::new(EXIT_ERROR, e.to_string()))?;
-    println!("{s}");
+    outln!("{s}");
     Ok(())
 }
 
 fn print_evaluation(ev: &Evaluation) {
     for l in ev.lines() {
-        println!("{l}");
+        outln!("{l}");
     }
-    println!("{}", ev.verdict.as_str());
+    outln!("{}", ev.verdict.as_str());
     if matches!(ev.verdict, repro_chaos::evaluate::Verdict::Error | repro_chaos::evaluate::Verdict::NotApplicable) {
-        println!("  {}", ev.reason);
+        outln!("  {}", ev.reason);
     }
 }
 
 pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
     match cmd {
         ChaosCommand::Run { experiment, adapter, seed, state_dir, quiet, common } => {
-            let exp = api::resolve_experiment(&experiment, &common.dir()).map_err(err)?;
-            let ad = api::resolve_adapter(adapter.as_deref(), &exp).map_err(err)?;
-            let opts = RunOptions { seed, state_dir, echo: !quiet && !common.json };
+            let limits = common.limits.limits();
+            let exp = api::resolve_experiment_with(&experiment, &common.dir(), &limits).map_err(err)?;
+            let ad = api::resolve_adapter_with(adapter.as_deref(), &exp, &limits).map_err(err)?;
+            let opts = RunOptions { seed, state_dir, echo: !quiet && !common.json, limits };
             let out = runner::run(&exp, &ad, &opts).map_err(err)?;
             if common.json {
                 print_json(&out.evaluation)?;
             } else {
                 print_evaluation(&out.evaluation);
-                println!("{}", out.run_dir.display());
+                outln!("{}", out.run_dir.display());
             }
-            Ok(out.evaluation.exit_code)
+            // Interrupted: 128 + the signal, like a shell reports a command a signal ended.
+            Ok(out.interrupted.map_or(out.evaluation.exit_code, |sig| 128 + sig))
+        }
+        ChaosCommand::Validate { experiment, adapter, common } => {
+            let limits = common.limits.limits();
+            let exp = api::resolve_experiment_with(&experiment, &common.dir(), &limits).map_err(err)?;
+            let ad = api::resolve_adapter_with(adapter.as_deref(), &exp, &limits).map_err(err)?;
+            if common.json {
+                print_json(&serde_json::json!({
+                    "experiment": exp.path, "id": exp.experiment.id.value, "adapter": ad.adapter.name, "ok": true
+                }))?;
+            } else {
+                outln!("ok  {} ({}) with adapter {}", exp.experiment.id.value, exp.path.display(), ad.adapter.name);
+            }
+            Ok(0)
         }
         ChaosCommand::List { issue, common } => {
-            let (entries, errors) = api::list(&common.dir(), issue.as_deref());
+            let (entries, errors) = api::list_with(&common.dir(), issue.as_deref(), &common.limits.limits());
             for e in &errors {
-                eprintln!("repro: warning: {e}");
+                errln!("repro: warning: {e}");
             }
             if common.json {
                 print_json(&entries)?;
             } else {
                 for e in &entries {
-                    println!("{} (v{})", e.id, e.version);
-                    println!("  {}", e.title);
+                    outln!("{} (v{})", e.id, e.version);
+                    outln!("  {}", e.title);
                     if !e.issues.is_empty() {
-                        println!("  issues: {}", e.issues.join(", "));
+                        outln!("  issues: {}", e.issues.join(", "));
                     }
                     for l in wrap(&e.hypothesis, 76) {
-                        println!("    {l}");
+                        outln!("    {l}");
                     }
-                    println!();
+                    outln!();
                 }
             }
             Ok(0)
         }
         ChaosCommand::Show { experiment, common } => {
-            let exp = api::resolve_experiment(&experiment, &common.dir()).map_err(err)?;
+            let exp = api::resolve_experiment_with(&experiment, &common.dir(), &common.limits.limits()).map_err(err)?;
             if common.json {
                 print_json(&api::show_json(&exp))?;
             } else {
-                print!("{}", api::show_text(&exp));
+                out!("{}", api::show_text(&exp));
             }
             Ok(0)
         }
         ChaosCommand::Preflight { experiment, adapter, common } => {
-            let exp = api::resolve_experiment(&experiment, &common.dir()).map_err(err)?;
-            let ad = api::resolve_adapter(adapter.as_deref(), &exp).map_err(err)?;
+            let limits = common.limits.limits();
+            let exp = api::resolve_experiment_with(&experiment, &common.dir(), &limits).map_err(err)?;
+            let ad = api::resolve_adapter_with(adapter.as_deref(), &exp, &limits).map_err(err)?;
             let rep = api::preflight(&exp, &ad).map_err(err)?;
             if common.json {
                 print_json(&rep)?;
             } else {
                 for c in &rep.checks {
                     for l in c.lines() {
-                        println!("{l}");
+                        outln!("{l}");
                     }
                 }
-                println!("{}", rep.status);
+                outln!("{}", rep.status);
                 if rep.status != "ready" {
-                    println!("  {}", rep.reason);
+                    outln!("  {}", rep.reason);
                 }
             }
             Ok(rep.exit_code)
         }
         ChaosCommand::Evaluate { run, experiment, common } => {
-            let (ev, path) = api::evaluate_run(&run, experiment.as_deref()).map_err(err)?;
+            let (ev, path) =
+                api::evaluate_run_with(&run, experiment.as_deref(), &common.limits.limits()).map_err(err)?;
             if common.json {
                 let mut v = serde_json::to_value(&ev).map_err(|e| CliError::new(EXIT_ERROR, e.to_string()))?;
                 v["evaluation_file"] = serde_json::json!(path);
@@ -223,42 +299,41 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
                 };
                 let sha = ev.experiment["sha256"].as_str().unwrap_or("").chars().take(12).collect::<String>();
                 let asha = ev.adapter["sha256"].as_str().unwrap_or("").chars().take(12).collect::<String>();
-                println!(
+                outln!(
                     "  evaluated with {exp_desc} (sha256 {sha}) and adapter {} (sha256 {asha})",
                     ev.adapter["name"].as_str().unwrap_or("?")
                 );
                 print_evaluation(&ev);
-                println!("{}", path.display());
+                outln!("{}", path.display());
             }
             Ok(ev.exit_code)
         }
         ChaosCommand::Report { run, output } => {
             let p = repro_report::write_report(&run, output.as_deref()).map_err(rerr)?;
-            println!("{}", p.display());
+            outln!("{}", p.display());
             Ok(0)
         }
         ChaosCommand::Share { run, output } => {
             let (_, files) = repro_report::write_share(&run, output.as_deref()).map_err(rerr)?;
             for f in files {
-                println!("{}", f.display());
+                outln!("{}", f.display());
             }
             Ok(0)
         }
         ChaosCommand::Export { run, output } => {
             if output.as_deref() == Some(Path::new("-")) {
                 let r = repro_report::Run::read(&run).map_err(rerr)?;
-                print!("{}", repro_report::openmetrics::export(&r));
+                out!("{}", repro_report::openmetrics::export(&r));
             } else {
                 let p = repro_report::write_export(&run, output.as_deref()).map_err(rerr)?;
-                println!("{}", p.display());
+                outln!("{}", p.display());
             }
             Ok(0)
         }
         ChaosCommand::Dashboard { runs, port } => {
             let d = repro_report::serve::Dashboard::bind(runs, port).map_err(rerr)?;
-            println!("{}", d.url());
-            use std::io::Write as _;
-            let _ = std::io::stdout().flush();
+            outln!("{}", d.url());
+            crate::out::flush_out();
             d.serve().map_err(rerr)?;
             Ok(0)
         }

@@ -37,7 +37,7 @@ pub struct SearchArgs {
     /// locale, HOME, USER and PATH variants).
     #[arg(long, value_name = "NAME=V1,V2")]
     env_variant: Vec<String>,
-    /// Parallel runs [default: the number of CPUs].
+    /// Parallel runs, at most 256 [default: the number of CPUs].
     #[arg(long, short, value_name = "N")]
     jobs: Option<usize>,
     /// The baseline epoch (as `repro run --epoch`) [default: 2025-01-01T00:00:00Z].
@@ -64,6 +64,9 @@ struct Prepared {
     jobs: usize,
 }
 
+/// The most parallel runs `--jobs` may ask for: each is a worker thread and a sandbox.
+const MAX_JOBS: usize = 256;
+
 fn prepare(
     a: &SearchArgs,
     command: &[String],
@@ -73,6 +76,10 @@ fn prepare(
 ) -> Result<Prepared, CliError> {
     if command.is_empty() && pack.is_none() {
         return Err(CliError::usage(format!("no command given: repro {kind} [OPTIONS] -- CMD [ARGS...]")));
+    }
+    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
+    if jobs > MAX_JOBS {
+        return Err(CliError::usage(format!("--jobs {jobs}: at most {MAX_JOBS} parallel runs")));
     }
     let dims = Dimension::parse_list(&a.vary)?;
     let seeds = match &a.seeds {
@@ -124,7 +131,7 @@ fn prepare(
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| CliError::new(125, format!("cannot create {}: {e}", state_dir.display())))?;
     let repro = std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
-    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)).max(1);
+
     Ok(Prepared {
         runner: Runner {
             repro,
@@ -177,7 +184,7 @@ pub fn hunt(a: HuntArgs) -> Result<i32, CliError> {
     let mut progress = |outcomes: &[runner::Outcome]| {
         if tty && last_print.elapsed() > Duration::from_millis(100) {
             let failed = outcomes.iter().filter(|o| o.verdict == runner::Verdict::Fail).count();
-            eprint!(
+            errout!(
                 "\r[hunt] {} runs, {} failing, {:.1} runs/s   ",
                 outcomes.len(),
                 failed,
@@ -190,7 +197,7 @@ pub fn hunt(a: HuntArgs) -> Result<i32, CliError> {
     let base = &p.base;
     let outcomes = runner::run_parallel(&p.runner, p.jobs, &budget, &|i| space.config(base, i), &mut progress)?;
     if tty {
-        eprintln!();
+        errln!();
     }
     let mut report = hunt::report(&space.dims, &outcomes, start.elapsed().as_millis() as u64);
     if a.capture {
@@ -218,7 +225,7 @@ pub fn hunt(a: HuntArgs) -> Result<i32, CliError> {
     if a.search.json {
         print_json(&report)?;
     } else {
-        print!("{}", hunt::render(&report));
+        out!("{}", hunt::render(&report));
     }
     Ok(if report.failed > 0 { 1 } else { 0 })
 }
@@ -264,7 +271,7 @@ pub fn explain(a: ExplainArgs) -> Result<i32, CliError> {
     if a.search.json {
         print_json(&report)?;
     } else {
-        print!("{}", explain::render(&report));
+        out!("{}", explain::render(&report));
     }
     Ok(if report.nondeterministic { repro_sandbox::EXIT_NOT_DETERMINISTIC } else { 0 })
 }
@@ -316,7 +323,7 @@ pub fn shrink(a: ShrinkArgs) -> Result<i32, CliError> {
     let quiet = a.json;
     let mut progress = |line: &str| {
         if !quiet {
-            eprintln!("[shrink] {line}");
+            errln!("[shrink] {line}");
         }
     };
     let result = shrink::shrink(&opts, &mut progress);
@@ -325,7 +332,7 @@ pub fn shrink(a: ShrinkArgs) -> Result<i32, CliError> {
     if a.json {
         print_json(&report)?;
     } else {
-        print!("{}", shrink::render(&report));
+        out!("{}", shrink::render(&report));
     }
     Ok(0)
 }

@@ -1,6 +1,8 @@
 //! The `repro` command line: clap definitions and human/JSON output. The work itself is done by the library
 //! crates; this crate only parses, dispatches and prints.
 
+#[macro_use]
+mod out;
 mod chaos;
 mod error;
 mod hunt;
@@ -29,7 +31,7 @@ pub const EXIT_USAGE: i32 = 2;
     propagate_version = true,
     after_help = "Exit status: the guest's own; 2 usage error; 121 determinism not enforced; 122 --verify found \
                   differences; 123 replay diverged from its tape; 125 repro failed to set up; 126 command not \
-                  executable; 127 command not found."
+                  executable; 127 command not found; 130/143 interrupted by SIGINT/SIGTERM; 141 stdout closed early."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -101,7 +103,7 @@ pub fn main() -> ExitCode {
     match dispatch(cli) {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(err) => {
-            eprintln!("repro: {err}");
+            errln!("repro: {err}");
             ExitCode::from(err.code.clamp(0, 255) as u8)
         }
     }
@@ -126,14 +128,17 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
             if json {
                 print_json(&report)?;
             } else {
-                print!("{}", repro_sandbox::doctor::render(&report));
+                out!("{}", repro_sandbox::doctor::render(&report));
             }
             Ok(if report.usable { 0 } else { 1 })
         }
         Command::Chaos(cmd) => chaos::dispatch(cmd),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
-            clap_complete::generate(shell, &mut cmd, "repro", &mut std::io::stdout());
+            // Generated into memory: clap_complete panics when its writer fails (a closed pipe).
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "repro", &mut buf);
+            out::write_out_bytes(&buf);
             Ok(0)
         }
         Command::Init { config } => Ok(repro_sandbox::init::main(&config)),
@@ -144,6 +149,6 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
 /// Prints a value as pretty JSON on stdout.
 pub(crate) fn print_json<T: serde::Serialize>(v: &T) -> Result<(), CliError> {
     let s = serde_json::to_string_pretty(v).map_err(|e| CliError::new(1, format!("cannot encode JSON: {e}")))?;
-    println!("{s}");
+    outln!("{s}");
     Ok(())
 }

@@ -212,7 +212,30 @@ fn exe() -> PathBuf {
     std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe"))
 }
 
+/// `-o FILE` must be writable where it points before the command runs: a missing directory is a usage error
+/// (exit 2), not a failure found after the command ran.
+fn check_output_path(path: &std::path::Path) -> Result<(), CliError> {
+    if path.is_dir() {
+        return Err(CliError::usage(format!("-o {}: is a directory, expected a pack file name", path.display())));
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    if !parent.is_dir() {
+        return Err(CliError::usage(format!(
+            "-o {}: the directory {} does not exist (create it first)",
+            path.display(),
+            parent.display()
+        )));
+    }
+    Ok(())
+}
+
 pub fn capture_cmd(a: CaptureArgs) -> Result<i32, CliError> {
+    if let Some(p) = &a.output {
+        check_output_path(p)?;
+    }
     let opts = CaptureOptions {
         run: a.sandbox.into_options(a.command, false),
         always: a.always,
@@ -224,7 +247,7 @@ pub fn capture_cmd(a: CaptureArgs) -> Result<i32, CliError> {
     let r = capture(&opts, &exe())?;
     let rec = &r.run.record;
     for n in &rec.determinism.not_enforced {
-        eprintln!("[repro] determinism not enforced: {n}");
+        errln!("[repro] determinism not enforced: {n}");
     }
     if a.json {
         print_json(&serde_json::json!({
@@ -237,17 +260,16 @@ pub fn capture_cmd(a: CaptureArgs) -> Result<i32, CliError> {
         }))?;
     } else if !a.quiet {
         match &r.pack {
-            Some(p) => eprintln!(
+            Some(p) => errln!(
                 "[repro] pack: {} ({} paths, {} blobs; signature: {})",
                 p.display(),
                 r.files,
                 r.blobs,
                 r.signature.summary()
             ),
-            None => eprintln!(
-                "[repro] exit {}: no pack written (the command succeeded; --always writes one)",
-                rec.exit_status
-            ),
+            None => {
+                errln!("[repro] exit {}: no pack written (the command succeeded; --always writes one)", rec.exit_status)
+            }
         }
     }
     Ok(rec.exit_status)
@@ -265,7 +287,17 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
         vary,
         limits,
     };
+    crate::run::hold_interrupts();
     let r = replay(&opts, &exe())?;
+    if let Some(sig) = r.interrupted {
+        errln!(
+            "[repro] replay interrupted by {} during run {} of {}: stopped, nothing to report",
+            repro_sandbox::init::signal_name(sig),
+            r.runs.len() + 1,
+            a.runs
+        );
+        return Ok(128 + sig);
+    }
     let n = r.runs.len();
     let diverged = r.runs.iter().find_map(|run| run.diverged.clone());
     let code = if diverged.is_some() {
@@ -285,16 +317,16 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
     let mut warned = std::collections::BTreeSet::new();
     for w in r.runs.iter().flat_map(|run| &run.warnings) {
         if warned.insert(w) {
-            eprintln!("repro: warning: {w}");
+            errln!("repro: warning: {w}");
         }
     }
     if let Some(d) = diverged {
-        eprintln!("[repro] replay diverged from the recording: {d}");
+        errln!("[repro] replay diverged from the recording: {d}");
     } else {
-        eprintln!("[repro] reproduced {}/{}: {}", r.reproduced, n, r.recorded.summary());
+        errln!("[repro] reproduced {}/{}: {}", r.reproduced, n, r.recorded.summary());
         for (i, run) in r.runs.iter().enumerate() {
             for d in &run.differences {
-                eprintln!("[repro] run {}: differs: {d}", i + 1);
+                errln!("[repro] run {}: differs: {d}", i + 1);
             }
         }
     }
@@ -307,14 +339,14 @@ pub fn inspect_cmd(a: InspectArgs) -> Result<i32, CliError> {
     if a.json {
         print_json(&s)?;
     } else {
-        print!("{}", repro_pack::summary::render(&s));
+        out!("{}", repro_pack::summary::render(&s));
     }
     Ok(0)
 }
 
 pub fn unpack_cmd(a: UnpackArgs) -> Result<i32, CliError> {
     let pack = repro_pack::summary::unpack_limited(&a.pack, &a.dir, &Store::default_store(), &a.limits.limits()?)?;
-    eprintln!(
+    errln!(
         "[repro] unpacked {} paths of {} into {} (manifest.json, root/, stdout, stderr)",
         pack.manifest.files.len(),
         a.pack.display(),
@@ -333,7 +365,7 @@ pub fn pack_cmd(c: PackCommand) -> Result<i32, CliError> {
                     "blob_bytes": p.blobs.values().sum::<u64>(), "format": p.manifest.format,
                 }))?;
             } else {
-                println!("{}: ok ({} blobs, every digest checks)", pack.display(), p.blobs.len());
+                outln!("{}: ok ({} blobs, every digest checks)", pack.display(), p.blobs.len());
             }
             Ok(0)
         }
@@ -355,10 +387,10 @@ pub fn pack_cmd(c: PackCommand) -> Result<i32, CliError> {
                     c.bytes,
                     c.path.display()
                 );
-                println!("{}", line.trim_end());
+                outln!("{}", line.trim_end());
             }
             if clean && list.is_empty() {
-                println!("nothing to remove in {}", dir.display());
+                outln!("nothing to remove in {}", dir.display());
             }
             Ok(0)
         }

@@ -124,13 +124,7 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
     if a.json {
         print_json(r)?;
     } else if !a.quiet {
-        eprintln!(
-            "repro: {} in {} ms; {}; run {}",
-            outcome_text(r),
-            r.duration_ms,
-            changes_text(r),
-            report.dir.display()
-        );
+        errln!("repro: {} in {} ms; {}; run {}", outcome_text(r), r.duration_ms, changes_text(r), report.dir.display());
     }
     Ok(r.exit_status)
 }
@@ -138,25 +132,36 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
 /// Warnings, and what the supervisor could not enforce, on stderr.
 fn report_enforcement(r: &RunRecord) {
     for w in &r.enforcement.warnings {
-        eprintln!("repro: warning: {w}");
+        errln!("repro: warning: {w}");
     }
     for n in &r.determinism.not_enforced {
-        eprintln!("[repro] determinism not enforced: {n}");
+        errln!("[repro] determinism not enforced: {n}");
     }
     if !r.determinism.not_enforced.is_empty() {
-        eprintln!("[repro] {} but this run is NOT reproducible; see the messages above (exit 121)", outcome_text(r));
+        errln!("[repro] {} but this run is NOT reproducible; see the messages above (exit 121)", outcome_text(r));
     }
 }
 
 fn verify(req: &RunRequest, exe: &std::path::Path, runs: u32, json: bool) -> Result<i32, CliError> {
+    hold_interrupts();
     let mut records = Vec::new();
     for i in 0..runs {
         // The first run's output is shown; the others are only saved.
         let echo = Echo { stdout: i == 0 && !json, stderr: i == 0 };
         let report = repro_sandbox::run::execute(req, exe, echo)?;
+        if let Some(sig) = report.interrupted {
+            // Ctrl-C stops the whole verification: no next run, no comparison of an interrupted run.
+            errln!(
+                "repro: --verify interrupted by {} during run {} of {runs}: stopped, nothing compared (run {})",
+                repro_sandbox::init::signal_name(sig),
+                i + 1,
+                report.dir.display()
+            );
+            return Ok(128 + sig);
+        }
         if i == 0 {
             for w in &report.record.enforcement.warnings {
-                eprintln!("repro: warning: {w}");
+                errln!("repro: warning: {w}");
             }
         }
         records.push((report.record, report.dir));
@@ -175,11 +180,18 @@ fn verify(req: &RunRequest, exe: &std::path::Path, runs: u32, json: bool) -> Res
         print_json(&v)?;
     } else {
         for n in &report.not_enforced {
-            eprintln!("[repro] determinism not enforced: {n}");
+            errln!("[repro] determinism not enforced: {n}");
         }
-        eprint!("{}", repro_sandbox::verify::render(&report));
+        errout!("{}", repro_sandbox::verify::render(&report));
     }
     Ok(code)
+}
+
+/// Holds SIGINT/SIGTERM/SIGHUP from here on (as each run does while it lasts), so one that arrives between
+/// two runs of `--verify` or `replay --runs`, or before the first run reads its signals, is seen by the next
+/// run as an interrupt: the loop then stops with 128 + the signal instead of dying half-way.
+pub(crate) fn hold_interrupts() {
+    let _ = repro_sys::ns::block_signals(&repro_sandbox::init::INIT_SIGNALS);
 }
 
 fn outcome_text(r: &RunRecord) -> String {
@@ -232,21 +244,21 @@ pub fn runs(a: RunsArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     if list.is_empty() {
-        println!("no runs in {}", state.display());
+        outln!("no runs in {}", state.display());
         return Ok(0);
     }
     let width = list.iter().map(|r| r.id.len()).max().unwrap_or(2);
-    println!("{:<width$} {:<12} {:>9}  COMMAND", "ID", "STATUS", "DURATION");
+    outln!("{:<width$} {:<12} {:>9}  COMMAND", "ID", "STATUS", "DURATION");
     for r in &list {
         match &r.record {
-            Some(rec) => println!(
+            Some(rec) => outln!(
                 "{:<width$} {:<12} {:>7}ms  {}",
                 r.id,
                 format!("exit {}", rec.exit_status),
                 rec.duration_ms,
                 shell_words(&rec.settings.command)
             ),
-            None => println!("{:<width$} {:<12} {:>9}  -", r.id, "incomplete", "-"),
+            None => outln!("{:<width$} {:<12} {:>9}  -", r.id, "incomplete", "-"),
         }
     }
     Ok(0)
@@ -340,38 +352,34 @@ pub fn show(a: ShowArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     let s = &r.settings;
-    println!("run       {}", r.id);
-    println!("path      {}", found.path.display());
-    println!("command   {}", shell_words(&s.command));
-    println!("cwd       {}", s.cwd);
-    println!("started   {} (took {} ms)", r.started_at, r.duration_ms);
-    println!("outcome   {} (repro exit status {})", outcome_text(&r), r.exit_status);
-    println!("epoch     {}", repro_sandbox::run::describe_epoch(&s.epoch));
-    println!("seed      {}", s.seed);
-    println!("cpus      {} (host CPUs {:?})", s.cpus, s.cpu_affinity);
-    println!(
-        "memory    {} bytes{}",
-        s.memory_bytes,
-        if r.enforcement.cgroup.is_some() { "" } else { " (not enforced)" }
-    );
-    println!("output    stdout {} bytes, stderr {} bytes", r.stdout_bytes, r.stderr_bytes);
-    println!("changes   {}", changes_text(&r));
+    outln!("run       {}", r.id);
+    outln!("path      {}", found.path.display());
+    outln!("command   {}", shell_words(&s.command));
+    outln!("cwd       {}", s.cwd);
+    outln!("started   {} (took {} ms)", r.started_at, r.duration_ms);
+    outln!("outcome   {} (repro exit status {})", outcome_text(&r), r.exit_status);
+    outln!("epoch     {}", repro_sandbox::run::describe_epoch(&s.epoch));
+    outln!("seed      {}", s.seed);
+    outln!("cpus      {} (host CPUs {:?})", s.cpus, s.cpu_affinity);
+    outln!("memory    {} bytes{}", s.memory_bytes, if r.enforcement.cgroup.is_some() { "" } else { " (not enforced)" });
+    outln!("output    stdout {} bytes, stderr {} bytes", r.stdout_bytes, r.stderr_bytes);
+    outln!("changes   {}", changes_text(&r));
     if let Ok(data) = std::fs::read(found.path.join("changes.json")) {
         if let Ok(c) = serde_json::from_slice::<repro_model::run::Changes>(&data) {
             for ch in &c.changes {
-                println!("          {:<8} {}", format!("{:?}", ch.kind).to_lowercase(), ch.path);
+                outln!("          {:<8} {}", format!("{:?}", ch.kind).to_lowercase(), ch.path);
             }
         }
     }
     for b in &s.binds {
-        println!("bind      {} -> {} ({})", b.host, b.guest, if b.writable { "rw" } else { "ro" });
+        outln!("bind      {} -> {} ({})", b.host, b.guest, if b.writable { "rw" } else { "ro" });
     }
-    println!("env");
+    outln!("env");
     for line in repro_sandbox::run::env_lines(&s.env) {
-        println!("          {line}");
+        outln!("          {line}");
     }
     for w in &r.enforcement.warnings {
-        println!("warning   {w}");
+        outln!("warning   {w}");
     }
     Ok(0)
 }

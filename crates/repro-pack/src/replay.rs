@@ -105,6 +105,10 @@ pub struct ReplayReport {
     /// Time to read and check the pack and prepare its root (cached after the first replay).
     pub prepare_ms: u64,
     pub root: PathBuf,
+    /// The signal (SIGINT, SIGTERM) repro received during a run: the replay stopped there, and `runs` holds
+    /// only the runs that ended before it; nothing is said about reproduction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<i32>,
 }
 
 /// The sandbox settings of a replay of `pack`.
@@ -218,6 +222,18 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
         let echo = Echo { stdout: opts.echo.stdout && i == 0, stderr: opts.echo.stderr && i == 0 };
         let extras = RunExtras { root_source: Some(root.clone()), tapes: tapes.clone(), ..Default::default() };
         let report = repro_sandbox::run::execute_with(&req, exe, echo, &extras)?;
+        if let Some(sig) = report.interrupted {
+            // Ctrl-C stops the whole replay: the interrupted run is no evidence, and no next run starts.
+            return Ok(ReplayReport {
+                pack: opts.pack.clone(),
+                recorded,
+                reproduced: 0,
+                runs,
+                prepare_ms,
+                root,
+                interrupted: Some(sig),
+            });
+        }
         let read =
             |n: &str| fs::read(report.dir.join(n)).map_err(|e| PackError::io("cannot read", report.dir.join(n), e));
         let (stdout, stderr) = (read("stdout")?, read("stderr")?);
@@ -247,5 +263,5 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
         });
     }
     let reproduced = runs.iter().filter(|r| r.differences.is_empty()).count() as u32;
-    Ok(ReplayReport { pack: opts.pack.clone(), recorded, runs, reproduced, prepare_ms, root })
+    Ok(ReplayReport { pack: opts.pack.clone(), recorded, runs, reproduced, prepare_ms, root, interrupted: None })
 }

@@ -187,6 +187,9 @@ pub struct RunReport {
     pub accessed: Vec<Accessed>,
     /// The tapes recorded, and whether a replay diverged from its tapes.
     pub tapes: crate::init::TapesOut,
+    /// The SIGINT/SIGTERM/SIGHUP that repro itself received during the run (forwarded to the guest): a
+    /// caller running several runs (`--verify`, `replay --runs`) stops there.
+    pub interrupted: Option<i32>,
 }
 
 /// What `repro capture` and `repro replay` add to a run.
@@ -530,7 +533,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         determinism,
     };
     dir.finish(&record)?;
-    Ok(RunReport { record, dir: dir.path, accessed, tapes })
+    Ok(RunReport { record, dir: dir.path, accessed, tapes, interrupted })
 }
 
 /// What a run that filled its writable layer is told.

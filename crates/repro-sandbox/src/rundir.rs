@@ -65,7 +65,14 @@ impl RunDir {
     /// Creates a fresh run directory with its `INCOMPLETE` marker.
     pub fn create(state: &Path, id: &str) -> Result<RunDir, SandboxError> {
         let runs = state.join("runs");
-        fs::create_dir_all(&runs).map_err(|e| SandboxError::io("cannot create the state directory", &runs, e))?;
+        fs::create_dir_all(&runs).map_err(|e| match e.kind() {
+            // A state directory under a file (or a file in its place) is a bad argument, not a setup failure.
+            std::io::ErrorKind::NotADirectory | std::io::ErrorKind::AlreadyExists => SandboxError::usage(
+                format!("state directory '{}' (--state-dir or $REPRO_STATE_DIR)", state.display()),
+                format!("cannot create '{}': {e}", runs.display()),
+            ),
+            _ => SandboxError::io("cannot create the state directory", &runs, e),
+        })?;
         let path = runs.join(id);
         let fresh = runs.join(format!("{NEW_PREFIX}{id}"));
         fs::create_dir(&fresh).map_err(|e| SandboxError::io("cannot create the run directory", &fresh, e))?;

@@ -2,6 +2,7 @@
 //! One module per command family.
 
 mod chaos;
+mod chaos_bounds;
 mod cli;
 mod common;
 mod determinism;
@@ -9,6 +10,7 @@ mod doctor;
 mod hunt;
 mod pack;
 mod pack_docker;
+mod robust;
 mod run;
 mod signals;
 mod sock_tape;
