@@ -306,12 +306,12 @@ pub fn gc(a: GcArgs) -> Result<i32, CliError> {
             gc::GcReason::Age => "older than --older-than",
             gc::GcReason::Size => "over --max-size",
         };
-        println!("{verb} {} ({reason}, {})", item.id, human_bytes(item.bytes));
+        outln!("{verb} {} ({reason}, {})", item.id, human_bytes(item.bytes));
     }
     for id in &report.live {
-        println!("kept {id} (in progress)");
+        outln!("kept {id} (in progress)");
     }
-    println!(
+    outln!(
         "{verb} {} item(s), {}; runs now take {}",
         report.removed.len(),
         human_bytes(report.freed_bytes),
