@@ -1,8 +1,11 @@
 //! `repro __init`: PID 1 of the sandbox. It builds the guest's root, starts the guest, reaps every process,
 //! forwards SIGINT/SIGTERM/SIGHUP to the guest and exits with the guest's status.
 //!
-//! It is executed fresh (`/proc/self/exe __init CONFIG`) by `repro run` in new mount, PID, network, UTS and IPC
-//! namespaces, so it starts single-threaded with a clean address space.
+//! It is executed fresh (`/proc/self/exe __init fd:5`) by `repro run` in new user, mount, PID, network, UTS and IPC
+//! namespaces, so it starts single-threaded with a clean address space. It reads its configuration from, and
+//! writes its result to, descriptors `repro run` placed ([`CONFIG_FD`], [`RESULT_FD`]): the run directory
+//! belongs to the host's user, whom the init no longer is. It makes itself non-dumpable (a guest cannot ptrace
+//! it or read its memory) and enters a cgroup namespace, so the guest sees the run's cgroup as the root.
 
 use std::ffi::CString;
 use std::fs;
@@ -30,6 +33,26 @@ pub mod libc_sig {
 pub const STDOUT_FD: i32 = 3;
 /// The descriptor at which the init receives the guest's stderr pipe.
 pub const STDERR_FD: i32 = 4;
+/// The descriptor from which the init reads its [`InitConfig`] (a memfd).
+pub const CONFIG_FD: i32 = 5;
+/// The descriptor to which the init writes its [`InitResult`] (a memfd `repro run` reads afterwards).
+pub const RESULT_FD: i32 = 6;
+/// With [`DetSettings::access_stream`]: the stream file, open for appending.
+pub const ACCESS_FD: i32 = 7;
+/// A socket on which `repro run` sends the detached idmapped mounts of [`InitConfig::trees`], in that order.
+pub const TREES_FD: i32 = 8;
+
+/// What a detached, idmapped mount tree received on [`TREES_FD`] is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TreeRole {
+    /// The working directory: attached at [`InitConfig::stage`], the overlay's lower layer.
+    Cwd,
+    /// A pack's root (`root_source`): attached at [`InitConfig::stage`], bound as the guest's `/`.
+    RootSource,
+    /// `--bind` number N (a `:rw` one): attached at its guest path.
+    Bind(usize),
+}
 
 /// Everything the init needs, written by `repro run` to the run directory.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -52,10 +75,14 @@ pub struct InitConfig {
     pub no_aslr: bool,
     pub rlimits: Vec<(i32, u64, u64)>,
     pub cpus: Vec<usize>,
-    /// Where to write the [`InitResult`].
-    pub result: String,
     /// Whether the init runs in its own user namespace (overlay then needs `userxattr`).
     pub user_namespace: bool,
+    /// The detached idmapped mounts that arrive on [`TREES_FD`], in order (empty for an unprivileged caller).
+    #[serde(default)]
+    pub trees: Vec<TreeRole>,
+    /// An empty directory where the tree of the working directory (or of a pack's root) is attached.
+    #[serde(default)]
+    pub stage: String,
     /// The determinism supervisor's settings; `None` runs the guest without it.
     pub determinism: Option<DetSettings>,
     /// A directory to bind (read-only) as the guest's `/` instead of the host's (a reproducer pack's root);
@@ -115,7 +142,8 @@ pub struct DetSettings {
     /// `sorted`, `reversed` or `shuffled:SEED`.
     #[serde(default)]
     pub dir_order: String,
-    /// With `record_access`: a file the paths the guest reads are appended to while it runs.
+    /// With `record_access`: a file the paths the guest reads are appended to while it runs (the init receives it
+    /// open on [`ACCESS_FD`]; the path is for messages).
     #[serde(default)]
     pub access_stream: Option<String>,
 }
@@ -145,37 +173,33 @@ pub struct InitResult {
     pub tapes: TapesOut,
 }
 
-/// The init's entry point. Returns the exit status.
-pub fn main(config_path: &Path) -> i32 {
-    let cfg: InitConfig = match fs::read(config_path)
-        .map_err(|e| e.to_string())
-        .and_then(|d| serde_json::from_slice(&d).map_err(|e| e.to_string()))
-    {
+/// The init's entry point: `config` is `fd:N` (the descriptor the configuration is read from). Returns the exit
+/// status.
+pub fn main(config: &Path) -> i32 {
+    // The result goes to a descriptor `repro run` reads afterwards: the run directory is not writable by the
+    // guest's (mapped) root.
+    let Some(result_fd) = ns_fd(RESULT_FD) else {
+        eprintln!(
+            "repro: sandbox setup failed: no result descriptor {RESULT_FD} (repro __init is started by repro run)"
+        );
+        return crate::EXIT_SETUP;
+    };
+    let mut result_file = fs::File::from(result_fd);
+    let cfg: InitConfig = match read_config(config) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("repro: sandbox setup failed: cannot read {}: {e}", config_path.display());
+            eprintln!("repro: sandbox setup failed: cannot read the configuration ({}): {e}", config.display());
             return crate::EXIT_SETUP;
         }
     };
-    // Open the result file before the root changes: afterwards the run directory is not reachable.
-    let mut result_file = match fs::File::create(&cfg.result) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("repro: sandbox setup failed: cannot create {}: {e}", cfg.result);
-            return crate::EXIT_SETUP;
-        }
+    let stream = match cfg.determinism.as_ref().and_then(|d| d.access_stream.as_ref()) {
+        Some(_) => ns_fd(ACCESS_FD).map(|fd| repro_tracer::AccessStream(std::sync::Arc::new(fs::File::from(fd)))),
+        None => None,
     };
-    // The access stream too (a capture reads it while the guest runs).
-    let stream = cfg
-        .determinism
-        .as_ref()
-        .and_then(|d| d.access_stream.as_ref())
-        .and_then(|p| fs::OpenOptions::new().append(true).open(p).ok())
-        .map(|f| repro_tracer::AccessStream(std::sync::Arc::new(f)));
     let mut determinism = Determinism { supervised: cfg.determinism.is_some(), ..Default::default() };
     let mut accessed = Vec::new();
     let mut tapes = TapesOut::default();
-    let (outcome, status) = match setup(&cfg) {
+    let (outcome, status) = match harden().and_then(|_| setup(&cfg)) {
         Err(msg) => {
             eprintln!("repro: sandbox setup failed: {msg}");
             (RunOutcome::SetupFailed { message: msg }, crate::EXIT_SETUP)
@@ -187,6 +211,31 @@ pub fn main(config_path: &Path) -> i32 {
     status
 }
 
+fn ns_fd(fd: i32) -> Option<std::os::fd::OwnedFd> {
+    repro_sys::idmap::inherited(fd)
+}
+
+fn read_config(config: &Path) -> Result<InitConfig, String> {
+    let arg = config.to_string_lossy();
+    let fd: i32 =
+        arg.strip_prefix("fd:").and_then(|n| n.parse().ok()).ok_or_else(|| format!("expected fd:N, got '{arg}'"))?;
+    let f = ns_fd(fd).ok_or_else(|| format!("descriptor {fd} is not open"))?;
+    let mut data = Vec::new();
+    std::io::Read::read_to_end(&mut fs::File::from(f), &mut data).map_err(|e| e.to_string())?;
+    serde_json::from_slice(&data).map_err(|e| e.to_string())
+}
+
+/// What the init does to itself before anything else, once `repro run` has placed it in the run's cgroup: no
+/// process of the guest may ptrace it or read its memory (non-dumpable, and no program it starts regains
+/// CAP_SYS_PTRACE, which would override that), and the guest sees the run's cgroup as the root of the hierarchy.
+fn harden() -> Result<(), String> {
+    use repro_sys::idmap;
+    idmap::set_non_dumpable().map_err(|e| e.to_string())?;
+    idmap::drop_bounding(idmap::CAP_SYS_PTRACE).map_err(|e| e.to_string())?;
+    ns::unshare(ns::flags::CGROUP).map_err(|e| format!("{e} (a cgroup namespace)"))?;
+    Ok(())
+}
+
 fn setup(cfg: &InitConfig) -> Result<(), String> {
     let e = |x: ns::SysError| x.to_string();
     ns::setsid().map_err(e)?;
@@ -195,27 +244,50 @@ fn setup(cfg: &InitConfig) -> Result<(), String> {
     if !cfg.host_network {
         ns::interface_up("lo").map_err(e)?;
     }
-    build_root(cfg)?;
-    ns::pivot_into(&cfg.root).map_err(e)?;
-    ns::mount("proc", "/proc", "proc", mflags::NOSUID | mflags::NODEV | mflags::NOEXEC, None).map_err(e)?;
+    let trees = receive_trees(cfg)?;
+    build_root(cfg, trees)?;
+    // /proc and /sys of the new namespaces are mounted before the pivot: in a user namespace the kernel accepts a
+    // new procfs or sysfs only while a fully visible instance is in the mount namespace (the host's, until the
+    // pivot drops it; a pack's root has none).
+    let r = cfg.root.as_str();
+    ns::mount("proc", &under(r, "/proc"), "proc", mflags::NOSUID | mflags::NODEV | mflags::NOEXEC, None).map_err(e)?;
     // A sysfs of this network namespace: /sys/class/net shows only lo. With the host's network, the host's
     // /sys (part of the recursive bind of /) stays: a sysfs cannot be mounted again for that namespace.
     if !cfg.host_network {
-        ns::mount("sysfs", "/sys", "sysfs", mflags::RDONLY | mflags::NOSUID | mflags::NODEV | mflags::NOEXEC, None)
-            .map_err(e)?;
+        let flags = mflags::RDONLY | mflags::NOSUID | mflags::NODEV | mflags::NOEXEC;
+        ns::mount("sysfs", &under(r, "/sys"), "sysfs", flags, None).map_err(e)?;
     }
+    ns::pivot_into(r).map_err(e)?;
     Ok(())
+}
+
+/// The idmapped trees `repro run` sends on [`TREES_FD`] (one message, possibly without descriptors).
+fn receive_trees(cfg: &InitConfig) -> Result<Vec<(TreeRole, std::os::fd::OwnedFd)>, String> {
+    let sock = ns_fd(TREES_FD).ok_or_else(|| format!("no descriptor {TREES_FD} for the idmapped mounts"))?;
+    let fds = repro_sys::idmap::recv_fds(std::os::fd::AsRawFd::as_raw_fd(&sock)).map_err(|e| e.to_string())?;
+    if fds.len() != cfg.trees.len() {
+        return Err(format!("expected {} idmapped mounts, received {}", cfg.trees.len(), fds.len()));
+    }
+    Ok(cfg.trees.iter().copied().zip(fds).collect())
 }
 
 fn under(root: &str, path: &str) -> String {
     format!("{}/{}", root.trim_end_matches('/'), path.trim_start_matches('/'))
 }
 
-fn build_root(cfg: &InitConfig) -> Result<(), String> {
+fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd::OwnedFd)>) -> Result<(), String> {
     let e = |x: ns::SysError| x.to_string();
     let r = cfg.root.as_str();
     ns::mount("", "/", "", mflags::REC | mflags::PRIVATE, None).map_err(e)?;
-    let source = cfg.root_source.as_deref().unwrap_or("/");
+    // An idmapped tree (the working directory or a pack's root) is attached at the stage first.
+    let mut take = |role: TreeRole| trees.iter().position(|(r, _)| *r == role).map(|i| trees.remove(i).1);
+    let staged = |fd: std::os::fd::OwnedFd| -> Result<String, String> {
+        repro_sys::idmap::attach_tree(std::os::fd::AsRawFd::as_raw_fd(&fd), &cfg.stage).map_err(e)?;
+        Ok(cfg.stage.clone())
+    };
+    let pack_root = take(TreeRole::RootSource).map(staged).transpose()?;
+    let cwd_tree = take(TreeRole::Cwd).map(staged).transpose()?;
+    let source = pack_root.as_deref().or(cfg.root_source.as_deref()).unwrap_or("/");
     ns::mount(source, r, "", mflags::BIND | mflags::REC, None).map_err(e)?;
     ns::make_readonly_recursive(r).map_err(e)?;
 
@@ -232,9 +304,11 @@ fn build_root(cfg: &InitConfig) -> Result<(), String> {
     if !Path::new(&target).is_dir() {
         mkdir_p(&target, 0o755)?;
     }
-    let lower = match &cfg.root_source {
-        Some(src) => under(src, &cfg.cwd),
-        None => cfg.cwd.clone(),
+    let lower = match (&pack_root, &cfg.root_source, cwd_tree) {
+        (Some(stage), _, _) => under(stage, &cfg.cwd),
+        (None, Some(src), _) => under(src, &cfg.cwd),
+        (None, None, Some(stage)) => stage,
+        (None, None, None) => cfg.cwd.clone(),
     };
     for p in [&lower, &cfg.upper, &cfg.work] {
         if p.contains(',') || p.contains(':') {
@@ -264,7 +338,7 @@ fn build_root(cfg: &InitConfig) -> Result<(), String> {
         }
     }
 
-    for b in &cfg.binds {
+    for (i, b) in cfg.binds.iter().enumerate() {
         let t = under(r, &b.guest);
         if !Path::new(&t).exists() {
             let host_is_dir = Path::new(&b.host).is_dir();
@@ -287,7 +361,10 @@ fn build_root(cfg: &InitConfig) -> Result<(), String> {
                 )
             })?;
         }
-        ns::mount(&b.host, &t, "", mflags::BIND | mflags::REC, None).map_err(e)?;
+        match take(TreeRole::Bind(i)) {
+            Some(tree) => repro_sys::idmap::attach_tree(std::os::fd::AsRawFd::as_raw_fd(&tree), &t).map_err(e)?,
+            None => ns::mount(&b.host, &t, "", mflags::BIND | mflags::REC, None).map_err(e)?,
+        }
         if !b.writable {
             ns::make_readonly_recursive(&t).map_err(e)?;
         }

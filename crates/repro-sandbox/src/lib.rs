@@ -14,6 +14,7 @@ pub mod changes;
 pub mod doctor;
 pub mod env;
 mod error;
+pub mod identity;
 pub mod init;
 pub mod parse;
 pub mod reaper;

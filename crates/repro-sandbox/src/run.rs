@@ -15,7 +15,10 @@ use repro_model::run::{BindMount, Enforcement, Epoch, Rlimit, RunOutcome, RunRec
 use repro_sys::ns::{self, flags, rlimit};
 
 use crate::cgroup::{Cgroup, Hierarchy};
-use crate::init::{Accessed, InitConfig, InitResult, INIT_SIGNALS, STDERR_FD, STDOUT_FD};
+use crate::init::{
+    Accessed, InitConfig, InitResult, TreeRole, ACCESS_FD, CONFIG_FD, INIT_SIGNALS, RESULT_FD, STDERR_FD, STDOUT_FD,
+    TREES_FD,
+};
 use crate::parse::{self, EnvSpec};
 use crate::reaper::{self, ReapJob};
 use crate::rundir::{self, RunDir};
@@ -116,7 +119,8 @@ impl RunRequest {
                 .into_iter()
                 .map(|(_, name, soft, hard)| Rlimit { resource: name.into(), soft, hard })
                 .collect(),
-            user_namespace: ns::getuid() != 0,
+            user_namespace: true,
+            identity: Some(crate::identity::current()),
             supervised: !opts.no_supervisor,
             clock_step_ns: opts.clock_step_ns,
             dir_order: match &opts.dir_order {
@@ -235,8 +239,24 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let work = dir.join(".work");
     let upper = dir.join("upper");
     let etc = dir.join(".etc");
-    for d in [&root, &work, &upper, &etc] {
+    let stage = dir.join(".stage");
+    for d in [&root, &work, &upper, &etc, &stage] {
         fs::create_dir(d).map_err(|e| SandboxError::io("cannot create", d, e))?;
+    }
+    // The guest always has its own user namespace: its root is a host id without privileges (see identity.rs).
+    let identity = s.identity.clone().unwrap_or_else(crate::identity::current);
+    crate::identity::give_writable_layer(&identity, &[&upper, &work])
+        .map_err(|e| SandboxError::io("cannot hand the overlay's upper layer to the guest's root", &upper, e))?;
+    // As root, the working directory (or a pack's root) and the `:rw` binds are idmapped for the guest.
+    let mut trees: Vec<(TreeRole, PathBuf)> = Vec::new();
+    if identity.idmapped_mounts {
+        match &extras.root_source {
+            Some(r) => trees.push((TreeRole::RootSource, r.clone())),
+            None => trees.push((TreeRole::Cwd, PathBuf::from(&s.cwd))),
+        }
+        for (i, b) in s.binds.iter().enumerate().filter(|(_, b)| b.writable) {
+            trees.push((TreeRole::Bind(i), PathBuf::from(&b.host)));
+        }
     }
     let etc_files = [
         ("hostname", format!("{}\n", s.hostname)),
@@ -261,7 +281,6 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     } else {
         Vec::new()
     };
-    let result_path = dir.join(".init-result.json");
     let cfg = InitConfig {
         argv: s.command.clone(),
         env: s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
@@ -278,8 +297,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         no_aslr: !s.aslr,
         rlimits: fixed_rlimits().into_iter().map(|(r, _, soft, hard)| (r, soft, hard)).collect(),
         cpus: s.cpu_affinity.clone(),
-        result: result_path.to_string_lossy().into_owned(),
-        user_namespace: s.user_namespace,
+        user_namespace: true,
+        trees: trees.iter().map(|(r, _)| *r).collect(),
+        stage: stage.to_string_lossy().into_owned(),
         determinism: s.supervised.then_some(crate::init::DetSettings {
             seed: s.seed,
             epoch_unix_secs: s.epoch.unix,
@@ -294,8 +314,18 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         host_network: extras.host_network,
         tapes: extras.tapes.clone(),
     };
-    let cfg_path = dir.join(".init.json");
-    dir.write_atomic(".init.json", &serde_json::to_vec_pretty(&cfg).map_err(|e| SandboxError::Setup(e.to_string()))?)?;
+    // The init cannot open files of the run directory (it is not the host's user): its configuration, result and
+    // access stream are descriptors it inherits. The configuration (with the environment) never touches the disk.
+    let cfg_json = serde_json::to_vec(&cfg).map_err(|e| SandboxError::Setup(e.to_string()))?;
+    let cfg_fd = repro_sys::idmap::memfd(c"repro-init-config", &cfg_json)?;
+    let result_fd = repro_sys::idmap::memfd(c"repro-init-result", b"")?;
+    let access_fd = match &extras.access_stream {
+        Some(p) => {
+            Some(fs::OpenOptions::new().append(true).open(p).map_err(|e| SandboxError::io("cannot open", p, e))?)
+        }
+        None => None,
+    };
+    let (trees_tx, trees_rx) = repro_sys::idmap::socketpair()?;
 
     // The cgroup for the memory limit.
     let hierarchy = Hierarchy::detect();
@@ -308,7 +338,10 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     };
 
     // The reaper outlives us if we are killed.
-    let job = ReapJob { cgroup: cgroup.as_ref().map(|c| c.path.clone()), scratch: vec![root.clone(), work.clone()] };
+    let job = ReapJob {
+        cgroup: cgroup.as_ref().map(|c| c.path.clone()),
+        scratch: vec![root.clone(), work.clone(), stage.clone()],
+    };
     let mut reaper = Command::new(exe)
         .arg("__reap")
         .args(job.to_args())
@@ -331,39 +364,50 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let argv = vec![
         CString::new("repro-init").unwrap_or_default(),
         CString::new("__init").unwrap_or_default(),
-        CString::new(cfg_path.as_os_str().as_encoded_bytes()).map_err(|e| SandboxError::Setup(e.to_string()))?,
+        CString::new(format!("fd:{CONFIG_FD}")).unwrap_or_default(),
     ];
-    let mut namespaces = flags::MOUNT | flags::PID | flags::UTS | flags::IPC;
+    let mut namespaces = flags::USER | flags::MOUNT | flags::PID | flags::UTS | flags::IPC;
     if !extras.host_network {
         namespaces |= flags::NET;
     }
-    if s.user_namespace {
-        namespaces |= flags::USER;
+    let mut fds = vec![
+        (out_w.as_raw_fd(), STDOUT_FD),
+        (err_w.as_raw_fd(), STDERR_FD),
+        (cfg_fd.as_raw_fd(), CONFIG_FD),
+        (result_fd.as_raw_fd(), RESULT_FD),
+        (trees_rx.as_raw_fd(), TREES_FD),
+    ];
+    if let Some(f) = &access_fd {
+        fds.push((f.as_raw_fd(), ACCESS_FD));
     }
     let init_pid = ns::spawn_init(&ns::InitSpawn {
         namespaces,
         program: &exe_c,
         argv: &argv,
-        fds: &[(out_w.as_raw_fd(), STDOUT_FD), (err_w.as_raw_fd(), STDERR_FD)],
+        fds: &fds,
         sync: sync_r.as_raw_fd(),
         block_signals: &INIT_SIGNALS,
+        become_root: true,
     })?;
-    drop(sync_r);
-    if s.user_namespace {
-        let (uid, gid) = (ns::getuid(), ns::getgid());
-        let maps =
-            [("setgroups", "deny".to_string()), ("uid_map", format!("0 {uid} 1")), ("gid_map", format!("0 {gid} 1"))];
-        for (file, content) in maps {
-            let p = format!("/proc/{init_pid}/{file}");
-            ns::write_file(&p, &content).map_err(|e| SandboxError::io("cannot write", p, e))?;
+    drop((sync_r, cfg_fd, access_fd, trees_rx));
+    // The id maps, then the idmapped trees (they need the namespace the maps define). A failure here ends the
+    // run before the guest starts: the init is not released and exits.
+    let setup_error = match enter_identity(init_pid, &identity, &trees, &trees_tx) {
+        Ok(()) => None,
+        Err(m) => {
+            eprintln!("repro: sandbox setup failed: {m}");
+            Some(m)
         }
-    }
-    if let Some(cg) = &cgroup {
-        if let Err(e) = cg.add(init_pid) {
-            warnings.push(format!("memory limit not enforced: cannot join cgroup {}: {e}", cg.path.display()));
+    };
+    drop(trees_tx);
+    if setup_error.is_none() {
+        if let Some(cg) = &cgroup {
+            if let Err(e) = cg.add(init_pid) {
+                warnings.push(format!("memory limit not enforced: cannot join cgroup {}: {e}", cg.path.display()));
+            }
         }
+        ns::write_byte(&sync_w)?;
     }
-    ns::write_byte(&sync_w)?;
     drop(sync_w);
     drop(out_w);
     drop(err_w);
@@ -399,9 +443,16 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let stderr_bytes =
         err_pump.join().unwrap_or(Ok(0)).map_err(|e| SandboxError::io("cannot save", dir.join("stderr"), e))?;
 
-    let result: Option<InitResult> = fs::read(&result_path).ok().and_then(|d| serde_json::from_slice(&d).ok());
+    let result: Option<InitResult> = read_result(result_fd);
     let (outcome, mut exit_status, determinism, accessed, tapes) = match (result, interrupted) {
         (Some(r), _) => (r.outcome, r.exit_status, r.determinism, r.accessed, r.tapes),
+        (None, _) if setup_error.is_some() => (
+            RunOutcome::SetupFailed { message: setup_error.unwrap_or_default() },
+            crate::EXIT_SETUP,
+            Default::default(),
+            Vec::new(),
+            Default::default(),
+        ),
         // Killed after a second interrupt: the run ended by the first one.
         (None, Some(sig)) if killed => (
             RunOutcome::Signaled { signal: sig, name: crate::init::signal_name(sig) },
@@ -434,8 +485,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     reaper::remove_tree(&root);
     reaper::remove_tree(&work);
     reaper::remove_tree(&etc);
-    let _ = fs::remove_file(&cfg_path);
-    let _ = fs::remove_file(&result_path);
+    reaper::remove_tree(&stage);
     drop(reaper_pipe);
     let _ = reaper.wait();
 
@@ -458,7 +508,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         format: RUN_FORMAT,
         id: id.clone(),
         repro_version: env!("CARGO_PKG_VERSION").to_string(),
-        settings: s.clone(),
+        settings: RunSettings { user_namespace: true, identity: Some(identity), ..s.clone() },
         started_at: parse::rfc3339(now.unix_timestamp()),
         duration_ms: started.elapsed().as_millis() as u64,
         outcome,
@@ -471,6 +521,58 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     };
     dir.finish(&record)?;
     Ok(RunReport { record, dir: dir.path, accessed, tapes })
+}
+
+/// Writes the id maps of the init's user namespace and sends the init the idmapped trees (`trees`, made with
+/// that namespace) on `tx`. Errors are the message of a failed setup.
+fn enter_identity(
+    pid: i32,
+    identity: &repro_model::run::Identity,
+    trees: &[(TreeRole, PathBuf)],
+    tx: &OwnedFd,
+) -> Result<(), String> {
+    use crate::identity::map_line;
+    let mut maps = vec![("uid_map", map_line(&identity.uid_map)), ("gid_map", map_line(&identity.gid_map))];
+    if identity.uid_map.count == 1 {
+        // Without privileges a gid map is only accepted once setgroups is denied.
+        maps.insert(0, ("setgroups", "deny".to_string()));
+    }
+    for (file, content) in maps {
+        let p = format!("/proc/{pid}/{file}");
+        ns::write_file(&p, &content).map_err(|e| format!("cannot write '{content}' to {p}: {e}"))?;
+    }
+    let mut held = Vec::new();
+    if !trees.is_empty() {
+        let p = format!("/proc/{pid}/ns/user");
+        let userns = fs::File::open(&p).map_err(|e| format!("cannot open {p}: {e}"))?;
+        let userns = OwnedFd::from(userns);
+        for (role, path) in trees {
+            let what = match role {
+                TreeRole::Cwd => "the working directory".to_string(),
+                TreeRole::RootSource => "the pack's root".to_string(),
+                TreeRole::Bind(_) => format!("--bind {}", path.display()),
+            };
+            let tree = repro_sys::idmap::idmapped_tree(&path.to_string_lossy(), &userns).map_err(|e| {
+                format!(
+                    "cannot idmap {what} ({}) for the guest's user namespace: {e}; idmapped mounts need Linux 5.12 \
+                     or later and a filesystem that supports them (see `repro doctor`)",
+                    path.display()
+                )
+            })?;
+            held.push(tree);
+        }
+    }
+    let raw: Vec<_> = held.iter().map(|f| f.as_raw_fd()).collect();
+    repro_sys::idmap::send_fds(tx, &raw).map_err(|e| format!("cannot pass the idmapped mounts to the init: {e}"))
+}
+
+/// The init's result, from the memfd it wrote.
+fn read_result(fd: OwnedFd) -> Option<InitResult> {
+    let mut f = fs::File::from(fd);
+    std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(0)).ok()?;
+    let mut data = Vec::new();
+    f.read_to_end(&mut data).ok()?;
+    serde_json::from_slice(&data).ok()
 }
 
 /// Copies a pipe to a file and, optionally, to one of our own streams, as data arrives.

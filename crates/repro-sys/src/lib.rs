@@ -6,6 +6,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod fdops;
+pub mod idmap;
 pub mod memory;
 pub mod net;
 pub mod ns;
