@@ -407,6 +407,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
             }
         }
         ns::write_byte(&sync_w)?;
+    } else {
+        // The init holds a copy of the sync pipe's write end until its exec, so closing ours is not enough.
+        ns::kill(init_pid, crate::init::libc_sig::KILL)?;
     }
     drop(sync_w);
     drop(out_w);
@@ -548,14 +551,15 @@ fn enter_identity(
         let userns = OwnedFd::from(userns);
         for (role, path) in trees {
             let what = match role {
-                TreeRole::Cwd => "the working directory".to_string(),
-                TreeRole::RootSource => "the pack's root".to_string(),
-                TreeRole::Bind(_) => format!("--bind {}", path.display()),
+                TreeRole::Cwd => "the working directory",
+                TreeRole::RootSource => "the pack's root",
+                TreeRole::Bind(_) => "--bind",
             };
             let tree = repro_sys::idmap::idmapped_tree(&path.to_string_lossy(), &userns).map_err(|e| {
                 format!(
-                    "cannot idmap {what} ({}) for the guest's user namespace: {e}; idmapped mounts need Linux 5.12 \
-                     or later and a filesystem that supports them (see `repro doctor`)",
+                    "cannot idmap {what} {} for the guest's user namespace ({e}): the guest's root would not own \
+                     what host root owns there; idmapped mounts need Linux 5.12 or later and a filesystem that \
+                     supports them",
                     path.display()
                 )
             })?;
