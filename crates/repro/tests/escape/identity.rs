@@ -174,6 +174,17 @@ fn the_run_cgroup_is_under_the_callers_and_the_guest_sees_it_as_the_root() {
     }
 }
 
+/// `sh_as` under `timeout -k 5 40`: a hung sandbox (an init stopped by its guest's ptrace) is killed, not waited
+/// for.
+fn sh_as_bounded(c: Caller, dir: &Path, args: &[&str], script: &str) -> Output {
+    let r = repro_as(c, dir);
+    let mut t = Command::new("timeout");
+    t.args(["-k", "5", "40"]).arg(r.get_program()).args(r.get_args());
+    t.arg("run").arg("-q").args(args).args(["--", "sh", "-c", script]);
+    t.current_dir(dir).env_remove("REPRO_STATE_DIR");
+    t.output().expect("repro runs")
+}
+
 #[test]
 fn ptrace_of_the_init_fails_and_the_run_ends() {
     let script = r#"
@@ -195,7 +206,7 @@ for f in ("mem", "environ"):
             std::fs::write(w.path().join("t.py"), script).unwrap();
             std::fs::set_permissions(w.path().join("t.py"), std::fs::Permissions::from_mode(0o644)).unwrap();
             let started = Instant::now();
-            let o = sh_as(c, w.path(), extra, "python3 t.py");
+            let o = sh_as_bounded(c, w.path(), extra, "python3 t.py");
             assert!(started.elapsed() < Duration::from_secs(50), "{c:?} {extra:?}: the run hung");
             let out = ok(&o, &format!("{c:?} {extra:?}"));
             assert!(out.contains("ATTACH -1 1\n") && out.contains("SEIZE -1 1\n"), "{c:?} {extra:?}: {out}");
