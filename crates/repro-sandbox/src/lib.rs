@@ -5,7 +5,8 @@
 //! ```text
 //! repro run (host)           pumps stdout/stderr, forwards signals, writes the run directory
 //! ├── repro __reap           outlives a killed `repro run`: empties and removes the cgroup
-//! └── repro __init  (PID 1)  new user/mount/PID/net/UTS/IPC/cgroup namespaces: builds the root, reaps, forwards signals
+//! └── repro __init  (PID 1)  new user/mount/PID/net/UTS/IPC/cgroup namespaces: builds the root, reaps, forwards
+//!                            signals
 //!     └── CMD                the guest
 //! ```
 
