@@ -42,6 +42,10 @@ pub const ACCESS_FD: i32 = 7;
 /// A socket on which `repro run` sends the detached idmapped mounts of [`InitConfig::trees`], in that order.
 pub const TREES_FD: i32 = 8;
 
+/// The run directory, open (received first on [`TREES_FD`]): the init reaches its files as `/proc/self/fd/9/NAME`,
+/// never by their host path.
+pub const RUN_DIR_FD: i32 = 9;
+
 /// What a detached, idmapped mount tree received on [`TREES_FD`] is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -50,7 +54,8 @@ pub enum TreeRole {
     Cwd,
     /// A pack's root (`root_source`): attached at [`InitConfig::stage`], bound as the guest's `/`.
     RootSource,
-    /// `--bind` number N (a `:rw` one): attached at its guest path.
+    /// `--bind` number N: attached at its guest path (idmapped when possible; a read-only one that cannot be is a
+    /// plain copy of its mount).
     Bind(usize),
 }
 
@@ -264,11 +269,26 @@ fn setup(cfg: &InitConfig) -> Result<(), String> {
 /// The idmapped trees `repro run` sends on [`TREES_FD`] (one message, possibly without descriptors).
 fn receive_trees(cfg: &InitConfig) -> Result<Vec<(TreeRole, std::os::fd::OwnedFd)>, String> {
     let sock = ns_fd(TREES_FD).ok_or_else(|| format!("no descriptor {TREES_FD} for the idmapped mounts"))?;
-    let fds = repro_sys::idmap::recv_fds(std::os::fd::AsRawFd::as_raw_fd(&sock)).map_err(|e| e.to_string())?;
-    if fds.len() != cfg.trees.len() {
-        return Err(format!("expected {} idmapped mounts, received {}", cfg.trees.len(), fds.len()));
+    let (sent, mut fds) =
+        repro_sys::idmap::recv_fds(std::os::fd::AsRawFd::as_raw_fd(&sock)).map_err(|e| e.to_string())?;
+    // The run directory first, placed where the configuration's paths expect it.
+    if fds.is_empty() {
+        return Err("the run directory's descriptor is missing".into());
     }
-    Ok(cfg.trees.iter().copied().zip(fds).collect())
+    // A received tree that landed on that number moves elsewhere first.
+    for f in fds.iter_mut().skip(1) {
+        if std::os::fd::AsRawFd::as_raw_fd(f) == RUN_DIR_FD {
+            *f = f.try_clone().map_err(|e| format!("dup: {e}"))?;
+        }
+    }
+    repro_sys::idmap::place_fd(fds.remove(0), RUN_DIR_FD).map_err(|e| e.to_string())?;
+    // Then one tag per planned tree: 1 when it was sent.
+    let made = sent.iter().filter(|t| **t == 1).count();
+    if sent.len() != cfg.trees.len() || made != fds.len() {
+        return Err(format!("expected {} idmapped mounts, received {} of {}", cfg.trees.len(), fds.len(), sent.len()));
+    }
+    let roles = cfg.trees.iter().zip(&sent).filter(|(_, t)| **t == 1).map(|(r, _)| *r);
+    Ok(roles.zip(fds).collect())
 }
 
 fn under(root: &str, path: &str) -> String {
@@ -340,8 +360,13 @@ fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd::OwnedFd)>
 
     for (i, b) in cfg.binds.iter().enumerate() {
         let t = under(r, &b.guest);
+        // A tree sent by `repro run` says itself what it is: the host path may not be reachable from here.
+        let tree = take(TreeRole::Bind(i)).map(fs::File::from);
         if !Path::new(&t).exists() {
-            let host_is_dir = Path::new(&b.host).is_dir();
+            let host_is_dir = match &tree {
+                Some(f) => f.metadata().map(|m| m.is_dir()).unwrap_or(false),
+                None => Path::new(&b.host).is_dir(),
+            };
             let made = if host_is_dir {
                 mkdir_p(&t, 0o755)
             } else {
@@ -361,7 +386,7 @@ fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd::OwnedFd)>
                 )
             })?;
         }
-        match take(TreeRole::Bind(i)) {
+        match tree {
             Some(tree) => repro_sys::idmap::attach_tree(std::os::fd::AsRawFd::as_raw_fd(&tree), &t).map_err(e)?,
             None => ns::mount(&b.host, &t, "", mflags::BIND | mflags::REC, None).map_err(e)?,
         }

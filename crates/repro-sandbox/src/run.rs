@@ -16,8 +16,8 @@ use repro_sys::ns::{self, flags, rlimit};
 
 use crate::cgroup::{Cgroup, Hierarchy};
 use crate::init::{
-    Accessed, InitConfig, InitResult, TreeRole, ACCESS_FD, CONFIG_FD, INIT_SIGNALS, RESULT_FD, STDERR_FD, STDOUT_FD,
-    TREES_FD,
+    Accessed, InitConfig, InitResult, TreeRole, ACCESS_FD, CONFIG_FD, INIT_SIGNALS, RESULT_FD, RUN_DIR_FD, STDERR_FD,
+    STDOUT_FD, TREES_FD,
 };
 use crate::parse::{self, EnvSpec};
 use crate::reaper::{self, ReapJob};
@@ -244,7 +244,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         fs::create_dir(d).map_err(|e| SandboxError::io("cannot create", d, e))?;
     }
     // The guest always has its own user namespace: its root is a host id without privileges (see identity.rs).
-    let identity = s.identity.clone().unwrap_or_else(crate::identity::current);
+    let mut identity = s.identity.clone().unwrap_or_else(crate::identity::current);
     crate::identity::give_writable_layer(&identity, &[&upper, &work])
         .map_err(|e| SandboxError::io("cannot hand the overlay's upper layer to the guest's root", &upper, e))?;
     // As root, the working directory (or a pack's root) and the `:rw` binds are idmapped for the guest.
@@ -254,7 +254,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
             Some(r) => trees.push((TreeRole::RootSource, r.clone())),
             None => trees.push((TreeRole::Cwd, PathBuf::from(&s.cwd))),
         }
-        for (i, b) in s.binds.iter().enumerate().filter(|(_, b)| b.writable) {
+        for (i, b) in s.binds.iter().enumerate() {
             trees.push((TreeRole::Bind(i), PathBuf::from(&b.host)));
         }
     }
@@ -281,16 +281,19 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     } else {
         Vec::new()
     };
+    // The init reaches the run directory through a descriptor (see `enter_identity`), not by its host path: the
+    // guest's root may not traverse the directories above it (a project under /root, mode 700).
+    let in_run_dir = |name: &str| format!("/proc/self/fd/{RUN_DIR_FD}/{name}");
     let cfg = InitConfig {
         argv: s.command.clone(),
         env: s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         cwd: s.cwd.clone(),
-        root: root.to_string_lossy().into_owned(),
-        upper: upper.to_string_lossy().into_owned(),
-        work: work.to_string_lossy().into_owned(),
+        root: in_run_dir(".root"),
+        upper: in_run_dir("upper"),
+        work: in_run_dir(".work"),
         hide,
         binds: s.binds.clone(),
-        etc: etc_files.iter().map(|(n, _)| (n.to_string(), etc.join(n).to_string_lossy().into_owned())).collect(),
+        etc: etc_files.iter().map(|(n, _)| (n.to_string(), in_run_dir(&format!(".etc/{n}")))).collect(),
         hostname: s.hostname.clone(),
         domainname: s.domainname.clone(),
         umask: UMASK,
@@ -299,7 +302,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         cpus: s.cpu_affinity.clone(),
         user_namespace: true,
         trees: trees.iter().map(|(r, _)| *r).collect(),
-        stage: stage.to_string_lossy().into_owned(),
+        stage: in_run_dir(".stage"),
         determinism: s.supervised.then_some(crate::init::DetSettings {
             seed: s.seed,
             epoch_unix_secs: s.epoch.unix,
@@ -392,8 +395,14 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     drop((sync_r, cfg_fd, access_fd, trees_rx));
     // The id maps, then the idmapped trees (they need the namespace the maps define). A failure here ends the
     // run before the guest starts: the init is not released and exits.
-    let setup_error = match enter_identity(init_pid, &identity, &trees, &trees_tx) {
-        Ok(()) => None,
+    let setup_error = match enter_identity(init_pid, &dir.path, &identity, &trees, &s.binds, &trees_tx) {
+        Ok(Some(warning)) => {
+            eprintln!("repro: warning: {warning}");
+            warnings.push(warning);
+            identity.idmapped_mounts = false;
+            None
+        }
+        Ok(None) => None,
         Err(m) => {
             eprintln!("repro: sandbox setup failed: {m}");
             Some(m)
@@ -526,15 +535,21 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     Ok(RunReport { record, dir: dir.path, accessed, tapes })
 }
 
-/// Writes the id maps of the init's user namespace and sends the init the idmapped trees (`trees`, made with
-/// that namespace) on `tx`. Errors are the message of a failed setup.
+/// Writes the id maps of the init's user namespace and sends the init, on `tx`, the run directory and the idmapped
+/// trees (`trees`, made with that namespace). Errors are the message of a failed setup. A working directory (or pack root) on a
+/// filesystem that cannot be idmapped (overlayfs, as in a Docker container) is used as it is: the guest is still
+/// not host root, but host root's files there look like `nobody`'s to it; the warning returned says so. A `:rw`
+/// bind that cannot be idmapped fails the setup.
 fn enter_identity(
     pid: i32,
+    run_dir: &Path,
     identity: &repro_model::run::Identity,
     trees: &[(TreeRole, PathBuf)],
+    binds: &[repro_model::run::BindMount],
     tx: &OwnedFd,
-) -> Result<(), String> {
+) -> Result<Option<String>, String> {
     use crate::identity::map_line;
+    let writable = |i: usize| binds.get(i).is_some_and(|b| b.writable);
     let mut maps = vec![("uid_map", map_line(&identity.uid_map)), ("gid_map", map_line(&identity.gid_map))];
     if identity.uid_map.count == 1 {
         // Without privileges a gid map is only accepted once setgroups is denied.
@@ -544,7 +559,11 @@ fn enter_identity(
         let p = format!("/proc/{pid}/{file}");
         ns::write_file(&p, &content).map_err(|e| format!("cannot write '{content}' to {p}: {e}"))?;
     }
-    let mut held = Vec::new();
+    // First the run directory, opened through the init's root so that the descriptor is in its mount namespace.
+    let p = format!("/proc/{pid}/root{}", run_dir.display());
+    let mut held = vec![OwnedFd::from(fs::File::open(&p).map_err(|e| format!("cannot open {p}: {e}"))?)];
+    let mut tags = Vec::new();
+    let mut warning = None;
     if !trees.is_empty() {
         let p = format!("/proc/{pid}/ns/user");
         let userns = fs::File::open(&p).map_err(|e| format!("cannot open {p}: {e}"))?;
@@ -555,19 +574,45 @@ fn enter_identity(
                 TreeRole::RootSource => "the pack's root",
                 TreeRole::Bind(_) => "--bind",
             };
-            let tree = repro_sys::idmap::idmapped_tree(&path.to_string_lossy(), &userns).map_err(|e| {
-                format!(
-                    "cannot idmap {what} {} for the guest's user namespace ({e}): the guest's root would not own \
-                     what host root owns there; idmapped mounts need Linux 5.12 or later and a filesystem that \
-                     supports them",
-                    path.display()
-                )
-            })?;
-            held.push(tree);
+            match repro_sys::idmap::idmapped_tree(&path.to_string_lossy(), &userns) {
+                Ok(tree) => {
+                    held.push(tree);
+                    tags.push(1);
+                }
+                // A read-only bind that cannot be idmapped is passed as a plain copy of its mount.
+                Err(_) if matches!(role, TreeRole::Bind(i) if !writable(*i)) => {
+                    let tree = repro_sys::idmap::cloned_tree(&path.to_string_lossy())
+                        .map_err(|e| format!("--bind {}: {e}", path.display()))?;
+                    held.push(tree);
+                    tags.push(1);
+                }
+                // So is a working directory (or pack root) that cannot be: see the warning.
+                Err(e) if !matches!(role, TreeRole::Bind(_)) => {
+                    warning = Some(format!(
+                        "{what} {} cannot be idmapped ({e}): in the guest, host root's files there belong to \
+                         nobody and cannot be changed in place",
+                        path.display()
+                    ));
+                    let tree = repro_sys::idmap::cloned_tree(&path.to_string_lossy())
+                        .map_err(|e| format!("{what} {}: {e}", path.display()))?;
+                    held.push(tree);
+                    tags.push(1);
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "cannot idmap {what} {} for the guest's user namespace ({e}): the guest's root would not \
+                         own what host root owns there; idmapped mounts need Linux 5.12 or later and a filesystem \
+                         that supports them",
+                        path.display()
+                    ))
+                }
+            }
         }
     }
     let raw: Vec<_> = held.iter().map(|f| f.as_raw_fd()).collect();
-    repro_sys::idmap::send_fds(tx, &raw).map_err(|e| format!("cannot pass the idmapped mounts to the init: {e}"))
+    repro_sys::idmap::send_fds(tx, &tags, &raw)
+        .map_err(|e| format!("cannot pass the idmapped mounts to the init: {e}"))?;
+    Ok(warning)
 }
 
 /// The init's result, from the memfd it wrote.

@@ -38,21 +38,7 @@ struct MountAttr {
 /// file owned by host uid 0 looks owned by the namespace's root, and what the namespace's root writes through
 /// it lands as host uid 0. Needs CAP_SYS_ADMIN over the filesystem (the caller is host root).
 pub fn idmapped_tree(path: &str, userns: &OwnedFd) -> Result<OwnedFd> {
-    let p = cpath(path);
-    // SAFETY: valid NUL-terminated path; integer flags only.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_open_tree,
-            libc::AT_FDCWD,
-            p.as_ptr(),
-            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE,
-        )
-    };
-    if fd < 0 {
-        return Err(err("open_tree", format!("{path} (clone, recursive)")));
-    }
-    // SAFETY: open_tree returned a new descriptor that we own.
-    let tree = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    let tree = cloned_tree(path)?;
     let attr =
         MountAttr { attr_set: MOUNT_ATTR_IDMAP, attr_clr: 0, propagation: 0, userns_fd: userns.as_raw_fd() as u64 };
     // SAFETY: the empty path with AT_EMPTY_PATH names `tree` itself; `attr` is a valid struct of the given size.
@@ -72,6 +58,26 @@ pub fn idmapped_tree(path: &str, userns: &OwnedFd) -> Result<OwnedFd> {
     Ok(tree)
 }
 
+/// A detached, recursive copy of the mount tree at `path` (open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)), without
+/// idmapping: for a process that cannot reach `path` by name.
+pub fn cloned_tree(path: &str) -> Result<OwnedFd> {
+    let p = cpath(path);
+    // SAFETY: valid NUL-terminated path; integer flags only.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            p.as_ptr(),
+            OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE,
+        )
+    };
+    if fd < 0 {
+        return Err(err("open_tree", format!("{path} (clone, recursive)")));
+    }
+    // SAFETY: open_tree returned a new descriptor that we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
 /// Attaches a detached mount (`idmapped_tree`) at `target` in the caller's mount namespace (move_mount).
 pub fn attach_tree(tree: RawFd, target: &str) -> Result<()> {
     let t = cpath(target);
@@ -86,11 +92,11 @@ pub fn attach_tree(tree: RawFd, target: &str) -> Result<()> {
     Ok(())
 }
 
-/// A connected pair of Unix stream sockets, both close-on-exec.
+/// A connected pair of Unix sequenced-packet sockets (message boundaries kept), both close-on-exec.
 pub fn socketpair() -> Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as RawFd; 2];
     // SAFETY: `fds` is a valid array of two ints for the kernel to fill.
-    let rc = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
+    let rc = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
     if rc < 0 {
         return Err(err("socketpair", "AF_UNIX"));
     }
@@ -101,17 +107,19 @@ pub fn socketpair() -> Result<(OwnedFd, OwnedFd)> {
 /// Most descriptors one message carries (the kernel's SCM_MAX_FD is 253).
 pub const MAX_FDS: usize = 64;
 
-/// Sends `fds` (at most [`MAX_FDS`]) with a one-byte message holding their count.
-pub fn send_fds(sock: &OwnedFd, fds: &[RawFd]) -> Result<()> {
-    if fds.len() > MAX_FDS {
+/// Sends `fds` (at most [`MAX_FDS`]) in one message whose body is their count followed by `tags` (at most
+/// [`MAX_FDS`] bytes the receiver gets back as they are).
+pub fn send_fds(sock: &OwnedFd, tags: &[u8], fds: &[RawFd]) -> Result<()> {
+    if fds.len() > MAX_FDS || tags.len() > MAX_FDS {
         return Err(SysError {
             call: "sendmsg",
             what: "SCM_RIGHTS".into(),
-            source: io::Error::other(format!("{} descriptors, at most {MAX_FDS}", fds.len())),
+            source: io::Error::other(format!("{} descriptors and {} tags, at most {MAX_FDS}", fds.len(), tags.len())),
         });
     }
-    let mut byte = [fds.len() as u8];
-    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    let mut body = vec![fds.len() as u8];
+    body.extend_from_slice(tags);
+    let mut iov = libc::iovec { iov_base: body.as_mut_ptr().cast(), iov_len: body.len() };
     let payload = std::mem::size_of_val(fds);
     // SAFETY: CMSG_SPACE is a pure computation on a length.
     let space = unsafe { libc::CMSG_SPACE(payload.max(1) as u32) } as usize;
@@ -135,16 +143,16 @@ pub fn send_fds(sock: &OwnedFd, fds: &[RawFd]) -> Result<()> {
     }
     // SAFETY: `msg` points at live buffers (iov, control) for the duration of the call.
     let n = unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
-    if n != 1 {
+    if n != body.len() as isize {
         return Err(err("sendmsg", format!("{} descriptors", fds.len())));
     }
     Ok(())
 }
 
-/// Receives the descriptors one [`send_fds`] sent (blocking); they arrive close-on-exec.
-pub fn recv_fds(sock: RawFd) -> Result<Vec<OwnedFd>> {
-    let mut byte = [0u8; 1];
-    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+/// Receives the tags and descriptors one [`send_fds`] sent (blocking); the descriptors arrive close-on-exec.
+pub fn recv_fds(sock: RawFd) -> Result<(Vec<u8>, Vec<OwnedFd>)> {
+    let mut body = [0u8; 1 + MAX_FDS];
+    let mut iov = libc::iovec { iov_base: body.as_mut_ptr().cast(), iov_len: body.len() };
     // SAFETY: CMSG_SPACE is a pure computation on a length.
     let space = unsafe { libc::CMSG_SPACE((MAX_FDS * std::mem::size_of::<RawFd>()) as u32) } as usize;
     let mut control = vec![0u8; space];
@@ -162,7 +170,7 @@ pub fn recv_fds(sock: RawFd) -> Result<Vec<OwnedFd>> {
         }
         break n;
     };
-    if n != 1 {
+    if n < 1 {
         if n < 0 {
             return Err(err("recvmsg", "descriptors"));
         }
@@ -189,14 +197,14 @@ pub fn recv_fds(sock: RawFd) -> Result<Vec<OwnedFd>> {
             c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
-    if msg.msg_flags & libc::MSG_CTRUNC != 0 || out.len() != byte[0] as usize {
+    if msg.msg_flags & (libc::MSG_CTRUNC | libc::MSG_TRUNC) != 0 || out.len() != body[0] as usize {
         return Err(SysError {
             call: "recvmsg",
             what: "descriptors".into(),
-            source: io::Error::other(format!("expected {} descriptors, received {}", byte[0], out.len())),
+            source: io::Error::other(format!("expected {} descriptors, received {}", body[0], out.len())),
         });
     }
-    Ok(out)
+    Ok((body[1..n as usize].to_vec(), out))
 }
 
 /// prctl(PR_SET_DUMPABLE, 0): no process without CAP_SYS_PTRACE over the caller's user namespace can ptrace it,
@@ -247,6 +255,17 @@ pub fn inherited(fd: RawFd) -> Option<OwnedFd> {
     }
 }
 
+/// Moves `fd` to descriptor number `at` (dup3, close-on-exec), closing `fd`. The descriptor at `at` then stays open
+/// until the process exits or execs.
+pub fn place_fd(fd: OwnedFd, at: RawFd) -> Result<()> {
+    // SAFETY: dup3 onto a number this process reserves for the purpose; `fd` is open (owned).
+    let rc = unsafe { libc::dup3(fd.as_raw_fd(), at, libc::O_CLOEXEC) };
+    if rc < 0 {
+        return Err(err("dup3", format!("{} to {at}", fd.as_raw_fd())));
+    }
+    Ok(())
+}
+
 /// A memfd holding `data`, positioned at its start (for the init's configuration).
 pub fn memfd(name: &CStr, data: &[u8]) -> Result<OwnedFd> {
     crate::fdops::memfd_with(name, data).map_err(|source| SysError {
@@ -264,15 +283,17 @@ mod tests {
     fn descriptors_cross_a_socket() {
         let (a, b) = socketpair().unwrap();
         let m = memfd(c"t", b"hello").unwrap();
-        send_fds(&a, &[m.as_raw_fd(), m.as_raw_fd()]).unwrap();
-        let got = recv_fds(b.as_raw_fd()).unwrap();
+        send_fds(&a, &[1, 0, 1], &[m.as_raw_fd(), m.as_raw_fd()]).unwrap();
+        let (tags, got) = recv_fds(b.as_raw_fd()).unwrap();
+        assert_eq!(tags, [1, 0, 1]);
         assert_eq!(got.len(), 2);
         let mut s = String::new();
         use std::io::Read;
         std::fs::File::from(got.into_iter().next().unwrap()).read_to_string(&mut s).unwrap();
         assert_eq!(s, "hello");
-        send_fds(&a, &[]).unwrap();
-        assert!(recv_fds(b.as_raw_fd()).unwrap().is_empty());
+        send_fds(&a, &[], &[]).unwrap();
+        let (tags, got) = recv_fds(b.as_raw_fd()).unwrap();
+        assert!(tags.is_empty() && got.is_empty());
         drop(a);
         assert!(recv_fds(b.as_raw_fd()).is_err(), "a closed peer is an error, not an empty list");
     }
@@ -280,6 +301,6 @@ mod tests {
     #[test]
     fn too_many_descriptors_are_refused() {
         let (a, _b) = socketpair().unwrap();
-        assert!(send_fds(&a, &[0; MAX_FDS + 1]).is_err());
+        assert!(send_fds(&a, &[], &[0; MAX_FDS + 1]).is_err());
     }
 }

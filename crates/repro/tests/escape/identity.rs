@@ -240,3 +240,19 @@ fn a_bind_that_cannot_be_idmapped_fails_the_setup_clearly() {
     assert!(stderr(&o).contains("cannot idmap --bind /sys/kernel"), "{}", stderr(&o));
     assert_eq!(record(w.path())["outcome"]["kind"], "setup-failed");
 }
+
+#[test]
+fn a_project_inside_a_private_directory_works_as_root() {
+    // A project under /root (mode 700, host root's): the guest's root, an unprivileged host id, cannot traverse
+    // it by name, so the init reaches the run directory and the binds through descriptors.
+    let private = tempfile::Builder::new().prefix("repro-private-").tempdir().unwrap();
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let project = private.path().join("project");
+    let data = private.path().join("data");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("input"), "in\n").unwrap();
+    let bind = format!("{}:/tmp/data", data.display());
+    let o = sh_as(Caller::Root, &project, &["--bind", &bind], "cat /tmp/data/input; echo out > result; cat result");
+    assert_eq!(ok(&o, "root").lines().collect::<Vec<_>>(), ["in", "out"]);
+}
