@@ -1,7 +1,7 @@
 //! `repro __init`: PID 1 of the sandbox. It builds the guest's root, starts the guest, reaps every process,
 //! forwards SIGINT/SIGTERM/SIGHUP to the guest and exits with the guest's status.
 //!
-//! It is executed fresh (`/proc/self/exe __init fd:5`) by `repro run` in new user, mount, PID, network, UTS and IPC
+//! It is executed fresh (`/proc/self/exe __init fd:10`) by `repro run` in new user, mount, PID, network, UTS and IPC
 //! namespaces, so it starts single-threaded with a clean address space. It reads its configuration from, and
 //! writes its result to, descriptors `repro run` placed ([`CONFIG_FD`], [`RESULT_FD`]): the run directory
 //! belongs to the host's user, whom the init no longer is. It makes itself non-dumpable (a guest cannot ptrace
@@ -34,17 +34,17 @@ pub const STDOUT_FD: i32 = 3;
 /// The descriptor at which the init receives the guest's stderr pipe.
 pub const STDERR_FD: i32 = 4;
 /// The descriptor from which the init reads its [`InitConfig`] (a memfd).
-pub const CONFIG_FD: i32 = 5;
+pub const CONFIG_FD: i32 = 10;
 /// The descriptor to which the init writes its [`InitResult`] (a memfd `repro run` reads afterwards).
-pub const RESULT_FD: i32 = 6;
+pub const RESULT_FD: i32 = 11;
 /// With [`DetSettings::access_stream`]: the stream file, open for appending.
-pub const ACCESS_FD: i32 = 7;
+pub const ACCESS_FD: i32 = 12;
 /// A socket on which `repro run` sends the detached idmapped mounts of [`InitConfig::trees`], in that order.
-pub const TREES_FD: i32 = 8;
+pub const TREES_FD: i32 = 13;
 
-/// The run directory, open (received first on [`TREES_FD`]): the init reaches its files as `/proc/self/fd/9/NAME`,
+/// The run directory, open (received first on [`TREES_FD`]): the init reaches its files as `/proc/self/fd/14/NAME`,
 /// never by their host path.
-pub const RUN_DIR_FD: i32 = 9;
+pub const RUN_DIR_FD: i32 = 14;
 
 /// What a detached, idmapped mount tree received on [`TREES_FD`] is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
