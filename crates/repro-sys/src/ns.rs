@@ -360,13 +360,7 @@ pub fn mount(source: &str, target: &str, fstype: &str, flags: u64, data: Option<
 
 /// Makes a mount and everything below it read-only (mount_setattr with AT_RECURSIVE).
 pub fn make_readonly_recursive(target: &str) -> Result<()> {
-    #[repr(C)]
-    struct MountAttr {
-        attr_set: u64,
-        attr_clr: u64,
-        propagation: u64,
-        userns_fd: u64,
-    }
+    use crate::idmap::MountAttr;
     const MOUNT_ATTR_RDONLY: u64 = 0x1;
     const AT_RECURSIVE: libc::c_int = 0x8000;
     let t = cstr(target);
