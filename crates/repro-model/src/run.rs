@@ -39,6 +39,28 @@ pub struct BindMount {
     pub writable: bool,
 }
 
+/// One range of a user namespace's id map: guest ids `inside..inside+count` are host ids `outside..outside+count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdRange {
+    pub inside: u32,
+    pub outside: u32,
+    pub count: u32,
+}
+
+/// Who the guest is on the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    pub uid_map: IdRange,
+    pub gid_map: IdRange,
+    /// Where the host range came from: `/etc/subuid`, `/etc/subgid`, `default` or `caller` (a single-id map of an
+    /// unprivileged caller).
+    pub source: String,
+    /// Whether the working directory (or a pack's root) and `:rw` binds are idmapped, so that host files look to
+    /// the guest as they do on the host (host root's files owned by guest root) and guest writes land as the
+    /// host's ids (needs root).
+    pub idmapped_mounts: bool,
+}
+
 /// A resource limit applied to the guest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rlimit {
@@ -71,8 +93,12 @@ pub struct RunSettings {
     pub umask: String,
     pub aslr: bool,
     pub rlimits: Vec<Rlimit>,
-    /// Whether a user namespace was used (repro not run as root).
+    /// Whether the guest ran in a user namespace (always, since the guest's root must not be the host's).
     pub user_namespace: bool,
+    /// The guest's user namespace: its id maps and whether the working directory, a pack's root and `:rw`
+    /// binds were idmapped. `None` in records written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<Identity>,
     /// Whether the determinism supervisor mediated the guest (`--no-supervisor` turns it off).
     #[serde(default)]
     pub supervised: bool,

@@ -138,7 +138,8 @@ pub fn settings(pack: &Pack, binds: Vec<BindMount>) -> RunSettings {
             .into_iter()
             .map(|(_, name, soft, hard)| Rlimit { resource: name.into(), soft, hard })
             .collect(),
-        user_namespace: repro_sys::ns::getuid() != 0,
+        user_namespace: true,
+        identity: Some(repro_sandbox::identity::current()),
         supervised: m.determinism.supervised,
         clock_step_ns: m.determinism.clock_step_ns,
         dir_order: m.determinism.dir_order.clone(),

@@ -1,5 +1,5 @@
-//! A small cgroup for one run: a memory limit and a way to kill everything in it. Works with cgroup v2
-//! (unified) and with v1's memory hierarchy.
+//! A small cgroup for one run, created under the caller's own cgroup: a memory limit and a way to kill
+//! everything in it. Works with cgroup v2 (unified) and with v1's memory hierarchy.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -53,22 +53,21 @@ pub struct Cgroup {
 }
 
 impl Cgroup {
-    /// Creates `<hierarchy>/repro/<name>` with a memory limit.
+    /// Creates `repro-<name>` with a memory limit under the caller's own cgroup (from `/proc/self/cgroup`), so
+    /// that the caller's limits hold for the guest too.
     pub fn create(h: &Hierarchy, name: &str, memory_bytes: u64) -> std::io::Result<Cgroup> {
-        let (base, v2) = match h {
-            Hierarchy::V2(p) => (p.join("repro"), true),
-            Hierarchy::V1Memory(p) => (p.join("repro"), false),
-            Hierarchy::None => return Err(std::io::Error::other("no cgroup memory controller on this machine")),
-        };
-        if !base.exists() {
-            fs::create_dir(&base).or_else(|e| if base.exists() { Ok(()) } else { Err(e) })?;
-        }
+        let own = fs::read_to_string("/proc/self/cgroup")?;
+        let base = caller_cgroup(h, &own).ok_or_else(|| {
+            std::io::Error::other(format!("/proc/self/cgroup names no cgroup in the {}", h.describe()))
+        })?;
+        let v2 = matches!(h, Hierarchy::V2(_));
         if v2 {
-            // Controllers must be enabled on every level above the run's cgroup.
-            let root = base.parent().unwrap_or(Path::new("/"));
-            let _ = repro_sys::ns::write_file(&root.join("cgroup.subtree_control").to_string_lossy(), "+memory +pids");
-            repro_sys::ns::write_file(&base.join("cgroup.subtree_control").to_string_lossy(), "+memory +pids")?;
+            // The memory controller must be enabled for the caller's cgroup's children (refused when the caller's
+            // cgroup holds processes and is not the root: then memory.max is missing below and the limit is
+            // reported as not enforced).
+            let _ = repro_sys::ns::write_file(&base.join("cgroup.subtree_control").to_string_lossy(), "+memory +pids");
         }
+        let name = format!("repro-{name}");
         let path = base.join(name);
         fs::create_dir(&path)?;
         let cg = Cgroup { path, v2 };
@@ -142,6 +141,27 @@ impl Cgroup {
     }
 }
 
+/// The directory of the caller's cgroup in hierarchy `h`, from the text of `/proc/self/cgroup`: the line of the
+/// memory controller (v1) or the `0::` line (v2). A path that leaves the hierarchy (`..`) is refused.
+pub fn caller_cgroup(h: &Hierarchy, proc_self_cgroup: &str) -> Option<PathBuf> {
+    let (mount, v2) = match h {
+        Hierarchy::V2(p) => (p, true),
+        Hierarchy::V1Memory(p) => (p, false),
+        Hierarchy::None => return None,
+    };
+    let rel = proc_self_cgroup.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (id, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+        let ours = if v2 { id == "0" && ctrls.is_empty() } else { ctrls.split(',').any(|c| c == "memory") };
+        ours.then_some(path)
+    })?;
+    let rel = Path::new(rel.trim());
+    if !rel.is_absolute() || rel.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+        return None;
+    }
+    Some(mount.join(rel.strip_prefix("/").ok()?))
+}
+
 fn libc_sigkill() -> i32 {
     9
 }
@@ -149,6 +169,22 @@ fn libc_sigkill() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_run_cgroup_goes_under_the_callers_own() {
+        let v1 = Hierarchy::V1Memory("/sys/fs/cgroup/memory".into());
+        let text = "9:name=systemd:/\n4:memory:/process_api/62d2\n1:cpu,cpuacct:/x\n0::/\n";
+        assert_eq!(caller_cgroup(&v1, text), Some(PathBuf::from("/sys/fs/cgroup/memory/process_api/62d2")));
+        let v2 = Hierarchy::V2("/sys/fs/cgroup".into());
+        assert_eq!(caller_cgroup(&v2, text), Some(PathBuf::from("/sys/fs/cgroup")));
+        assert_eq!(
+            caller_cgroup(&v2, "0::/user.slice/user-1000.slice/session-2.scope\n"),
+            Some(PathBuf::from("/sys/fs/cgroup/user.slice/user-1000.slice/session-2.scope"))
+        );
+        assert_eq!(caller_cgroup(&v1, "0::/a\n"), None, "no memory line");
+        assert_eq!(caller_cgroup(&v2, "0::/../etc\n"), None);
+        assert_eq!(caller_cgroup(&Hierarchy::None, text), None);
+    }
 
     #[test]
     fn detects_v1_and_v2_layouts() {

@@ -209,7 +209,7 @@ pub fn apply(changes: &Changes, changes_dir: &Path, target: &Path) -> Result<(),
             FileKind::Dir => {
                 fs::create_dir_all(&dst).map_err(|e| SandboxError::io("cannot create", &dst, e))?;
                 if let Ok(m) = fs::metadata(&src) {
-                    let _ = fs::set_permissions(&dst, fs::Permissions::from_mode(m.mode() & 0o7777));
+                    let _ = fs::set_permissions(&dst, fs::Permissions::from_mode(kept_mode(m.mode())));
                 }
             }
             FileKind::Symlink => {
@@ -224,11 +224,21 @@ pub fn apply(changes: &Changes, changes_dir: &Path, target: &Path) -> Result<(),
                 // Replace, never write through: a hard link or a read-only file in the target is not followed.
                 let tmp = dst.with_file_name(format!(".repro-keep-{}", std::process::id()));
                 fs::copy(&src, &tmp).map_err(|e| SandboxError::io("cannot copy", &src, e))?;
+                let mode = fs::metadata(&tmp).map_err(|e| SandboxError::io("cannot read", &tmp, e))?.mode();
+                fs::set_permissions(&tmp, fs::Permissions::from_mode(kept_mode(mode)))
+                    .map_err(|e| SandboxError::io("cannot chmod", &tmp, e))?;
                 fs::rename(&tmp, &dst).map_err(|e| SandboxError::io("cannot replace", &dst, e))?;
             }
         }
     }
     Ok(())
+}
+
+/// The mode a kept file or directory gets: the guest's, without setuid and setgid. Kept files belong to the user
+/// who ran repro (they are copied by it), so a guest's setuid program must not become one of that user's, root's
+/// included.
+fn kept_mode(mode: u32) -> u32 {
+    mode & 0o1777
 }
 
 #[cfg(test)]
@@ -260,6 +270,7 @@ mod tests {
             ]
         );
         assert!(!upper.path().join("same").exists());
+        fs::set_permissions(upper.path().join("d/new"), fs::Permissions::from_mode(0o6755)).unwrap();
         apply(&c, upper.path(), lower.path()).unwrap();
 
         // The copy to the run directory keeps files, directories and links, without setuid bits.
@@ -271,6 +282,8 @@ mod tests {
         assert_eq!(fs::metadata(out.path().join("c/d/new")).unwrap().mode() & 0o7777, 0o755);
         assert_eq!(fs::read_link(out.path().join("c/d/link")).unwrap(), Path::new("mod"));
         assert_eq!(fs::read_to_string(lower.path().join("mod")).unwrap(), "new");
+        let kept = fs::metadata(lower.path().join("d/new")).unwrap().mode() & 0o7777;
+        assert_eq!(kept, 0o755, "setuid and setgid are not kept");
         assert_eq!(fs::read_to_string(lower.path().join("d/new")).unwrap(), "n");
     }
 }

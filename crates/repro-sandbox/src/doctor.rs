@@ -52,7 +52,11 @@ pub fn run() -> Report {
     checks.push(check(
         "user",
         Status::Ok,
-        if root { "running as root: no user namespace needed" } else { "not root: runs use a user namespace" },
+        if root {
+            "running as root: the guest's ids map to unprivileged host ids; the working directory is idmapped"
+        } else {
+            "not root: the guest's root is this user (a one-id user namespace)"
+        },
         None,
     ));
     for (name, flag, needed) in [
@@ -61,8 +65,8 @@ pub fn run() -> Report {
         ("namespace:net", flags::NET, true),
         ("namespace:uts", flags::UTS, true),
         ("namespace:ipc", flags::IPC, true),
-        ("namespace:user", flags::USER, !root),
-        ("namespace:cgroup", flags::CGROUP, false),
+        ("namespace:user", flags::USER, true),
+        ("namespace:cgroup", flags::CGROUP, true),
         ("namespace:time", flags::TIME, false),
     ] {
         let extra = if root || flag == flags::USER { 0 } else { flags::USER };

@@ -1,8 +1,11 @@
 //! `repro __init`: PID 1 of the sandbox. It builds the guest's root, starts the guest, reaps every process,
 //! forwards SIGINT/SIGTERM/SIGHUP to the guest and exits with the guest's status.
 //!
-//! It is executed fresh (`/proc/self/exe __init CONFIG`) by `repro run` in new mount, PID, network, UTS and IPC
-//! namespaces, so it starts single-threaded with a clean address space.
+//! It is executed fresh (`/proc/self/exe __init fd:10`) by `repro run` in new user, mount, PID, network, UTS and IPC
+//! namespaces, so it starts single-threaded with a clean address space. It reads its configuration from, and
+//! writes its result to, descriptors `repro run` placed ([`CONFIG_FD`], [`RESULT_FD`]): the run directory
+//! belongs to the host's user, whom the init no longer is. It makes itself non-dumpable (a guest cannot ptrace
+//! it or read its memory) and enters a cgroup namespace, so the guest sees the run's cgroup as the root.
 
 use std::ffi::CString;
 use std::fs;
@@ -32,6 +35,31 @@ pub const STDOUT_FD: i32 = 3;
 pub const STDERR_FD: i32 = 4;
 /// The descriptor at which the init receives a unix socket: it sends the writable layer's directory over it.
 pub const LAYER_FD: i32 = 5;
+/// The descriptor from which the init reads its [`InitConfig`] (a memfd).
+pub const CONFIG_FD: i32 = 10;
+/// The descriptor to which the init writes its [`InitResult`] (a memfd `repro run` reads afterwards).
+pub const RESULT_FD: i32 = 11;
+/// With [`DetSettings::access_stream`]: the stream file, open for appending.
+pub const ACCESS_FD: i32 = 12;
+/// A socket on which `repro run` sends the detached idmapped mounts of [`InitConfig::trees`], in that order.
+pub const TREES_FD: i32 = 13;
+
+/// The run directory, open (received first on [`TREES_FD`]): the init reaches its files as `/proc/self/fd/14/NAME`,
+/// never by their host path.
+pub const RUN_DIR_FD: i32 = 14;
+
+/// What a detached, idmapped mount tree received on [`TREES_FD`] is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TreeRole {
+    /// The working directory: attached at [`InitConfig::stage`], the overlay's lower layer.
+    Cwd,
+    /// A pack's root (`root_source`): attached at [`InitConfig::stage`], bound as the guest's `/`.
+    RootSource,
+    /// `--bind` number N: attached at its guest path (idmapped when possible; a read-only one that cannot be is a
+    /// plain copy of its mount).
+    Bind(usize),
+}
 
 /// Everything the init needs, written by `repro run` to the run directory.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -57,10 +85,14 @@ pub struct InitConfig {
     pub no_aslr: bool,
     pub rlimits: Vec<(i32, u64, u64)>,
     pub cpus: Vec<usize>,
-    /// Where to write the [`InitResult`].
-    pub result: String,
     /// Whether the init runs in its own user namespace (overlay then needs `userxattr`).
     pub user_namespace: bool,
+    /// The detached idmapped mounts that arrive on [`TREES_FD`], in order (empty for an unprivileged caller).
+    #[serde(default)]
+    pub trees: Vec<TreeRole>,
+    /// An empty directory where the tree of the working directory (or of a pack's root) is attached.
+    #[serde(default)]
+    pub stage: String,
     /// The determinism supervisor's settings; `None` runs the guest without it.
     pub determinism: Option<DetSettings>,
     /// A directory to bind (read-only) as the guest's `/` instead of the host's (a reproducer pack's root);
@@ -120,7 +152,8 @@ pub struct DetSettings {
     /// `sorted`, `reversed` or `shuffled:SEED`.
     #[serde(default)]
     pub dir_order: String,
-    /// With `record_access`: a file the paths the guest reads are appended to while it runs.
+    /// With `record_access`: a file the paths the guest reads are appended to while it runs (the init receives it
+    /// open on [`ACCESS_FD`]; the path is for messages).
     #[serde(default)]
     pub access_stream: Option<String>,
 }
@@ -150,37 +183,33 @@ pub struct InitResult {
     pub tapes: TapesOut,
 }
 
-/// The init's entry point. Returns the exit status.
-pub fn main(config_path: &Path) -> i32 {
-    let cfg: InitConfig = match fs::read(config_path)
-        .map_err(|e| e.to_string())
-        .and_then(|d| serde_json::from_slice(&d).map_err(|e| e.to_string()))
-    {
+/// The init's entry point: `config` is `fd:N` (the descriptor the configuration is read from). Returns the exit
+/// status.
+pub fn main(config: &Path) -> i32 {
+    // The result goes to a descriptor `repro run` reads afterwards: the run directory is not writable by the
+    // guest's (mapped) root.
+    let Some(result_fd) = ns_fd(RESULT_FD) else {
+        eprintln!(
+            "repro: sandbox setup failed: no result descriptor {RESULT_FD} (repro __init is started by repro run)"
+        );
+        return crate::EXIT_SETUP;
+    };
+    let mut result_file = fs::File::from(result_fd);
+    let cfg: InitConfig = match read_config(config) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("repro: sandbox setup failed: cannot read {}: {e}", config_path.display());
+            eprintln!("repro: sandbox setup failed: cannot read the configuration ({}): {e}", config.display());
             return crate::EXIT_SETUP;
         }
     };
-    // Open the result file before the root changes: afterwards the run directory is not reachable.
-    let mut result_file = match fs::File::create(&cfg.result) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("repro: sandbox setup failed: cannot create {}: {e}", cfg.result);
-            return crate::EXIT_SETUP;
-        }
+    let stream = match cfg.determinism.as_ref().and_then(|d| d.access_stream.as_ref()) {
+        Some(_) => ns_fd(ACCESS_FD).map(|fd| repro_tracer::AccessStream(std::sync::Arc::new(fs::File::from(fd)))),
+        None => None,
     };
-    // The access stream too (a capture reads it while the guest runs).
-    let stream = cfg
-        .determinism
-        .as_ref()
-        .and_then(|d| d.access_stream.as_ref())
-        .and_then(|p| fs::OpenOptions::new().append(true).open(p).ok())
-        .map(|f| repro_tracer::AccessStream(std::sync::Arc::new(f)));
     let mut determinism = Determinism { supervised: cfg.determinism.is_some(), ..Default::default() };
     let mut accessed = Vec::new();
     let mut tapes = TapesOut::default();
-    let (outcome, status) = match setup(&cfg) {
+    let (outcome, status) = match harden().and_then(|_| setup(&cfg)) {
         Err(msg) => {
             eprintln!("repro: sandbox setup failed: {msg}");
             (RunOutcome::SetupFailed { message: msg }, crate::EXIT_SETUP)
@@ -192,6 +221,31 @@ pub fn main(config_path: &Path) -> i32 {
     status
 }
 
+fn ns_fd(fd: i32) -> Option<std::os::fd::OwnedFd> {
+    repro_sys::idmap::inherited(fd)
+}
+
+fn read_config(config: &Path) -> Result<InitConfig, String> {
+    let arg = config.to_string_lossy();
+    let fd: i32 =
+        arg.strip_prefix("fd:").and_then(|n| n.parse().ok()).ok_or_else(|| format!("expected fd:N, got '{arg}'"))?;
+    let f = ns_fd(fd).ok_or_else(|| format!("descriptor {fd} is not open"))?;
+    let mut data = Vec::new();
+    std::io::Read::read_to_end(&mut fs::File::from(f), &mut data).map_err(|e| e.to_string())?;
+    serde_json::from_slice(&data).map_err(|e| e.to_string())
+}
+
+/// What the init does to itself before anything else, once `repro run` has placed it in the run's cgroup: no
+/// process of the guest may ptrace it or read its memory (non-dumpable, and no program it starts regains
+/// CAP_SYS_PTRACE, which would override that), and the guest sees the run's cgroup as the root of the hierarchy.
+fn harden() -> Result<(), String> {
+    use repro_sys::idmap;
+    idmap::set_non_dumpable().map_err(|e| e.to_string())?;
+    idmap::drop_bounding(idmap::CAP_SYS_PTRACE).map_err(|e| e.to_string())?;
+    ns::unshare(ns::flags::CGROUP).map_err(|e| format!("{e} (a cgroup namespace)"))?;
+    Ok(())
+}
+
 fn setup(cfg: &InitConfig) -> Result<(), String> {
     let e = |x: ns::SysError| x.to_string();
     ns::setsid().map_err(e)?;
@@ -200,9 +254,35 @@ fn setup(cfg: &InitConfig) -> Result<(), String> {
     if !cfg.host_network {
         ns::interface_up("lo").map_err(e)?;
     }
-    build_root(cfg)?;
+    let trees = receive_trees(cfg)?;
+    build_root(cfg, trees)?;
     ns::pivot_into(&cfg.root).map_err(e)?;
     Ok(())
+}
+
+/// The idmapped trees `repro run` sends on [`TREES_FD`] (one message, possibly without descriptors).
+fn receive_trees(cfg: &InitConfig) -> Result<Vec<(TreeRole, std::os::fd::OwnedFd)>, String> {
+    let sock = ns_fd(TREES_FD).ok_or_else(|| format!("no descriptor {TREES_FD} for the idmapped mounts"))?;
+    let (sent, mut fds) =
+        repro_sys::idmap::recv_fds(std::os::fd::AsRawFd::as_raw_fd(&sock)).map_err(|e| e.to_string())?;
+    // The run directory first, placed where the configuration's paths expect it.
+    if fds.is_empty() {
+        return Err("the run directory's descriptor is missing".into());
+    }
+    // A received tree that landed on that number moves elsewhere first.
+    for f in fds.iter_mut().skip(1) {
+        if std::os::fd::AsRawFd::as_raw_fd(f) == RUN_DIR_FD {
+            *f = f.try_clone().map_err(|e| format!("dup: {e}"))?;
+        }
+    }
+    repro_sys::idmap::place_fd(fds.remove(0), RUN_DIR_FD).map_err(|e| e.to_string())?;
+    // Then one tag per planned tree: 1 when it was sent.
+    let made = sent.iter().filter(|t| **t == 1).count();
+    if sent.len() != cfg.trees.len() || made != fds.len() {
+        return Err(format!("expected {} idmapped mounts, received {} of {}", cfg.trees.len(), fds.len(), sent.len()));
+    }
+    let roles = cfg.trees.iter().zip(&sent).filter(|(_, t)| **t == 1).map(|(r, _)| *r);
+    Ok(roles.zip(fds).collect())
 }
 
 fn under(root: &str, path: &str) -> String {
@@ -265,22 +345,30 @@ const KERNEL_FS: [&str; 16] = [
 /// 3. empty /run (and /var/run), /tmp and /home from the layer, the working directory's overlay;
 /// 4. /dev (nodev, noexec) with the standard nodes bound in, /etc files, `--bind`s;
 /// 5. a fresh proc and sysfs, runc's masks and read-only paths.
-fn build_root(cfg: &InitConfig) -> Result<(), String> {
+fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd::OwnedFd)>) -> Result<(), String> {
     let e = |x: ns::SysError| x.to_string();
     let r = cfg.root.as_str();
     ns::mount("", "/", "", mflags::REC | mflags::PRIVATE, None).map_err(e)?;
+    // An idmapped tree (the working directory or a pack's root) is attached at the stage first.
+    let mut take = |role: TreeRole| trees.iter().position(|(r, _)| *r == role).map(|i| trees.remove(i).1);
+    let staged = |fd: std::os::fd::OwnedFd| -> Result<String, String> {
+        repro_sys::idmap::attach_tree(std::os::fd::AsRawFd::as_raw_fd(&fd), &cfg.stage).map_err(e)?;
+        Ok(cfg.stage.clone())
+    };
+    let pack_root = take(TreeRole::RootSource).map(staged).transpose()?;
+    let cwd_tree = take(TreeRole::Cwd).map(staged).transpose()?;
 
     // The read-only root.
     ns::mount("tmpfs", r, "tmpfs", mflags::NOSUID | mflags::NODEV, Some("mode=755,size=1m,nr_inodes=4096"))
         .map_err(e)?;
-    let source = cfg.root_source.as_deref().unwrap_or("/");
+    let source = pack_root.as_deref().or(cfg.root_source.as_deref()).unwrap_or("/");
     populate_root(source, r)?;
     for (d, mode) in [("proc", 0o555), ("sys", 0o555), ("dev", 0o755), ("run", 0o755), ("tmp", 0o1777), ("home", 0o755)]
     {
         mkdir_p(&under(r, d), mode)?;
     }
     // When the run directory lies inside a bound directory, the bind copied the root being built: drop it.
-    let _ = ns::umount_detach(&under(r, r));
+    let _ = ns::umount_detach(&under(r, &host_path(r)));
     scrub_kernel_mounts(r)?;
     ns::make_readonly_recursive(r).map_err(e)?;
 
@@ -330,13 +418,14 @@ fn build_root(cfg: &InitConfig) -> Result<(), String> {
     if !Path::new(&target).is_dir() {
         mkdir_p(&target, 0o755)?;
     }
-    let lower = match &cfg.root_source {
-        Some(src) => {
+    let lower = match (&pack_root, &cfg.root_source, cwd_tree) {
+        (Some(src), _, _) | (None, Some(src), _) => {
             let lower = under(src, &cfg.cwd);
             stays_inside(src, &lower, "the working directory")?;
             lower
         }
-        None => cfg.cwd.clone(),
+        (None, None, Some(stage)) => stage,
+        (None, None, None) => cfg.cwd.clone(),
     };
     let (upper, work) = (format!("{layer}/upper"), format!("{layer}/work"));
     for p in [&lower, &upper, &work] {
@@ -382,11 +471,16 @@ fn build_root(cfg: &InitConfig) -> Result<(), String> {
         }
     }
 
-    for b in &cfg.binds {
+    for (i, b) in cfg.binds.iter().enumerate() {
         let t = under(r, &b.guest);
         stays_inside(r, &t, &format!("--bind {}: the guest path {}", b.host, b.guest))?;
+        // A tree sent by `repro run` says itself what it is: the host path may not be reachable from here.
+        let tree = take(TreeRole::Bind(i)).map(fs::File::from);
         if !Path::new(&t).exists() {
-            let host_is_dir = Path::new(&b.host).is_dir();
+            let host_is_dir = match &tree {
+                Some(f) => f.metadata().map(|m| m.is_dir()).unwrap_or(false),
+                None => Path::new(&b.host).is_dir(),
+            };
             let made = if host_is_dir {
                 mkdir_p(&t, 0o755)
             } else {
@@ -406,7 +500,10 @@ fn build_root(cfg: &InitConfig) -> Result<(), String> {
                 )
             })?;
         }
-        ns::mount(&b.host, &t, "", mflags::BIND | mflags::REC, None).map_err(e)?;
+        match tree {
+            Some(tree) => repro_sys::idmap::attach_tree(std::os::fd::AsRawFd::as_raw_fd(&tree), &t).map_err(e)?,
+            None => ns::mount(&b.host, &t, "", mflags::BIND | mflags::REC, None).map_err(e)?,
+        }
         if !b.writable {
             ns::make_readonly_recursive(&t).map_err(e)?;
         }
@@ -485,11 +582,11 @@ fn unescape_mountinfo(s: &str) -> String {
 /// the guest a host instance: each is detached, or, where the mount is locked (a user namespace), covered by an
 /// empty read-only tmpfs (a file by /dev/null).
 fn scrub_kernel_mounts(r: &str) -> Result<(), String> {
-    let prefix = format!("{}/", r.trim_end_matches('/'));
+    let prefix = format!("{}/", host_path(r).trim_end_matches('/'));
     let mut found: Vec<String> = mountinfo_entries()
         .into_iter()
         .filter(|(mp, fstype)| mp.starts_with(&prefix) && KERNEL_FS.contains(&fstype.as_str()))
-        .map(|(mp, _)| mp)
+        .map(|(mp, _)| through(r, &mp))
         .collect();
     // Deepest first.
     found.sort_by_key(|m| std::cmp::Reverse(m.matches('/').count()));
@@ -553,23 +650,78 @@ fn build_proc_sys(cfg: &InitConfig, r: &str) -> Result<(), String> {
 /// goes through one (say `/var/run -> /run`) would make the init create or mount on the host's side. Refuses
 /// `path` unless its deepest existing ancestor, links resolved, lies inside `root`.
 fn stays_inside(root: &str, path: &str, what: &str) -> Result<(), String> {
-    let canon_root = fs::canonicalize(root).map_err(|x| format!("{root}: {x}"))?;
-    let mut p = Path::new(path);
-    loop {
-        if fs::symlink_metadata(p).is_ok() {
-            break;
+    use std::ffi::OsString;
+    let root = root.trim_end_matches('/');
+    let leaves = || format!("{what} goes through a symbolic link that leaves the sandbox's root; give it without links");
+    let rel = path.strip_prefix(root).ok_or_else(|| format!("{what}: {path} is not under {root}"))?;
+    // Walked by hand rather than canonicalized: `root` may be reached through the run directory's descriptor
+    // (/proc/self/fd/N/...), whose host ancestors the guest's root may not search.
+    let mut pending: std::collections::VecDeque<OsString> =
+        Path::new(rel).components().filter_map(|c| component_name(&c)).collect();
+    let mut inside: Vec<OsString> = Vec::new();
+    let mut links = 0;
+    while let Some(c) = pending.pop_front() {
+        if c == ".." {
+            inside.pop().ok_or_else(leaves)?;
+            continue;
         }
-        match p.parent() {
-            Some(parent) => p = parent,
-            None => break,
+        inside.push(c);
+        let here = inside.iter().fold(PathBuf::from(root), |p, c| p.join(c));
+        match fs::symlink_metadata(&here) {
+            // What does not exist yet is created below a checked parent, without following anything.
+            Err(_) => return Ok(()),
+            Ok(m) if m.file_type().is_symlink() => {
+                links += 1;
+                if links > 40 {
+                    return Err(format!("{what} goes through too many symbolic links ({path})"));
+                }
+                let target = fs::read_link(&here).map_err(|x| format!("readlink {}: {x}", here.display()))?;
+                // Before the pivot an absolute link names a host path.
+                if target.is_absolute() {
+                    return Err(leaves());
+                }
+                // A dangling link: what it names does not exist yet, and creating it would follow the link.
+                if fs::metadata(&here).is_err() {
+                    return Err(format!("{what} goes through a dangling symbolic link ({path})"));
+                }
+                inside.pop();
+                for c in target.components().rev().filter_map(|c| component_name(&c)) {
+                    pending.push_front(c);
+                }
+            }
+            Ok(_) => {}
         }
     }
-    // A dangling link: what it names does not exist yet, and creating it would follow the link.
-    let resolved = fs::canonicalize(p).map_err(|_| format!("{what} goes through a dangling symbolic link ({path})"))?;
-    if resolved.starts_with(&canon_root) {
-        Ok(())
-    } else {
-        Err(format!("{what} goes through a symbolic link that leaves the sandbox's root; give it without links"))
+    Ok(())
+}
+
+/// A path component as a name to walk (`..` kept as such; `.` and the root dropped).
+fn component_name(c: &std::path::Component<'_>) -> Option<std::ffi::OsString> {
+    match c {
+        std::path::Component::Normal(n) => Some(n.to_os_string()),
+        std::path::Component::ParentDir => Some("..".into()),
+        _ => None,
+    }
+}
+
+/// The host path of a path given through a descriptor (`/proc/self/fd/N/rest`): what /proc/self/mountinfo shows.
+fn host_path(p: &str) -> String {
+    if let Some(rest) = p.strip_prefix("/proc/self/fd/") {
+        let (n, tail) = rest.split_once('/').unwrap_or((rest, ""));
+        if let Ok(dir) = fs::read_link(format!("/proc/self/fd/{n}")) {
+            let dir = dir.to_string_lossy().into_owned();
+            return if tail.is_empty() { dir } else { format!("{}/{tail}", dir.trim_end_matches('/')) };
+        }
+    }
+    p.to_string()
+}
+
+/// `host` (a path inside the tree at `host_path(r)`) as a path through `r`.
+fn through(r: &str, host: &str) -> String {
+    let hr = host_path(r);
+    match host.strip_prefix(hr.trim_end_matches('/')) {
+        Some(rest) => format!("{}{rest}", r.trim_end_matches('/')),
+        None => host.to_string(),
     }
 }
 
@@ -930,12 +1082,23 @@ mod tests {
         fs::create_dir_all(root.join("var/lib")).unwrap();
         std::os::unix::fs::symlink(outside.path(), root.join("var/run")).unwrap();
         std::os::unix::fs::symlink("lib", root.join("var/rel")).unwrap();
-        std::os::unix::fs::symlink("/nonexistent-repro-target", root.join("dangling")).unwrap();
+        std::os::unix::fs::symlink("missing-target", root.join("dangling")).unwrap();
+        std::os::unix::fs::symlink("/nonexistent-repro-target", root.join("absolute")).unwrap();
+        std::os::unix::fs::symlink("../../..", root.join("var/up")).unwrap();
         let r = root.to_string_lossy();
         assert!(stays_inside(&r, &format!("{r}/var/lib/new/deeper"), "x").is_ok());
         assert!(stays_inside(&r, &format!("{r}/var/rel/new"), "x").is_ok());
         assert!(stays_inside(&r, &format!("{r}/var/run/x"), "x").unwrap_err().contains("leaves the sandbox's root"));
         assert!(stays_inside(&r, &format!("{r}/dangling/x"), "x").unwrap_err().contains("dangling"));
+        assert!(stays_inside(&r, &format!("{r}/absolute/x"), "x").unwrap_err().contains("leaves the sandbox's root"));
+        assert!(stays_inside(&r, &format!("{r}/var/up/x"), "x").unwrap_err().contains("leaves the sandbox's root"));
+        // Through a descriptor of the root's parent, as the init reaches the run directory.
+        let dir = fs::File::open(d.path()).unwrap();
+        let via = format!("/proc/self/fd/{}/root", std::os::fd::AsRawFd::as_raw_fd(&dir));
+        assert_eq!(host_path(&via), r);
+        assert!(stays_inside(&via, &format!("{via}/var/run/x"), "x").is_err());
+        assert!(stays_inside(&via, &format!("{via}/var/rel/new"), "x").is_ok());
+        assert_eq!(through(&via, &format!("{r}/var/lib")), format!("{via}/var/lib"));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! ```text
 //! repro run (host)           pumps stdout/stderr, forwards signals, writes the run directory
 //! ├── repro __reap           outlives a killed `repro run`: empties and removes the cgroup
-//! └── repro __init  (PID 1)  new mount/PID/net/UTS/IPC namespaces: builds the root, reaps, forwards signals
+//! └── repro __init  (PID 1)  new user/mount/PID/net/UTS/IPC/cgroup namespaces: builds the root, reaps, forwards
+//!                            signals
 //!     └── CMD                the guest
 //! ```
 
@@ -15,6 +16,7 @@ pub mod doctor;
 pub mod env;
 mod error;
 pub mod gc;
+pub mod identity;
 pub mod init;
 pub mod parse;
 pub mod reaper;

@@ -15,7 +15,10 @@ use repro_model::run::{BindMount, Enforcement, Epoch, Rlimit, RunOutcome, RunRec
 use repro_sys::ns::{self, flags, rlimit};
 
 use crate::cgroup::{Cgroup, Hierarchy};
-use crate::init::{Accessed, InitConfig, InitResult, INIT_SIGNALS, STDERR_FD, STDOUT_FD};
+use crate::init::{
+    Accessed, InitConfig, InitResult, TreeRole, ACCESS_FD, CONFIG_FD, INIT_SIGNALS, RESULT_FD, RUN_DIR_FD, STDERR_FD,
+    STDOUT_FD, TREES_FD,
+};
 use crate::parse::{self, EnvSpec};
 use crate::reaper::{self, ReapJob};
 use crate::rundir::{self, RunDir};
@@ -122,7 +125,8 @@ impl RunRequest {
                 .into_iter()
                 .map(|(_, name, soft, hard)| Rlimit { resource: name.into(), soft, hard })
                 .collect(),
-            user_namespace: ns::getuid() != 0,
+            user_namespace: true,
+            identity: Some(crate::identity::current()),
             supervised: !opts.no_supervisor,
             clock_step_ns: opts.clock_step_ns,
             dir_order: match &opts.dir_order {
@@ -253,8 +257,22 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let root = dir.join(".root");
     let layer = dir.join(".layer");
     let etc = dir.join(".etc");
-    for d in [&root, &layer, &etc] {
+    let stage = dir.join(".stage");
+    for d in [&root, &layer, &etc, &stage] {
         fs::create_dir(d).map_err(|e| SandboxError::io("cannot create", d, e))?;
+    }
+    // The guest always has its own user namespace: its root is a host id without privileges (see identity.rs).
+    let mut identity = s.identity.clone().unwrap_or_else(crate::identity::current);
+    // As root, the working directory (or a pack's root) and the `:rw` binds are idmapped for the guest.
+    let mut trees: Vec<(TreeRole, PathBuf)> = Vec::new();
+    if identity.idmapped_mounts {
+        match &extras.root_source {
+            Some(r) => trees.push((TreeRole::RootSource, r.clone())),
+            None => trees.push((TreeRole::Cwd, PathBuf::from(&s.cwd))),
+        }
+        for (i, b) in s.binds.iter().enumerate() {
+            trees.push((TreeRole::Bind(i), PathBuf::from(&b.host)));
+        }
     }
     let etc_files = [
         ("hostname", format!("{}\n", s.hostname)),
@@ -279,26 +297,29 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     } else {
         Vec::new()
     };
-    let result_path = dir.join(".init-result.json");
+    // The init reaches the run directory through a descriptor (see `enter_identity`), not by its host path: the
+    // guest's root may not traverse the directories above it (a project under /root, mode 700).
+    let in_run_dir = |name: &str| format!("/proc/self/fd/{RUN_DIR_FD}/{name}");
     let cfg = InitConfig {
         argv: s.command.clone(),
         env: s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         cwd: s.cwd.clone(),
-        root: root.to_string_lossy().into_owned(),
-        layer: layer.to_string_lossy().into_owned(),
+        root: in_run_dir(".root"),
+        layer: in_run_dir(".layer"),
         disk_bytes: s.disk_bytes,
         disk_inodes: s.disk_inodes,
         hide,
         binds: s.binds.clone(),
-        etc: etc_files.iter().map(|(n, _)| (n.to_string(), etc.join(n).to_string_lossy().into_owned())).collect(),
+        etc: etc_files.iter().map(|(n, _)| (n.to_string(), in_run_dir(&format!(".etc/{n}")))).collect(),
         hostname: s.hostname.clone(),
         domainname: s.domainname.clone(),
         umask: UMASK,
         no_aslr: !s.aslr,
         rlimits: fixed_rlimits().into_iter().map(|(r, _, soft, hard)| (r, soft, hard)).collect(),
         cpus: s.cpu_affinity.clone(),
-        result: result_path.to_string_lossy().into_owned(),
-        user_namespace: s.user_namespace,
+        user_namespace: true,
+        trees: trees.iter().map(|(r, _)| *r).collect(),
+        stage: in_run_dir(".stage"),
         determinism: s.supervised.then_some(crate::init::DetSettings {
             seed: s.seed,
             epoch_unix_secs: s.epoch.unix,
@@ -313,8 +334,18 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         host_network: extras.host_network,
         tapes: extras.tapes.clone(),
     };
-    let cfg_path = dir.join(".init.json");
-    dir.write_atomic(".init.json", &serde_json::to_vec_pretty(&cfg).map_err(|e| SandboxError::Setup(e.to_string()))?)?;
+    // The init cannot open files of the run directory (it is not the host's user): its configuration, result and
+    // access stream are descriptors it inherits. The configuration (with the environment) never touches the disk.
+    let cfg_json = serde_json::to_vec(&cfg).map_err(|e| SandboxError::Setup(e.to_string()))?;
+    let cfg_fd = repro_sys::idmap::memfd(c"repro-init-config", &cfg_json)?;
+    let result_fd = repro_sys::idmap::memfd(c"repro-init-result", b"")?;
+    let access_fd = match &extras.access_stream {
+        Some(p) => {
+            Some(fs::OpenOptions::new().append(true).open(p).map_err(|e| SandboxError::io("cannot open", p, e))?)
+        }
+        None => None,
+    };
+    let (trees_tx, trees_rx) = repro_sys::idmap::socketpair()?;
 
     // The cgroup for the memory limit.
     let hierarchy = Hierarchy::detect();
@@ -327,7 +358,10 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     };
 
     // The reaper outlives us if we are killed.
-    let job = ReapJob { cgroup: cgroup.as_ref().map(|c| c.path.clone()), scratch: vec![root.clone(), layer.clone()] };
+    let job = ReapJob {
+        cgroup: cgroup.as_ref().map(|c| c.path.clone()),
+        scratch: vec![root.clone(), layer.clone(), stage.clone()],
+    };
     let mut reaper = Command::new(exe)
         .arg("__reap")
         .args(job.to_args())
@@ -353,44 +387,60 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let argv = vec![
         CString::new("repro-init").unwrap_or_default(),
         CString::new("__init").unwrap_or_default(),
-        CString::new(cfg_path.as_os_str().as_encoded_bytes()).map_err(|e| SandboxError::Setup(e.to_string()))?,
+        CString::new(format!("fd:{CONFIG_FD}")).unwrap_or_default(),
     ];
-    let mut namespaces = flags::MOUNT | flags::PID | flags::UTS | flags::IPC;
+    let mut namespaces = flags::USER | flags::MOUNT | flags::PID | flags::UTS | flags::IPC;
     if !extras.host_network {
         namespaces |= flags::NET;
     }
-    if s.user_namespace {
-        namespaces |= flags::USER;
+    let mut fds = vec![
+        (out_w.as_raw_fd(), STDOUT_FD),
+        (err_w.as_raw_fd(), STDERR_FD),
+        (cfg_fd.as_raw_fd(), CONFIG_FD),
+        (result_fd.as_raw_fd(), RESULT_FD),
+        (trees_rx.as_raw_fd(), TREES_FD),
+        (layer_sock_init.as_raw_fd(), crate::init::LAYER_FD),
+    ];
+    if let Some(f) = &access_fd {
+        fds.push((f.as_raw_fd(), ACCESS_FD));
     }
     let init_pid = ns::spawn_init(&ns::InitSpawn {
         namespaces,
         program: &exe_c,
         argv: &argv,
-        fds: &[
-            (out_w.as_raw_fd(), STDOUT_FD),
-            (err_w.as_raw_fd(), STDERR_FD),
-            (layer_sock_init.as_raw_fd(), crate::init::LAYER_FD),
-        ],
+        fds: &fds,
         sync: sync_r.as_raw_fd(),
         block_signals: &INIT_SIGNALS,
+        become_root: true,
     })?;
-    drop(sync_r);
-    drop(layer_sock_init);
-    if s.user_namespace {
-        let (uid, gid) = (ns::getuid(), ns::getgid());
-        let maps =
-            [("setgroups", "deny".to_string()), ("uid_map", format!("0 {uid} 1")), ("gid_map", format!("0 {gid} 1"))];
-        for (file, content) in maps {
-            let p = format!("/proc/{init_pid}/{file}");
-            ns::write_file(&p, &content).map_err(|e| SandboxError::io("cannot write", p, e))?;
+    drop((sync_r, cfg_fd, access_fd, trees_rx, layer_sock_init));
+    // The id maps, then the idmapped trees (they need the namespace the maps define). A failure here ends the
+    // run before the guest starts: the init is not released and exits.
+    let setup_error = match enter_identity(init_pid, &dir.path, &identity, &trees, &s.binds, &trees_tx) {
+        Ok(Some(warning)) => {
+            eprintln!("repro: warning: {warning}");
+            warnings.push(warning);
+            identity.idmapped_mounts = false;
+            None
         }
-    }
-    if let Some(cg) = &cgroup {
-        if let Err(e) = cg.add(init_pid) {
-            warnings.push(format!("memory limit not enforced: cannot join cgroup {}: {e}", cg.path.display()));
+        Ok(None) => None,
+        Err(m) => {
+            eprintln!("repro: sandbox setup failed: {m}");
+            Some(m)
         }
+    };
+    drop(trees_tx);
+    if setup_error.is_none() {
+        if let Some(cg) = &cgroup {
+            if let Err(e) = cg.add(init_pid) {
+                warnings.push(format!("memory limit not enforced: cannot join cgroup {}: {e}", cg.path.display()));
+            }
+        }
+        ns::write_byte(&sync_w)?;
+    } else {
+        // The init holds a copy of the sync pipe's write end until its exec, so closing ours is not enough.
+        ns::kill(init_pid, crate::init::libc_sig::KILL)?;
     }
-    ns::write_byte(&sync_w)?;
     drop(sync_w);
     drop(out_w);
     drop(err_w);
@@ -426,9 +476,16 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let stderr_bytes =
         err_pump.join().unwrap_or(Ok(0)).map_err(|e| SandboxError::io("cannot save", dir.join("stderr"), e))?;
 
-    let result: Option<InitResult> = fs::read(&result_path).ok().and_then(|d| serde_json::from_slice(&d).ok());
+    let result: Option<InitResult> = read_result(result_fd);
     let (outcome, mut exit_status, determinism, accessed, tapes) = match (result, interrupted) {
         (Some(r), _) => (r.outcome, r.exit_status, r.determinism, r.accessed, r.tapes),
+        (None, _) if setup_error.is_some() => (
+            RunOutcome::SetupFailed { message: setup_error.unwrap_or_default() },
+            crate::EXIT_SETUP,
+            Default::default(),
+            Vec::new(),
+            Default::default(),
+        ),
         // Killed after a second interrupt: the run ended by the first one.
         (None, Some(sig)) if killed => (
             RunOutcome::Signaled { signal: sig, name: crate::init::signal_name(sig) },
@@ -470,8 +527,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     reaper::remove_tree(&root);
     reaper::remove_tree(&layer);
     reaper::remove_tree(&etc);
-    let _ = fs::remove_file(&cfg_path);
-    let _ = fs::remove_file(&result_path);
+    reaper::remove_tree(&stage);
     drop(reaper_pipe);
     let _ = reaper.wait();
 
@@ -517,7 +573,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         format: RUN_FORMAT,
         id: id.clone(),
         repro_version: env!("CARGO_PKG_VERSION").to_string(),
-        settings: s.clone(),
+        settings: RunSettings { user_namespace: true, identity: Some(identity), ..s.clone() },
         started_at: parse::rfc3339(now.unix_timestamp()),
         duration_ms: started.elapsed().as_millis() as u64,
         outcome,
@@ -543,6 +599,95 @@ fn disk_limit_message(bytes: u64, inodes: u64, space: ns::FsSpace) -> String {
         "the --disk limit was reached: the guest's writable layer (working directory changes, /tmp, /home) is full \
          ({what}); writes failed with 'No space left on device'. Raise it with --disk SIZE"
     )
+}
+
+/// Writes the id maps of the init's user namespace and sends the init, on `tx`, the run directory and the idmapped
+/// trees (`trees`, made with that namespace). Errors are the message of a failed setup. A working directory (or pack root) on a
+/// filesystem that cannot be idmapped (overlayfs, as in a Docker container) is used as it is: the guest is still
+/// not host root, but host root's files there look like `nobody`'s to it; the warning returned says so. A `:rw`
+/// bind that cannot be idmapped fails the setup.
+fn enter_identity(
+    pid: i32,
+    run_dir: &Path,
+    identity: &repro_model::run::Identity,
+    trees: &[(TreeRole, PathBuf)],
+    binds: &[repro_model::run::BindMount],
+    tx: &OwnedFd,
+) -> Result<Option<String>, String> {
+    use crate::identity::map_line;
+    let writable = |i: usize| binds.get(i).is_some_and(|b| b.writable);
+    let mut maps = vec![("uid_map", map_line(&identity.uid_map)), ("gid_map", map_line(&identity.gid_map))];
+    if identity.uid_map.count == 1 {
+        // Without privileges a gid map is only accepted once setgroups is denied.
+        maps.insert(0, ("setgroups", "deny".to_string()));
+    }
+    for (file, content) in maps {
+        let p = format!("/proc/{pid}/{file}");
+        ns::write_file(&p, &content).map_err(|e| format!("cannot write '{content}' to {p}: {e}"))?;
+    }
+    // First the run directory, opened through the init's root so that the descriptor is in its mount namespace.
+    let p = format!("/proc/{pid}/root{}", run_dir.display());
+    let mut held = vec![OwnedFd::from(fs::File::open(&p).map_err(|e| format!("cannot open {p}: {e}"))?)];
+    let mut tags = Vec::new();
+    let mut warning = None;
+    if !trees.is_empty() {
+        let p = format!("/proc/{pid}/ns/user");
+        let userns = fs::File::open(&p).map_err(|e| format!("cannot open {p}: {e}"))?;
+        let userns = OwnedFd::from(userns);
+        for (role, path) in trees {
+            let what = match role {
+                TreeRole::Cwd => "the working directory",
+                TreeRole::RootSource => "the pack's root",
+                TreeRole::Bind(_) => "--bind",
+            };
+            match repro_sys::idmap::idmapped_tree(&path.to_string_lossy(), &userns) {
+                Ok(tree) => {
+                    held.push(tree);
+                    tags.push(1);
+                }
+                // A read-only bind that cannot be idmapped is passed as a plain copy of its mount.
+                Err(_) if matches!(role, TreeRole::Bind(i) if !writable(*i)) => {
+                    let tree = repro_sys::idmap::cloned_tree(&path.to_string_lossy())
+                        .map_err(|e| format!("--bind {}: {e}", path.display()))?;
+                    held.push(tree);
+                    tags.push(1);
+                }
+                // So is a working directory (or pack root) that cannot be: see the warning.
+                Err(e) if !matches!(role, TreeRole::Bind(_)) => {
+                    warning = Some(format!(
+                        "{what} {} cannot be idmapped ({e}): in the guest, host root's files there belong to \
+                         nobody and cannot be changed in place",
+                        path.display()
+                    ));
+                    let tree = repro_sys::idmap::cloned_tree(&path.to_string_lossy())
+                        .map_err(|e| format!("{what} {}: {e}", path.display()))?;
+                    held.push(tree);
+                    tags.push(1);
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "cannot idmap {what} {} for the guest's user namespace ({e}): the guest's root would not \
+                         own what host root owns there; idmapped mounts need Linux 5.12 or later and a filesystem \
+                         that supports them",
+                        path.display()
+                    ))
+                }
+            }
+        }
+    }
+    let raw: Vec<_> = held.iter().map(|f| f.as_raw_fd()).collect();
+    repro_sys::idmap::send_fds(tx, &tags, &raw)
+        .map_err(|e| format!("cannot pass the idmapped mounts to the init: {e}"))?;
+    Ok(warning)
+}
+
+/// The init's result, from the memfd it wrote.
+fn read_result(fd: OwnedFd) -> Option<InitResult> {
+    let mut f = fs::File::from(fd);
+    std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(0)).ok()?;
+    let mut data = Vec::new();
+    f.read_to_end(&mut data).ok()?;
+    serde_json::from_slice(&data).ok()
 }
 
 /// Copies a pipe to a file and, optionally, to one of our own streams, as data arrives.

@@ -7,6 +7,7 @@
 
 pub mod beneath;
 pub mod fdops;
+pub mod idmap;
 pub mod memory;
 pub mod net;
 pub mod ns;

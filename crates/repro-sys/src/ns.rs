@@ -77,11 +77,32 @@ pub struct InitSpawn<'a> {
     pub sync: RawFd,
     /// Signal mask to install in the child before exec (the init reads its signals through signalfd).
     pub block_signals: &'a [i32],
+    /// With a new user namespace: once released, become its root (setresgid/setresuid 0, and no supplementary
+    /// groups where setgroups is allowed) so that the exec gives the namespace's full capabilities. Without it
+    /// a child of host root would keep host uid 0 (unmapped inside) and lose every capability at exec.
+    pub become_root: bool,
 }
 
 /// Clones a child into new namespaces. The child sets a parent-death signal (SIGKILL), places the
 /// descriptors, waits for the parent's go on `sync`, then executes `program`. Returns the child's pid.
 pub fn spawn_init(spec: &InitSpawn<'_>) -> Result<i32> {
+    // A source that is another pair's target would be overwritten before it is placed: move such sources above
+    // every target first (the copies close when this function returns).
+    let top = spec.fds.iter().map(|(_, d)| *d).max().unwrap_or(0) + 1;
+    let mut moved: Vec<OwnedFd> = Vec::new();
+    let mut fds: Vec<(RawFd, RawFd)> = Vec::with_capacity(spec.fds.len());
+    for (src, dst) in spec.fds {
+        if src != dst && spec.fds.iter().any(|(_, d)| d == src) {
+            // SAFETY: F_DUPFD_CLOEXEC duplicates a descriptor the caller passed as open.
+            let fd = unsafe { libc::fcntl(*src, libc::F_DUPFD_CLOEXEC, top) };
+            check(fd, "fcntl", || format!("F_DUPFD_CLOEXEC of {src}"))?;
+            // SAFETY: fcntl returned a new descriptor that we own.
+            moved.push(unsafe { OwnedFd::from_raw_fd(fd) });
+            fds.push((fd, *dst));
+        } else {
+            fds.push((*src, *dst));
+        }
+    }
     let mut argv: Vec<*const libc::c_char> = spec.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(ptr::null());
     let mut mask = empty_sigset();
@@ -102,7 +123,7 @@ pub fn spawn_init(spec: &InitSpawn<'_>) -> Result<i32> {
         // SAFETY: every call below is async-signal-safe and takes valid pointers prepared before the clone.
         unsafe {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
-            for (src, dst) in spec.fds {
+            for (src, dst) in &fds {
                 if src == dst {
                     let fl = libc::fcntl(*dst, libc::F_GETFD);
                     libc::fcntl(*dst, libc::F_SETFD, fl & !libc::FD_CLOEXEC);
@@ -115,11 +136,21 @@ pub fn spawn_init(spec: &InitSpawn<'_>) -> Result<i32> {
             if n != 1 {
                 libc::_exit(125);
             }
+            if spec.become_root {
+                // setgroups is refused where the parent denied it (an unprivileged map): keep the groups then.
+                libc::syscall(libc::SYS_setgroups, 0usize, ptr::null::<libc::gid_t>());
+                if libc::syscall(libc::SYS_setresgid, 0u32, 0u32, 0u32) != 0
+                    || libc::syscall(libc::SYS_setresuid, 0u32, 0u32, 0u32) != 0
+                {
+                    libc::_exit(125);
+                }
+            }
             libc::sigprocmask(libc::SIG_SETMASK, &mask, ptr::null_mut());
             libc::execv(spec.program.as_ptr(), argv.as_ptr());
             libc::_exit(125);
         }
     }
+    drop(moved);
     Ok(pid as i32)
 }
 
@@ -329,13 +360,7 @@ pub fn mount(source: &str, target: &str, fstype: &str, flags: u64, data: Option<
 
 /// Makes a mount and everything below it read-only (mount_setattr with AT_RECURSIVE).
 pub fn make_readonly_recursive(target: &str) -> Result<()> {
-    #[repr(C)]
-    struct MountAttr {
-        attr_set: u64,
-        attr_clr: u64,
-        propagation: u64,
-        userns_fd: u64,
-    }
+    use crate::idmap::MountAttr;
     const MOUNT_ATTR_RDONLY: u64 = 0x1;
     const AT_RECURSIVE: libc::c_int = 0x8000;
     let t = cstr(target);

@@ -98,3 +98,23 @@ impl Drop for HttpServer {
         let _ = self.child.wait();
     }
 }
+
+/// The caller's own memory cgroup directory (from /proc/self/cgroup: the v1 memory line, else the v2 `0::` line),
+/// under which repro creates a run's cgroup `repro-<id>`.
+#[allow(dead_code)]
+pub fn caller_memory_cgroup() -> Option<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let line = |pred: &dyn Fn(&str, &str) -> bool| {
+        text.lines().find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (id, ctrls, path) = (f.next()?, f.next()?, f.next()?);
+            pred(id, ctrls).then(|| path.trim_start_matches('/').to_string())
+        })
+    };
+    if Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists() {
+        let rel = line(&|_, c| c.split(',').any(|c| c == "memory"))?;
+        return Some(Path::new("/sys/fs/cgroup/memory").join(rel));
+    }
+    let rel = line(&|id, c| id == "0" && c.is_empty())?;
+    Some(Path::new("/sys/fs/cgroup").join(rel))
+}
