@@ -5,6 +5,7 @@
 #![allow(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod confine;
 pub mod fdops;
 pub mod memory;
 pub mod net;
@@ -13,4 +14,5 @@ pub mod ptrace;
 pub mod seccomp;
 pub mod shmem;
 pub mod spawn;
+pub mod syscalls;
 pub mod tsc;
