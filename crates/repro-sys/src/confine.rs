@@ -113,6 +113,10 @@ pub const DENY: &[&str] = &[
     "process_madvise",
     // Page-fault handling in user space (a tool for widening kernel races).
     "userfaultfd",
+    // io_uring: its operations bypass seccomp (and the supervisor's mediation); Docker refuses it since v25.
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
     // Linux security module attributes.
     "lsm_get_self_attr",
     "lsm_set_self_attr",

@@ -46,6 +46,7 @@ NR = {
     "adjtimex": (159, 171), "iopl": (172, None), "ioperm": (173, None), "kcmp": (312, 272),
     "pidfd_getfd": (438, 438), "sethostname": (170, 161), "quotactl": (179, 60),
     "get_mempolicy": (239, 236), "move_pages": (279, 239), "getppid": (110, 173),
+    "io_uring_setup": (425, 425),
 }
 arch = 0 if platform.machine() == "x86_64" else 1
 libc = ctypes.CDLL(None, use_errno=True)
@@ -103,6 +104,7 @@ call("sethostname", "sethostname", 0, 0)
 call("quotactl", "quotactl", 0, 0, 0, 0)
 call("get_mempolicy", "get_mempolicy", 0, 0, 0, 0, 0)
 call("move_pages", "move_pages", 0, 0, 0, 0, 0, 0)
+call("io_uring_setup", "io_uring_setup", 1, 0)      # NULL parameters
 # What must keep working: plain clone (fork), personality queries, an ordinary socket.
 call("clone_plain", "clone", SIGCHLD, 0, 0, 0, 0)
 call("personality_query", "personality", 0xffffffff)
@@ -157,6 +159,7 @@ const REFUSED: &[(&str, i32)] = &[
     ("quotactl", EPERM),
     ("get_mempolicy", EPERM),
     ("move_pages", EPERM),
+    ("io_uring_setup", EPERM),
     ("vsock", EPERM),
 ];
 
