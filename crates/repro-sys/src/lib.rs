@@ -6,6 +6,8 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod confine;
+#[cfg(test)]
+mod docker_profile;
 pub mod fdops;
 pub mod memory;
 pub mod net;
