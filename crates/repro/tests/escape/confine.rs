@@ -369,3 +369,41 @@ PY
         assert_eq!(field(&s, "detach"), Some("0"), "{ctx}");
     }
 }
+
+/// The 32-bit x86 entry (`int $0x80`) is the classic way around a filter written for x86_64 numbers: every
+/// 32-bit syscall answers ENOSYS, with the supervisor and without it.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn thirty_two_bit_syscalls_cannot_go_around_the_filter() {
+    const C: &str = r#"
+#include <stdio.h>
+int main(void) {
+    long r;
+    /* i386 getpid (20): harmless whatever the answer. */
+    __asm__ volatile ("int $0x80" : "=a"(r) : "a"(20L) : "memory");
+    printf("i386_getpid=%ld\n", r);
+    /* i386 unshare (310) of a user namespace: refused, or a namespace of this throwaway process only. */
+    __asm__ volatile ("int $0x80" : "=a"(r) : "a"(310L), "b"(0x10000000L) : "memory");
+    printf("i386_unshare=%ld\n", r);
+    return 0;
+}
+"#;
+    for caller in CALLERS {
+        for mode in MODES {
+            let dir = workdir(caller);
+            std::fs::write(dir.path().join("int80.c"), C).unwrap();
+            let st = Command::new("gcc")
+                .args(["-O1", "-o"])
+                .arg(dir.path().join("int80"))
+                .arg(dir.path().join("int80.c"))
+                .status()
+                .expect("gcc runs");
+            assert!(st.success(), "compiling the probe");
+            let o = sh_as(caller, dir.path(), mode, "./int80");
+            let s = stdout(&o);
+            let ctx = format!("{caller:?} {mode:?}\n{}", out(&o));
+            assert_eq!(field(&s, "i386_getpid"), Some("-38"), "{ctx}");
+            assert_eq!(field(&s, "i386_unshare"), Some("-38"), "{ctx}");
+        }
+    }
+}
