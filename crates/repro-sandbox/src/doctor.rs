@@ -95,6 +95,7 @@ pub fn run() -> Report {
     checks.push(cgroups());
     checks.push(ptrace());
     checks.push(seccomp());
+    checks.push(confinement());
     checks.push(match ns::probe_set_tsc() {
         Ok(true) => check("rdtsc trap", Status::Ok, "PR_SET_TSC works: rdtsc/rdtscp can be trapped and emulated", None),
         _ => check(
@@ -276,6 +277,28 @@ fn seccomp() -> Check {
             format!("seccomp user notification is not available (actions: {}){filtered}", actions.trim()),
             Some("use Linux 5.5 or newer"),
         )
+    }
+}
+
+/// The guest's confinement, applied in a probe child as `repro run` applies it (needed: a run refuses to
+/// start its guest without it).
+fn confinement() -> Check {
+    match repro_sys::confine::probe() {
+        Ok(rules) => check(
+            "confinement",
+            Status::Ok,
+            format!(
+                "guests get Docker's capability set, no_new_privs and a seccomp filter of {rules} rules (Docker's \
+                 refused syscalls answer EPERM)"
+            ),
+            None,
+        ),
+        Err(why) => check(
+            "confinement",
+            Status::Missing,
+            format!("the guest cannot be confined: {why}"),
+            Some("use a kernel with CONFIG_SECCOMP_FILTER (Linux 5.5 or newer), outside a seccomp profile that refuses seccomp(2)"),
+        ),
     }
 }
 

@@ -849,6 +849,16 @@ fn run_guest(
     let cs = |s: &str| CString::new(s.replace('\0', "")).unwrap_or_default();
     let argv: Vec<CString> = cfg.argv.iter().map(|a| cs(a)).collect();
     let envp: Vec<CString> = cfg.env.iter().map(|(k, v)| cs(&format!("{k}={v}"))).collect();
+    // Docker's capabilities, no_new_privs, and the guest's seccomp rules: a filter of their own without the
+    // supervisor, in the supervisor's filter with it.
+    let confine = match repro_sys::confine::Confinement::docker_default(cfg.determinism.is_none()) {
+        Ok(c) => c,
+        Err(x) => {
+            let m = format!("cannot build the guest's seccomp filter: {x}");
+            eprintln!("repro: sandbox setup failed: {m}");
+            return (RunOutcome::SetupFailed { message: m }, crate::EXIT_SETUP);
+        }
+    };
     let setup = ns::GuestSetup {
         umask: cfg.umask,
         no_aslr: cfg.no_aslr,
@@ -857,6 +867,7 @@ fn run_guest(
         fds: vec![(STDOUT_FD, 1), (STDERR_FD, 2)],
         close: vec![STDOUT_FD, STDERR_FD],
         cwd: cs(&cfg.cwd),
+        confine: Some(confine),
     };
     let exit = match &cfg.determinism {
         None => match spawn_plain(&cs(&program), &argv, &envp, &setup, &sigfd) {
@@ -955,6 +966,7 @@ fn supervised(
         dir_order: repro_detcore::DirOrder::parse(&det.dir_order).unwrap_or_default(),
         tapes: repro_tracer::tape::TapeConfig { network, proc },
         access_stream: stream,
+        confine: true,
     };
     let mut sigfd = Some(sigfd);
     let mut on_spawn = |guest: i32| {

@@ -6,6 +6,9 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod beneath;
+pub mod confine;
+#[cfg(test)]
+mod docker_profile;
 pub mod fdops;
 pub mod idmap;
 pub mod memory;
@@ -15,4 +18,5 @@ pub mod ptrace;
 pub mod seccomp;
 pub mod shmem;
 pub mod spawn;
+pub mod syscalls;
 pub mod tsc;

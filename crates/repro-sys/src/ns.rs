@@ -519,6 +519,8 @@ pub struct GuestSetup {
     /// Descriptors to close in the child after placing.
     pub close: Vec<RawFd>,
     pub cwd: CString,
+    /// Capabilities, no_new_privs and (without the supervisor) the seccomp filter, applied last.
+    pub confine: Option<crate::confine::Confinement>,
 }
 
 /// Resource numbers for `GuestSetup::rlimits`.
@@ -578,6 +580,10 @@ pub fn apply_guest_setup(setup: &GuestSetup) -> std::result::Result<(), (&'stati
         if libc::chdir(setup.cwd.as_ptr()) < 0 {
             return Err(("chdir", errno()));
         }
+    }
+    // Last: nothing above may need a capability this drops or a syscall the filter refuses.
+    if let Some(c) = &setup.confine {
+        crate::confine::apply(c)?;
     }
     Ok(())
 }

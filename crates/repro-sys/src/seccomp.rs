@@ -35,6 +35,7 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
 const LD_W_ABS: u16 = (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16;
 const JEQ_K: u16 = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
 const JGE_K: u16 = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
+const JA: u16 = (libc::BPF_JMP | libc::BPF_JA) as u16;
 const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
 
 /// A condition on a syscall's arguments under which it is sent to the supervisor (otherwise it runs
@@ -58,6 +59,220 @@ fn arg_lo(i: usize) -> u32 {
 const ALU_AND_K: u16 = (libc::BPF_ALU | libc::BPF_AND | libc::BPF_K) as u16;
 const JSET_K: u16 = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
 
+/// What the filter answers for a syscall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Runs natively.
+    Allow,
+    /// Sent to the supervisor (SECCOMP_RET_USER_NOTIF).
+    Notify,
+    /// Fails with this errno without running (SECCOMP_RET_ERRNO).
+    Errno(u16),
+}
+
+impl Action {
+    fn ret(self) -> u32 {
+        match self {
+            Action::Allow => libc::SECCOMP_RET_ALLOW,
+            Action::Notify => libc::SECCOMP_RET_USER_NOTIF,
+            Action::Errno(e) => libc::SECCOMP_RET_ERRNO | u32::from(e),
+        }
+    }
+}
+
+/// The rule for one syscall number. Argument conditions look at the low 32 bits of an argument only,
+/// which is all the kernel reads of the `int`/`unsigned int` arguments they are used on (and where the
+/// namespace bits of clone's flags are).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rule {
+    Always(Action),
+    /// Notify when the check passes, run natively otherwise.
+    NotifyIf(ArgCheck),
+    /// `then` when argument `arg` has any bit of `mask` set, `otherwise` when it has none.
+    IfAnyBits {
+        arg: usize,
+        mask: u32,
+        then: Action,
+        otherwise: Action,
+    },
+    /// `then` when argument `arg` equals one of `values`, `otherwise` when it equals none.
+    IfOneOf {
+        arg: usize,
+        values: Vec<u32>,
+        then: Action,
+        otherwise: Action,
+    },
+}
+
+impl Rule {
+    /// The rule with every `Allow` outcome turned into `Notify` (a syscall the supervisor mediates that is
+    /// also constrained by the guest's policy: the policy's refusals stand, the rest is notified).
+    fn notified(self) -> Rule {
+        let n = |a: Action| if a == Action::Allow { Action::Notify } else { a };
+        match self {
+            Rule::Always(a) => Rule::Always(n(a)),
+            Rule::NotifyIf(_) => Rule::Always(Action::Notify),
+            Rule::IfAnyBits { arg, mask, then, otherwise } => {
+                Rule::IfAnyBits { arg, mask, then: n(then), otherwise: n(otherwise) }
+            }
+            Rule::IfOneOf { arg, values, then, otherwise } => {
+                Rule::IfOneOf { arg, values, then: n(then), otherwise: n(otherwise) }
+            }
+        }
+    }
+
+    /// Instructions that decide this rule; every path ends in a return.
+    fn code(&self) -> Result<Vec<libc::sock_filter>, io::Error> {
+        let ret_allow = stmt(RET_K, libc::SECCOMP_RET_ALLOW);
+        let ret_notif = stmt(RET_K, libc::SECCOMP_RET_USER_NOTIF);
+        Ok(match self {
+            Rule::Always(a) => vec![stmt(RET_K, a.ret())],
+            Rule::NotifyIf(ArgCheck::PositiveInt { arg }) => vec![
+                stmt(LD_W_ABS, arg_lo(*arg)),
+                jump(JEQ_K, 0, 1, 0),
+                jump(JSET_K, 0x8000_0000, 0, 1),
+                ret_allow,
+                ret_notif,
+            ],
+            Rule::NotifyIf(ArgCheck::NonNull { arg }) => vec![
+                stmt(LD_W_ABS, arg_lo(*arg)),
+                jump(JEQ_K, 0, 0, 3),
+                stmt(LD_W_ABS, arg_lo(*arg) + 4),
+                jump(JEQ_K, 0, 0, 1),
+                ret_allow,
+                ret_notif,
+            ],
+            Rule::NotifyIf(ArgCheck::FutexTimedWait) => vec![
+                stmt(LD_W_ABS, arg_lo(1)),
+                stmt(ALU_AND_K, 0x7f),
+                jump(JEQ_K, 0, 1, 0),
+                jump(JEQ_K, 9, 0, 4),
+                stmt(LD_W_ABS, arg_lo(3)),
+                jump(JEQ_K, 0, 0, 3),
+                stmt(LD_W_ABS, arg_lo(3) + 4),
+                jump(JEQ_K, 0, 0, 1),
+                ret_allow,
+                ret_notif,
+            ],
+            Rule::IfAnyBits { arg, mask, then, otherwise } => vec![
+                stmt(LD_W_ABS, arg_lo(*arg)),
+                jump(JSET_K, *mask, 0, 1),
+                stmt(RET_K, then.ret()),
+                stmt(RET_K, otherwise.ret()),
+            ],
+            Rule::IfOneOf { arg, values, then, otherwise } => {
+                let n = values.len();
+                let mut v = vec![stmt(LD_W_ABS, arg_lo(*arg))];
+                for (i, &val) in values.iter().enumerate() {
+                    // On a match, over the remaining comparisons and the `otherwise` return.
+                    v.push(jump(JEQ_K, val, u8::try_from(n - i).map_err(|_| too_far())?, 0));
+                }
+                v.push(stmt(RET_K, otherwise.ret()));
+                v.push(stmt(RET_K, then.ret()));
+                v
+            }
+        })
+    }
+}
+
+/// A seccomp policy: a rule per syscall number; numbers without a rule run natively.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rules {
+    by_nr: std::collections::BTreeMap<u32, Rule>,
+}
+
+impl Rules {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the rule of `nr` (replacing an earlier one).
+    pub fn set(&mut self, nr: u32, rule: Rule) {
+        self.by_nr.insert(nr, rule);
+    }
+
+    pub fn get(&self, nr: u32) -> Option<&Rule> {
+        self.by_nr.get(&nr)
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_nr.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_nr.is_empty()
+    }
+
+    /// Adds the supervisor's syscalls: those in `notify` always, those in `when` when their arguments pass
+    /// the check. A refusal already in the policy stands (the guest's policy is decided before the
+    /// supervisor is asked); a syscall in both lists is notified unconditionally. Fails when a syscall
+    /// would need two different argument conditions.
+    pub fn add_notify(&mut self, notify: &[u32], when: &[(u32, ArgCheck)]) -> Result<(), io::Error> {
+        for &nr in notify {
+            let rule = self.by_nr.remove(&nr).map_or(Rule::Always(Action::Notify), Rule::notified);
+            self.by_nr.insert(nr, rule);
+        }
+        for &(nr, check) in when {
+            match self.by_nr.get(&nr) {
+                None | Some(Rule::Always(Action::Allow)) => {
+                    self.by_nr.insert(nr, Rule::NotifyIf(check));
+                }
+                Some(Rule::Always(_)) => {}
+                Some(Rule::NotifyIf(c)) if *c == check => {}
+                Some(other) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("syscall {nr}: a notify condition on top of {other:?}"),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Most syscall numbers a leaf of the search tree compares one after the other.
+const LEAF: usize = 4;
+
+/// The decision tree over `entries` (sorted by number): a binary search on the syscall number (in the
+/// accumulator) down to leaves of at most [`LEAF`] comparisons, each followed by its rules' code; a number
+/// that no entry has is allowed. Every path ends in a return, so trees can be concatenated.
+fn tree(entries: &[(u32, &Rule)]) -> Result<Vec<libc::sock_filter>, io::Error> {
+    if entries.len() <= LEAF {
+        let codes = entries.iter().map(|(_, r)| r.code()).collect::<Result<Vec<_>, _>>()?;
+        let m = entries.len();
+        let mut v = Vec::new();
+        let mut before = 0;
+        for (i, (nr, _)) in entries.iter().enumerate() {
+            // Over the remaining comparisons, the ALLOW, and the code of the entries before this one.
+            let offset = (m - i - 1) + 1 + before;
+            v.push(jump(JEQ_K, *nr, u8::try_from(offset).map_err(|_| too_far())?, 0));
+            before += codes[i].len();
+        }
+        v.push(stmt(RET_K, libc::SECCOMP_RET_ALLOW));
+        for c in codes {
+            v.extend(c);
+        }
+        return Ok(v);
+    }
+    let mid = entries.len() / 2;
+    let left = tree(&entries[..mid])?;
+    let right = tree(&entries[mid..])?;
+    let pivot = entries[mid].0;
+    let mut v = Vec::with_capacity(left.len() + right.len() + 2);
+    match u8::try_from(left.len()) {
+        Ok(skip) => v.push(jump(JGE_K, pivot, skip, 0)),
+        Err(_) => {
+            // Too far for a conditional jump: through an unconditional one (32-bit offset).
+            v.push(jump(JGE_K, pivot, 0, 1));
+            v.push(stmt(JA, u32::try_from(left.len()).map_err(|_| too_far())?));
+        }
+    }
+    v.extend(left);
+    v.extend(right);
+    Ok(v)
+}
+
 impl BpfFilter {
     /// A filter that returns USER_NOTIF for each syscall number in `notify`, ERRNO(ENOSYS) for other
     /// architectures and x32 syscalls, and ALLOW for everything else.
@@ -68,11 +283,17 @@ impl BpfFilter {
     /// As [`BpfFilter::notify`], plus syscalls sent to the supervisor only when their arguments pass
     /// a check (`when`); a syscall listed in both is notified unconditionally.
     pub fn notify_when(notify: &[u32], when: &[(u32, ArgCheck)]) -> Result<Self, io::Error> {
-        if notify.len() + when.len() > 200 {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "too many mediated syscalls"));
+        let mut rules = Rules::new();
+        rules.add_notify(notify, when)?;
+        Self::compile(&rules)
+    }
+
+    /// The program for `rules`: ERRNO(ENOSYS) for other architectures (32-bit x86 included) and x32
+    /// syscalls, then a binary search on the syscall number to the rule, ALLOW where there is none.
+    pub fn compile(rules: &Rules) -> Result<Self, io::Error> {
+        if rules.len() > 1000 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "too many syscall rules"));
         }
-        let ret_notif = stmt(RET_K, libc::SECCOMP_RET_USER_NOTIF);
-        let ret_allow = stmt(RET_K, libc::SECCOMP_RET_ALLOW);
         let mut v = vec![
             // arch check
             stmt(LD_W_ABS, 4),
@@ -83,57 +304,11 @@ impl BpfFilter {
             jump(JGE_K, X32_SYSCALL_BIT, 0, 1),
             stmt(RET_K, libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32),
         ];
-        // The argument checks, each a block ending in returns, placed after the dispatch chain.
-        let blocks: Vec<Vec<libc::sock_filter>> = when
-            .iter()
-            .map(|&(_, check)| match check {
-                ArgCheck::PositiveInt { arg } => vec![
-                    stmt(LD_W_ABS, arg_lo(arg)),
-                    jump(JEQ_K, 0, 1, 0),
-                    jump(JSET_K, 0x8000_0000, 0, 1),
-                    ret_allow,
-                    ret_notif,
-                ],
-                ArgCheck::NonNull { arg } => vec![
-                    stmt(LD_W_ABS, arg_lo(arg)),
-                    jump(JEQ_K, 0, 0, 3),
-                    stmt(LD_W_ABS, arg_lo(arg) + 4),
-                    jump(JEQ_K, 0, 0, 1),
-                    ret_allow,
-                    ret_notif,
-                ],
-                ArgCheck::FutexTimedWait => vec![
-                    stmt(LD_W_ABS, arg_lo(1)),
-                    stmt(ALU_AND_K, 0x7f),
-                    jump(JEQ_K, 0, 1, 0),
-                    jump(JEQ_K, 9, 0, 4),
-                    stmt(LD_W_ABS, arg_lo(3)),
-                    jump(JEQ_K, 0, 0, 3),
-                    stmt(LD_W_ABS, arg_lo(3) + 4),
-                    jump(JEQ_K, 0, 0, 1),
-                    ret_allow,
-                    ret_notif,
-                ],
-            })
-            .collect();
-        let n = notify.len();
-        let m = when.len();
-        for (i, &nr) in notify.iter().enumerate() {
-            // On match, jump over the remaining comparisons and the ALLOW to the NOTIF return.
-            let remaining = n - i - 1 + m;
-            v.push(jump(JEQ_K, nr, u8::try_from(remaining + 1).map_err(|_| too_far())?, 0));
-        }
-        // Block j starts after: the remaining checks, ALLOW, NOTIF, and blocks 0..j.
-        let mut before = 0;
-        for (j, &(nr, _)) in when.iter().enumerate() {
-            let offset = (m - j - 1) + 2 + before;
-            v.push(jump(JEQ_K, nr, u8::try_from(offset).map_err(|_| too_far())?, 0));
-            before += blocks[j].len();
-        }
-        v.push(ret_allow);
-        v.push(ret_notif);
-        for b in blocks {
-            v.extend(b);
+        let entries: Vec<(u32, &Rule)> =
+            rules.by_nr.iter().filter(|(_, r)| **r != Rule::Always(Action::Allow)).map(|(n, r)| (*n, r)).collect();
+        v.extend(tree(&entries)?);
+        if v.len() > 4096 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "seccomp program over 4096 instructions"));
         }
         Ok(BpfFilter { insns: v })
     }
@@ -185,12 +360,31 @@ impl BpfFilter {
                 JGE_K => {
                     pc += if acc >= i.k { i.jt as usize } else { i.jf as usize };
                 }
+                JA => pc += i.k as usize,
                 RET_K => return i.k,
                 _ => return libc::SECCOMP_RET_KILL_PROCESS,
             }
             pc += 1;
         }
         libc::SECCOMP_RET_KILL_PROCESS
+    }
+
+    /// Installs the filter on the calling thread (after PR_SET_NO_NEW_PRIVS), without a listener: for a
+    /// policy with no `Notify` outcome. Async-signal-safe: no allocation, usable between fork and exec.
+    pub fn install(&self) -> io::Result<()> {
+        let prog = libc::sock_fprog { len: self.insns.len() as u16, filter: self.insns.as_ptr() as *mut _ };
+        // SAFETY: prctl with integer arguments only.
+        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `prog` points at `self.insns`, alive for the duration of the call; the kernel copies it.
+        let r = unsafe {
+            libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, &prog as *const libc::sock_fprog)
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     /// Installs the filter on the calling thread (after PR_SET_NO_NEW_PRIVS) and returns the listener.
@@ -427,6 +621,38 @@ mod tests {
         assert_eq!(f.evaluate(228, 0x4000_0003), libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
         assert_eq!(f.evaluate(X32_SYSCALL_BIT | 228, AUDIT_ARCH_NATIVE), libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32);
         assert_eq!(BpfFilter::notify(&[]).unwrap().evaluate(1, AUDIT_ARCH_NATIVE), libc::SECCOMP_RET_ALLOW);
-        assert!(BpfFilter::notify(&[1; 300]).is_err());
+        assert!(BpfFilter::notify(&(0..1001).collect::<Vec<_>>()).is_err());
+    }
+
+    /// The binary search agrees with the rules for every number, also when subtrees are too far apart for
+    /// a conditional jump (600 rules of mixed kinds) and for tiny sets.
+    #[test]
+    fn search_tree_matches_the_rules() {
+        const EPERM: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+        for count in [0u32, 1, 2, 3, 4, 5, 9, 17, 600] {
+            let mut rules = Rules::new();
+            for i in 0..count {
+                let nr = i * 3 + 1;
+                let rule = match i % 4 {
+                    0 => Rule::Always(Action::Notify),
+                    1 => Rule::Always(Action::Errno(libc::EPERM as u16)),
+                    2 => Rule::IfOneOf { arg: 0, values: vec![7, 9], then: Action::Allow, otherwise: Action::Notify },
+                    _ => Rule::IfAnyBits { arg: 1, mask: 0x10, then: Action::Errno(1), otherwise: Action::Allow },
+                };
+                rules.set(nr, rule);
+            }
+            let f = BpfFilter::compile(&rules).unwrap();
+            for nr in 0..count * 3 + 10 {
+                let ev = |a0, a1| f.evaluate_args(nr, AUDIT_ARCH_NATIVE, [a0, a1, 0, 0, 0, 0]);
+                let (a, b) = match rules.get(nr) {
+                    None => (libc::SECCOMP_RET_ALLOW, libc::SECCOMP_RET_ALLOW),
+                    Some(Rule::Always(x)) => (x.ret(), x.ret()),
+                    Some(Rule::IfOneOf { .. }) => (libc::SECCOMP_RET_ALLOW, libc::SECCOMP_RET_USER_NOTIF),
+                    Some(_) => (EPERM, libc::SECCOMP_RET_ALLOW),
+                };
+                // (a0, a1) = (9, 0x10) satisfies both kinds of condition; (8, 0) neither.
+                assert_eq!((ev(9, 0x10), ev(8, 0)), (a, b), "{count} rules, syscall {nr}");
+            }
+        }
     }
 }

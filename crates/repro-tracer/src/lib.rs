@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 
 use repro_detcore::{ControllerConfig, DeterminismController};
 use repro_sys::ptrace::{self, Event, Options};
-use repro_sys::seccomp::{BpfFilter, Listener};
+use repro_sys::seccomp::{BpfFilter, Listener, Rules};
 use repro_sys::spawn::{self, SpawnError};
 
 /// What the guest's view of the world is a function of.
@@ -54,6 +54,9 @@ pub struct DetConfig {
     /// With `record_access`: a file to which each path the guest opens, executes or maps is appended (one per
     /// line, on first use) while it runs, so that a capture can start packing before the guest ends.
     pub access_stream: Option<access::AccessStream>,
+    /// Put the guest's seccomp policy ([`repro_sys::confine::guest_rules`]: Docker's refusals, EPERM) in the
+    /// supervisor's filter, decided before the notify rules.
+    pub confine: bool,
 }
 
 impl Default for DetConfig {
@@ -69,6 +72,7 @@ impl Default for DetConfig {
             dir_order: repro_detcore::DirOrder::Sorted,
             tapes: Default::default(),
             access_stream: None,
+            confine: true,
         }
     }
 }
@@ -262,7 +266,10 @@ pub fn supervise(
         syscalls.extend(access::record_only_syscalls());
     }
     syscalls.extend(tape::net_syscalls(&cfg.tapes));
-    let filter = BpfFilter::notify_when(&syscalls, &waits::conditional_syscalls())
+    let mut rules = if cfg.confine { repro_sys::confine::guest_rules() } else { Rules::new() };
+    let filter = rules
+        .add_notify(&syscalls, &waits::conditional_syscalls())
+        .and_then(|()| BpfFilter::compile(&rules))
         .map_err(|source| TracerError::Sys { context: "building the seccomp filter", pid: 0, source })?;
     let ctl = DeterminismController::new(&ControllerConfig {
         seed: cfg.seed,
