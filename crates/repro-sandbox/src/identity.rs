@@ -5,7 +5,6 @@
 //! else [`DEFAULT_HOST_BASE`]); the working directory is then idmapped so that it looks to the guest as it does
 //! on the host. An unprivileged caller gets a single-id map: guest 0 is the caller.
 
-
 use repro_model::run::{IdRange, Identity};
 
 /// Ids a root caller maps into the guest: 0..65535, what distributions reserve for one container.

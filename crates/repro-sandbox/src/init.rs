@@ -652,7 +652,8 @@ fn build_proc_sys(cfg: &InitConfig, r: &str) -> Result<(), String> {
 fn stays_inside(root: &str, path: &str, what: &str) -> Result<(), String> {
     use std::ffi::OsString;
     let root = root.trim_end_matches('/');
-    let leaves = || format!("{what} goes through a symbolic link that leaves the sandbox's root; give it without links");
+    let leaves =
+        || format!("{what} goes through a symbolic link that leaves the sandbox's root; give it without links");
     let rel = path.strip_prefix(root).ok_or_else(|| format!("{what}: {path} is not under {root}"))?;
     // Walked by hand rather than canonicalized: `root` may be reached through the run directory's descriptor
     // (/proc/self/fd/N/...), whose host ancestors the guest's root may not search.
