@@ -10,6 +10,7 @@ mod error;
 pub mod manifest;
 pub mod prefetch;
 pub mod replay;
+pub mod secrets;
 pub mod signature;
 pub mod store;
 pub mod summary;

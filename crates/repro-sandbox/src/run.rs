@@ -295,7 +295,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         tapes: extras.tapes.clone(),
     };
     let cfg_path = dir.join(".init.json");
-    dir.write_atomic(".init.json", &serde_json::to_vec_pretty(&cfg).map_err(|e| SandboxError::Setup(e.to_string()))?)?;
+    // It holds the real environment (secrets included): readable by the caller only, removed after the run.
+    dir.write_private(".init.json", &serde_json::to_vec_pretty(&cfg).map_err(|e| SandboxError::Setup(e.to_string()))?)?;
 
     // The cgroup for the memory limit.
     let hierarchy = Hierarchy::detect();
@@ -458,7 +459,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         format: RUN_FORMAT,
         id: id.clone(),
         repro_version: env!("CARGO_PKG_VERSION").to_string(),
-        settings: s.clone(),
+        // Secret variables are recorded as markers; only the guest got their values.
+        settings: s.redacted(),
         started_at: parse::rfc3339(now.unix_timestamp()),
         duration_ms: started.elapsed().as_millis() as u64,
         outcome,
@@ -504,9 +506,9 @@ fn pump(
     })
 }
 
-/// The environment as a sorted list, for display.
+/// The environment as a sorted list, for display (secret values as markers).
 pub fn env_lines(env: &BTreeMap<String, String>) -> Vec<String> {
-    env.iter().map(|(k, v)| format!("{k}={v}")).collect()
+    env.iter().map(|(k, v)| format!("{k}={}", repro_model::secrets::redact_value(k, v))).collect()
 }
 
 /// The epoch as shown to users.

@@ -73,6 +73,11 @@ impl RunDir {
         write_atomic(&self.path.join(name), data, false)
     }
 
+    /// Like [`RunDir::write_atomic`], with mode 0600 (for a file that holds the secrets of the guest's environment).
+    pub fn write_private(&self, name: &str, data: &[u8]) -> Result<(), SandboxError> {
+        write_atomic_mode(&self.path.join(name), data, false, 0o600)
+    }
+
     /// Writes `run.json` and removes the `INCOMPLETE` marker. Everything written to the run directory before
     /// is made durable first (one syncfs), so a `run.json` that exists never refers to lost output.
     pub fn finish(&self, record: &RunRecord) -> Result<(), SandboxError> {
@@ -87,10 +92,16 @@ impl RunDir {
 /// Writes `path` atomically (temporary file in the same directory, then rename). `durable`: before the
 /// rename, flush the whole filesystem (syncfs), so the file and everything written before it survive a crash.
 pub fn write_atomic(path: &Path, data: &[u8], durable: bool) -> Result<(), SandboxError> {
+    write_atomic_mode(path, data, durable, 0o666)
+}
+
+/// [`write_atomic`] creating the file with `mode` (before the umask).
+fn write_atomic_mode(path: &Path, data: &[u8], durable: bool, mode: u32) -> Result<(), SandboxError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
     let res = (|| {
-        let mut f = fs::File::create(&tmp)?;
+        let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(&tmp)?;
         f.write_all(data)?;
         if durable {
             repro_sys::ns::syncfs(&f)?;
