@@ -1,6 +1,7 @@
 //! Secret environment values: which variables count as secret, and the marker their values are stored as.
 //!
-//! A variable is secret when its name contains, ignoring case, one of [`SECRET_NAME_PARTS`] or one of the
+//! A variable is secret when its name contains, ignoring case, one of [`SECRET_NAME_PARTS`] (AUTHOR aside, which
+//! is not AUTH) or one of the
 //! comma-separated entries of `$REPRO_SECRET_ENV` (read by the repro process, e.g. `REPRO_SECRET_ENV=DSN,PRIVATE`).
 //! Its value is stored in `run.json`, in packs and in every report as `<redacted:blake3:XXXXXXXX>`: the first
 //! 32 bits of a blake3 *keyed* hash of the value. The key is 32 random bytes kept in
@@ -39,8 +40,10 @@ pub fn parse_extra(v: &str) -> Vec<String> {
 
 /// Whether a variable named `name` is secret, with `extra` name parts besides the built-in ones.
 pub fn is_secret_name_with(name: &str, extra: &[String]) -> bool {
+    // AUTHOR is not AUTH (GIT_AUTHOR_NAME, GIT_AUTHOR_DATE); GIT_AUTHOR_TOKEN still matches TOKEN.
     let up = name.to_ascii_uppercase();
-    SECRET_NAME_PARTS.iter().any(|p| up.contains(p)) || extra.iter().any(|p| up.contains(p.as_str()))
+    let builtin = up.replace("AUTHOR", "_");
+    SECRET_NAME_PARTS.iter().any(|p| builtin.contains(p)) || extra.iter().any(|p| up.contains(p.as_str()))
 }
 
 /// Whether a variable named `name` is secret (built-in parts and `$REPRO_SECRET_ENV`).
@@ -165,10 +168,18 @@ mod tests {
 
     #[test]
     fn secret_names_case_insensitive_and_extendable() {
-        for n in ["API_TOKEN", "github_token", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "Passwd", "SSH_AUTH_SOCK"] {
+        for n in [
+            "API_TOKEN",
+            "github_token",
+            "AWS_SECRET_ACCESS_KEY",
+            "DB_PASSWORD",
+            "Passwd",
+            "SSH_AUTH_SOCK",
+            "AUTHOR_KEY",
+        ] {
             assert!(is_secret_name_with(n, &[]), "{n}");
         }
-        for n in ["PATH", "TZ", "HOME", "LANG", "SOURCE_DATE_EPOCH", "DATABASE_URL"] {
+        for n in ["PATH", "TZ", "HOME", "LANG", "SOURCE_DATE_EPOCH", "DATABASE_URL", "GIT_AUTHOR_DATE"] {
             assert!(!is_secret_name_with(n, &[]), "{n}");
         }
         let extra = parse_extra(" dsn, ,Url");
