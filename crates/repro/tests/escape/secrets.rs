@@ -322,3 +322,40 @@ fn non_utf8_file_names_survive_keep_changes() {
         assert_eq!(hex, ["6466ff", "6466ff2f66ff", "66ff"], "{changes}");
     }
 }
+
+#[test]
+fn hunt_and_explain_report_markers_not_values() {
+    let e = Env::new(Caller::Root);
+    // Fails (exit 1) with the secret value, passes with the other one.
+    let script = format!("[ \"$(printf %s \"$API_TOKEN\" | sha256sum)\" = \"{}  -\" ] && exit 1; exit 0", secret_sha());
+    let variant = format!("API_TOKEN={SECRET},plain-value");
+    let base = ["--vary", "env", "--env-variant", variant.as_str(), "--jobs", "1"];
+    for json in [false, true] {
+        let mut args = vec!["hunt"];
+        args.extend_from_slice(&base);
+        if json {
+            args.push("--json");
+        }
+        args.extend(["--", "sh", "-c", script.as_str()]);
+        let o = e.repro(&args, &[]);
+        assert_code(&o, 1);
+        let out = stdout(&o);
+        assert!(!out.contains(SECRET) && !stderr(&o).contains(SECRET), "{out}\n{}", stderr(&o));
+        assert!(out.contains("API_TOKEN=<redacted:blake3:"), "{out}");
+        if !json {
+            assert!(
+                out.lines().any(|l| l.contains("reproduce:") && l.contains("API_TOKEN=<redacted:blake3:")),
+                "{out}"
+            );
+        }
+    }
+    let mut args = vec!["explain", "--control", "1"];
+    args.extend_from_slice(&base);
+    args.extend(["--json", "--", "sh", "-c", script.as_str()]);
+    let o = e.repro(&args, &[]);
+    assert!(!stdout(&o).contains(SECRET) && !stderr(&o).contains(SECRET), "{}", stdout(&o));
+    assert!(stdout(&o).contains("API_TOKEN=<redacted:blake3:"), "{}", stdout(&o));
+    for (p, data) in all_files(&e.proj().join(".repro")) {
+        assert!(!contains(&data, SECRET.as_bytes()), "{} holds the secret", p.display());
+    }
+}
