@@ -56,7 +56,7 @@ fn shapes() -> &'static Regex {
         Regex::new(concat!(
             // A private key: the header to its end line, or, without one, the header and the base64 lines after it.
             r"(?-u)(?P<pk>-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY( BLOCK)?-----",
-            r"(?:(?s:.{0,16384}?)-----END[A-Z0-9 ]{0,40} PRIVATE KEY( BLOCK)?-----|(?:\r?\n[A-Za-z0-9+/=]{16,})*))",
+            r"(?:(?s:.{0,16384}?)-----END[A-Z0-9 ]{0,40} PRIVATE KEY( BLOCK)?-----|(?:\r?\n[A-Za-z0-9+/=]{4,})*))",
             r"|(?P<aws>\b(?:AKIA|ASIA)[A-Z0-9]{16}\b)",
             r"|(?P<gh>\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b)",
             r"|(?P<slack>\bxox[abprs]-[A-Za-z0-9-]{10,255})",

@@ -309,7 +309,10 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     };
 
     // The reaper outlives us if we are killed.
-    let job = ReapJob { cgroup: cgroup.as_ref().map(|c| c.path.clone()), scratch: vec![root.clone(), work.clone()] };
+    let job = ReapJob {
+        cgroup: cgroup.as_ref().map(|c| c.path.clone()),
+        scratch: vec![root.clone(), work.clone(), cfg_path.clone()],
+    };
     let mut reaper = Command::new(exe)
         .arg("__reap")
         .args(job.to_args())

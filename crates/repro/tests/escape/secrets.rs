@@ -67,13 +67,17 @@ fn all_files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
+        // Tolerant: a run being torn down removes files while they are listed.
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
             let p = e.path();
-            let ft = e.file_type().unwrap();
+            let Ok(ft) = e.file_type() else { continue };
             if ft.is_dir() {
                 stack.push(p);
             } else if ft.is_file() {
-                out.push((p.clone(), std::fs::read(&p).unwrap()));
+                if let Ok(data) = std::fs::read(&p) {
+                    out.push((p, data));
+                }
             }
         }
     }
@@ -357,5 +361,51 @@ fn hunt_and_explain_report_markers_not_values() {
     assert!(stdout(&o).contains("API_TOKEN=<redacted:blake3:"), "{}", stdout(&o));
     for (p, data) in all_files(&e.proj().join(".repro")) {
         assert!(!contains(&data, SECRET.as_bytes()), "{} holds the secret", p.display());
+    }
+}
+
+#[test]
+fn a_killed_run_leaves_no_secret_behind() {
+    let e = Env::new(Caller::Root);
+    // The init's configuration holds the real environment while the guest runs: readable by the caller only,
+    // and removed by the reaper when `repro run` itself is killed.
+    let mut child = Command::new(crate::common::repro_path())
+        .args(["run", "-q", "--env", &format!("API_TOKEN={SECRET}"), "--", "sleep", "30"])
+        .current_dir(e.proj())
+        .env_remove("REPRO_STATE_DIR")
+        .env("XDG_CONFIG_HOME", e.top.path().join("config"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("repro runs");
+    let start = std::time::Instant::now();
+    let cfg = loop {
+        let found = std::fs::read_dir(e.proj().join(".repro/runs"))
+            .ok()
+            .and_then(|mut r| r.next())
+            .and_then(|d| d.ok())
+            .map(|d| d.path().join(".init.json"))
+            .filter(|p| p.exists());
+        if let Some(p) = found {
+            break p;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(20), "the run never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(std::fs::metadata(&cfg).unwrap().permissions().mode() & 0o777, 0o600);
+    child.kill().expect("kill repro");
+    let _ = child.wait();
+    let start = std::time::Instant::now();
+    loop {
+        let leaks: Vec<PathBuf> = all_files(&e.proj().join(".repro"))
+            .into_iter()
+            .filter(|(_, d)| contains(d, SECRET.as_bytes()))
+            .map(|(p, _)| p)
+            .collect();
+        if leaks.is_empty() {
+            break;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(20), "left behind with the secret: {leaks:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
