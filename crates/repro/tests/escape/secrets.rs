@@ -234,7 +234,13 @@ fn capture(e: &Env, pack: &Path, opts: &[&str], cmd: &[String]) -> Output {
 
 #[test]
 fn credential_files_are_left_out_of_the_pack_and_named() {
-    let e = Env::new(Caller::Root);
+    for caller in CALLERS {
+        credential_files_as(caller);
+    }
+}
+
+fn credential_files_as(caller: Caller) {
+    let e = Env::new(caller);
     let cmd = credentials_project(&e);
     let pack = e.pack("c.repro");
     let o = capture(&e, &pack, &[], &cmd);
