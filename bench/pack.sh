@@ -43,8 +43,8 @@ row() { # name dir cmd...
   cd "$dir" || return
   local run cap pack size rep0 rep rz_t rz_s
   run=$(for _ in $(seq "$N"); do ms "$REPRO" run -q -- "$@"; done | median)
-  # Cold: no frame or digest cache (the first capture of these files on this machine).
-  cold=$(for i in $(seq "$N"); do rm -rf "$XDG_CACHE_HOME/repro/frames" "$XDG_CACHE_HOME/repro/digests.json"; ms "$REPRO" capture -q -o "$W/$name-cold.repro" -- "$@"; done | median)
+  # Cold: no frame, digest or credential-scan cache (the first capture of these files on this machine).
+  cold=$(for i in $(seq "$N"); do rm -rf "$XDG_CACHE_HOME/repro/frames" "$XDG_CACHE_HOME/repro/digests.json" "$XDG_CACHE_HOME/repro/secret-scan.json"; ms "$REPRO" capture -q -o "$W/$name-cold.repro" -- "$@"; done | median)
   cap=$(for i in $(seq "$N"); do ms "$REPRO" capture -q -o "$W/$name-$i.repro" -- "$@"; done | median)
   pack="$W/$name-1.repro"
   size=$(stat -c %s "$pack")

@@ -99,6 +99,21 @@ fn prepare(
         Some(p) => {
             let pack = repro_pack::read_pack(p, &repro_pack::Store::default_store(), None)
                 .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+            // Variables redacted at capture must be supplied (`--env NAME` or `--env NAME=VALUE`): they are passed
+            // to every replay, never replayed with their markers.
+            let supplied: Vec<&str> = a.env.iter().map(|e| e.split_once('=').map_or(e.as_str(), |(n, _)| n)).collect();
+            let missing: Vec<String> = repro_model::secrets::redacted_names(&pack.manifest.command.env)
+                .into_iter()
+                .filter(|n| !supplied.contains(&n.as_str()))
+                .collect();
+            if !missing.is_empty() {
+                return Err(CliError::usage(format!(
+                    "PACK '{}': its variables {} were redacted at capture; supply each with --env NAME (the value \
+                     of this environment) or --env NAME=VALUE",
+                    p.display(),
+                    missing.join(", ")
+                )));
+            }
             let d = &pack.manifest.determinism;
             Config {
                 seed: d.seed,

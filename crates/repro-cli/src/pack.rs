@@ -30,6 +30,17 @@ impl From<PackError> for CliError {
     }
 }
 
+/// `--secrets`: what capture does with credentials it finds in the files and output it would pack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SecretsArg {
+    /// Leave such files out of the pack (the manifest says which and why); redact the output.
+    Exclude,
+    /// Pack files and output with each credential replaced by a marker.
+    Redact,
+    /// Pack everything as it is (with a warning).
+    Keep,
+}
+
 #[derive(Debug, Args)]
 pub struct CaptureArgs {
     #[command(flatten)]
@@ -40,6 +51,10 @@ pub struct CaptureArgs {
     /// The guest's network: none, or the host's with its sockets taped (replayed without a network).
     #[arg(long, value_enum, default_value = "none", value_name = "MODE")]
     network: NetworkArg,
+    /// Credentials found in packed files (private keys, cloud and GitHub/Slack tokens, .netrc and other
+    /// credential files) and in the output: exclude such files and redact the output, redact both, or keep.
+    #[arg(long, value_enum, default_value = "exclude", value_name = "MODE")]
+    secrets: SecretsArg,
     /// The pack to write [default: <state dir>/packs/<program>-<id>.repro].
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
@@ -128,8 +143,9 @@ pub struct ReplayArgs {
     /// Replay with another clock step.
     #[arg(long, value_name = "N", help_heading = "Variations (used by repro explain PACK)")]
     clock_step_ns: Option<u64>,
-    /// Set a variable on top of the recorded environment (repeatable).
-    #[arg(long, value_name = "NAME=VALUE", help_heading = "Variations (used by repro explain PACK)")]
+    /// Set a variable on top of the recorded environment (repeatable); NAME alone takes this environment's
+    /// value (how a variable redacted at capture is supplied).
+    #[arg(long, value_name = "NAME[=VALUE]", help_heading = "Variations (used by repro explain PACK)")]
     env: Vec<String>,
     /// Replay with another directory order: sorted, reversed, shuffled:SEED.
     #[arg(long, value_name = "ORDER", help_heading = "Variations (used by repro explain PACK)")]
@@ -144,9 +160,11 @@ fn variation(a: &ReplayArgs) -> Result<repro_pack::replay::Variation, CliError> 
     for e in &a.env {
         match repro_sandbox::parse::parse_env(e)? {
             repro_sandbox::parse::EnvSpec::Set(k, v) => env.push((k, v)),
-            repro_sandbox::parse::EnvSpec::Pass(k) => {
-                return Err(CliError::usage(format!("--env '{k}': replay takes NAME=VALUE")));
-            }
+            // The value of this environment (a variable redacted at capture is supplied this way).
+            repro_sandbox::parse::EnvSpec::Pass(k) => match std::env::var(&k) {
+                Ok(v) => env.push((k, v)),
+                Err(_) => return Err(CliError::usage(format!("--env '{k}': not set in this environment"))),
+            },
         }
     }
     Ok(repro_pack::replay::Variation {
@@ -243,6 +261,11 @@ pub fn capture_cmd(a: CaptureArgs) -> Result<i32, CliError> {
         thin: a.thin,
         echo: Echo { stdout: !a.json, stderr: true },
         network_record: a.network == NetworkArg::Record,
+        secrets: match a.secrets {
+            SecretsArg::Exclude => repro_pack::secrets::SecretsMode::Exclude,
+            SecretsArg::Redact => repro_pack::secrets::SecretsMode::Redact,
+            SecretsArg::Keep => repro_pack::secrets::SecretsMode::Keep,
+        },
     };
     let r = capture(&opts, &exe())?;
     let rec = &r.run.record;

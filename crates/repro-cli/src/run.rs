@@ -344,9 +344,11 @@ pub struct ShowArgs {
 pub fn show(a: ShowArgs) -> Result<i32, CliError> {
     let state = state(a.state_dir)?;
     let found = rundir::find(&state, &a.run)?;
-    let Some(r) = found.record else {
+    let Some(mut r) = found.record else {
         return Err(SandboxError::Incomplete { id: found.id }.into());
     };
+    // Records written before secrets were redacted still hold the values: never show them.
+    r.settings = r.settings.redacted();
     if a.json {
         print_json(&r)?;
         return Ok(0);

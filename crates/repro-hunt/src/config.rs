@@ -102,11 +102,16 @@ pub struct Config {
     pub seed: u64,
     pub epoch: i64,
     pub dir_order: DirOrder,
-    /// Variables set on top of the sandbox's fixed environment.
+    /// Variables set on top of the sandbox's fixed environment (reported with secret values as markers).
+    #[serde(serialize_with = "serialize_env_redacted")]
     pub env: Vec<(String, String)>,
     pub cpus: u32,
     pub hostname: String,
     pub clock_step_ns: u64,
+}
+
+fn serialize_env_redacted<S: serde::Serializer>(env: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&repro_model::secrets::redact_pairs(env), s)
 }
 
 impl Config {
@@ -150,7 +155,14 @@ impl Config {
         a
     }
 
-    /// The value of one dimension, as shown in tables.
+    /// [`Config::to_args`] as shown to people: the values of secret variables as markers (the runs themselves
+    /// get the real values).
+    pub fn display_args(&self) -> Vec<String> {
+        let shown = Config { env: repro_model::secrets::redact_pairs(&self.env), ..self.clone() };
+        shown.to_args()
+    }
+
+    /// The value of one dimension, as shown in tables (secret values as markers).
     pub fn value(&self, d: Dimension) -> String {
         match d {
             Dimension::Seed => self.seed.to_string(),
@@ -160,7 +172,11 @@ impl Config {
                 if self.env.is_empty() {
                     "(default)".into()
                 } else {
-                    self.env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
+                    repro_model::secrets::redact_pairs(&self.env)
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
                 }
             }
             Dimension::Cpus => self.cpus.to_string(),
@@ -455,5 +471,24 @@ mod tests {
         let a = c.to_args();
         assert!(a.windows(2).any(|w| w == ["--dir-order", "shuffled:3"]));
         assert!(a.windows(2).any(|w| w == ["--env", "TZ=Asia/Kolkata"]));
+    }
+
+    #[test]
+    fn secret_values_are_reported_as_markers_but_runs_get_them() {
+        let d = tempfile::tempdir().unwrap();
+        std::env::set_var("XDG_CONFIG_HOME", d.path());
+        let mut c = Config::baseline(5);
+        c.env.push(("API_TOKEN".into(), "hunter2-xyz".into()));
+        c.env.push(("TZ".into(), "UTC".into()));
+        assert!(c.to_args().iter().any(|a| a == "API_TOKEN=hunter2-xyz"), "the run gets the value");
+        let shown = format!(
+            "{} {} {}",
+            c.display_args().join(" "),
+            c.value(Dimension::Env),
+            serde_json::to_string(&c).unwrap()
+        );
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("API_TOKEN=<redacted:blake3:"), "{shown}");
+        assert!(shown.contains("TZ=UTC"), "{shown}");
     }
 }

@@ -144,7 +144,7 @@ pub fn render(r: &HuntReport) -> String {
         ));
         out.push_str(&format!("  first: {}\n", c.first.describe(&r.dimensions)));
         out.push_str(&format!("  run directory: {}\n", c.first_run_dir.display()));
-        out.push_str(&format!("  reproduce: repro run {} -- ...\n", c.first.to_args().join(" ")));
+        out.push_str(&format!("  reproduce: repro run {} -- ...\n", c.first.display_args().join(" ")));
         for cfg in c.configs.iter().skip(1).take(5) {
             out.push_str(&format!("  also: {cfg}\n"));
         }

@@ -73,6 +73,10 @@ impl Runner {
                     .arg("--state-dir")
                     .arg(&self.state_dir)
                     .args(config.to_args());
+                // `--env` of the base options: values for the pack's redacted variables.
+                for pair in self.base_args.chunks(2).filter(|p| p[0] == "--env") {
+                    cmd.args(pair);
+                }
             }
         }
         let out = cmd

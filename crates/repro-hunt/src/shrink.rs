@@ -185,17 +185,19 @@ impl Shrinker<'_> {
         m.thin = true;
         let path = self.opts.work.join(format!("candidate-{}.repro", &key[..16]));
         let store = Store::at(self.opts.work.join("cache/repro/cas"));
-        let ok = write_pack(&path, &m, &blobs, Some(&store), None).is_ok() && self.replay(&path);
+        let supplied = repro_model::secrets::redacted_names(&m.command.env);
+        let ok = write_pack(&path, &m, &blobs, Some(&store), None).is_ok() && self.replay(&path, &supplied);
         let _ = std::fs::remove_file(&path);
         self.replays += 1;
         self.memo.insert(key, ok);
         ok
     }
 
-    fn replay(&self, pack: &Path) -> bool {
+    fn replay(&self, pack: &Path, supplied: &[String]) -> bool {
         let out = Command::new(&self.opts.repro)
             .arg("replay")
             .arg(pack)
+            .args(supplied.iter().flat_map(|n| ["--env", n.as_str()]))
             .arg("--runs")
             .arg(self.opts.confirm.to_string())
             .arg("--json")
@@ -338,6 +340,21 @@ pub fn shrink(opts: &ShrinkOptions, progress: &mut dyn FnMut(&str)) -> Result<Sh
         repro_pack::read_pack_checked(&opts.pack, &Store::default_store(), Some((&blobs, &blobs_dir)), &opts.limits)
             .map_err(|e| HuntError::usage(format!("PACK '{}'", opts.pack.display()), e.to_string()))?;
     let orig = pack.manifest.clone();
+    // Variables redacted at capture are supplied from this environment to every replay (as `repro replay
+    // --env NAME` does), never run with their markers.
+    let missing: Vec<String> = repro_model::secrets::redacted_names(&orig.command.env)
+        .into_iter()
+        .filter(|n| std::env::var_os(n).is_none())
+        .collect();
+    if !missing.is_empty() {
+        return Err(HuntError::usage(
+            format!("PACK '{}'", opts.pack.display()),
+            format!(
+                "its variables {} were redacted at capture: set them in this environment to shrink it",
+                missing.join(", ")
+            ),
+        ));
+    }
     let before = size_of(&orig, pack.compressed_bytes);
     let recorded_stdout = std::fs::read(blobs_dir.join(&orig.result.stdout.blake3)).unwrap_or_default();
     let mut s = Shrinker {

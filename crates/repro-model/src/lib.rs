@@ -2,4 +2,6 @@
 //! the list of changed files, and the experiment schema of `repro chaos`.
 
 pub mod chaos;
+pub mod pathenc;
 pub mod run;
+pub mod secrets;

@@ -84,7 +84,8 @@ pub struct RunSettings {
     pub cpu_affinity: Vec<usize>,
     /// Memory limit in bytes.
     pub memory_bytes: u64,
-    /// The guest's whole environment.
+    /// The guest's whole environment; in `run.json` the values of secret variables are markers
+    /// (see [`crate::secrets`]).
     pub env: BTreeMap<String, String>,
     pub binds: Vec<BindMount>,
     pub keep_changes: bool,
@@ -115,6 +116,14 @@ pub struct RunSettings {
     /// The inode bound of the same layer (derived from `disk_bytes`).
     #[serde(default = "default_disk_inodes")]
     pub disk_inodes: u64,
+}
+
+impl RunSettings {
+    /// The settings as recorded and reported: the values of secret variables replaced by their markers
+    /// (see [`crate::secrets`]). The guest is given the real settings.
+    pub fn redacted(&self) -> RunSettings {
+        RunSettings { env: crate::secrets::redact_env(&self.env), ..self.clone() }
+    }
 }
 
 fn default_dir_order() -> String {
@@ -231,8 +240,11 @@ pub enum FileKind {
 /// One entry of `changes.json`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Change {
-    /// Path relative to the working directory.
+    /// Path relative to the working directory (as text; see `path_hex`).
     pub path: String,
+    /// The path's exact bytes in hex when it is not valid UTF-8 (see [`crate::pathenc`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_hex: Option<String>,
     pub kind: ChangeKind,
     pub file: FileKind,
     /// Size in bytes (files), absent for deletions.
@@ -247,6 +259,13 @@ pub struct Change {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Changes {
     pub changes: Vec<Change>,
+}
+
+impl Change {
+    /// The path this change is about, exact bytes included (see [`crate::pathenc`]).
+    pub fn rel_path(&self) -> Result<std::path::PathBuf, String> {
+        crate::pathenc::decode(&self.path, self.path_hex.as_deref())
+    }
 }
 
 impl Changes {
@@ -279,9 +298,30 @@ mod tests {
     fn summary_counts_files_not_directories() {
         let c = Changes {
             changes: vec![
-                Change { path: "a".into(), kind: ChangeKind::Added, file: FileKind::File, size: Some(1), blake3: None },
-                Change { path: "d".into(), kind: ChangeKind::Added, file: FileKind::Dir, size: None, blake3: None },
-                Change { path: "b".into(), kind: ChangeKind::Deleted, file: FileKind::File, size: None, blake3: None },
+                Change {
+                    path: "a".into(),
+                    path_hex: None,
+                    kind: ChangeKind::Added,
+                    file: FileKind::File,
+                    size: Some(1),
+                    blake3: None,
+                },
+                Change {
+                    path: "d".into(),
+                    path_hex: None,
+                    kind: ChangeKind::Added,
+                    file: FileKind::Dir,
+                    size: None,
+                    blake3: None,
+                },
+                Change {
+                    path: "b".into(),
+                    path_hex: None,
+                    kind: ChangeKind::Deleted,
+                    file: FileKind::File,
+                    size: None,
+                    blake3: None,
+                },
             ],
         };
         let s = c.summary(false);

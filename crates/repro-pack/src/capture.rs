@@ -14,6 +14,7 @@ use crate::archive::{write_pack, BlobSource, EXTENSION};
 use crate::closure::{Access, Closure, ClosureOptions};
 use crate::manifest::*;
 use crate::prefetch::Prefetcher;
+use crate::secrets::{credential_file, redact, secret_values, ScanCache, SecretsMode};
 use crate::signature::Signature;
 use crate::store::{FrameCache, Store};
 use crate::PackError;
@@ -38,6 +39,8 @@ pub struct CaptureOptions {
     pub echo: Echo,
     /// `--network record`: the guest uses the host's network and its sockets are taped.
     pub network_record: bool,
+    /// `--secrets`: what to do with credentials found in the closure and the output.
+    pub secrets: SecretsMode,
 }
 
 #[derive(Debug)]
@@ -83,6 +86,7 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
         closure_options(&req),
         FrameCache::default_cache(),
         crate::store::cache_dir().join("digests.json"),
+        ScanCache::default_path(),
     );
     let report = repro_sandbox::run::execute_with(
         &req,
@@ -102,8 +106,31 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
     prefetcher.finish();
     drop(stream);
     let rec = &report.record;
-    let stdout = read(&report.dir.join("stdout"))?;
-    let stderr = read(&report.dir.join("stderr"))?;
+    // Credentials in the output are redacted before anything is derived from it (the signature too).
+    let values = secret_values(&req.settings.env);
+    let mut found = SecretsRecord { mode: opts.secrets.name().into(), ..Default::default() };
+    let mut output_notes = Vec::new();
+    let mut outputs = Vec::new();
+    for name in ["stdout", "stderr"] {
+        let data = read(&report.dir.join(name))?;
+        let (red, findings) = redact(&data, &values);
+        if findings.is_empty() {
+            outputs.push(data);
+            continue;
+        }
+        let what = findings.iter().map(|f| f.to_string()).collect::<Vec<_>>().join(", ");
+        if opts.secrets == SecretsMode::Keep {
+            output_notes.push(format!("{name}: {what}: KEPT in the pack (--secrets keep)"));
+            found.kept.push(SecretFile { path: name.into(), reason: what });
+            outputs.push(data);
+        } else {
+            output_notes.push(format!("{name}: {what}: redacted in the pack"));
+            found.output_redacted.push(name.into());
+            outputs.push(red);
+        }
+    }
+    let stderr = outputs.pop().unwrap_or_default();
+    let stdout = outputs.pop().unwrap_or_default();
     let changes: Changes = serde_json::from_slice(&read(&report.dir.join("changes.json"))?)
         .map_err(|e| PackError::Closure { path: report.dir.join("changes.json"), detail: e.to_string() })?;
     let junit = junit_files(&changes, &report.dir.join("changes"));
@@ -116,7 +143,19 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
             path: PathBuf::from(&req.settings.cwd),
             detail: "gathering the git state and lockfiles failed".into(),
         })?;
-        let (manifest, blobs) = build_manifest(&req, &report, &changes, signature, stdout, stderr, opts.thin, facts)?;
+        for note in &output_notes {
+            eprintln!("[repro] secrets: {note}");
+        }
+        let (manifest, blobs) = build_manifest(
+            &req,
+            &report,
+            &changes,
+            signature,
+            (stdout, stderr),
+            opts.thin,
+            facts,
+            (opts.secrets, found),
+        )?;
         let store = Store::default_store();
         let path = match &opts.output {
             Some(p) => p.clone(),
@@ -199,10 +238,10 @@ fn build_manifest(
     report: &RunReport,
     changes: &Changes,
     signature: Signature,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
+    (stdout, stderr): (Vec<u8>, Vec<u8>),
     thin: bool,
     facts: HostFacts,
+    (mode, mut found): (SecretsMode, SecretsRecord),
 ) -> Result<(Manifest, BTreeMap<Digest, BlobSource>), PackError> {
     let s = &req.settings;
     let cwd = s.cwd.clone();
@@ -211,7 +250,7 @@ fn build_manifest(
         report.accessed.iter().map(|a| Access { path: a.path.clone(), kinds: a.kinds.clone() }).collect();
     accesses.push(Access { path: cwd.clone(), kinds: vec!["chdir".into()] });
     let closure = Closure::build(&accesses, &opts)?;
-    let mut blobs = closure.blobs;
+    let (entries, mut blobs) = screen_files(closure.entries, closure.blobs, mode, &mut found)?;
     let out_ref = BlobRef::of(&stdout);
     let err_ref = BlobRef::of(&stderr);
     blobs.insert(out_ref.blake3.clone(), BlobSource::Bytes(stdout));
@@ -234,6 +273,14 @@ fn build_manifest(
     let mut tapes = Tapes { network_mode: "none".into(), ..Default::default() };
     let t = &report.tapes;
     if let Some(net) = &t.network {
+        // The guest's traffic is compared byte for byte on replay: it cannot be redacted, only reported.
+        let (_, findings) = redact(net.as_bytes(), &secret_values(&s.env));
+        if !findings.is_empty() && mode != SecretsMode::Keep {
+            let what = findings.iter().map(|f| f.what.clone()).collect::<std::collections::BTreeSet<_>>();
+            let what = what.into_iter().collect::<Vec<_>>().join(", ");
+            eprintln!("[repro] secrets: WARNING: the network tape holds {what}: the pack keeps the recorded traffic");
+            found.kept.push(SecretFile { path: "tapes.network".into(), reason: what });
+        }
         let r = BlobRef::of(net.as_bytes());
         blobs.insert(r.blake3.clone(), BlobSource::Bytes(net.as_bytes().to_vec()));
         tapes.network_mode = "record".into();
@@ -241,15 +288,22 @@ fn build_manifest(
         tapes.network_events = t.network_events;
     }
     if let Some(p) = t.proc.as_ref().filter(|_| t.proc_reads > 0) {
-        let r = BlobRef::of(p.as_bytes());
-        blobs.insert(r.blake3.clone(), BlobSource::Bytes(p.as_bytes().to_vec()));
+        // `/proc/self/environ` and the like hold the secret values: redacted like the output.
+        let p = if mode == SecretsMode::Keep { p.as_bytes().to_vec() } else { redact_proc_tape(p, &s.env, &mut found) };
+        let r = BlobRef::of(&p);
+        blobs.insert(r.blake3.clone(), BlobSource::Bytes(p));
         tapes.proc = Some(r);
         tapes.proc_reads = t.proc_reads;
     }
     let manifest = Manifest {
         format: PACK_FORMAT,
         repro_version: env!("CARGO_PKG_VERSION").into(),
-        command: CommandSpec { argv: s.command.clone(), cwd: cwd.clone(), env: s.env.clone() },
+        // Secret variables as markers: `repro replay` asks for them (see repro_model::secrets).
+        command: CommandSpec {
+            argv: s.command.clone(),
+            cwd: cwd.clone(),
+            env: repro_model::secrets::redact_env(&s.env),
+        },
         determinism: DeterminismSpec {
             supervised: s.supervised,
             seed: s.seed,
@@ -270,12 +324,120 @@ fn build_manifest(
             changes: changed,
         },
         signature,
-        files: closure.entries.into_values().collect(),
+        files: entries.into_values().collect(),
         tapes,
         thin,
+        secrets: found,
     };
     manifest.validate().map_err(|detail| PackError::Closure { path: cwd_path.into(), detail })?;
     Ok((manifest, blobs))
+}
+
+/// The /proc tape with secret values and credential shapes redacted in each recorded read (`data`, or `data_hex`
+/// for bytes that are not UTF-8); a tape that is not the JSON expected is kept out rather than packed as is.
+fn redact_proc_tape(tape: &str, env: &BTreeMap<String, String>, found: &mut SecretsRecord) -> Vec<u8> {
+    let values = secret_values(env);
+    let Ok(mut doc) = serde_json::from_str::<serde_json::Value>(tape) else {
+        return br#"{"tape": "proc", "version": 1, "reads": []}"#.to_vec();
+    };
+    let mut hits = std::collections::BTreeSet::new();
+    if let Some(reads) = doc.get_mut("reads").and_then(|r| r.as_array_mut()) {
+        for read in reads.iter_mut() {
+            let Some(o) = read.as_object_mut() else { continue };
+            let path = o.get("path").and_then(|p| p.as_str()).unwrap_or("?").to_string();
+            let (data, was_hex) =
+                match (o.get("data").and_then(|d| d.as_str()), o.get("data_hex").and_then(|d| d.as_str())) {
+                    (Some(t), _) => (t.as_bytes().to_vec(), false),
+                    (None, Some(h)) => (repro_model::pathenc::from_hex(h).unwrap_or_default(), true),
+                    _ => continue,
+                };
+            let (red, findings) = redact(&data, &values);
+            if findings.is_empty() {
+                continue;
+            }
+            hits.insert(path);
+            o.remove("data");
+            o.remove("data_hex");
+            match String::from_utf8(red) {
+                Ok(t) if !was_hex => o.insert("data".into(), t.into()),
+                Ok(t) => o.insert("data_hex".into(), repro_model::pathenc::to_hex(t.as_bytes()).into()),
+                Err(e) => o.insert("data_hex".into(), repro_model::pathenc::to_hex(e.as_bytes()).into()),
+            };
+        }
+    }
+    for path in hits {
+        eprintln!("[repro] secrets: the /proc tape's read of {path}: redacted in the pack");
+        found.redacted.push(SecretFile { path: format!("tapes.proc:{path}"), reason: "secret values".into() });
+    }
+    serde_json::to_vec_pretty(&doc).unwrap_or_default()
+}
+
+/// The closure's entries by guest path.
+type Entries = BTreeMap<String, FileEntry>;
+
+/// Looks for credentials in the files of the closure (by path, and in their content through the scan cache) and
+/// leaves them out, redacts or keeps them according to `mode`, saying so on stderr (never the credential).
+fn screen_files(
+    mut entries: Entries,
+    mut blobs: BTreeMap<Digest, BlobSource>,
+    mode: SecretsMode,
+    found: &mut SecretsRecord,
+) -> Result<(Entries, BTreeMap<Digest, BlobSource>), PackError> {
+    let read_blob = |src: Option<&BlobSource>| -> Option<Vec<u8>> {
+        match src? {
+            BlobSource::File(p) => fs::read(p).ok(),
+            BlobSource::Bytes(b) => Some(b.clone()),
+        }
+    };
+    let mut scans = ScanCache::load(ScanCache::default_path());
+    let mut left_out = Vec::new();
+    for (path, e) in entries.iter_mut() {
+        let Some(d) = e.blake3.clone().filter(|_| e.kind == EntryKind::File) else { continue };
+        let by_path = credential_file(path);
+        let mut reasons: Vec<String> = by_path.iter().map(|w| w.to_string()).collect();
+        let findings = scans.findings(&d, || read_blob(blobs.get(&d))).unwrap_or_default();
+        reasons.extend(findings.iter().map(|f| f.to_string()));
+        if reasons.is_empty() {
+            continue;
+        }
+        let reason = reasons.join(", ");
+        let entry = SecretFile { path: path.clone(), reason: reason.clone() };
+        match mode {
+            SecretsMode::Keep => {
+                eprintln!("[repro] secrets: WARNING: {path}: {reason}: KEPT in the pack (--secrets keep)");
+                found.kept.push(entry);
+            }
+            SecretsMode::Exclude => {
+                eprintln!(
+                    "[repro] secrets: {path}: {reason}: left out of the pack (--secrets redact or keep to pack it)"
+                );
+                found.excluded.push(entry);
+                left_out.push(path.clone());
+            }
+            SecretsMode::Redact => {
+                let data = read_blob(blobs.get(&d))
+                    .ok_or_else(|| PackError::Closure { path: path.into(), detail: "cannot read it again".into() })?;
+                let red = match by_path {
+                    Some(what) => format!("# <redacted: {what}>\n").into_bytes(),
+                    None => redact(&data, &[]).0,
+                };
+                let r = BlobRef::of(&red);
+                blobs.insert(r.blake3.clone(), BlobSource::Bytes(red));
+                e.size = Some(r.size);
+                e.blake3 = Some(r.blake3);
+                eprintln!("[repro] secrets: {path}: {reason}: redacted in the pack");
+                found.redacted.push(entry);
+            }
+        }
+    }
+    scans.save();
+    for p in left_out {
+        entries.remove(&p);
+    }
+    // Blobs no entry refers to any more (left out, or replaced by a redacted copy) are not written.
+    let used: std::collections::HashSet<Digest> = entries.values().filter_map(|e| e.blake3.clone()).collect();
+    blobs.retain(|d, _| used.contains(d));
+    Ok((entries, blobs))
 }
 
 fn system() -> System {

@@ -226,7 +226,16 @@ impl Closure {
         let mut names: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
         names.sort();
         for name in names {
-            let Some(name) = name.to_str() else { continue };
+            let Some(name) = name.to_str() else {
+                // Pack paths are JSON text (docs/pack-format.md): such a name cannot be packed yet. Said, not dropped
+                // silently.
+                eprintln!(
+                    "[repro] capture: not packed (its name is not UTF-8): {}/{}",
+                    dir.trim_end_matches('/'),
+                    name.to_string_lossy()
+                );
+                continue;
+            };
             let guest = format!("{}/{name}", dir.trim_end_matches('/'));
             if opts.skipped(&guest) {
                 continue;

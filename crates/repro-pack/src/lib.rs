@@ -11,6 +11,7 @@ pub mod extract;
 pub mod manifest;
 pub mod prefetch;
 pub mod replay;
+pub mod secrets;
 pub mod signature;
 pub mod store;
 pub mod summary;

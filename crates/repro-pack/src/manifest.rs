@@ -42,6 +42,44 @@ pub struct Manifest {
     /// Blobs are in the local store rather than in the pack (`--thin`).
     #[serde(default)]
     pub thin: bool,
+    /// Credentials the capture found and left out or redacted; absent when it found none.
+    #[serde(default, skip_serializing_if = "SecretsRecord::is_empty")]
+    pub secrets: SecretsRecord,
+}
+
+/// What `repro capture` did with the credentials it found (see docs/pack-format.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SecretsRecord {
+    /// `--secrets`: `exclude` (default), `redact` or `keep`.
+    pub mode: String,
+    /// Files of the closure left out of the pack (a replay does not have them), with why.
+    #[serde(default)]
+    pub excluded: Vec<SecretFile>,
+    /// Files packed with their credentials replaced by markers.
+    #[serde(default)]
+    pub redacted: Vec<SecretFile>,
+    /// Recorded outputs (`stdout`, `stderr`) whose credentials were replaced by markers; a replay replaces them in
+    /// its own output the same way before it compares signatures.
+    #[serde(default)]
+    pub output_redacted: Vec<String>,
+    /// Files and outputs written as they were with credentials in them (`--secrets keep`).
+    #[serde(default)]
+    pub kept: Vec<SecretFile>,
+}
+
+impl SecretsRecord {
+    pub fn is_empty(&self) -> bool {
+        self.excluded.is_empty() && self.redacted.is_empty() && self.output_redacted.is_empty() && self.kept.is_empty()
+    }
+}
+
+/// A file (or output) holding credentials, and what was found in it (never the credential itself).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretFile {
+    pub path: String,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crate::archive::blob_frame;
 use crate::closure::ClosureOptions;
+use crate::secrets::ScanCache;
 use crate::store::{DigestCache, FrameCache};
 
 /// Files larger than this are left to the writer (which compresses them in parallel chunks).
@@ -26,11 +27,18 @@ pub struct Prefetcher {
 
 impl Prefetcher {
     /// Follows `stream` (paths, one per line) until [`Prefetcher::finish`].
-    pub fn start(stream: PathBuf, opts: ClosureOptions, frames: FrameCache, digests: PathBuf) -> Prefetcher {
+    /// `scans` is the [`ScanCache`] the files' contents are searched for credentials into, while they are read.
+    pub fn start(
+        stream: PathBuf,
+        opts: ClosureOptions,
+        frames: FrameCache,
+        digests: PathBuf,
+        scans: PathBuf,
+    ) -> Prefetcher {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = repro_sandbox::run::spawn_beside("repro-prefetch", move || {
-            follow(&stream, &opts, &frames, &digests, &flag)
+            follow(&stream, &opts, &frames, (&digests, &scans), &flag)
         })
         .ok();
         Prefetcher { stop, thread }
@@ -51,9 +59,16 @@ impl Drop for Prefetcher {
     }
 }
 
-fn follow(stream: &Path, opts: &ClosureOptions, frames: &FrameCache, digests: &Path, stop: &AtomicBool) {
+fn follow(
+    stream: &Path,
+    opts: &ClosureOptions,
+    frames: &FrameCache,
+    (digests, scans): (&Path, &Path),
+    stop: &AtomicBool,
+) {
     let Ok(mut f) = fs::File::open(stream) else { return };
     let mut cache = DigestCache::load(digests);
+    let mut scans = ScanCache::load(scans);
     let mut pending = Vec::new();
     let mut buf = vec![0u8; 1 << 16];
     let mut seen = std::collections::HashSet::new();
@@ -71,15 +86,16 @@ fn follow(stream: &Path, opts: &ClosureOptions, frames: &FrameCache, digests: &P
             }
             let Ok(guest) = std::str::from_utf8(&line[..line.len() - 1]) else { continue };
             if seen.insert(guest.to_string()) {
-                prefetch(guest, opts, frames, &mut cache);
+                prefetch(guest, opts, frames, &mut cache, &mut scans);
             }
         }
     }
     cache.save();
+    scans.save();
 }
 
 /// Hashes and compresses one file the guest used, if it is a pack input.
-fn prefetch(guest: &str, opts: &ClosureOptions, frames: &FrameCache, cache: &mut DigestCache) {
+fn prefetch(guest: &str, opts: &ClosureOptions, frames: &FrameCache, cache: &mut DigestCache, scans: &mut ScanCache) {
     if opts.skipped(guest) {
         return;
     }
@@ -96,12 +112,23 @@ fn prefetch(guest: &str, opts: &ClosureOptions, frames: &FrameCache, cache: &mut
             if content.len() as u64 == md.len() {
                 cache.remember(&host, &md, &d);
             }
+            // The bytes are in hand: search them for credentials now rather than at the end of the run.
+            if !scans.known(&d) {
+                scans.remember(&d, crate::secrets::scan(&content));
+            }
             if !frames.has(&d) {
                 let _ = blob_frame(&d, &crate::archive::BlobSource::Bytes(content), Some(frames));
             }
             return;
         }
     };
+    if !scans.known(&digest) {
+        if let Ok(content) = fs::read(&host) {
+            if blake3::hash(&content).to_hex().as_str() == digest {
+                scans.remember(&digest, crate::secrets::scan(&content));
+            }
+        }
+    }
     if !frames.has(&digest) {
         let _ = blob_frame(&digest, &crate::archive::BlobSource::File(host), Some(frames));
     }

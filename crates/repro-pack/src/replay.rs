@@ -197,6 +197,31 @@ fn replay_tapes(pack: &Pack, root: &Path) -> Result<TapeSettings, PackError> {
     })
 }
 
+/// Refuses to run with a redaction marker as a variable's value: the pack's secret variables were not stored,
+/// the replay must supply them (`repro replay --env NAME` or `--env NAME=VALUE`).
+pub fn check_supplied(settings: &RunSettings) -> Result<(), PackError> {
+    let missing = repro_model::secrets::redacted_names(&settings.env);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(PackError::Usage {
+        argument: "PACK".into(),
+        message: format!(
+            "its variables {} were redacted at capture (only a marker of each value is stored); supply each with \
+             --env NAME (the value of this environment) or --env NAME=VALUE",
+            missing.join(", ")
+        ),
+    })
+}
+
+/// Says which files of the capture the pack does not hold (left out as secrets), so a replay that misses one
+/// is explained.
+fn explain_excluded(pack: &Pack) {
+    for x in &pack.manifest.secrets.excluded {
+        eprintln!("[repro] not in this pack: {} ({})", x.path, x.reason);
+    }
+}
+
 /// Replays a pack `runs` times.
 pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackError> {
     if opts.runs == 0 {
@@ -214,6 +239,8 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
     );
     let mut settings = settings(&pack, binds);
     opts.vary.apply(&mut settings);
+    check_supplied(&settings)?;
+    explain_excluded(&pack);
     let req = RunRequest { settings, state_dir };
     let prepare_ms = started.elapsed().as_millis() as u64;
     let recorded = pack.manifest.signature.clone();
@@ -237,7 +264,16 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
         }
         let read =
             |n: &str| fs::read(report.dir.join(n)).map_err(|e| PackError::io("cannot read", report.dir.join(n), e));
-        let (stdout, stderr) = (read("stdout")?, read("stderr")?);
+        let (mut stdout, mut stderr) = (read("stdout")?, read("stderr")?);
+        // The capture redacted credentials in its output before computing the signature: so does the replay.
+        let redacted = &pack.manifest.secrets.output_redacted;
+        let values = crate::secrets::secret_values(&req.settings.env);
+        if redacted.iter().any(|o| o == "stdout") {
+            stdout = crate::secrets::redact(&stdout, &values).0;
+        }
+        if redacted.iter().any(|o| o == "stderr") {
+            stderr = crate::secrets::redact(&stderr, &values).0;
+        }
         let changes: Changes = serde_json::from_slice(&read("changes.json")?).unwrap_or_default();
         let junit: Vec<Vec<u8>> = changes
             .changes

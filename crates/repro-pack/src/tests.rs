@@ -43,6 +43,7 @@ pub(crate) fn sample_manifest(files: Vec<FileEntry>, stdout: &[u8], stderr: &[u8
         files,
         tapes: Tapes { network_mode: "none".into(), ..Default::default() },
         thin: false,
+        secrets: Default::default(),
     }
 }
 
@@ -438,7 +439,9 @@ fn the_prefetcher_fills_the_caches_from_the_access_stream() {
     let frames = store::FrameCache::at(d.path().join("frames"));
     let opts =
         closure::ClosureOptions { excluded: vec![d.path().join("skip").display().to_string()], ..Default::default() };
-    let p = prefetch::Prefetcher::start(stream.clone(), opts, frames.clone(), d.path().join("digests.json"));
+    let scans = d.path().join("scans.json");
+    let p =
+        prefetch::Prefetcher::start(stream.clone(), opts, frames.clone(), d.path().join("digests.json"), scans.clone());
     fs::create_dir_all(d.path().join("skip")).unwrap();
     fs::write(d.path().join("skip/x"), b"excluded").unwrap();
     let mut s = fs::OpenOptions::new().append(true).open(&stream).unwrap();
@@ -451,6 +454,9 @@ fn the_prefetcher_fills_the_caches_from_the_access_stream() {
     p.finish();
     assert!(frames.has(&want), "the file named in the stream was compressed into the cache");
     assert!(!frames.has(&digest(b"excluded")), "excluded paths are left alone");
+    let scanned = crate::secrets::ScanCache::load(&scans);
+    assert!(scanned.known(&want), "the file was searched for credentials while its bytes were in hand");
+    assert!(!scanned.known(&digest(b"excluded")));
 }
 
 #[test]

@@ -9,6 +9,7 @@ use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use repro_model::pathenc;
 use repro_model::run::{Change, ChangeKind, Changes, FileKind};
 
 use crate::SandboxError;
@@ -36,7 +37,7 @@ fn walk(root: &Path, rel: &Path, lower: &Path, out: &mut Vec<Change>) -> Result<
         let path = root.join(&rel_path);
         let lower_path = lower.join(&rel_path);
         let meta = fs::symlink_metadata(&path).map_err(|e| SandboxError::io("cannot stat", &path, e))?;
-        let rel_s = rel_path.to_string_lossy().into_owned();
+        let (rel_s, rel_hex) = pathenc::encode(rel_path.as_os_str());
         let lower_meta = fs::symlink_metadata(&lower_path).ok();
         if repro_sys::ns::is_whiteout(&meta) {
             fs::remove_file(&path).map_err(|e| SandboxError::io("cannot remove whiteout", &path, e))?;
@@ -67,6 +68,7 @@ fn walk(root: &Path, rel: &Path, lower: &Path, out: &mut Vec<Change>) -> Result<
                     deleted(&lower_path, &rel_path, lm, out);
                     out.push(Change {
                         path: rel_s.clone(),
+                        path_hex: rel_hex.clone(),
                         kind: ChangeKind::Added,
                         file: FileKind::Dir,
                         size: None,
@@ -75,6 +77,7 @@ fn walk(root: &Path, rel: &Path, lower: &Path, out: &mut Vec<Change>) -> Result<
                 }
                 None => out.push(Change {
                     path: rel_s.clone(),
+                    path_hex: rel_hex.clone(),
                     kind: ChangeKind::Added,
                     file: FileKind::Dir,
                     size: None,
@@ -109,7 +112,7 @@ fn walk(root: &Path, rel: &Path, lower: &Path, out: &mut Vec<Change>) -> Result<
                 ChangeKind::Modified
             }
         };
-        out.push(Change { path: rel_s, kind, file, size, blake3: Some(digest) });
+        out.push(Change { path: rel_s, path_hex: rel_hex, kind, file, size, blake3: Some(digest) });
     }
     Ok(())
 }
@@ -130,13 +133,8 @@ fn deleted(lower_path: &Path, rel: &Path, meta: &fs::Metadata, out: &mut Vec<Cha
             }
         }
     }
-    out.push(Change {
-        path: rel.to_string_lossy().into_owned(),
-        kind: ChangeKind::Deleted,
-        file,
-        size: None,
-        blake3: None,
-    });
+    let (path, path_hex) = pathenc::encode(rel.as_os_str());
+    out.push(Change { path, path_hex, kind: ChangeKind::Deleted, file, size: None, blake3: None });
 }
 
 fn list_sorted(dir: &Path) -> Vec<std::ffi::OsString> {
@@ -190,11 +188,15 @@ pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), SandboxError> {
 /// Applies the changes to the real working directory (`--keep-changes`): deletions first, then directories,
 /// then files and links copied from `changes_dir`.
 pub fn apply(changes: &Changes, changes_dir: &Path, target: &Path) -> Result<(), SandboxError> {
+    let rel = |c: &Change| {
+        c.rel_path()
+            .map_err(|m| SandboxError::Corrupt { path: changes_dir.join("..").join("changes.json"), message: m })
+    };
     let mut deletions: Vec<&Change> = changes.changes.iter().filter(|c| c.kind == ChangeKind::Deleted).collect();
     // Deepest first, so directories are empty when removed.
     deletions.sort_by_key(|c| std::cmp::Reverse(c.path.matches('/').count()));
     for c in deletions {
-        let p = target.join(&c.path);
+        let p = target.join(rel(c)?);
         let r = if c.file == FileKind::Dir { fs::remove_dir(&p) } else { fs::remove_file(&p) };
         if let Err(e) = r {
             if e.kind() != std::io::ErrorKind::NotFound {
@@ -203,8 +205,9 @@ pub fn apply(changes: &Changes, changes_dir: &Path, target: &Path) -> Result<(),
         }
     }
     for c in changes.changes.iter().filter(|c| c.kind != ChangeKind::Deleted) {
-        let src = changes_dir.join(&c.path);
-        let dst: PathBuf = target.join(&c.path);
+        let rel = rel(c)?;
+        let src = changes_dir.join(&rel);
+        let dst: PathBuf = target.join(&rel);
         match c.file {
             FileKind::Dir => {
                 fs::create_dir_all(&dst).map_err(|e| SandboxError::io("cannot create", &dst, e))?;
@@ -285,5 +288,23 @@ mod tests {
         let kept = fs::metadata(lower.path().join("d/new")).unwrap().mode() & 0o7777;
         assert_eq!(kept, 0o755, "setuid and setgid are not kept");
         assert_eq!(fs::read_to_string(lower.path().join("d/new")).unwrap(), "n");
+    }
+
+    #[test]
+    fn non_utf8_names_are_kept_and_applied() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+        let lower = tempfile::tempdir().unwrap();
+        let upper = tempfile::tempdir().unwrap();
+        let name = OsStr::from_bytes(b"caf\xe9-\xff");
+        fs::create_dir(upper.path().join(name)).unwrap();
+        fs::write(upper.path().join(name).join(name), "bytes").unwrap();
+        let c = collect(upper.path(), lower.path()).unwrap();
+        assert_eq!(c.changes.len(), 2, "{c:?}");
+        assert!(c.changes.iter().all(|c| c.path_hex.is_some()), "{c:?}");
+        let json = serde_json::to_string(&c).unwrap();
+        let back: Changes = serde_json::from_str(&json).unwrap();
+        apply(&back, upper.path(), lower.path()).unwrap();
+        assert_eq!(fs::read(lower.path().join(name).join(name)).unwrap(), b"bytes");
     }
 }

@@ -189,8 +189,10 @@ pub fn parse_env(value: &str) -> Result<EnvSpec, SandboxError> {
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
     if !valid {
+        // The value is not repeated: it may be a secret.
+        let shown = if val.is_some() { format!("{name}=...") } else { name.to_string() };
         return Err(SandboxError::usage(
-            format!("--env '{value}'"),
+            format!("--env '{shown}'"),
             "expected NAME or NAME=VALUE, where NAME is letters, digits and '_'",
         ));
     }

@@ -15,7 +15,8 @@ use crate::cgroup::Cgroup;
 #[derive(Debug, Clone)]
 pub struct ReapJob {
     pub cgroup: Option<PathBuf>,
-    /// Scratch directories to remove (the assembled root mountpoint and overlay's work directory).
+    /// Scratch directories and files to remove (the assembled root mountpoint, the overlay's work directory, the
+    /// init's configuration).
     pub scratch: Vec<PathBuf>,
 }
 
@@ -79,8 +80,14 @@ pub fn cleanup(job: &ReapJob) {
             }
         }
     }
-    for dir in &job.scratch {
-        remove_tree(dir);
+    for path in &job.scratch {
+        // A scratch file (the init's configuration, which holds the guest's real environment) or a directory.
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if !m.is_dir() => {
+                let _ = std::fs::remove_file(path);
+            }
+            _ => remove_tree(path),
+        }
     }
 }
 

@@ -573,7 +573,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         format: RUN_FORMAT,
         id: id.clone(),
         repro_version: env!("CARGO_PKG_VERSION").to_string(),
-        settings: RunSettings { user_namespace: true, identity: Some(identity), ..s.clone() },
+        // Secret variables are recorded as markers; only the guest got their values.
+        settings: RunSettings { user_namespace: true, identity: Some(identity), ..s.redacted() },
         started_at: parse::rfc3339(now.unix_timestamp()),
         duration_ms: started.elapsed().as_millis() as u64,
         outcome,
@@ -721,9 +722,9 @@ fn pump(
     })
 }
 
-/// The environment as a sorted list, for display.
+/// The environment as a sorted list, for display (secret values as markers).
 pub fn env_lines(env: &BTreeMap<String, String>) -> Vec<String> {
-    env.iter().map(|(k, v)| format!("{k}={v}")).collect()
+    env.iter().map(|(k, v)| format!("{k}={}", repro_model::secrets::redact_value(k, v))).collect()
 }
 
 /// The epoch as shown to users.

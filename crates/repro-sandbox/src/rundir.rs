@@ -131,10 +131,16 @@ impl RunDir {
 /// Writes `path` atomically (temporary file in the same directory, then rename). `durable`: before the
 /// rename, flush the whole filesystem (syncfs), so the file and everything written before it survive a crash.
 pub fn write_atomic(path: &Path, data: &[u8], durable: bool) -> Result<(), SandboxError> {
+    write_atomic_mode(path, data, durable, 0o666)
+}
+
+/// [`write_atomic`] creating the file with `mode` (before the umask).
+fn write_atomic_mode(path: &Path, data: &[u8], durable: bool, mode: u32) -> Result<(), SandboxError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
     let res = (|| {
-        let mut f = fs::File::create(&tmp)?;
+        let mut f = fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(&tmp)?;
         f.write_all(data)?;
         if durable {
             repro_sys::ns::syncfs(&f)?;
