@@ -373,10 +373,10 @@ fn hunt_and_explain_report_markers_not_values() {
 #[test]
 fn a_killed_run_leaves_no_secret_behind() {
     let e = Env::new(Caller::Root);
-    // The init's configuration holds the real environment while the guest runs: readable by the caller only,
-    // and removed by the reaper when `repro run` itself is killed.
+    // The init's configuration holds the real environment while the guest runs: it is a memfd, so no file of the
+    // run directory holds the value, neither while the guest runs nor after `repro run` itself is killed.
     let mut child = Command::new(crate::common::repro_path())
-        .args(["run", "-q", "--env", &format!("API_TOKEN={SECRET}"), "--", "sleep", "30"])
+        .args(["run", "-q", "--env", &format!("API_TOKEN={SECRET}"), "--", "sh", "-c", "echo started; sleep 30"])
         .current_dir(e.proj())
         .env_remove("REPRO_STATE_DIR")
         .env("XDG_CONFIG_HOME", e.top.path().join("config"))
@@ -385,33 +385,30 @@ fn a_killed_run_leaves_no_secret_behind() {
         .spawn()
         .expect("repro runs");
     let start = std::time::Instant::now();
-    let cfg = loop {
-        let found = std::fs::read_dir(e.proj().join(".repro/runs"))
+    loop {
+        let started = std::fs::read_dir(e.proj().join(".repro/runs"))
             .ok()
             .and_then(|mut r| r.next())
             .and_then(|d| d.ok())
-            .map(|d| d.path().join(".init.json"))
-            .filter(|p| p.exists());
-        if let Some(p) = found {
-            break p;
+            .map(|d| d.path().join("stdout"))
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .is_some_and(|o| o.contains("started"));
+        if started {
+            break;
         }
         assert!(start.elapsed() < std::time::Duration::from_secs(20), "the run never started");
         std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    assert_eq!(std::fs::metadata(&cfg).unwrap().permissions().mode() & 0o777, 0o600);
-    child.kill().expect("kill repro");
-    let _ = child.wait();
-    let start = std::time::Instant::now();
-    loop {
-        let leaks: Vec<PathBuf> = all_files(&e.proj().join(".repro"))
+    }
+    let leaks = |when: &str| {
+        let found: Vec<PathBuf> = all_files(&e.proj().join(".repro"))
             .into_iter()
             .filter(|(_, d)| contains(d, SECRET.as_bytes()))
             .map(|(p, _)| p)
             .collect();
-        if leaks.is_empty() {
-            break;
-        }
-        assert!(start.elapsed() < std::time::Duration::from_secs(20), "left behind with the secret: {leaks:?}");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+        assert!(found.is_empty(), "{when}: the secret is in {found:?}");
+    };
+    leaks("while the guest runs");
+    child.kill().expect("kill repro");
+    let _ = child.wait();
+    leaks("after repro run was killed");
 }
