@@ -467,7 +467,9 @@ fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd::OwnedFd)>
         }
         if Path::new(&t).exists() {
             ns::mount(host, &t, "", mflags::BIND, None).map_err(e)?;
-            ns::mount("", &t, "", mflags::BIND | mflags::REMOUNT | mflags::RDONLY, None).map_err(e)?;
+            // mount_setattr, not a remount: in a user namespace a remount must repeat every locked flag of the
+            // source's mount (nosuid, nodev... of a run directory inside a container), or it is refused.
+            ns::make_readonly_recursive(&t).map_err(e)?;
         }
     }
 

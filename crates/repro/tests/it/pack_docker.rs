@@ -231,7 +231,8 @@ struct Container {
 impl Container {
     /// What repro needs to make its sandbox in a container: namespaces, mounts and pivot_root (SYS_ADMIN, and
     /// neither Docker's default seccomp profile, which refuses pivot_root, nor AppArmor's docker-default, which
-    /// refuses mount), `lo` up in the guest's network namespace (NET_ADMIN), ptrace and pidfd_getfd on any guest,
+    /// refuses mount), an unmasked /proc (systempaths=unconfined: the guest's user namespace may mount a procfs
+    /// only while a fully visible one exists), `lo` up in the guest's network namespace (NET_ADMIN), ptrace and pidfd_getfd on any guest,
     /// dumpable or not (SYS_PTRACE), the cgroup hierarchy writable for the memory limit, and a directory that is
     /// executable and not on the container's overlay root for the cache and the state directory (the overlay of
     /// the working directory puts its upper layer there). `--privileged` does as well where the engine allows it
@@ -246,6 +247,7 @@ impl Container {
             "run", "-d", "--rm", "--name", &name, "--label", "repro.test=pack-docker",
             "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--cap-add", "SYS_PTRACE",
             "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+            "--security-opt", "systempaths=unconfined",
             "-v", &exe, "-v", &pack,
             "--tmpfs", "/work:exec", "-w", "/work", "-e", "HOME=/work", "-e", "XDG_CACHE_HOME=/work/cache",
         ];

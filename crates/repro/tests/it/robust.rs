@@ -6,19 +6,20 @@ use std::time::{Duration, Instant};
 
 use crate::common::{assert_code, repro_path, stderr, stdout, Workdir};
 
-/// Runs `repro args` in `dir` with stdout a pipe whose reading end is closed before repro writes anything.
+/// Runs `repro args` in `dir` with stdout a pipe whose reading end is closed before repro starts (closed before
+/// the spawn, so repro cannot write into the pipe's buffer first and exit 0).
 fn with_closed_stdout(dir: &Path, args: &[&str]) -> Output {
-    let mut child = Command::new(repro_path())
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    Command::new(repro_path())
         .args(args)
         .current_dir(dir)
         .env("XDG_CACHE_HOME", dir.join(".cache"))
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+        .stdout(writer)
         .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    child.wait_with_output().unwrap()
+        .output()
+        .unwrap()
 }
 
 fn no_panic(o: &Output, what: &str) {
