@@ -279,6 +279,17 @@ pub fn getpid() -> i32 {
     unsafe { libc::getpid() }
 }
 
+/// CLOCK_REALTIME_COARSE in nanoseconds: the clock the kernel stamps file times with (a file written after this
+/// reading never carries an older time, which a precise reading would not guarantee).
+pub fn realtime_coarse_ns() -> i128 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid out-pointer for clock_gettime.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+}
+
 pub fn getuid() -> u32 {
     // SAFETY: getuid cannot fail.
     unsafe { libc::getuid() }

@@ -249,8 +249,11 @@ pub(crate) fn lock(s: &SharedRef) -> std::sync::MutexGuard<'_, Shared> {
     s.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// When the run starts, on the coarse clock that file times come from: a file the guest writes in the same tick
+/// carries this very time and so counts as written during the run (with the precise clock it could look older
+/// than the run's start, and be pinned as an input: `touch x.c && make` would then rebuild nothing).
 fn now_real_ns() -> i128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as i128).unwrap_or(0)
+    repro_sys::ns::realtime_coarse_ns()
 }
 
 /// Runs the guest under the supervisor and returns when its top process has exited (after its

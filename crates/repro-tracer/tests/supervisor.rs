@@ -58,6 +58,9 @@ fn supervised(flags: &[&str], cmd: &[&str]) -> Output {
         .args(flags)
         .arg("--")
         .args(cmd)
+        // cargo sets it to every native dependency's build directory (many more under `cargo test --workspace`);
+        // the dynamic loader of every guest would probe each one and the counts below would depend on it.
+        .env_remove("LD_LIBRARY_PATH")
         .env("TZ", "UTC")
         .env("LC_ALL", "C")
         .env("PYTHONHASHSEED", "0")
