@@ -203,9 +203,13 @@ impl Closure {
         mode: u32,
         size: Option<u64>,
         blake3: Option<Digest>,
-        target: Option<String>,
+        target: Option<&OsStr>,
         access: &[String],
     ) {
+        let (target, target_hex) = match target.map(repro_model::pathenc::encode) {
+            Some((t, h)) => (Some(t), h),
+            None => (None, None),
+        };
         let e = self.entries.entry(path.to_vec()).or_insert_with(|| {
             let (text, path_hex) = repro_model::pathenc::encode(OsStr::from_bytes(path));
             FileEntry {
@@ -216,6 +220,7 @@ impl Closure {
                 size,
                 blake3: blake3.clone(),
                 target: target.clone(),
+                target_hex: target_hex.clone(),
                 access: Vec::new(),
             }
         });
@@ -224,6 +229,7 @@ impl Closure {
             e.size = size;
             e.blake3 = blake3;
             e.target = target;
+            e.target_hex = target_hex;
             e.mode = mode;
         }
         for a in access {
@@ -251,7 +257,7 @@ impl Closure {
             let mode = md.permissions().mode() & 0o7777;
             if md.file_type().is_symlink() {
                 let t = fs::read_link(&hp).map_err(|e| PackError::io("cannot read the link", &hp, e))?;
-                self.add(&guest, EntryKind::Symlink, 0o777, None, None, Some(t.to_string_lossy().into_owned()), &[]);
+                self.add(&guest, EntryKind::Symlink, 0o777, None, None, Some(t.as_os_str()), &[]);
             } else if md.is_dir() {
                 self.add(&guest, EntryKind::Dir, mode, None, None, None, &[]);
             } else if md.is_file() {
@@ -300,7 +306,7 @@ impl Closure {
                 }
                 let t = fs::read_link(&host).map_err(|e| PackError::io("cannot read the link", &host, e))?;
                 let ts = t.as_os_str().as_bytes();
-                self.add(&cand, EntryKind::Symlink, 0o777, None, None, Some(t.to_string_lossy().into_owned()), &[]);
+                self.add(&cand, EntryKind::Symlink, 0o777, None, None, Some(t.as_os_str()), &[]);
                 let mut next = comps(ts);
                 while let Some(x) = next.pop_back() {
                     todo.push_front(x);
@@ -419,7 +425,9 @@ mod tests {
         assert_eq!(f.path, format!("{}/w/d\u{fffd}/data-\u{fffd}.txt", r.display()));
         assert_eq!(f.bytes().as_ref(), key(b"w/d\xff/data-\xfe.txt"));
         assert_eq!(c.entries[&key(b"w/d\xff")].kind, EntryKind::Dir);
-        assert_eq!(c.entries[&key(b"w/l\xfc")].kind, EntryKind::Symlink);
+        let l = &c.entries[&key(b"w/l\xfc")];
+        assert_eq!(l.kind, EntryKind::Symlink);
+        assert_eq!(l.target_bytes().unwrap().as_ref(), b"d\xff", "the link's target, exactly");
         let l = &c.entries[&key(b"w/listed-\xfd")];
         assert_eq!((l.kind, l.path_hex.is_some()), (EntryKind::Listed, true));
         assert_eq!(c.entries[&key(b"w")].path_hex, None, "a UTF-8 path has no path_hex");

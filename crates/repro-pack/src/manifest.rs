@@ -228,9 +228,12 @@ pub struct FileEntry {
     pub size: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blake3: Option<Digest>,
-    /// Symlink target, as stored in the link.
+    /// Symlink target, as stored in the link (as text, like `path`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// The exact bytes of `target` in lowercase hex, only when it is not UTF-8 (as `path_hex` for `path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_hex: Option<String>,
     /// How the guest used the path: `open`, `exec`, `map`, `stat`, `list`, `readlink`, `chdir`; empty for the
     /// parents and links that were only passed through.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -273,7 +276,7 @@ pub fn exact_path<'a>(path: &'a str, hex: Option<&str>) -> Result<Cow<'a, [u8]>,
     }
     if String::from_utf8_lossy(&bytes) != path {
         return Err(format!(
-            "its bytes read '{}', not the path '{}' (expected path to be their text with U+FFFD for invalid bytes)",
+            "its bytes read '{}', not '{}' (expected the text field to be their text with U+FFFD for invalid bytes)",
             String::from_utf8_lossy(&bytes).escape_debug(),
             path.escape_debug()
         ));
@@ -291,6 +294,12 @@ impl FileEntry {
     /// [`FileEntry::exact`] for a manifest that was validated (else the bytes of `path`).
     pub fn bytes(&self) -> Cow<'_, [u8]> {
         self.exact().unwrap_or(Cow::Borrowed(self.path.as_bytes()))
+    }
+
+    /// A symlink's exact target: the bytes of `target_hex` when present (and valid), else those of `target`.
+    pub fn target_bytes(&self) -> Option<Cow<'_, [u8]>> {
+        let t = self.target.as_deref()?;
+        Some(exact_path(t, self.target_hex.as_deref()).unwrap_or(Cow::Borrowed(t.as_bytes())))
     }
 }
 
@@ -617,9 +626,21 @@ impl Manifest {
                 (EntryKind::Symlink, Some(t)) if t.is_empty() || t.contains('\0') || t.len() > MAX_PATH_BYTES => {
                     return Err(format!("files[{name}].target: expected 1 to {MAX_PATH_BYTES} bytes without NUL"));
                 }
-                (EntryKind::Symlink, _) => {}
+                (EntryKind::Symlink, Some(t)) => {
+                    let b = exact_path(t, f.target_hex.as_deref())
+                        .map_err(|why| format!("files[{name}].target_hex: {why}"))?;
+                    if b.contains(&0) || b.len() > MAX_PATH_BYTES {
+                        return Err(format!(
+                            "files[{name}].target_hex: expected 1 to {MAX_PATH_BYTES} bytes without NUL"
+                        ));
+                    }
+                }
+                (EntryKind::Symlink, None) => {}
                 (_, Some(_)) => return Err(format!("files[{name}].target: only a symlink has a target")),
                 _ => {}
+            }
+            if f.target.is_none() && f.target_hex.is_some() {
+                return Err(format!("files[{name}].target_hex: without a target"));
             }
             for a in ancestors(path) {
                 match kinds.get(a) {

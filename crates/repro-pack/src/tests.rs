@@ -67,6 +67,7 @@ fn fixture() -> Fixture {
             size: None,
             blake3: None,
             target: None,
+            target_hex: None,
             access: vec![],
         },
         FileEntry {
@@ -77,6 +78,7 @@ fn fixture() -> Fixture {
             size: None,
             blake3: None,
             target: Some("python3.11".into()),
+            target_hex: None,
             access: vec![],
         },
         FileEntry {
@@ -87,6 +89,7 @@ fn fixture() -> Fixture {
             size: Some(4096),
             blake3: None,
             target: None,
+            target_hex: None,
             access: vec!["stat".into()],
         },
         FileEntry {
@@ -97,6 +100,7 @@ fn fixture() -> Fixture {
             size: Some(ss),
             blake3: Some(sd.clone()),
             target: None,
+            target_hex: None,
             access: vec!["open".into()],
         },
     ];
@@ -409,6 +413,7 @@ fn a_large_blob_is_cut_into_frames_and_reads_back() {
         size: Some(big.len() as u64),
         blake3: Some(d.clone()),
         target: None,
+        target_hex: None,
         access: vec!["open".into()],
     });
     m.files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -482,6 +487,7 @@ fn unpack_lays_out_files_that_share_content_with_each_other_and_with_the_output(
             size,
             blake3: Some(d),
             target: None,
+            target_hex: None,
             access: vec!["open".into()],
         });
     }
@@ -521,6 +527,7 @@ fn layout_never_follows_a_link_of_the_pack() {
                 size: None,
                 blake3: None,
                 target: Some(target),
+                target_hex: None,
                 access: vec![],
             },
             FileEntry {
@@ -531,6 +538,7 @@ fn layout_never_follows_a_link_of_the_pack() {
                 size: Some(0),
                 blake3: None,
                 target: None,
+                target_hex: None,
                 access: vec![],
             },
         ];
@@ -570,6 +578,7 @@ fn validation_names_the_field() {
         size: None,
         blake3: None,
         target: Some("/".into()),
+        target_hex: None,
         access: vec![],
     }];
     assert!(m.validate_untrusted().unwrap_err().starts_with("files[/etc]: a symbolic link where"));
@@ -582,6 +591,7 @@ fn validation_names_the_field() {
         size: None,
         blake3: None,
         target: None,
+        target_hex: None,
         access: vec![],
     }];
     assert!(m.validate_untrusted().unwrap_err().starts_with("files[/x].mode"));
@@ -618,6 +628,7 @@ fn entry(path: &str, path_hex: Option<&str>, kind: EntryKind, blob: Option<(&Dig
         size: blob.map(|b| b.1).or((kind == EntryKind::Listed).then_some(0)),
         blake3: blob.map(|b| b.0.clone()),
         target: None,
+        target_hex: None,
         access: vec![],
     }
 }
@@ -642,6 +653,13 @@ fn names_that_are_not_utf8_round_trip_and_unpack_exactly() {
     f.manifest.files.push(entry(&text(&dir), Some(&hex(&dir)), EntryKind::Dir, None));
     f.manifest.files.push(entry(&text(&x1), Some(&hex(&x1)), EntryKind::Listed, None));
     f.manifest.files.push(entry(&text(&x2), Some(&hex(&x2)), EntryKind::File, Some((&d, 6))));
+    let link = [&dir[..], b"/to-\xfe"].concat();
+    f.manifest.files.push(FileEntry {
+        mode: 0o777,
+        target: Some("x\u{fffd}.txt".into()),
+        target_hex: Some(hex(b"x\xfe.txt")),
+        ..entry(&text(&link), Some(&hex(&link)), EntryKind::Symlink, None)
+    });
     f.manifest.files.sort_by(|a, b| a.bytes().cmp(&b.bytes()));
     f.manifest.result.changes.push(ChangedFile {
         path: "out-\u{fffd}".into(),
@@ -664,7 +682,8 @@ fn names_that_are_not_utf8_round_trip_and_unpack_exactly() {
     let mut names: Vec<Vec<u8>> =
         fs::read_dir(on_disk(&dir)).unwrap().map(|e| e.unwrap().file_name().as_bytes().to_vec()).collect();
     names.sort();
-    assert_eq!(names, [b"x\xfd.txt".to_vec(), b"x\xfe.txt".to_vec()]);
+    assert_eq!(names, [b"to-\xfe".to_vec(), b"x\xfd.txt".to_vec(), b"x\xfe.txt".to_vec()]);
+    assert_eq!(fs::read_link(on_disk(&link)).unwrap().as_os_str().as_bytes(), b"x\xfe.txt");
     // The manifest written by unpack keeps the exact bytes too.
     let mj = fs::read_to_string(out.join("manifest.json")).unwrap();
     assert!(mj.contains(&format!("\"path_hex\": \"{}\"", hex(&x2))), "{mj}");
@@ -687,7 +706,7 @@ fn path_hex_is_validated() {
         ("/a\u{fffd}", "2f61f".into(), "files[/a\u{fffd}].path_hex: '2f61f' is not an even number"),
         ("/a\u{fffd}", "2F61FF".into(), "is not an even number of lowercase hex digits"),
         ("/a\u{fffd}", "+f61ff".into(), "is not an even number of lowercase hex digits"),
-        ("/a\u{fffd}", hex(b"/b\xff"), "files[/a\u{fffd}].path_hex: its bytes read '/b\u{fffd}', not the path"),
+        ("/a\u{fffd}", hex(b"/b\xff"), "files[/a\u{fffd}].path_hex: its bytes read '/b\u{fffd}', not '/a\u{fffd}'"),
         ("/a\u{fffd}", hex(b"/a\xff\x00"), "its bytes read"),
         ("/a", hex(b"/a"), "files[/a].path_hex: names a UTF-8 path"),
         ("\u{fffd}", hex(b"\xff"), "files[\u{fffd}]: it is not absolute"),
@@ -724,6 +743,7 @@ fn path_hex_is_validated() {
             entry("/", None, EntryKind::Dir, None),
             FileEntry {
                 target: Some("/etc".into()),
+                target_hex: None,
                 ..entry("/l\u{fffd}", Some(&hex(b"/l\xff")), EntryKind::Symlink, None)
             },
             entry("/l\u{fffd}/x", Some(&hex(b"/l\xff/x")), EntryKind::Listed, None),
@@ -733,6 +753,23 @@ fn path_hex_is_validated() {
     );
     m.files[1].mode = 0o777;
     assert!(m.validate_untrusted().unwrap_err().contains("its parent /l\u{fffd} is a symbolic link"));
+    // A link's target_hex: hex, consistent with target, only on a link with a target.
+    for (t, h, want) in [
+        (Some("\u{fffd}"), Some("zz".to_string()), "files[/l].target_hex: 'zz'"),
+        (Some("a\u{fffd}"), Some(hex(b"b\xff")), "files[/l].target_hex: its bytes read"),
+        (Some("a\u{fffd}"), Some(hex(b"a\xff\0")), "files[/l].target_hex: its bytes read"),
+        (None, Some(hex(b"a\xff")), "files[/l].target_hex: without a target"),
+    ] {
+        let l = FileEntry {
+            mode: 0o777,
+            target: t.map(String::from),
+            target_hex: h,
+            ..entry("/l", None, if t.is_some() { EntryKind::Symlink } else { EntryKind::Listed }, None)
+        };
+        let m = sample_manifest(vec![entry("/", None, EntryKind::Dir, None), l], b"", b"");
+        let err = m.validate_untrusted().unwrap_err();
+        assert!(err.contains(want), "{err}");
+    }
     // result.changes[]: relative, normal bytes.
     for (path, h, want) in [
         ("\u{fffd}/x", hex(b"\xff/../../x"), "result.changes[\u{fffd}/x].path_hex"),

@@ -81,8 +81,8 @@ pub fn materialize(pack: &Pack, blobs: &Beneath, root: &Beneath, shown: &Path) -
                 d.chmod(f.mode | 0o700).map_err(err("cannot chmod", &f.path))?;
             }
             EntryKind::Symlink => {
-                let t = f.target.as_deref().unwrap_or("");
-                parent.symlink(t, name).map_err(err("cannot create the link", &f.path))?;
+                let t = f.target_bytes().unwrap_or_default();
+                parent.symlink(OsStr::from_bytes(&t), name).map_err(err("cannot create the link", &f.path))?;
             }
             EntryKind::File => {
                 let d = f.blake3.as_deref().unwrap_or("");
