@@ -133,6 +133,11 @@ fn names_that_are_not_utf8_are_captured_replayed_and_unpacked_exactly() {
     let o = e.cmd(&["pack", "verify", p.to_str().unwrap()]);
     assert_code(&o, 0);
     assert!(stdout(&o).contains("ok"), "{}", stdout(&o));
+    for args in [vec!["inspect", p.to_str().unwrap()], vec!["inspect", "--json", p.to_str().unwrap()]] {
+        let o = e.cmd(&args);
+        assert_code(&o, 0);
+        assert!(stdout(&o).contains("(working directory)") || stdout(&o).contains("inputs"), "{}", stdout(&o));
+    }
 
     // The working tree changes: the replay has the pack's files, by their exact names.
     fs::write(e.raw(b"data-\xff.txt"), b"changed").unwrap();
