@@ -21,9 +21,10 @@ pub fn to_hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// The bytes of a hex string; `None` when it is not an even number of hex digits.
+/// The bytes of a hex string; `None` when it is not an even number of hex digits (a sign, as `from_str_radix`
+/// would take, is not one).
 pub fn from_hex(h: &str) -> Option<Vec<u8>> {
-    if h.len() % 2 != 0 {
+    if h.len() % 2 != 0 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     (0..h.len()).step_by(2).map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok()).collect()
@@ -54,6 +55,9 @@ mod tests {
         assert_eq!(decode(&text, hex.as_deref()).unwrap().as_os_str(), raw);
         assert!(decode("x", Some("zz")).is_err());
         assert!(decode("x", Some("610")).is_err());
+        assert!(decode("x", Some("+f")).is_err(), "a sign is not a hex digit");
+        assert_eq!(from_hex("+f"), None);
+        assert_eq!(from_hex("é1"), None);
         assert!(decode("x", Some("6100")).is_err(), "a NUL byte is no file name");
     }
 }

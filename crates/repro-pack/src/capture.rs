@@ -247,8 +247,8 @@ fn build_manifest(
     let cwd = s.cwd.clone();
     let opts = closure_options(req);
     let mut accesses: Vec<Access> =
-        report.accessed.iter().map(|a| Access { path: a.path.clone(), kinds: a.kinds.clone() }).collect();
-    accesses.push(Access { path: cwd.clone(), kinds: vec!["chdir".into()] });
+        report.accessed.iter().map(|a| Access { path: a.bytes(), kinds: a.kinds.clone() }).collect();
+    accesses.push(Access { path: cwd.clone().into(), kinds: vec!["chdir".into()] });
     let closure = Closure::build(&accesses, &opts)?;
     let (entries, mut blobs) = screen_files(closure.entries, closure.blobs, mode, &mut found)?;
     let out_ref = BlobRef::of(&stdout);
@@ -260,6 +260,7 @@ fn build_manifest(
         .iter()
         .map(|c| ChangedFile {
             path: c.path.clone(),
+            path_hex: c.path_hex.clone(),
             kind: match c.kind {
                 ChangeKind::Added => "added",
                 ChangeKind::Modified => "modified",
@@ -373,7 +374,7 @@ fn redact_proc_tape(tape: &str, env: &BTreeMap<String, String>, found: &mut Secr
 }
 
 /// The closure's entries by guest path.
-type Entries = BTreeMap<String, FileEntry>;
+type Entries = BTreeMap<Vec<u8>, FileEntry>;
 
 /// Looks for credentials in the files of the closure (by path, and in their content through the scan cache) and
 /// leaves them out, redacts or keeps them according to `mode`, saying so on stderr (never the credential).
@@ -391,8 +392,9 @@ fn screen_files(
     };
     let mut scans = ScanCache::load(ScanCache::default_path());
     let mut left_out = Vec::new();
-    for (path, e) in entries.iter_mut() {
+    for (key, e) in entries.iter_mut() {
         let Some(d) = e.blake3.clone().filter(|_| e.kind == EntryKind::File) else { continue };
+        let path = &e.path;
         let by_path = credential_file(path);
         let mut reasons: Vec<String> = by_path.iter().map(|w| w.to_string()).collect();
         let findings = scans.findings(&d, || read_blob(blobs.get(&d))).unwrap_or_default();
@@ -412,7 +414,7 @@ fn screen_files(
                     "[repro] secrets: {path}: {reason}: left out of the pack (--secrets redact or keep to pack it)"
                 );
                 found.excluded.push(entry);
-                left_out.push(path.clone());
+                left_out.push(key.clone());
             }
             SecretsMode::Redact => {
                 let data = read_blob(blobs.get(&d))

@@ -8,20 +8,23 @@
 //! interpreter.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io::Read;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use crate::archive::BlobSource;
 use crate::manifest::{Digest, EntryKind, FileEntry};
 use crate::store::DigestCache;
 use crate::PackError;
 
-/// One path the guest used and how.
+/// One path the guest used and how. Paths are bytes: a name that is not UTF-8 is packed with its exact bytes
+/// (`path_hex` in the manifest).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Access {
-    pub path: String,
+    pub path: PathBuf,
     pub kinds: Vec<String>,
 }
 
@@ -40,40 +43,47 @@ pub struct ClosureOptions {
     pub digest_cache: Option<PathBuf>,
 }
 
-fn under(path: &str, prefix: &str) -> bool {
-    let prefix = prefix.trim_end_matches('/');
-    prefix.is_empty()
-        || path == prefix
-        || (path.starts_with(prefix) && path.as_bytes().get(prefix.len()) == Some(&b'/'))
+fn trim_slashes(p: &[u8]) -> &[u8] {
+    let n = p.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1);
+    &p[..n]
+}
+
+fn under(path: &[u8], prefix: &[u8]) -> bool {
+    let prefix = trim_slashes(prefix);
+    prefix.is_empty() || path == prefix || (path.starts_with(prefix) && path.get(prefix.len()) == Some(&b'/'))
+}
+
+fn os(b: &[u8]) -> PathBuf {
+    PathBuf::from(OsStr::from_bytes(b))
 }
 
 impl ClosureOptions {
-    pub(crate) fn skipped(&self, guest: &str) -> bool {
-        if self.hidden.iter().any(|h| under(guest, h)) {
+    pub(crate) fn skipped(&self, guest: &[u8]) -> bool {
+        if self.hidden.iter().any(|h| under(guest, h.as_bytes())) {
             return true;
         }
         // The parents of an exempt path (the working directory under /tmp) are kept too.
-        self.excluded.iter().any(|x| under(guest, x)) && !self.exempt.iter().any(|x| under(guest, x) || under(x, guest))
+        self.excluded.iter().any(|x| under(guest, x.as_bytes()))
+            && !self.exempt.iter().any(|x| under(guest, x.as_bytes()) || under(x.as_bytes(), guest))
     }
 
-    pub(crate) fn host(&self, guest: &str) -> PathBuf {
+    pub(crate) fn host(&self, guest: &[u8]) -> PathBuf {
         for (g, h) in &self.map {
-            if under(guest, g) {
-                return PathBuf::from(format!(
-                    "{}{}",
-                    h.trim_end_matches('/'),
-                    &guest[g.trim_end_matches('/').len()..]
-                ));
+            if under(guest, g.as_bytes()) {
+                let mut p = trim_slashes(h.as_bytes()).to_vec();
+                p.extend_from_slice(&guest[trim_slashes(g.as_bytes()).len()..]);
+                return PathBuf::from(OsString::from_vec(p));
             }
         }
-        PathBuf::from(guest)
+        os(guest)
     }
 }
 
-/// The result: entries by guest path and the blobs their contents are in.
+/// The result: entries by guest path (its exact bytes; for UTF-8 paths the order of their text) and the blobs
+/// their contents are in.
 #[derive(Debug, Default)]
 pub struct Closure {
-    pub entries: BTreeMap<String, FileEntry>,
+    pub entries: BTreeMap<Vec<u8>, FileEntry>,
     pub blobs: BTreeMap<Digest, BlobSource>,
 }
 
@@ -103,20 +113,19 @@ fn hash_file(p: &Path, md: &fs::Metadata, cache: &mut DigestCache) -> Result<(Di
 }
 
 /// The interpreter of a `#!` script, if `p` is one.
-fn shebang(p: &Path) -> Option<String> {
+fn shebang(p: &Path) -> Option<Vec<u8>> {
     let mut f = fs::File::open(p).ok()?;
     let mut head = [0u8; 256];
     let n = f.read(&mut head).ok()?;
     let head = &head[..n];
     let rest = head.strip_prefix(b"#!")?;
     let line = rest.split(|&b| b == b'\n').next()?;
-    let line = String::from_utf8_lossy(line);
-    let interp = line.split_whitespace().next()?;
-    interp.starts_with('/').then(|| interp.to_string())
+    let interp = line.split(|b| b.is_ascii_whitespace()).find(|w| !w.is_empty())?;
+    (interp.first() == Some(&b'/')).then(|| interp.to_vec())
 }
 
 /// The PT_INTERP of a 64-bit little-endian ELF executable (the dynamic loader the kernel opens by path).
-fn elf_interpreter(p: &Path) -> Option<String> {
+fn elf_interpreter(p: &Path) -> Option<Vec<u8>> {
     use std::io::{Seek, SeekFrom};
     let mut f = fs::File::open(p).ok()?;
     let mut eh = [0u8; 64];
@@ -141,7 +150,7 @@ fn elf_interpreter(p: &Path) -> Option<String> {
             f.seek(SeekFrom::Start(off)).ok()?;
             f.read_exact(&mut name).ok()?;
             let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-            return String::from_utf8(name[..end].to_vec()).ok().filter(|s| s.starts_with('/'));
+            return Some(name[..end].to_vec()).filter(|s| s.first() == Some(&b'/'));
         }
     }
     None
@@ -151,8 +160,8 @@ impl Closure {
     /// Builds the closure of `accesses`.
     pub fn build(accesses: &[Access], opts: &ClosureOptions) -> Result<Closure, PackError> {
         let mut c = Closure::default();
-        let mut queue: VecDeque<(String, Vec<String>)> =
-            accesses.iter().map(|a| (a.path.clone(), a.kinds.clone())).collect();
+        let mut queue: VecDeque<(Vec<u8>, Vec<String>)> =
+            accesses.iter().map(|a| (a.path.as_os_str().as_bytes().to_vec(), a.kinds.clone())).collect();
         let mut execs_seen = std::collections::HashSet::new();
         let mut digests = opts.digest_cache.as_ref().map(DigestCache::load).unwrap_or_default();
         while let Some((path, kinds)) = queue.pop_front() {
@@ -189,28 +198,38 @@ impl Closure {
     #[allow(clippy::too_many_arguments)]
     fn add(
         &mut self,
-        path: &str,
+        path: &[u8],
         kind: EntryKind,
         mode: u32,
         size: Option<u64>,
         blake3: Option<Digest>,
-        target: Option<String>,
+        target: Option<&OsStr>,
         access: &[String],
     ) {
-        let e = self.entries.entry(path.to_string()).or_insert_with(|| FileEntry {
-            path: path.to_string(),
-            kind,
-            mode,
-            size,
-            blake3: blake3.clone(),
-            target: target.clone(),
-            access: Vec::new(),
+        let (target, target_hex) = match target.map(repro_model::pathenc::encode) {
+            Some((t, h)) => (Some(t), h),
+            None => (None, None),
+        };
+        let e = self.entries.entry(path.to_vec()).or_insert_with(|| {
+            let (text, path_hex) = repro_model::pathenc::encode(OsStr::from_bytes(path));
+            FileEntry {
+                path: text,
+                path_hex,
+                kind,
+                mode,
+                size,
+                blake3: blake3.clone(),
+                target: target.clone(),
+                target_hex: target_hex.clone(),
+                access: Vec::new(),
+            }
         });
         if rank(kind) > rank(e.kind) {
             e.kind = kind;
             e.size = size;
             e.blake3 = blake3;
             e.target = target;
+            e.target_hex = target_hex;
             e.mode = mode;
         }
         for a in access {
@@ -221,31 +240,24 @@ impl Closure {
         e.access.sort();
     }
 
-    fn add_listing(&mut self, dir: &str, host: &Path, opts: &ClosureOptions) -> Result<(), PackError> {
+    fn add_listing(&mut self, dir: &[u8], host: &Path, opts: &ClosureOptions) -> Result<(), PackError> {
         let rd = fs::read_dir(host).map_err(|e| PackError::io("cannot list", host, e))?;
         let mut names: Vec<_> = rd.filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
         names.sort();
         for name in names {
-            let Some(name) = name.to_str() else {
-                // Pack paths are JSON text (docs/pack-format.md): such a name cannot be packed yet. Said, not dropped
-                // silently.
-                eprintln!(
-                    "[repro] capture: not packed (its name is not UTF-8): {}/{}",
-                    dir.trim_end_matches('/'),
-                    name.to_string_lossy()
-                );
-                continue;
-            };
-            let guest = format!("{}/{name}", dir.trim_end_matches('/'));
+            // A name that is not UTF-8 is kept with its exact bytes (`path_hex` in the manifest).
+            let mut guest = trim_slashes(dir).to_vec();
+            guest.push(b'/');
+            guest.extend_from_slice(name.as_bytes());
             if opts.skipped(&guest) {
                 continue;
             }
-            let hp = host.join(name);
+            let hp = host.join(&name);
             let Ok(md) = fs::symlink_metadata(&hp) else { continue };
             let mode = md.permissions().mode() & 0o7777;
             if md.file_type().is_symlink() {
                 let t = fs::read_link(&hp).map_err(|e| PackError::io("cannot read the link", &hp, e))?;
-                self.add(&guest, EntryKind::Symlink, 0o777, None, None, Some(t.to_string_lossy().into_owned()), &[]);
+                self.add(&guest, EntryKind::Symlink, 0o777, None, None, Some(t.as_os_str()), &[]);
             } else if md.is_dir() {
                 self.add(&guest, EntryKind::Dir, mode, None, None, None, &[]);
             } else if md.is_file() {
@@ -257,28 +269,30 @@ impl Closure {
 
     /// Resolves `path` like the kernel, adding the directories and links met; returns the final guest path
     /// when it exists and is not excluded.
-    fn resolve(&mut self, path: &str, opts: &ClosureOptions) -> Result<Option<String>, PackError> {
-        if !path.starts_with('/') {
+    fn resolve(&mut self, path: &[u8], opts: &ClosureOptions) -> Result<Option<Vec<u8>>, PackError> {
+        if path.first() != Some(&b'/') {
             return Ok(None);
         }
-        let mut todo: VecDeque<String> = comps(path);
-        let mut done = String::from("/");
+        let mut todo: VecDeque<Vec<u8>> = comps(path);
+        let mut done = b"/".to_vec();
         let mut links = 0;
         while let Some(c) = todo.pop_front() {
-            if c == ".." {
-                if let Some(i) = done.rfind('/') {
+            if c == b".." {
+                if let Some(i) = done.iter().rposition(|&b| b == b'/') {
                     done.truncate(i.max(1));
                 }
                 continue;
             }
-            let cand = if done == "/" { format!("/{c}") } else { format!("{done}/{c}") };
+            let mut cand = if done == b"/" { Vec::new() } else { done.clone() };
+            cand.push(b'/');
+            cand.extend_from_slice(&c);
             if opts.skipped(&cand) {
                 return Ok(None);
             }
             let host = opts.host(&cand);
             let Ok(md) = fs::symlink_metadata(&host) else {
                 // A parent of a bind mount's guest path need not exist on the host.
-                if opts.map.iter().any(|(g, _)| under(g, &cand)) {
+                if opts.map.iter().any(|(g, _)| under(g.as_bytes(), &cand)) {
                     self.add(&cand, EntryKind::Dir, 0o755, None, None, None, &[]);
                     done = cand;
                     continue;
@@ -291,14 +305,14 @@ impl Closure {
                     return Ok(None);
                 }
                 let t = fs::read_link(&host).map_err(|e| PackError::io("cannot read the link", &host, e))?;
-                let ts = t.to_string_lossy().into_owned();
-                self.add(&cand, EntryKind::Symlink, 0o777, None, None, Some(ts.clone()), &[]);
-                let mut next = comps(&ts);
+                let ts = t.as_os_str().as_bytes();
+                self.add(&cand, EntryKind::Symlink, 0o777, None, None, Some(t.as_os_str()), &[]);
+                let mut next = comps(ts);
                 while let Some(x) = next.pop_back() {
                     todo.push_front(x);
                 }
-                if ts.starts_with('/') {
-                    done = "/".into();
+                if ts.first() == Some(&b'/') {
+                    done = b"/".to_vec();
                 }
             } else if md.is_dir() {
                 self.add(&cand, EntryKind::Dir, md.permissions().mode() & 0o7777, None, None, None, &[]);
@@ -314,15 +328,9 @@ impl Closure {
     }
 }
 
-fn comps(p: &str) -> VecDeque<String> {
-    Path::new(p)
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
-            Component::ParentDir => Some("..".into()),
-            _ => None,
-        })
-        .collect()
+/// The components of `p`, without empty and `.` ones (as the kernel resolves them); `..` is kept.
+fn comps(p: &[u8]) -> VecDeque<Vec<u8>> {
+    p.split(|&b| b == b'/').filter(|c| !c.is_empty() && *c != b".").map(|c| c.to_vec()).collect()
 }
 
 #[cfg(test)]
@@ -331,7 +339,7 @@ mod tests {
     use std::os::unix::fs::symlink;
 
     fn acc(p: &Path, kinds: &[&str]) -> Access {
-        Access { path: p.to_string_lossy().into_owned(), kinds: kinds.iter().map(|s| s.to_string()).collect() }
+        Access { path: p.to_path_buf(), kinds: kinds.iter().map(|s| s.to_string()).collect() }
     }
 
     #[test]
@@ -352,7 +360,7 @@ mod tests {
             &ClosureOptions::default(),
         )
         .unwrap();
-        let key = |s: &str| format!("{}/{s}", r.display());
+        let key = |s: &str| format!("{}/{s}", r.display()).into_bytes();
         assert_eq!(c.entries[&key("lib")].kind, EntryKind::Symlink);
         assert_eq!(c.entries[&key("lib")].target.as_deref(), Some("usr/lib"));
         assert_eq!(c.entries[&key("usr/lib/libx.so.1")].kind, EntryKind::Symlink);
@@ -387,7 +395,7 @@ mod tests {
             &opts,
         )
         .unwrap();
-        let key = |s: &str| format!("{}/{s}", r.display());
+        let key = |s: &str| format!("{}/{s}", r.display()).into_bytes();
         assert_eq!(c.entries[&key("w/a.txt")].kind, EntryKind::Listed);
         assert_eq!(c.entries[&key("w/sub")].kind, EntryKind::Dir);
         assert!(!c.entries.contains_key(&key("w/.repro")));
@@ -396,11 +404,40 @@ mod tests {
         assert!(!c.entries.contains_key(&key("skip/x")));
     }
 
+    /// Names that are not UTF-8 are kept with their exact bytes, opened or listed, and through a link.
+    #[test]
+    fn names_that_are_not_utf8_are_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        let raw = |s: &[u8]| r.join(OsStr::from_bytes(s));
+        fs::create_dir_all(raw(b"w/d\xff")).unwrap();
+        fs::write(raw(b"w/d\xff/data-\xfe.txt"), b"x").unwrap();
+        fs::write(raw(b"w/listed-\xfd"), b"yy").unwrap();
+        symlink(OsStr::from_bytes(b"d\xff"), raw(b"w/l\xfc")).unwrap();
+        let c = Closure::build(
+            &[acc(&raw(b"w/l\xfc/data-\xfe.txt"), &["open"]), acc(&r.join("w"), &["list"])],
+            &ClosureOptions::default(),
+        )
+        .unwrap();
+        let key = |s: &[u8]| [r.as_os_str().as_bytes(), b"/", s].concat();
+        let f = &c.entries[&key(b"w/d\xff/data-\xfe.txt")];
+        assert_eq!((f.kind, f.size), (EntryKind::File, Some(1)));
+        assert_eq!(f.path, format!("{}/w/d\u{fffd}/data-\u{fffd}.txt", r.display()));
+        assert_eq!(f.bytes().as_ref(), key(b"w/d\xff/data-\xfe.txt"));
+        assert_eq!(c.entries[&key(b"w/d\xff")].kind, EntryKind::Dir);
+        let l = &c.entries[&key(b"w/l\xfc")];
+        assert_eq!(l.kind, EntryKind::Symlink);
+        assert_eq!(l.target_bytes().unwrap().as_ref(), b"d\xff", "the link's target, exactly");
+        let l = &c.entries[&key(b"w/listed-\xfd")];
+        assert_eq!((l.kind, l.path_hex.is_some()), (EntryKind::Listed, true));
+        assert_eq!(c.entries[&key(b"w")].path_hex, None, "a UTF-8 path has no path_hex");
+    }
+
     #[test]
     fn elf_interpreter_of_a_real_program() {
         let sh = fs::canonicalize("/bin/sh").unwrap();
         let interp = elf_interpreter(&sh).expect("a dynamic /bin/sh");
-        assert!(interp.starts_with("/lib"), "{interp}");
+        assert!(interp.starts_with(b"/lib"), "{interp:?}");
         assert_eq!(elf_interpreter(Path::new("/etc/hostname")), None);
     }
 
@@ -413,8 +450,8 @@ mod tests {
             map: vec![("/guest/mnt".into(), d.path().join("host").to_string_lossy().into_owned())],
             ..Default::default()
         };
-        let host = opts.host("/guest/mnt/data");
+        let host = opts.host(b"/guest/mnt/data");
         assert_eq!(fs::read(host).unwrap(), b"bound");
-        assert!(under("/a/b", "/a") && !under("/ab", "/a") && under("/a", "/a") && under("/x", "/"));
+        assert!(under(b"/a/b", b"/a") && !under(b"/ab", b"/a") && under(b"/a", b"/a") && under(b"/x", b"/"));
     }
 }

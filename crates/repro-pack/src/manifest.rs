@@ -4,6 +4,7 @@
 //! serde default so older manifests still parse; one that changes a field's meaning raises `format` and keeps
 //! reading the older ones.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -186,7 +187,11 @@ pub struct RunResult {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ChangedFile {
+    /// Relative to the working directory, as text (a name that is not UTF-8 with U+FFFD for its invalid bytes).
     pub path: String,
+    /// The exact bytes of `path` in lowercase hex, only when it is not UTF-8 (see [`exact_path`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_hex: Option<String>,
     /// `added`, `modified` or `deleted`.
     pub kind: String,
     pub blake3: Option<Digest>,
@@ -210,8 +215,12 @@ pub enum EntryKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileEntry {
-    /// Absolute path in the guest.
+    /// Absolute path in the guest, as text (a name that is not UTF-8 with U+FFFD for its invalid bytes).
     pub path: String,
+    /// The exact bytes of `path` in lowercase hex, only when it is not UTF-8: readers use these bytes (see
+    /// [`exact_path`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_hex: Option<String>,
     pub kind: EntryKind,
     /// Permission bits (e.g. 493 = 0o755).
     pub mode: u32,
@@ -219,9 +228,12 @@ pub struct FileEntry {
     pub size: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blake3: Option<Digest>,
-    /// Symlink target, as stored in the link.
+    /// Symlink target, as stored in the link (as text, like `path`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// The exact bytes of `target` in lowercase hex, only when it is not UTF-8 (as `path_hex` for `path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_hex: Option<String>,
     /// How the guest used the path: `open`, `exec`, `map`, `stat`, `list`, `readlink`, `chdir`; empty for the
     /// parents and links that were only passed through.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -247,6 +259,48 @@ pub struct Tapes {
 
 fn default_network() -> String {
     "none".into()
+}
+
+/// The exact bytes a `path` / `path_hex` pair names, checked: `path_hex` is an even number of lowercase hex
+/// digits, its bytes are not UTF-8 (a UTF-8 name is in `path` alone) and `path` is their text with U+FFFD for the
+/// invalid bytes. Without `path_hex`, the bytes of `path`. The error says what is wrong, for the field `path_hex`.
+pub fn exact_path<'a>(path: &'a str, hex: Option<&str>) -> Result<Cow<'a, [u8]>, String> {
+    let Some(h) = hex else { return Ok(Cow::Borrowed(path.as_bytes())) };
+    if h.is_empty() || h.len() % 2 != 0 || !h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        let shown: String = h.chars().take(80).collect();
+        return Err(format!("'{}' is not an even number of lowercase hex digits", shown.escape_debug()));
+    }
+    let bytes = repro_model::pathenc::from_hex(h).ok_or_else(|| "is not hex".to_string())?;
+    if std::str::from_utf8(&bytes).is_ok() {
+        return Err("names a UTF-8 path (expected path_hex only for a name that is not UTF-8)".into());
+    }
+    if String::from_utf8_lossy(&bytes) != path {
+        return Err(format!(
+            "its bytes read '{}', not '{}' (expected the text field to be their text with U+FFFD for invalid bytes)",
+            String::from_utf8_lossy(&bytes).escape_debug(),
+            path.escape_debug()
+        ));
+    }
+    Ok(Cow::Owned(bytes))
+}
+
+impl FileEntry {
+    /// The entry's exact path: the bytes of `path_hex` when present, else those of `path` (see [`exact_path`]).
+    pub fn exact(&self) -> Result<Cow<'_, [u8]>, String> {
+        exact_path(&self.path, self.path_hex.as_deref())
+            .map_err(|why| format!("files[{}].path_hex: {why}", self.path.escape_debug()))
+    }
+
+    /// [`FileEntry::exact`] for a manifest that was validated (else the bytes of `path`).
+    pub fn bytes(&self) -> Cow<'_, [u8]> {
+        self.exact().unwrap_or(Cow::Borrowed(self.path.as_bytes()))
+    }
+
+    /// A symlink's exact target: the bytes of `target_hex` when present (and valid), else those of `target`.
+    pub fn target_bytes(&self) -> Option<Cow<'_, [u8]>> {
+        let t = self.target.as_deref()?;
+        Some(exact_path(t, self.target_hex.as_deref()).unwrap_or(Cow::Borrowed(t.as_bytes())))
+    }
 }
 
 impl Manifest {
@@ -280,17 +334,19 @@ impl Manifest {
         if !self.command.cwd.starts_with('/') {
             return Err(format!("command.cwd: '{}' is not absolute", self.command.cwd));
         }
-        let mut prev: Option<&str> = None;
+        let mut prev: Option<Cow<[u8]>> = None;
         for f in &self.files {
-            if !f.path.starts_with('/') || f.path.split('/').any(|c| c == ".." || c == ".") {
+            let exact = f.exact()?;
+            if exact.first() != Some(&b'/') || exact.split(|&b| b == b'/').any(|c| c == b".." || c == b".") {
                 return Err(format!("files: path '{}' is not absolute and normal", f.path));
             }
-            if let Some(p) = prev {
-                if p >= f.path.as_str() {
+            // Sorted by exact bytes (for UTF-8 paths the order of their text), unique.
+            if let Some(p) = &prev {
+                if **p >= *exact {
                     return Err(format!("files: '{}' is out of order or repeated", f.path));
                 }
             }
-            prev = Some(&f.path);
+            prev = Some(exact);
             match f.kind {
                 EntryKind::File if f.blake3.is_none() || f.size.is_none() => {
                     return Err(format!("files[{}]: a file needs blake3 and size", f.path))
@@ -331,22 +387,29 @@ pub const MAX_EPOCH: i64 = 253_402_300_799;
 /// Why `path` is not an absolute, normal guest path (`/a/b`: no empty, `.` or `..` component, no trailing `/`,
 /// no NUL byte, bounded lengths), or `None` when it is one.
 pub fn bad_guest_path(path: &str) -> Option<String> {
-    if !path.starts_with('/') {
+    bad_guest_bytes(path.as_bytes())
+}
+
+/// [`bad_guest_path`] of a path's exact bytes (a name need not be UTF-8).
+pub fn bad_guest_bytes(path: &[u8]) -> Option<String> {
+    if path.first() != Some(&b'/') {
         return Some("it is not absolute (expected a path starting with '/')".into());
     }
-    if path.contains('\0') {
+    if path.contains(&0) {
         return Some("it contains a NUL byte".into());
     }
     if path.len() > MAX_PATH_BYTES {
         return Some(format!("it is longer than {MAX_PATH_BYTES} bytes"));
     }
-    if path == "/" {
+    if path == b"/" {
         return None;
     }
-    for c in path[1..].split('/') {
+    for c in path[1..].split(|&b| b == b'/') {
         match c {
-            "" => return Some("it has an empty component ('//' or a trailing '/')".into()),
-            "." | ".." => return Some(format!("it has a '{c}' component (expected a normal path)")),
+            b"" => return Some("it has an empty component ('//' or a trailing '/')".into()),
+            b"." | b".." => {
+                return Some(format!("it has a '{}' component (expected a normal path)", String::from_utf8_lossy(c)))
+            }
             c if c.len() > MAX_NAME_BYTES => return Some(format!("a component is longer than {MAX_NAME_BYTES} bytes")),
             _ => {}
         }
@@ -355,16 +418,24 @@ pub fn bad_guest_path(path: &str) -> Option<String> {
 }
 
 /// Why `path` is not a relative, normal path (for paths relative to the working directory).
-fn bad_relative_path(path: &str) -> Option<String> {
-    if path.starts_with('/') {
+fn bad_relative_bytes(path: &[u8]) -> Option<String> {
+    if path.first() == Some(&b'/') {
         return Some("it is absolute (expected a path relative to the working directory)".into());
     }
-    bad_guest_path(&format!("/{path}"))
+    bad_guest_bytes(&[b"/", path].concat())
+}
+
+fn bad_relative_path(path: &str) -> Option<String> {
+    bad_relative_bytes(path.as_bytes())
 }
 
 /// The proper ancestors of an absolute normal path, nearest last: `/a/b/c` gives `/a`, `/a/b`.
-fn ancestors(path: &str) -> impl Iterator<Item = &str> {
-    path.match_indices('/').skip(1).map(move |(i, _)| &path[..i])
+fn ancestors(path: &[u8]) -> impl Iterator<Item = &[u8]> {
+    path.iter().enumerate().filter(|(_, &b)| b == b'/').skip(1).map(move |(i, _)| &path[..i])
+}
+
+fn shown(p: &[u8]) -> String {
+    String::from_utf8_lossy(p).escape_debug().to_string()
 }
 
 fn kind_name(k: EntryKind) -> &'static str {
@@ -385,10 +456,14 @@ impl Manifest {
     /// mounts its own directories, modes only permission bits. Each error names the field or entry and what was
     /// expected.
     pub fn validate_untrusted(&self) -> Result<(), String> {
-        // Paths first, so that the messages name the entry and say what is wrong with it.
+        // Paths first, so that the messages name the entry and say what is wrong with it; `path_hex` (the exact
+        // bytes) is checked as `path` is.
         for f in &self.files {
             if let Some(why) = bad_guest_path(&f.path) {
                 return Err(format!("files[{}]: {why}", f.path.escape_debug()));
+            }
+            if let Some(why) = bad_guest_bytes(&f.exact()?) {
+                return Err(format!("files[{}].path_hex: {why}", f.path.escape_debug()));
             }
         }
         if let Some(why) = bad_guest_path(&self.command.cwd) {
@@ -486,6 +561,11 @@ impl Manifest {
             if let Some(why) = bad_relative_path(&ch.path) {
                 return Err(format!("result.changes[{}]: {why}", ch.path.escape_debug()));
             }
+            let exact = exact_path(&ch.path, ch.path_hex.as_deref())
+                .map_err(|why| format!("result.changes[{}].path_hex: {why}", ch.path.escape_debug()))?;
+            if let Some(why) = bad_relative_bytes(&exact) {
+                return Err(format!("result.changes[{}].path_hex: {why}", ch.path.escape_debug()));
+            }
             if !["added", "modified", "deleted"].contains(&ch.kind.as_str()) {
                 return Err(format!("result.changes[{}].kind: expected added, modified or deleted", ch.path));
             }
@@ -528,10 +608,12 @@ impl Manifest {
     /// The closure's entries: normal paths, modes, links, and every parent a directory; then the sandbox's
     /// mountpoints and the working directory.
     fn validate_files(&self) -> Result<(), String> {
-        let mut kinds: BTreeMap<&str, EntryKind> = BTreeMap::new();
-        for f in &self.files {
+        let exact: Vec<Cow<[u8]>> = self.files.iter().map(|f| f.exact()).collect::<Result<_, _>>()?;
+        let mut kinds: BTreeMap<&[u8], EntryKind> = BTreeMap::new();
+        for (f, path) in self.files.iter().zip(&exact) {
+            let path: &[u8] = path;
             let name = f.path.escape_debug();
-            if let Some(why) = bad_guest_path(&f.path) {
+            if let Some(why) = bad_guest_bytes(path) {
                 return Err(format!("files[{name}]: {why}"));
             }
             if f.path == "/" && f.kind != EntryKind::Dir {
@@ -544,36 +626,52 @@ impl Manifest {
                 (EntryKind::Symlink, Some(t)) if t.is_empty() || t.contains('\0') || t.len() > MAX_PATH_BYTES => {
                     return Err(format!("files[{name}].target: expected 1 to {MAX_PATH_BYTES} bytes without NUL"));
                 }
-                (EntryKind::Symlink, _) => {}
+                (EntryKind::Symlink, Some(t)) => {
+                    let b = exact_path(t, f.target_hex.as_deref())
+                        .map_err(|why| format!("files[{name}].target_hex: {why}"))?;
+                    if b.contains(&0) || b.len() > MAX_PATH_BYTES {
+                        return Err(format!(
+                            "files[{name}].target_hex: expected 1 to {MAX_PATH_BYTES} bytes without NUL"
+                        ));
+                    }
+                }
+                (EntryKind::Symlink, None) => {}
                 (_, Some(_)) => return Err(format!("files[{name}].target: only a symlink has a target")),
                 _ => {}
             }
-            for a in ancestors(&f.path) {
+            if f.target.is_none() && f.target_hex.is_some() {
+                return Err(format!("files[{name}].target_hex: without a target"));
+            }
+            for a in ancestors(path) {
                 match kinds.get(a) {
                     None | Some(EntryKind::Dir) => {}
                     Some(EntryKind::Symlink) => {
+                        let a = shown(a);
                         return Err(format!(
                             "files[{name}]: its parent {a} is a symbolic link in the pack (expected a directory: an \
                              entry under a link would be written wherever the link points)"
-                        ))
+                        ));
                     }
                     Some(k) => {
                         return Err(format!(
-                            "files[{name}]: its parent {a} is {} (expected a directory)",
+                            "files[{name}]: its parent {} is {} (expected a directory)",
+                            shown(a),
                             kind_name(*k)
                         ))
                     }
                 }
             }
-            kinds.insert(&f.path, f.kind);
+            kinds.insert(path, f.kind);
         }
         let must_be_dir = |field: &str, p: &str, self_too: bool| -> Result<(), String> {
-            for a in ancestors(p).chain(self_too.then_some(p)) {
+            let pb = p.as_bytes();
+            for a in ancestors(pb).chain(self_too.then_some(pb)) {
                 match kinds.get(a) {
                     None | Some(EntryKind::Dir) => {}
                     Some(k) => {
                         return Err(format!(
-                            "files[{a}]: {} where {field} {p} needs a directory (the sandbox mounts or creates it)",
+                            "files[{}]: {} where {field} {p} needs a directory (the sandbox mounts or creates it)",
+                            shown(a),
                             kind_name(*k)
                         ))
                     }
@@ -587,7 +685,7 @@ impl Manifest {
         }
         for f in SANDBOX_FILES {
             must_be_dir("the sandbox's", f, false)?;
-            if let Some(k @ (EntryKind::Dir | EntryKind::Symlink)) = kinds.get(f) {
+            if let Some(k @ (EntryKind::Dir | EntryKind::Symlink)) = kinds.get(f.as_bytes()) {
                 return Err(format!(
                     "files[{f}]: {} (expected a file: the sandbox binds its own over it)",
                     kind_name(*k)
@@ -601,14 +699,15 @@ impl Manifest {
     /// or is a link of the pack (so that creating or binding something at `p` in the pack's root would follow a link of the pack): the
     /// entry and its kind.
     pub fn non_dir_on_the_way(&self, p: &str) -> Option<(String, &'static str)> {
-        let by_path: BTreeMap<&str, EntryKind> = self.files.iter().map(|f| (f.path.as_str(), f.kind)).collect();
-        let on_the_way = ancestors(p).find_map(|a| match by_path.get(a) {
-            Some(k) if *k != EntryKind::Dir => Some((a.to_string(), kind_name(*k))),
+        let by_path: BTreeMap<Cow<[u8]>, EntryKind> = self.files.iter().map(|f| (f.bytes(), f.kind)).collect();
+        let on_the_way = ancestors(p.as_bytes()).find_map(|a| match by_path.get(a) {
+            Some(k) if *k != EntryKind::Dir => Some((String::from_utf8_lossy(a).into_owned(), kind_name(*k))),
             _ => None,
         });
         // The path itself may be a file or directory of the pack (the bind covers it), not a link.
         on_the_way.or_else(|| {
-            (by_path.get(p) == Some(&EntryKind::Symlink)).then(|| (p.to_string(), kind_name(EntryKind::Symlink)))
+            (by_path.get(p.as_bytes()) == Some(&EntryKind::Symlink))
+                .then(|| (p.to_string(), kind_name(EntryKind::Symlink)))
         })
     }
 

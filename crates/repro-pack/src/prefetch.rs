@@ -96,10 +96,10 @@ fn follow(
 
 /// Hashes and compresses one file the guest used, if it is a pack input.
 fn prefetch(guest: &str, opts: &ClosureOptions, frames: &FrameCache, cache: &mut DigestCache, scans: &mut ScanCache) {
-    if opts.skipped(guest) {
+    if opts.skipped(guest.as_bytes()) {
         return;
     }
-    let Ok(host) = fs::canonicalize(opts.host(guest)) else { return };
+    let Ok(host) = fs::canonicalize(opts.host(guest.as_bytes())) else { return };
     let Ok(md) = fs::metadata(&host) else { return };
     if !md.is_file() || md.len() > MAX_PREFETCH {
         return;

@@ -61,38 +61,46 @@ fn fixture() -> Fixture {
     let files = vec![
         FileEntry {
             path: "/usr".into(),
+            path_hex: None,
             kind: EntryKind::Dir,
             mode: 0o755,
             size: None,
             blake3: None,
             target: None,
+            target_hex: None,
             access: vec![],
         },
         FileEntry {
             path: "/usr/bin/python3".into(),
+            path_hex: None,
             kind: EntryKind::Symlink,
             mode: 0o777,
             size: None,
             blake3: None,
             target: Some("python3.11".into()),
+            target_hex: None,
             access: vec![],
         },
         FileEntry {
             path: "/usr/bin/python3.11".into(),
+            path_hex: None,
             kind: EntryKind::Sized,
             mode: 0o755,
             size: Some(4096),
             blake3: None,
             target: None,
+            target_hex: None,
             access: vec!["stat".into()],
         },
         FileEntry {
             path: "/work/proj/fail.py".into(),
+            path_hex: None,
             kind: EntryKind::File,
             mode: 0o644,
             size: Some(ss),
             blake3: Some(sd.clone()),
             target: None,
+            target_hex: None,
             access: vec!["open".into()],
         },
     ];
@@ -399,11 +407,13 @@ fn a_large_blob_is_cut_into_frames_and_reads_back() {
     let mut m = f.manifest.clone();
     m.files.push(FileEntry {
         path: "/work/proj/big.bin".into(),
+        path_hex: None,
         kind: EntryKind::File,
         mode: 0o644,
         size: Some(big.len() as u64),
         blake3: Some(d.clone()),
         target: None,
+        target_hex: None,
         access: vec!["open".into()],
     });
     m.files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -471,11 +481,13 @@ fn unpack_lays_out_files_that_share_content_with_each_other_and_with_the_output(
     ] {
         m.files.push(FileEntry {
             path: path.into(),
+            path_hex: None,
             kind: EntryKind::File,
             mode,
             size,
             blake3: Some(d),
             target: None,
+            target_hex: None,
             access: vec!["open".into()],
         });
     }
@@ -509,20 +521,24 @@ fn layout_never_follows_a_link_of_the_pack() {
         let files = vec![
             FileEntry {
                 path: "/a".into(),
+                path_hex: None,
                 kind: EntryKind::Symlink,
                 mode: 0o777,
                 size: None,
                 blake3: None,
                 target: Some(target),
+                target_hex: None,
                 access: vec![],
             },
             FileEntry {
                 path: "/a/x".into(),
+                path_hex: None,
                 kind: EntryKind::Listed,
                 mode: 0o644,
                 size: Some(0),
                 blake3: None,
                 target: None,
+                target_hex: None,
                 access: vec![],
             },
         ];
@@ -556,22 +572,26 @@ fn validation_names_the_field() {
     let mut m = base();
     m.files = vec![FileEntry {
         path: "/etc".into(),
+        path_hex: None,
         kind: EntryKind::Symlink,
         mode: 0o777,
         size: None,
         blake3: None,
         target: Some("/".into()),
+        target_hex: None,
         access: vec![],
     }];
     assert!(m.validate_untrusted().unwrap_err().starts_with("files[/etc]: a symbolic link where"));
     let mut m = base();
     m.files = vec![FileEntry {
         path: "/x".into(),
+        path_hex: None,
         kind: EntryKind::Listed,
         mode: 0o100644,
         size: None,
         blake3: None,
         target: None,
+        target_hex: None,
         access: vec![],
     }];
     assert!(m.validate_untrusted().unwrap_err().starts_with("files[/x].mode"));
@@ -597,4 +617,168 @@ fn unpack_into_an_existing_empty_directory() {
         .filter(|e| e.file_name().to_string_lossy().contains("partial"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+fn entry(path: &str, path_hex: Option<&str>, kind: EntryKind, blob: Option<(&Digest, u64)>) -> FileEntry {
+    FileEntry {
+        path: path.into(),
+        path_hex: path_hex.map(String::from),
+        kind,
+        mode: if kind == EntryKind::Dir { 0o755 } else { 0o644 },
+        size: blob.map(|b| b.1).or((kind == EntryKind::Listed).then_some(0)),
+        blake3: blob.map(|b| b.0.clone()),
+        target: None,
+        target_hex: None,
+        access: vec![],
+    }
+}
+
+/// Names that are not UTF-8: kept with their exact bytes in `path_hex`, written into the manifest, read back and
+/// unpacked with exactly those bytes (two names whose text is the same stay two files).
+#[test]
+fn names_that_are_not_utf8_round_trip_and_unpack_exactly() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let mut f = fixture();
+    let data = b"bytes\n".to_vec();
+    let d = digest(&data);
+    f.blobs.insert(d.clone(), BlobSource::Bytes(data.clone()));
+    // /work/proj/d\xff (a directory), in it x\xfe.txt (content) and x\xfd.txt (listed): the last two have the
+    // same text.
+    let hex = |b: &[u8]| repro_model::pathenc::to_hex(b);
+    let dir = b"/work/proj/d\xff".to_vec();
+    let x1 = [&dir[..], b"/x\xfd.txt"].concat();
+    let x2 = [&dir[..], b"/x\xfe.txt"].concat();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    f.manifest.files.push(entry(&text(&dir), Some(&hex(&dir)), EntryKind::Dir, None));
+    f.manifest.files.push(entry(&text(&x1), Some(&hex(&x1)), EntryKind::Listed, None));
+    f.manifest.files.push(entry(&text(&x2), Some(&hex(&x2)), EntryKind::File, Some((&d, 6))));
+    let link = [&dir[..], b"/to-\xfe"].concat();
+    f.manifest.files.push(FileEntry {
+        mode: 0o777,
+        target: Some("x\u{fffd}.txt".into()),
+        target_hex: Some(hex(b"x\xfe.txt")),
+        ..entry(&text(&link), Some(&hex(&link)), EntryKind::Symlink, None)
+    });
+    f.manifest.files.sort_by(|a, b| a.bytes().cmp(&b.bytes()));
+    f.manifest.result.changes.push(ChangedFile {
+        path: "out-\u{fffd}".into(),
+        path_hex: Some(hex(b"out-\xff")),
+        kind: "added".into(),
+        blake3: None,
+    });
+    assert_eq!(f.manifest.validate_untrusted(), Ok(()));
+    let p = write(&f, "a.repro");
+    assert_eq!(fs::read(&p).unwrap(), fs::read(write(&f, "b.repro")).unwrap(), "same input, same bytes");
+    let pack = read_pack(&p, &store(&f), None).unwrap();
+    assert_eq!(pack.manifest, f.manifest);
+    let out = f.dir.path().join("out");
+    summary::unpack(&p, &out, &store(&f)).unwrap();
+    let root = out.join("root");
+    let on_disk = |b: &[u8]| root.join(OsStr::from_bytes(&b[1..]));
+    assert!(on_disk(&dir).is_dir());
+    assert_eq!(fs::read(on_disk(&x2)).unwrap(), data);
+    assert_eq!(fs::read(on_disk(&x1)).unwrap(), b"");
+    let mut names: Vec<Vec<u8>> =
+        fs::read_dir(on_disk(&dir)).unwrap().map(|e| e.unwrap().file_name().as_bytes().to_vec()).collect();
+    names.sort();
+    assert_eq!(names, [b"to-\xfe".to_vec(), b"x\xfd.txt".to_vec(), b"x\xfe.txt".to_vec()]);
+    assert_eq!(fs::read_link(on_disk(&link)).unwrap().as_os_str().as_bytes(), b"x\xfe.txt");
+    // The manifest written by unpack keeps the exact bytes too.
+    let mj = fs::read_to_string(out.join("manifest.json")).unwrap();
+    assert!(mj.contains(&format!("\"path_hex\": \"{}\"", hex(&x2))), "{mj}");
+}
+
+/// `path_hex` is checked as `path` is: hex, normal, consistent with `path`; each error names the entry.
+#[test]
+fn path_hex_is_validated() {
+    let hex = |b: &[u8]| repro_model::pathenc::to_hex(b);
+    let with = |path: &str, h: String| {
+        let mut m = sample_manifest(vec![entry(path, Some(&h), EntryKind::Listed, None)], b"", b"");
+        m.files.insert(0, entry("/", None, EntryKind::Dir, None));
+        m.validate_untrusted()
+    };
+    assert_eq!(with("/a\u{fffd}", hex(b"/a\xff")), Ok(()));
+    let cases: [(&str, String, &str); 9] = [
+        // `..` hidden in the bytes, with a `path` that looks harmless.
+        ("/x/\u{fffd}", hex(b"/x/../../etc/\xff"), "files[/x/\u{fffd}].path_hex: its bytes read"),
+        ("/../\u{fffd}", hex(b"/../\xff"), "files[/../\u{fffd}]: it has a '..' component"),
+        ("/a\u{fffd}", "2f61f".into(), "files[/a\u{fffd}].path_hex: '2f61f' is not an even number"),
+        ("/a\u{fffd}", "2F61FF".into(), "is not an even number of lowercase hex digits"),
+        ("/a\u{fffd}", "+f61ff".into(), "is not an even number of lowercase hex digits"),
+        ("/a\u{fffd}", hex(b"/b\xff"), "files[/a\u{fffd}].path_hex: its bytes read '/b\u{fffd}', not '/a\u{fffd}'"),
+        ("/a\u{fffd}", hex(b"/a\xff\x00"), "its bytes read"),
+        ("/a", hex(b"/a"), "files[/a].path_hex: names a UTF-8 path"),
+        ("\u{fffd}", hex(b"\xff"), "files[\u{fffd}]: it is not absolute"),
+    ];
+    for (path, h, want) in cases {
+        let err = with(path, h.clone()).unwrap_err();
+        assert!(err.contains(want), "{path} {h}: {err}");
+    }
+    // `..` in the exact bytes where the text shows it too is refused by the bytes' own check as well.
+    let e = exact_path("/a/../\u{fffd}", Some(&hex(b"/a/../\xff"))).unwrap();
+    assert!(bad_guest_bytes(&e).unwrap().contains("'..' component"));
+    // NUL is refused in the bytes (its text would show it too).
+    let e = exact_path("/a\0\u{fffd}", Some(&hex(b"/a\0\xff"))).unwrap();
+    assert!(bad_guest_bytes(&e).unwrap().contains("NUL"));
+    // Too long a component, counted in bytes.
+    let long = [&b"/"[..], &[0xffu8; 256][..]].concat();
+    assert!(with(&String::from_utf8_lossy(&long), hex(&long)).unwrap_err().contains("longer than 255 bytes"));
+    // Two entries with the same text but other bytes are two entries; the same bytes twice are refused.
+    let mut m = sample_manifest(
+        vec![
+            entry("/", None, EntryKind::Dir, None),
+            entry("/a\u{fffd}", Some(&hex(b"/a\xfe")), EntryKind::Listed, None),
+            entry("/a\u{fffd}", Some(&hex(b"/a\xff")), EntryKind::Listed, None),
+        ],
+        b"",
+        b"",
+    );
+    assert_eq!(m.validate_untrusted(), Ok(()));
+    m.files[2].path_hex = Some(hex(b"/a\xfe"));
+    assert!(m.validate_untrusted().unwrap_err().contains("out of order or repeated"));
+    // An entry under a link of the pack, by bytes.
+    let mut m = sample_manifest(
+        vec![
+            entry("/", None, EntryKind::Dir, None),
+            FileEntry {
+                target: Some("/etc".into()),
+                target_hex: None,
+                ..entry("/l\u{fffd}", Some(&hex(b"/l\xff")), EntryKind::Symlink, None)
+            },
+            entry("/l\u{fffd}/x", Some(&hex(b"/l\xff/x")), EntryKind::Listed, None),
+        ],
+        b"",
+        b"",
+    );
+    m.files[1].mode = 0o777;
+    assert!(m.validate_untrusted().unwrap_err().contains("its parent /l\u{fffd} is a symbolic link"));
+    // A link's target_hex: hex, consistent with target, only on a link with a target.
+    for (t, h, want) in [
+        (Some("\u{fffd}"), Some("zz".to_string()), "files[/l].target_hex: 'zz'"),
+        (Some("a\u{fffd}"), Some(hex(b"b\xff")), "files[/l].target_hex: its bytes read"),
+        (Some("a\u{fffd}"), Some(hex(b"a\xff\0")), "files[/l].target_hex: its bytes read"),
+        (None, Some(hex(b"a\xff")), "files[/l].target_hex: without a target"),
+    ] {
+        let l = FileEntry {
+            mode: 0o777,
+            target: t.map(String::from),
+            target_hex: h,
+            ..entry("/l", None, if t.is_some() { EntryKind::Symlink } else { EntryKind::Listed }, None)
+        };
+        let m = sample_manifest(vec![entry("/", None, EntryKind::Dir, None), l], b"", b"");
+        let err = m.validate_untrusted().unwrap_err();
+        assert!(err.contains(want), "{err}");
+    }
+    // result.changes[]: relative, normal bytes.
+    for (path, h, want) in [
+        ("\u{fffd}/x", hex(b"\xff/../../x"), "result.changes[\u{fffd}/x].path_hex"),
+        ("\u{fffd}", hex(b"/\xff"), "result.changes[\u{fffd}].path_hex"),
+        ("\u{fffd}", "zz".into(), "result.changes[\u{fffd}].path_hex: 'zz'"),
+    ] {
+        let mut m = sample_manifest(vec![], b"", b"");
+        m.result.changes.push(ChangedFile { path: path.into(), path_hex: Some(h), kind: "added".into(), blake3: None });
+        let err = m.validate_untrusted().unwrap_err();
+        assert!(err.contains(want), "{err}");
+    }
 }

@@ -1,7 +1,9 @@
 //! A pack's root: its closure laid out as a directory tree that the sandbox binds as the guest's `/`.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -22,25 +24,27 @@ pub const MOUNTPOINT_FILES: [&str; 3] = ["/etc/hostname", "/etc/hosts", "/etc/re
 /// consecutive entries share their parents (the manifest is sorted by path).
 struct Levels<'a> {
     root: &'a Beneath,
-    open: Vec<(String, Beneath)>,
+    open: Vec<(Vec<u8>, Beneath)>,
 }
 
 impl<'a> Levels<'a> {
     /// The directory `comps` (components below the root), each missing level created (mode 0755).
-    fn dir(&mut self, comps: &[&str]) -> std::io::Result<&Beneath> {
-        let same = self.open.iter().zip(comps).take_while(|((a, _), b)| a == *b).count();
+    fn dir(&mut self, comps: &[&[u8]]) -> std::io::Result<&Beneath> {
+        let same = self.open.iter().zip(comps).take_while(|((a, _), b)| a.as_slice() == **b).count();
         self.open.truncate(same);
         for c in &comps[same..] {
-            let next = self.open.last().map(|(_, d)| d).unwrap_or(self.root).subdir(c, Some(0o755))?;
-            self.open.push((c.to_string(), next));
+            let next =
+                self.open.last().map(|(_, d)| d).unwrap_or(self.root).subdir(OsStr::from_bytes(c), Some(0o755))?;
+            self.open.push((c.to_vec(), next));
         }
         Ok(self.open.last().map(|(_, d)| d).unwrap_or(self.root))
     }
 }
 
-/// The components of an absolute normal guest path (`/` has none).
-fn components(guest: &str) -> Vec<&str> {
-    guest.split('/').filter(|c| !c.is_empty()).collect()
+/// The components of an absolute normal guest path (`/` has none), as bytes: a name that is not UTF-8 (an
+/// entry's `path_hex`) is created exactly.
+fn components(guest: &[u8]) -> Vec<&[u8]> {
+    guest.split(|&b| b == b'/').filter(|c| !c.is_empty()).collect()
 }
 
 /// Lays out the pack's files in the directory `root` (empty, made by the caller, normally inside a staging
@@ -62,12 +66,14 @@ pub fn materialize(pack: &Pack, blobs: &Beneath, root: &Beneath, shown: &Path) -
     }
     let mut levels = Levels { root, open: Vec::new() };
     for f in &m.files {
-        let comps = components(&f.path);
+        let exact = f.bytes();
+        let comps = components(&exact);
         let Some((name, parents)) = comps.split_last() else {
             // `/` itself: the root directory, made by the caller.
             continue;
         };
         let parent = levels.dir(parents).map_err(err("cannot create the parent directory of", &f.path))?;
+        let name = OsStr::from_bytes(name);
         match f.kind {
             EntryKind::Dir => {
                 let d = parent.subdir(name, Some(0o700)).map_err(err("cannot create", &f.path))?;
@@ -75,8 +81,8 @@ pub fn materialize(pack: &Pack, blobs: &Beneath, root: &Beneath, shown: &Path) -
                 d.chmod(f.mode | 0o700).map_err(err("cannot chmod", &f.path))?;
             }
             EntryKind::Symlink => {
-                let t = f.target.as_deref().unwrap_or("");
-                parent.symlink(t, name).map_err(err("cannot create the link", &f.path))?;
+                let t = f.target_bytes().unwrap_or_default();
+                parent.symlink(OsStr::from_bytes(&t), name).map_err(err("cannot create the link", &f.path))?;
             }
             EntryKind::File => {
                 let d = f.blake3.as_deref().unwrap_or("");
@@ -102,18 +108,18 @@ pub fn materialize(pack: &Pack, blobs: &Beneath, root: &Beneath, shown: &Path) -
             }
         }
     }
-    let present: std::collections::HashSet<&str> = m.files.iter().map(|f| f.path.as_str()).collect();
+    let present: std::collections::HashSet<std::borrow::Cow<[u8]>> = m.files.iter().map(|f| f.bytes()).collect();
     for d in MOUNTPOINT_DIRS.iter().copied().chain([m.command.cwd.as_str(), "/home/repro"]) {
-        if !present.contains(d) {
-            levels.dir(&components(d)).map_err(err("cannot create", d))?;
+        if !present.contains(d.as_bytes()) {
+            levels.dir(&components(d.as_bytes())).map_err(err("cannot create", d))?;
         }
     }
     for f in MOUNTPOINT_FILES {
-        if !present.contains(f) {
-            let comps = components(f);
+        if !present.contains(f.as_bytes()) {
+            let comps = components(f.as_bytes());
             if let Some((name, parents)) = comps.split_last() {
                 let parent = levels.dir(parents).map_err(err("cannot create the parent directory of", f))?;
-                match parent.create_file(name, 0o644) {
+                match parent.create_file(OsStr::from_bytes(name), 0o644) {
                     Ok(_) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
                     Err(e) => return Err(err("cannot create", f)(e)),

@@ -158,11 +158,22 @@ pub struct DetSettings {
     pub access_stream: Option<String>,
 }
 
-/// A path the guest used and how (`open`, `exec`, `map`, `stat`, `list`, `readlink`, `chdir`).
+/// A path the guest used and how (`open`, `exec`, `map`, `stat`, `list`, `readlink`, `chdir`). `path` is text
+/// (lossy for a name that is not UTF-8); such a name's exact bytes are in `path_hex` ([`repro_model::pathenc`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Accessed {
     pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_hex: Option<String>,
     pub kinds: Vec<String>,
+}
+
+impl Accessed {
+    /// The exact path (`path_hex` when present).
+    pub fn bytes(&self) -> std::path::PathBuf {
+        repro_model::pathenc::decode(&self.path, self.path_hex.as_deref())
+            .unwrap_or_else(|_| std::path::PathBuf::from(&self.path))
+    }
 }
 
 fn default_hostname() -> String {
@@ -994,7 +1005,14 @@ fn supervised(
             determinism.mediated = out.stats.mediated;
             determinism.tasks_created = out.stats.tasks_created;
             determinism.execs = out.stats.execs;
-            *accessed = out.accessed.into_iter().map(|a| Accessed { path: a.path, kinds: a.kinds }).collect();
+            *accessed = out
+                .accessed
+                .into_iter()
+                .map(|a| {
+                    let (path, path_hex) = repro_model::pathenc::encode(a.path.as_os_str());
+                    Accessed { path, path_hex, kinds: a.kinds }
+                })
+                .collect();
             let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
             tapes.network_events = out.tapes.network.as_ref().map_or(0, |t| t.events.len() as u64);
             tapes.proc_reads = out.tapes.proc.as_ref().map_or(0, |t| t.reads.len() as u64);

@@ -7,9 +7,11 @@
 //! Safe code only (nix does the raw calls); it lives here so that every path-resolution decision of repro that
 //! meets untrusted names sits in one place.
 
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use nix::fcntl::{openat2, renameat2, OFlag, OpenHow, RenameFlags, ResolveFlag};
@@ -25,10 +27,15 @@ fn strict() -> ResolveFlag {
 }
 
 /// Refuses anything that is not one plain name component (the kernel would refuse most of it too; this makes
-/// the error clear and does not depend on it).
-fn component(name: &str) -> io::Result<&str> {
-    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') || name.len() > 255 {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("'{name}' is not a single name component")));
+/// the error clear and does not depend on it). Names are bytes: a name that is not UTF-8 is created as it is.
+fn component<N: AsRef<OsStr> + ?Sized>(name: &N) -> io::Result<&OsStr> {
+    let name = name.as_ref();
+    let b = name.as_bytes();
+    if b.is_empty() || b == b"." || b == b".." || b.contains(&b'/') || b.contains(&0) || b.len() > 255 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("'{}' is not a single name component", name.to_string_lossy()),
+        ));
     }
     Ok(name)
 }
@@ -52,7 +59,7 @@ impl Beneath {
 
     /// The directory `name` below this one; created with `mode` (permission bits only) when `create` and it is
     /// missing. A symbolic link, a file or anything else in its place is an error (ELOOP, ENOTDIR).
-    pub fn subdir(&self, name: &str, create: Option<u32>) -> io::Result<Beneath> {
+    pub fn subdir<N: AsRef<OsStr> + ?Sized>(&self, name: &N, create: Option<u32>) -> io::Result<Beneath> {
         let name = component(name)?;
         if let Some(mode) = create {
             match mkdirat(self.fd.as_fd(), name, Mode::from_bits_truncate(mode & PERMISSION_BITS)) {
@@ -69,7 +76,7 @@ impl Beneath {
 
     /// Creates the regular file `name` (it must not exist: `O_EXCL`) for writing, with `mode`'s permission bits
     /// set exactly (not masked by the umask; setuid, setgid and sticky dropped).
-    pub fn create_file(&self, name: &str, mode: u32) -> io::Result<File> {
+    pub fn create_file<N: AsRef<OsStr> + ?Sized>(&self, name: &N, mode: u32) -> io::Result<File> {
         let name = component(name)?;
         let how = OpenHow::new()
             .flags(OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
@@ -81,29 +88,38 @@ impl Beneath {
     }
 
     /// Opens the regular file `name` for reading (not through a link).
-    pub fn open_file(&self, name: &str) -> io::Result<File> {
+    pub fn open_file<N: AsRef<OsStr> + ?Sized>(&self, name: &N) -> io::Result<File> {
         let name = component(name)?;
         let how = OpenHow::new().flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW).resolve(strict());
         let fd = openat2(self.fd.as_fd(), name, how).map_err(errno)?;
         let f = File::from(fd);
         if !f.metadata()?.is_file() {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("'{name}' is not a regular file")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("'{}' is not a regular file", name.to_string_lossy()),
+            ));
         }
         Ok(f)
     }
 
     /// Makes the symbolic link `name` (which must not exist) holding `target`. The link is only written, never
     /// followed by anything here.
-    pub fn symlink(&self, target: &str, name: &str) -> io::Result<()> {
+    pub fn symlink<T: AsRef<OsStr> + ?Sized, N: AsRef<OsStr> + ?Sized>(&self, target: &T, name: &N) -> io::Result<()> {
         let name = component(name)?;
-        if target.is_empty() || target.contains('\0') {
+        let target = target.as_ref();
+        if target.is_empty() || target.as_bytes().contains(&0) {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "an empty link target or one with a NUL byte"));
         }
         nix::unistd::symlinkat(target, self.fd.as_fd(), name).map_err(errno)
     }
 
     /// Moves `name` of this directory to `to_name` in `to`, refusing to replace anything there.
-    pub fn rename_noreplace(&self, name: &str, to: &Beneath, to_name: &str) -> io::Result<()> {
+    pub fn rename_noreplace<N: AsRef<OsStr> + ?Sized, M: AsRef<OsStr> + ?Sized>(
+        &self,
+        name: &N,
+        to: &Beneath,
+        to_name: &M,
+    ) -> io::Result<()> {
         let (name, to_name) = (component(name)?, component(to_name)?);
         renameat2(self.fd.as_fd(), name, to.fd.as_fd(), to_name, RenameFlags::RENAME_NOREPLACE).map_err(errno)
     }
@@ -157,6 +173,14 @@ mod tests {
         b.rename_noreplace("x", &sub, "y").unwrap();
         assert!(inside.join("s/y").is_file());
         assert!(b.free_space().unwrap().0 > 0);
+        // Names are bytes: one that is not UTF-8 is created exactly; one with '/' or NUL is refused.
+        let raw = OsStr::from_bytes(b"n\xffm");
+        b.create_file(raw, 0o644).unwrap();
+        b.subdir(OsStr::from_bytes(b"d\xfe"), Some(0o755)).unwrap();
+        assert!(inside.join(raw).is_file() && inside.join(OsStr::from_bytes(b"d\xfe")).is_dir());
+        for bad in [&b"a/\xff"[..], b"\xff\0", b".."] {
+            assert!(b.create_file(OsStr::from_bytes(bad), 0o644).is_err(), "{bad:?}");
+        }
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -8,7 +8,10 @@
 //! Each path is stored once with a bit set of how it was used, so the cost is a hash-set insert per syscall.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::io::Write;
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use repro_sys::memory;
@@ -32,10 +35,11 @@ const NAMES: [(u8, &str); 7] = [
     (CHDIR, "chdir"),
 ];
 
-/// A path the guest used and how: `open`, `exec`, `map`, `stat`, `list`, `readlink`, `chdir`.
+/// A path the guest used and how: `open`, `exec`, `map`, `stat`, `list`, `readlink`, `chdir`. The path is the
+/// exact bytes the guest passed (made absolute): a name that is not UTF-8 is kept as it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AccessedPath {
-    pub path: String,
+    pub path: PathBuf,
     pub kinds: Vec<String>,
 }
 
@@ -99,13 +103,14 @@ impl AccessLog {
         let mut v: Vec<AccessedPath> = self
             .paths
             .iter()
-            .filter_map(|(p, &k)| {
-                let path = String::from_utf8(p.clone()).ok()?;
+            .map(|(p, &k)| {
+                let path = PathBuf::from(OsString::from_vec(p.clone()));
                 let kinds = NAMES.iter().filter(|(b, _)| k & b != 0).map(|(_, n)| n.to_string()).collect();
-                Some(AccessedPath { path, kinds })
+                AccessedPath { path, kinds }
             })
             .collect();
-        v.sort_by(|a, b| a.path.cmp(&b.path));
+        // By bytes (for UTF-8 paths the order of their text).
+        v.sort_by(|a, b| a.path.as_os_str().as_encoded_bytes().cmp(b.path.as_os_str().as_encoded_bytes()));
         v
     }
 
@@ -215,8 +220,11 @@ mod tests {
         log.add(b"/x".to_vec(), OPEN);
         log.add(b"/x".to_vec(), STAT);
         log.note_maps(std::process::id() as i32);
+        log.add(b"/y\xff".to_vec(), OPEN);
         let out = log.finish();
-        assert_eq!(out.iter().find(|a| a.path == "/x").unwrap().kinds, ["open", "stat"]);
+        assert_eq!(out.iter().find(|a| a.path.as_os_str() == "/x").unwrap().kinds, ["open", "stat"]);
+        let raw = out.iter().find(|a| a.path.as_os_str().as_encoded_bytes() == b"/y\xff");
+        assert_eq!(raw.expect("a path that is not UTF-8 is kept, not dropped").kinds, ["open"]);
         let stream = tempfile::NamedTempFile::new().unwrap();
         let mut log = AccessLog::new(Some(AccessStream(Arc::new(stream.reopen().unwrap()))));
         log.add(b"/a".to_vec(), STAT);
@@ -227,6 +235,6 @@ mod tests {
         log.add(b"/e".to_vec(), LIST);
         assert_eq!(std::fs::read(stream.path()).unwrap(), b"/a\n/b\n", "content uses, once each, whole lines");
         let exe = std::fs::read_link("/proc/self/exe").unwrap();
-        assert!(out.iter().any(|a| a.path == exe.to_string_lossy() && a.kinds == ["map"]), "{out:?}");
+        assert!(out.iter().any(|a| a.path == exe && a.kinds == ["map"]), "{out:?}");
     }
 }

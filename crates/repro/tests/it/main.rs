@@ -10,6 +10,7 @@ mod doctor;
 mod hunt;
 mod pack;
 mod pack_docker;
+mod pack_names;
 mod robust;
 mod run;
 mod signals;
