@@ -126,13 +126,13 @@ fn limited(d: Duration) -> Result<Duration, String> {
 /// Formats a duration the way it is written in YAML (`500ms`, `15s`, `2m`, `1m30s`).
 pub fn format_duration(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 != 0 {
+    if !ms.is_multiple_of(1000) {
         return format!("{ms}ms");
     }
     let s = ms / 1000;
-    if s >= 3600 && s % 3600 == 0 {
+    if s >= 3600 && s.is_multiple_of(3600) {
         format!("{}h", s / 3600)
-    } else if s >= 60 && s % 60 == 0 {
+    } else if s >= 60 && s.is_multiple_of(60) {
         format!("{}m", s / 60)
     } else if s > 60 {
         format!("{}m{}s", s / 60, s % 60)

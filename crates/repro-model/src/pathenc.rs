@@ -24,7 +24,7 @@ pub fn to_hex(b: &[u8]) -> String {
 /// The bytes of a hex string; `None` when it is not an even number of hex digits (a sign, as `from_str_radix`
 /// would take, is not one).
 pub fn from_hex(h: &str) -> Option<Vec<u8>> {
-    if h.len() % 2 != 0 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !h.len().is_multiple_of(2) || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     (0..h.len()).step_by(2).map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok()).collect()

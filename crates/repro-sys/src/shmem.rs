@@ -73,7 +73,7 @@ impl SharedPage {
     }
 
     fn word(&self, off: usize) -> &AtomicU64 {
-        assert!(off % 8 == 0 && off + 8 <= PAGE, "offset {off} outside the shared page");
+        assert!(off.is_multiple_of(8) && off + 8 <= PAGE, "offset {off} outside the shared page");
         // SAFETY: `ptr` maps PAGE bytes, read-write, for the lifetime of `self`; `off` is 8-aligned and in
         // bounds (checked above); AtomicU64 has the layout of u64, and every access to this memory (here
         // and in the guests) is atomic.

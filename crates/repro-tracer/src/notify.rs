@@ -208,7 +208,7 @@ fn handle_inner(n: &Notification, listener: &Listener, shared: &SharedRef) -> Re
         libc::SYS_sched_getaffinity => {
             sh.ctl.note_event();
             let len = a[1] as usize;
-            if len < 8 || len % 8 != 0 {
+            if len < 8 || !len.is_multiple_of(8) {
                 Err(libc::EINVAL)
             } else {
                 let m = sh.ctl.identity.affinity_mask(8);
