@@ -345,7 +345,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         }
         None => None,
     };
-    let (trees_tx, trees_rx) = repro_sys::idmap::socketpair()?;
+    let (trees_tx, trees_rx) = ns::socketpair()?;
 
     // The cgroup for the memory limit.
     let hierarchy = Hierarchy::detect();

@@ -93,18 +93,6 @@ pub fn attach_tree(tree: RawFd, target: &str) -> Result<()> {
     Ok(())
 }
 
-/// A connected pair of Unix sequenced-packet sockets (message boundaries kept), both close-on-exec.
-pub fn socketpair() -> Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: `fds` is a valid array of two ints for the kernel to fill.
-    let rc = unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr()) };
-    if rc < 0 {
-        return Err(err("socketpair", "AF_UNIX"));
-    }
-    // SAFETY: socketpair succeeded, so both descriptors are open and owned by nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
 /// Most descriptors one message carries (the kernel's SCM_MAX_FD is 253).
 pub const MAX_FDS: usize = 64;
 
@@ -279,6 +267,7 @@ pub fn memfd(name: &CStr, data: &[u8]) -> Result<OwnedFd> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ns::socketpair;
 
     #[test]
     fn descriptors_cross_a_socket() {

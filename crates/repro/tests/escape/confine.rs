@@ -6,7 +6,6 @@
 //! called with null or invalid arguments, writes aim at a canary directory on the test's own small tmpfs, and a
 //! clone that is let through exits at once in the child.
 
-use std::path::Path;
 use std::process::{Command, Output};
 
 use crate::common::{stderr, stdout};
@@ -218,40 +217,13 @@ fn capabilities_and_no_new_privs_match_dockers() {
     }
 }
 
-/// A small tmpfs of the test's own, unmounted when dropped.
-struct Canary {
-    dir: tempfile::TempDir,
-}
-
-impl Canary {
-    fn new() -> Canary {
-        let dir = tempfile::Builder::new().prefix("repro-canary-").tempdir().unwrap();
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=1m,nr_inodes=64,mode=0777", "canary"])
-            .arg(dir.path())
-            .status()
-            .unwrap();
-        assert!(st.success(), "mounting the canary tmpfs");
-        Canary { dir }
-    }
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Canary {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
-    }
-}
-
 /// `mount -o remount,rw` of the read-only root and of a read-only bind, then writes: refused (EPERM), and
 /// nothing reaches the canary tmpfs.
 #[test]
 fn remount_read_write_is_refused_and_the_canary_stays_empty() {
     for caller in CALLERS {
         for mode in MODES {
-            let canary = Canary::new();
+            let canary = Tmpfs::canary();
             let dir = workdir(caller);
             let bind = format!("{}:/tmp/canary:ro", canary.path().display());
             let script = r#"

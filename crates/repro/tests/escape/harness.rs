@@ -72,3 +72,45 @@ pub fn sh_as(caller: Caller, dir: &Path, args: &[&str], script: &str) -> Output 
     t.env_remove("REPRO_STATE_DIR");
     t.output().expect("repro runs")
 }
+
+/// A tmpfs of the test's own (mode 0777, on a 0755 mount point), unmounted (lazily) when dropped, even after a
+/// failure: canary paths for writes that must not happen, and a bounded place for untrusted data.
+pub struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// `size` and `nr_inodes` as mount(8) takes them.
+    pub fn mount(size: &str, inodes: u32) -> Tmpfs {
+        let dir = tempfile::Builder::new().prefix("repro-escape-fs-").tempdir().expect("tempdir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let o = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size},nr_inodes={inodes},mode=0777"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .expect("mount runs");
+        assert!(
+            o.status.success(),
+            "mount tmpfs (the escape tests run as root): {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        Tmpfs { dir }
+    }
+    /// 1 MiB and 64 inodes: where a write would show an escape.
+    pub fn canary() -> Tmpfs {
+        Tmpfs::mount("1m", 64)
+    }
+    /// 256 MiB and 20000 inodes: where untrusted data is unpacked.
+    pub fn bounded() -> Tmpfs {
+        Tmpfs::mount("256m", 20000)
+    }
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
+    }
+}

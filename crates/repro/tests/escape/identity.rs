@@ -22,34 +22,6 @@ fn ok(o: &Output, what: &str) -> String {
     stdout(o)
 }
 
-/// A small tmpfs of the test's own (1 MiB, 64 inodes, mode 0777) for canary writes; unmounted on drop.
-struct Canary {
-    dir: tempfile::TempDir,
-}
-
-impl Canary {
-    fn new() -> Canary {
-        let dir = tempfile::Builder::new().prefix("repro-canary-").tempdir().expect("tempdir");
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=1m,nr_inodes=64,mode=0777", "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .expect("mount");
-        assert!(st.success(), "cannot mount the canary tmpfs (the escape tests run as root)");
-        Canary { dir }
-    }
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Canary {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
-    }
-}
-
 /// The run directory of the last run in `dir` (state directory `.repro`).
 fn last_run(dir: &Path) -> PathBuf {
     let runs = dir.join(".repro/runs");
@@ -103,7 +75,7 @@ fn guest_root_is_not_host_root_and_cannot_read_root_only_files() {
 #[test]
 fn rw_bind_writes_land_as_the_invoking_user() {
     for c in CALLERS {
-        let canary = Canary::new();
+        let canary = Tmpfs::canary();
         let w = workdir(c);
         let bind = format!("{}:/tmp/canary:rw", canary.path().display());
         let o = sh_as(c, w.path(), &["--bind", &bind], "echo made > /tmp/canary/made && stat -c %u /tmp/canary/made");

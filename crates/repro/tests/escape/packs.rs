@@ -18,33 +18,6 @@ use crate::common::{stderr, stdout};
 #[allow(unused_imports)]
 use crate::harness::*;
 
-/// A tmpfs of 256 MiB and 20000 inodes, mode 0777, unmounted (lazily) when dropped, even after a failure.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn new() -> Tmpfs {
-        let dir = tempfile::Builder::new().prefix("repro-escape-packs-").tempdir().expect("tempdir");
-        let o = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=256m,nr_inodes=20000,mode=0777", "tmpfs"])
-            .arg(dir.path())
-            .output()
-            .expect("mount runs");
-        assert!(o.status.success(), "mount tmpfs (the escape tests run as root): {}", stderr(&o));
-        Tmpfs { dir }
-    }
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
-    }
-}
-
 /// One test's world on its own tmpfs: `canary/` (0777, one file) that no pack may touch, the pack, the cache,
 /// and the unpack target `out`.
 struct World {
@@ -55,7 +28,7 @@ const CANARY_TEXT: &str = "canary: untouched\n";
 
 impl World {
     fn new() -> World {
-        let w = World { fs: Tmpfs::new() };
+        let w = World { fs: Tmpfs::bounded() };
         let canary = w.canary();
         fs::create_dir(&canary).unwrap();
         fs::set_permissions(&canary, fs::Permissions::from_mode(0o777)).unwrap();
