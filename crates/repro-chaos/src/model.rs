@@ -73,7 +73,8 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
         return None;
     }
     if let Ok(n) = t.parse::<f64>() {
-        return (n.is_finite() && n >= 0.0).then(|| Duration::from_secs_f64(n));
+        // try_: a number of seconds beyond what a Duration holds is an error, not a panic.
+        return Duration::try_from_secs_f64(n).ok();
     }
     let mut total = 0f64;
     let mut rest = t;
@@ -95,7 +96,7 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
         rest = &rest[unit_len..];
         total += n * factor;
     }
-    (total.is_finite()).then(|| Duration::from_secs_f64(total))
+    Duration::try_from_secs_f64(total).ok()
 }
 
 /// Formats a duration the way it is written in YAML (`500ms`, `15s`, `2m`, `1m30s`).
@@ -139,11 +140,9 @@ impl<'de> Deserialize<'de> for Dur {
                     .map_err(|_| E::custom(format!("expected {DURATION_EXPECTED}, got {v}")))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Dur, E> {
-                if v.is_finite() && v >= 0.0 {
-                    Ok(Dur(Duration::from_secs_f64(v)))
-                } else {
-                    Err(E::custom(format!("expected {DURATION_EXPECTED}, got {v}")))
-                }
+                Duration::try_from_secs_f64(v)
+                    .map(Dur)
+                    .map_err(|_| E::custom(format!("expected {DURATION_EXPECTED}, got {v}")))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Dur, E> {
                 parse_duration(v).map(Dur).ok_or_else(|| E::custom(format!("expected {DURATION_EXPECTED}, got {v:?}")))
@@ -1021,6 +1020,17 @@ mod tests {
         assert_eq!(parse_duration("5x"), None);
         assert_eq!(parse_duration("ms"), None);
         assert_eq!(parse_duration("-1"), None);
+    }
+
+    /// Regression (fuzz): seconds beyond what a Duration holds panicked in Duration::from_secs_f64.
+    #[test]
+    fn huge_durations_are_none_not_a_panic() {
+        assert_eq!(parse_duration("99999999999999999999h"), None);
+        assert_eq!(parse_duration("18446744073709551616"), None);
+        assert_eq!(parse_duration("1e300"), None);
+        assert_eq!(parse_duration("inf"), None);
+        let e = serde_json::from_str::<Dur>("1e300").unwrap_err().to_string();
+        assert!(e.contains("expected a duration"), "{e}");
     }
 
     proptest! {
