@@ -489,3 +489,29 @@ fn unpack_lays_out_files_that_share_content_with_each_other_and_with_the_output(
     assert_eq!(fs::read(out.join("stderr")).unwrap(), b"boom\n");
     assert!(!out.join(".blobs").exists());
 }
+
+/// Regression (fuzz review): a 36 KB pack whose manifest.json entry claims 1 GiB made `repro inspect` read it
+/// all into memory (1.6 GB RSS, a minute); a manifest beyond MANIFEST_MAX_BYTES is refused before it is read.
+#[test]
+fn a_huge_manifest_is_refused_before_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bomb.repro");
+    let mut h = tar::Header::new_ustar();
+    h.set_path("manifest.json").unwrap();
+    h.set_size(archive::MANIFEST_MAX_BYTES + 1);
+    h.set_mode(0o644);
+    h.set_cksum();
+    let mut tar = h.as_bytes().to_vec();
+    tar.extend_from_slice(&[b' '; 4096]);
+    fs::write(&p, zstd::bulk::compress(&tar, 1).unwrap()).unwrap();
+    for err in
+        [read_pack(&p, &Store::at(dir.path().join("s")), None).unwrap_err(), archive::read_manifest(&p).unwrap_err()]
+    {
+        let msg = err.to_string();
+        assert!(
+            msg.contains("bomb.repro") && msg.contains("more than the 67108864 bytes a manifest may have"),
+            "{msg}"
+        );
+        assert_eq!(err.exit_code(), 2);
+    }
+}
