@@ -76,27 +76,33 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
         // try_: a number of seconds beyond what a Duration holds is an error, not a panic.
         return Duration::try_from_secs_f64(n).ok();
     }
-    let mut total = 0f64;
+    // Summed as Durations (checked): what format_duration prints parses back, up to Duration::MAX.
+    let mut total = Duration::ZERO;
     let mut rest = t;
     while !rest.is_empty() {
         let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         if num_len == 0 {
             return None;
         }
-        let n: f64 = rest[..num_len].parse().ok()?;
+        let num = &rest[..num_len];
         rest = &rest[num_len..];
         let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let factor = match &rest[..unit_len] {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
+        let unit_ms: u32 = match &rest[..unit_len] {
+            "ms" => 1,
+            "s" => 1000,
+            "m" => 60_000,
+            "h" => 3_600_000,
             _ => return None,
         };
         rest = &rest[unit_len..];
-        total += n * factor;
+        // Whole numbers exactly (no float rounding near the largest Duration), fractions as floats.
+        let part = match num.parse::<u64>() {
+            Ok(n) => Duration::from_millis(n).checked_mul(unit_ms)?,
+            Err(_) => Duration::try_from_secs_f64(num.parse::<f64>().ok()? * f64::from(unit_ms) / 1000.0).ok()?,
+        };
+        total = total.checked_add(part)?;
     }
-    Duration::try_from_secs_f64(total).ok()
+    Some(total)
 }
 
 /// Formats a duration the way it is written in YAML (`500ms`, `15s`, `2m`, `1m30s`).
@@ -1029,6 +1035,10 @@ mod tests {
         assert_eq!(parse_duration("18446744073709551616"), None);
         assert_eq!(parse_duration("1e300"), None);
         assert_eq!(parse_duration("inf"), None);
+        // Regression (fuzz, args target): the largest durations printed as minutes and seconds did not parse back.
+        let d = parse_duration("18446744073709550000").unwrap();
+        assert_eq!(format_duration(d), "307445734561825826m8s");
+        assert_eq!(parse_duration(&format_duration(d)), Some(d));
         let e = serde_json::from_str::<Dur>("1e300").unwrap_err().to_string();
         assert!(e.contains("expected a duration"), "{e}");
     }
