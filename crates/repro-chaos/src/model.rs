@@ -96,9 +96,12 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
         };
         rest = &rest[unit_len..];
         // Whole numbers exactly (no float rounding near the largest Duration), fractions as floats.
-        let part = match num.parse::<u64>() {
-            Ok(n) => Duration::from_millis(n).checked_mul(unit_ms)?,
-            Err(_) => Duration::try_from_secs_f64(num.parse::<f64>().ok()? * f64::from(unit_ms) / 1000.0).ok()?,
+        let part = match num.parse::<u64>().ok().map(u128::from).or_else(|| num.parse::<u128>().ok()) {
+            Some(n) => {
+                let ms = n.checked_mul(u128::from(unit_ms))?;
+                Duration::new(u64::try_from(ms / 1000).ok()?, (ms % 1000) as u32 * 1_000_000)
+            }
+            None => Duration::try_from_secs_f64(num.parse::<f64>().ok()? * f64::from(unit_ms) / 1000.0).ok()?,
         };
         total = total.checked_add(part)?;
     }
@@ -1038,6 +1041,9 @@ mod tests {
         // Regression (fuzz, args target): the largest durations printed as minutes and seconds did not parse back.
         let d = parse_duration("18446744073709550000").unwrap();
         assert_eq!(format_duration(d), "307445734561825826m8s");
+        assert_eq!(parse_duration(&format_duration(d)), Some(d));
+        let d = parse_duration(".3s018446744073709551615s").unwrap();
+        assert_eq!(format_duration(d), "18446744073709551615300ms");
         assert_eq!(parse_duration(&format_duration(d)), Some(d));
         let e = serde_json::from_str::<Dur>("1e300").unwrap_err().to_string();
         assert!(e.contains("expected a duration"), "{e}");
