@@ -89,30 +89,36 @@ pub fn parse_duration_checked(text: &str) -> Result<Duration, String> {
     if let Ok(n) = t.parse::<f64>() {
         return secs(n);
     }
-    let mut total = 0f64;
+    // Summed as Durations (checked): what format_duration prints parses back, up to Duration::MAX.
+    let mut total = Duration::ZERO;
     let mut rest = t;
     while !rest.is_empty() {
         let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         if num_len == 0 {
             return Err(bad());
         }
-        let n: f64 = rest[..num_len].parse().map_err(|_| bad())?;
+        let num = &rest[..num_len];
         rest = &rest[num_len..];
         let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let factor = match &rest[..unit_len] {
-            "ms" => 0.001,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
+        let unit_ms: u32 = match &rest[..unit_len] {
+            "ms" => 1,
+            "s" => 1000,
+            "m" => 60_000,
+            "h" => 3_600_000,
             _ => return Err(bad()),
         };
         rest = &rest[unit_len..];
-        total += n * factor;
+        // Whole numbers exactly (no float rounding near the largest Duration), fractions as floats.
+        let part = match num.parse::<u128>() {
+            Ok(n) => {
+                let ms = n.checked_mul(u128::from(unit_ms)).ok_or_else(too_large)?;
+                Duration::new(u64::try_from(ms / 1000).map_err(|_| too_large())?, (ms % 1000) as u32 * 1_000_000)
+            }
+            Err(_) => secs(num.parse::<f64>().map_err(|_| bad())? * f64::from(unit_ms) / 1000.0)?,
+        };
+        total = total.checked_add(part).ok_or_else(too_large)?;
     }
-    if !total.is_finite() {
-        return Err(too_large());
-    }
-    secs(total)
+    Ok(total)
 }
 
 /// Checks a parsed duration against the limits of the parse running on this thread (if any).
@@ -1094,6 +1100,24 @@ mod tests {
         assert!(parse_duration_checked("1e400").is_err());
         assert!(parse_duration_checked("inf").is_err());
         assert_eq!(parse_duration_checked("18446744073709551615").ok(), None);
+    }
+
+    /// Regression (fuzz): seconds beyond what a Duration holds panicked in Duration::from_secs_f64.
+    #[test]
+    fn huge_durations_are_none_not_a_panic() {
+        assert_eq!(parse_duration("99999999999999999999h"), None);
+        assert_eq!(parse_duration("18446744073709551616"), None);
+        assert_eq!(parse_duration("1e300"), None);
+        assert_eq!(parse_duration("inf"), None);
+        // Regression (fuzz, args target): the largest durations printed as minutes and seconds did not parse back.
+        let d = parse_duration("18446744073709550000").unwrap();
+        assert_eq!(format_duration(d), "307445734561825826m8s");
+        assert_eq!(parse_duration(&format_duration(d)), Some(d));
+        let d = parse_duration(".3s018446744073709551615s").unwrap();
+        assert_eq!(format_duration(d), "18446744073709551615300ms");
+        assert_eq!(parse_duration(&format_duration(d)), Some(d));
+        let e = serde_json::from_str::<Dur>("1e300").unwrap_err().to_string();
+        assert!(e.contains("too large for a duration"), "{e}");
     }
 
     proptest! {

@@ -237,28 +237,41 @@ pub fn http_get(url: &str, timeout: Duration) -> Result<String, String> {
             return Err(format!("{url}: the response took longer than {:?}", timeout.saturating_mul(2)));
         }
     }
-    let text = String::from_utf8_lossy(&buf);
-    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| format!("{url}: malformed HTTP response"))?;
+    parse_response(url, &buf)
+}
+
+/// The body of the HTTP/1.x response `buf` to a GET of `url` (the status must be 200; a chunked body is
+/// joined). The exporter is outside input: any bytes give a body or an error naming `url`.
+pub fn parse_response(url: &str, buf: &[u8]) -> Result<String, String> {
+    let split =
+        buf.windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| format!("{url}: malformed HTTP response"))?;
+    let (head, body) = (String::from_utf8_lossy(&buf[..split]), &buf[split + 4..]);
     let status = head.lines().next().unwrap_or("");
     if status.split_whitespace().nth(1).is_none_or(|c| c != "200") {
         return Err(format!("{url}: {status}"));
     }
     if head.lines().any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding: chunked")) {
-        return Ok(dechunk(body));
+        return Ok(String::from_utf8_lossy(&dechunk(body)).into_owned());
     }
-    Ok(body.to_string())
+    Ok(String::from_utf8_lossy(body).into_owned())
 }
 
-fn dechunk(body: &str) -> String {
-    let mut out = String::new();
+/// The chunks of a chunked body, joined (bytes: a chunk may end inside a UTF-8 character).
+fn dechunk(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
     let mut rest = body;
-    while let Some((size_line, after)) = rest.split_once("\r\n") {
+    while let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") {
+        let size_line = String::from_utf8_lossy(&rest[..eol]);
+        let after = &rest[eol + 2..];
         let size = usize::from_str_radix(size_line.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
         if size == 0 || after.len() < size {
             break;
         }
-        out.push_str(&after[..size]);
-        rest = after[size..].trim_start_matches("\r\n");
+        out.extend_from_slice(&after[..size]);
+        rest = &after[size..];
+        while let Some(r) = rest.strip_prefix(b"\r\n") {
+            rest = r;
+        }
     }
     out
 }
@@ -303,6 +316,17 @@ inf_metric -Inf
         assert!(parse("m abc").is_err());
         assert!(parse("m").is_err());
         assert!(parse("m 1 2 3").is_err());
+    }
+
+    /// Regression (fuzz): a chunk that ends inside a UTF-8 character panicked (a str sliced off a char
+    /// boundary); chunk sizes count bytes.
+    #[test]
+    fn chunks_may_split_a_character() {
+        let resp = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nx \xc3\r\n4\r\n\xa9 1\n\r\n0\r\n\r\n";
+        assert_eq!(parse_response("u", resp).unwrap(), "x \u{e9} 1\n");
+        assert_eq!(parse_response("u", b"HTTP/1.0 200 OK\r\n\r\nup 1\n").unwrap(), "up 1\n");
+        assert_eq!(parse_response("u", b"HTTP/1.0 404 Not Found\r\n\r\n").unwrap_err(), "u: HTTP/1.0 404 Not Found");
+        assert!(parse_response("u", b"HTTP/1.0 200").unwrap_err().contains("malformed"));
     }
 
     #[test]

@@ -335,17 +335,7 @@ pub fn read_pack_checked(
             why: "the first entry must be manifest.json",
         });
     }
-    if first.size() > limits.max_manifest_bytes() {
-        return Err(PackError::Limit {
-            path: path.into(),
-            what: format!("its manifest.json has {} bytes", first.size()),
-            limit: limits.max_manifest_bytes(),
-            flag: "--max-entries",
-        });
-    }
-    let mut mbytes = Vec::new();
-    let mut first = first;
-    (&mut first).take(limits.max_manifest_bytes()).read_to_end(&mut mbytes).map_err(|e| classify(path, e))?;
+    let mbytes = read_manifest_entry(path, first, limits.max_manifest_bytes())?;
     let manifest = parse_manifest(path, &mbytes)?;
     limits.check(path, &manifest)?;
     let wanted: BTreeMap<Digest, (String, Option<u64>)> =
@@ -517,7 +507,7 @@ pub fn read_manifest(path: &Path) -> Result<(Manifest, Digest), PackError> {
     let dec = zstd::Decoder::new(file).map_err(|e| classify(path, e))?;
     let mut ar = tar::Archive::new(dec);
     let mut entries = ar.entries().map_err(|e| classify(path, e))?;
-    let mut first = match entries.next() {
+    let first = match entries.next() {
         Some(e) => e.map_err(|e| classify(path, e))?,
         None => return Err(PackError::Truncated { path: path.into(), detail: "it holds no manifest.json".into() }),
     };
@@ -528,10 +518,29 @@ pub fn read_manifest(path: &Path) -> Result<(Manifest, Digest), PackError> {
             why: "the first entry must be manifest.json",
         });
     }
-    let max = Limits::default().max_manifest_bytes();
-    let mut mbytes = Vec::new();
-    (&mut first).take(max).read_to_end(&mut mbytes).map_err(|e| classify(path, e))?;
+    let mbytes = read_manifest_entry(path, first, Limits::default().max_manifest_bytes())?;
     Ok((parse_manifest(path, &mbytes)?, crate::manifest::digest(&mbytes)))
+}
+
+/// The bytes of the manifest entry, refused beyond `max` bytes (see [`Limits::max_manifest_bytes`]) before they
+/// are read: a pack is untrusted, and a few kilobytes of zstd can claim gigabytes of manifest.
+fn read_manifest_entry(path: &Path, entry: tar::Entry<'_, impl Read>, max: u64) -> Result<Vec<u8>, PackError> {
+    let too_big = |size: u64| PackError::Limit {
+        path: path.into(),
+        what: format!("its manifest.json has {size} bytes"),
+        limit: max,
+        flag: "--max-entries",
+    };
+    let declared = entry.size();
+    if declared > max {
+        return Err(too_big(declared));
+    }
+    let mut mbytes = Vec::new();
+    entry.take(max.saturating_add(1)).read_to_end(&mut mbytes).map_err(|e| classify(path, e))?;
+    if mbytes.len() as u64 > max {
+        return Err(too_big(mbytes.len() as u64));
+    }
+    Ok(mbytes)
 }
 
 /// Parses and validates manifest.json.
@@ -543,7 +552,11 @@ pub fn parse_manifest(path: &Path, bytes: &[u8]) -> Result<Manifest, PackError> 
         detail: "the field 'format' is missing or not a number".into(),
     })?;
     if format > PACK_FORMAT as u64 {
-        return Err(PackError::UnsupportedFormat { path: path.into(), found: format as u32, supported: PACK_FORMAT });
+        return Err(PackError::UnsupportedFormat {
+            path: path.into(),
+            found: u32::try_from(format).unwrap_or(u32::MAX),
+            supported: PACK_FORMAT,
+        });
     }
     let m: Manifest =
         serde_json::from_value(v).map_err(|e| PackError::Manifest { path: path.into(), detail: e.to_string() })?;

@@ -16,8 +16,10 @@ use crate::PackError;
 pub const DEFAULT_MAX_UNPACKED_SIZE: u64 = 8 << 30;
 /// Default limit of the entries (paths and blobs) a pack may hold (`--max-entries`).
 pub const DEFAULT_MAX_ENTRIES: u64 = 1_000_000;
-/// manifest.json may take at most this many bytes per allowed entry (plus [`MANIFEST_BASE_BYTES`]).
-pub const MANIFEST_BYTES_PER_ENTRY: u64 = 1024;
+/// manifest.json may take at most this many bytes per allowed entry (plus [`MANIFEST_BASE_BYTES`]): a real
+/// entry takes about 200 bytes, so the default limits allow a manifest of about 270 MB, and a small pack that
+/// claims more (a zstd bomb) is refused before it is read.
+pub const MANIFEST_BYTES_PER_ENTRY: u64 = 256;
 pub const MANIFEST_BASE_BYTES: u64 = 16 << 20;
 
 /// How much a pack may unpack to; checked against the manifest before anything is written.

@@ -782,3 +782,29 @@ fn path_hex_is_validated() {
         assert!(err.contains(want), "{err}");
     }
 }
+
+/// Regression (fuzz review): a 36 KB pack whose manifest.json entry claims 1 GiB made `repro inspect` read it
+/// all into memory (1.6 GB RSS, a minute); a manifest beyond the limit (`Limits::max_manifest_bytes`) is refused before it is read.
+#[test]
+fn a_huge_manifest_is_refused_before_it_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bomb.repro");
+    let mut h = tar::Header::new_ustar();
+    h.set_path("manifest.json").unwrap();
+    h.set_size(crate::extract::Limits::default().max_manifest_bytes() + 1);
+    h.set_mode(0o644);
+    h.set_cksum();
+    let mut tar = h.as_bytes().to_vec();
+    tar.extend_from_slice(&[b' '; 4096]);
+    fs::write(&p, zstd::bulk::compress(&tar, 1).unwrap()).unwrap();
+    for err in
+        [read_pack(&p, &Store::at(dir.path().join("s")), None).unwrap_err(), archive::read_manifest(&p).unwrap_err()]
+    {
+        let msg = err.to_string();
+        assert!(
+            msg.contains("bomb.repro") && msg.contains("its manifest.json has") && msg.contains("--max-entries"),
+            "{msg}"
+        );
+        assert_eq!(err.exit_code(), 2);
+    }
+}

@@ -165,7 +165,7 @@ fn parse_doc(json: &[u8], kind: &str, list: &str) -> Result<Vec<serde_json::Valu
 }
 
 impl NetTape {
-    /// `{"tape": "network", "version": 1, "events": [{"socket", "op", "result", "text"|"text_hex", "addr_hex"}]}`.
+    /// `{"tape": "network", "version": 1, "events": [{"socket", "op", "result", "data"|"data_hex", "addr_hex"}]}`.
     pub fn to_json(&self) -> Vec<u8> {
         let events: Vec<serde_json::Value> = self
             .events
@@ -194,7 +194,11 @@ impl NetTape {
             let bad = |what: &str| format!("network tape event {i}: {what}");
             let op = e.get("op").and_then(|o| o.as_str()).and_then(NetOp::parse).ok_or_else(|| bad("bad op"))?;
             events.push(NetEvent {
-                socket: e.get("socket").and_then(|s| s.as_u64()).ok_or_else(|| bad("no socket"))? as u32,
+                socket: e
+                    .get("socket")
+                    .and_then(|s| s.as_u64())
+                    .and_then(|s| u32::try_from(s).ok())
+                    .ok_or_else(|| bad("no socket (expected a number from 0 to 4294967295)"))?,
                 op,
                 result: e.get("result").and_then(|s| s.as_i64()).ok_or_else(|| bad("no result"))?,
                 data: get_bytes(e, "data").map_err(|m| bad(&m))?,
@@ -1060,6 +1064,11 @@ mod tests {
         assert_eq!(show_addr(&t.events[1].addr), "127.0.0.1:80");
         assert!(NetTape::from_json(b"{\"tape\":\"proc\",\"version\":1,\"reads\":[]}").is_err());
         assert!(NetTape::from_json(b"not json").is_err());
+        // A socket number beyond u32 is an error, not silently another socket.
+        let e = NetTape::from_json(
+            br#"{"tape":"network","version":1,"events":[{"socket":4294967296,"op":"socket","result":0}]}"#,
+        );
+        assert!(e.unwrap_err().contains("event 0: no socket (expected a number"));
     }
 
     #[test]

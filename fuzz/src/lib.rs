@@ -1,0 +1,250 @@
+//! The fuzzing harness of repro's parsers of outside input: one function per target, each feeding bytes to the
+//! same entry points the command line uses and checking what must hold for any input (no panic, and round trips
+//! where a serializer exists). The cargo-fuzz targets in `fuzz_targets/` call these; the stable-toolchain
+//! replay of the corpus (`crates/repro/tests/fuzz.rs`) includes this file, so both run the same checks.
+//!
+//! Every function takes `scratch`, a directory on a size-limited tmpfs for the files a target must write (a pack
+//! file: `read_pack` reads from a path). Nothing is written anywhere else: packs are read and checked without
+//! extraction.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+/// A target's harness: the input, and a scratch directory on a size-limited tmpfs.
+pub type Harness = fn(&[u8], &Path);
+
+/// The targets, by corpus directory name.
+pub const TARGETS: &[(&str, Harness)] = &[
+    ("pack", pack),
+    ("pack_tar", pack_tar),
+    ("manifest", manifest),
+    ("tape", tape),
+    ("experiment", experiment),
+    ("prom", prom),
+    ("args", args),
+    ("run_record", run_record),
+];
+
+/// What `repro inspect` and `repro pack verify` do with a pack file's bytes: read and check it (without
+/// extraction), summarize and render it; and what a cached root does first: read its manifest alone.
+pub fn pack(data: &[u8], scratch: &Path) {
+    let file = scratch.join("fuzz.repro");
+    std::fs::write(&file, data).expect("the scratch tmpfs takes the pack file");
+    check_pack_file(&file, scratch);
+}
+
+/// The same as [`pack`] for a pack whose tar stream is `data`: compressed here (one zstd frame), so that the
+/// fuzzer explores the tar headers, the manifest and the blob checks instead of zstd's checksums.
+pub fn pack_tar(data: &[u8], scratch: &Path) {
+    let file = scratch.join("fuzz-tar.repro");
+    let compressed = zstd::bulk::compress(data, 1).expect("zstd compresses any bytes");
+    std::fs::write(&file, compressed).expect("the scratch tmpfs takes the pack file");
+    check_pack_file(&file, scratch);
+}
+
+fn check_pack_file(file: &Path, scratch: &Path) {
+    // An empty store: a thin pack's blobs are missing (an error), nothing is read from the host's store.
+    let store = repro_pack::Store::at(scratch.join("store"));
+    match repro_pack::read_pack(file, &store, None) {
+        Ok(p) => {
+            let s = repro_pack::summary::summarize(&p);
+            let _ = repro_pack::summary::render(&s);
+            let (m, id) =
+                repro_pack::archive::read_manifest(file).expect("a pack that reads has a manifest that reads");
+            assert_eq!(m, p.manifest);
+            assert_eq!(id, p.id);
+            check_manifest_round_trip(&p.manifest);
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(msg.contains("fuzz"), "the error names the pack: {msg}");
+            let _ = e.exit_code();
+            let _ = repro_pack::archive::read_manifest(file);
+        }
+    }
+}
+
+/// A pack's `manifest.json`: parsed and validated; one that passes serializes and parses back equal.
+pub fn manifest(data: &[u8], _scratch: &Path) {
+    if let Ok(m) = repro_pack::archive::parse_manifest(Path::new("manifest.json"), data) {
+        check_manifest_round_trip(&m);
+    }
+}
+
+fn check_manifest_round_trip(m: &repro_pack::Manifest) {
+    let _ = m.blob_refs();
+    let json = serde_json::to_vec_pretty(m).expect("a manifest serializes");
+    let back = repro_pack::archive::parse_manifest(Path::new("manifest.json"), &json)
+        .unwrap_or_else(|e| panic!("a manifest that validated does not parse back: {e}"));
+    assert_eq!(&back, m, "manifest round trip");
+}
+
+/// The network and /proc tapes (blobs of a pack, read by `repro replay`): a tape that parses writes itself
+/// back as JSON that parses to the same tape.
+pub fn tape(data: &[u8], _scratch: &Path) {
+    use repro_tracer::tape::{NetTape, ProcTape};
+    if let Ok(t) = NetTape::from_json(data) {
+        let back = NetTape::from_json(&t.to_json()).expect("a network tape's own JSON parses");
+        assert_eq!(back, t, "network tape round trip");
+    }
+    if let Ok(t) = ProcTape::from_json(data) {
+        let back = ProcTape::from_json(&t.to_json()).expect("a /proc tape's own JSON parses");
+        assert_eq!(back, t, "proc tape round trip");
+    }
+}
+
+/// Experiment and adapter YAML (`repro chaos run/validate`): parsed and validated from the text; errors name
+/// the file.
+pub fn experiment(data: &[u8], _scratch: &Path) {
+    // The loader reads files with read_to_string: text that is not UTF-8 is an I/O error before parsing.
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let path = Path::new("fuzz.yaml");
+    match repro_chaos::load::parse_experiment(path, text) {
+        Ok(e) => {
+            let _ = serde_json::to_string(&e);
+        }
+        Err(e) => assert!(e.to_string().starts_with("fuzz.yaml"), "the error names the file: {e}"),
+    }
+    if let Err(e) = repro_chaos::load::parse_adapter(path, text) {
+        assert!(e.to_string().starts_with("fuzz.yaml"), "the error names the file: {e}");
+    }
+    let _ = repro_chaos::load::sniff_kind(text);
+}
+
+/// A scraped exporter's answer (`metric` checks of chaos experiments): the HTTP response, the Prometheus text
+/// exposition, and the recorded scrape lines the evaluation reads back. Parsed samples print back to text that
+/// parses to the same samples.
+pub fn prom(data: &[u8], _scratch: &Path) {
+    use repro_chaos::prom;
+    if let Ok(body) = prom::parse_response("http://127.0.0.1:1/metrics", data) {
+        let _ = prom::parse(&body);
+    }
+    let text = String::from_utf8_lossy(data);
+    if let Ok(e) = prom::parse(&text) {
+        for s in &e.samples {
+            let _ = prom::family_of(&s.name, &e.types);
+        }
+        let printed = print_exposition(&e.samples);
+        let back = prom::parse(&printed).unwrap_or_else(|err| panic!("printed samples do not parse: {err}\n{printed}"));
+        assert_eq!(back.samples.len(), e.samples.len());
+        for (a, b) in back.samples.iter().zip(&e.samples) {
+            assert_eq!(a.name, b.name);
+            assert_eq!(a.labels, b.labels);
+            assert!(a.value == b.value || (a.value.is_nan() && b.value.is_nan()), "{} != {}", a.value, b.value);
+        }
+    }
+    // A line of `system/metrics/<target>.jsonl`.
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) {
+        let scrapes = [v];
+        let mut labels = BTreeMap::new();
+        let series = repro_chaos::evaluate::metric_series(&scrapes, "up", &labels);
+        labels.insert("job".to_string(), "x".to_string());
+        let _ = repro_chaos::evaluate::metric_series(&scrapes, "up", &labels);
+        use repro_chaos::model::Aggregate;
+        for how in [Aggregate::Last, Aggregate::First, Aggregate::Min, Aggregate::Max, Aggregate::Increase] {
+            let _ = repro_chaos::evaluate::aggregate(&series, how);
+        }
+    }
+}
+
+/// A run directory's `run.json` and `changes.json` (`repro runs`, `repro show`, `repro hunt`): read from a
+/// file; a record that reads serializes and reads back equal.
+pub fn run_record(data: &[u8], scratch: &Path) {
+    use repro_sandbox::rundir;
+    let dir = scratch.join("run");
+    std::fs::create_dir_all(&dir).expect("the scratch tmpfs takes a run directory");
+    std::fs::write(dir.join(rundir::RUN_JSON), data).expect("the scratch tmpfs takes run.json");
+    match rundir::read_record(&dir) {
+        Ok(r) => {
+            let _ = repro_sandbox::run::describe_epoch(&r.settings.epoch);
+            let _ = repro_sandbox::run::env_lines(&r.settings.env);
+            let json = serde_json::to_vec(&r).expect("a run record serializes");
+            let back: repro_model::run::RunRecord = serde_json::from_slice(&json).expect("a run record reads back");
+            assert_eq!(back, r, "run record round trip");
+        }
+        Err(e) => assert!(e.to_string().contains("run.json"), "the error names the file: {e}"),
+    }
+    let _ = serde_json::from_slice::<repro_model::run::Changes>(data);
+}
+
+/// Prometheus text of `samples` (names, escaped label values, values).
+pub fn print_exposition(samples: &[repro_chaos::prom::Sample]) -> String {
+    let mut out = String::new();
+    for s in samples {
+        out.push_str(&s.name);
+        if !s.labels.is_empty() {
+            let l: Vec<String> = s
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")))
+                .collect();
+            out.push_str(&format!("{{{}}}", l.join(",")));
+        }
+        let v = if s.value.is_nan() {
+            "NaN".to_string()
+        } else if s.value == f64::INFINITY {
+            "+Inf".to_string()
+        } else if s.value == f64::NEG_INFINITY {
+            "-Inf".to_string()
+        } else {
+            format!("{:?}", s.value)
+        };
+        out.push_str(&format!(" {v}\n"));
+    }
+    out
+}
+
+/// The values of `repro run`'s arguments: `--epoch` (and SOURCE_DATE_EPOCH), `--memory`, `--bind`, `--env`,
+/// `--dir-order`, and durations of experiments. An epoch that parses prints as RFC 3339 that parses back to it.
+pub fn args(data: &[u8], scratch: &Path) {
+    let Ok(v) = std::str::from_utf8(data) else { return };
+    use repro_sandbox::parse;
+    match parse::parse_epoch("--epoch", v) {
+        Ok(secs) => {
+            let printed = parse::rfc3339(secs);
+            assert_eq!(parse::parse_epoch("--epoch", &printed).ok(), Some(secs), "epoch {secs} printed as {printed}");
+            assert_eq!(parse::parse_epoch("--epoch", &secs.to_string()).ok(), Some(secs));
+        }
+        Err(e) => assert!(e.to_string().contains("--epoch"), "{e}"),
+    }
+    match parse::parse_memory("--memory", v) {
+        Ok(b) => assert!((1 << 20..=1 << 50).contains(&b), "--memory {v:?} gave {b}"),
+        Err(e) => assert!(e.to_string().contains("--memory"), "{e}"),
+    }
+    match parse::parse_bind(v, scratch) {
+        Ok(b) => {
+            assert!(b.guest.starts_with('/') && b.host.starts_with('/'), "{b:?}");
+            assert!(b.guest != "/", "{b:?}");
+            assert!(!b.guest.contains(',') && !b.host.contains(','), "{b:?}");
+        }
+        Err(e) => assert!(e.to_string().contains("--bind"), "{e}"),
+    }
+    match parse::parse_env(v) {
+        Ok(parse::EnvSpec::Set(n, _)) | Ok(parse::EnvSpec::Pass(n)) => assert!(!n.is_empty() && !n.contains('=')),
+        Err(e) => assert!(e.to_string().contains("--env"), "{e}"),
+    }
+    let _ = repro_detcore::DirOrder::parse(v);
+    if let Some(d) = repro_chaos::model::parse_duration(v) {
+        let printed = repro_chaos::model::format_duration(d);
+        assert!(repro_chaos::model::parse_duration(&printed).is_some(), "{d:?} printed as {printed}");
+    }
+}
+
+/// The scratch directory of a fuzzing process: `$REPRO_FUZZ_SCRATCH`, which must be a size-limited tmpfs
+/// (`scripts/fuzz.sh` mounts one); without it the target refuses to start rather than write to a real disk.
+pub fn scratch_from_env() -> &'static Path {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let Some(base) = std::env::var_os("REPRO_FUZZ_SCRATCH") else {
+            let _ = writeln!(
+                std::io::stderr(),
+                "repro-fuzz: set REPRO_FUZZ_SCRATCH to a size-limited tmpfs directory (scripts/fuzz.sh does)"
+            );
+            std::process::exit(2);
+        };
+        let dir = Path::new(&base).join(format!("t{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("REPRO_FUZZ_SCRATCH is writable");
+        dir
+    })
+}
