@@ -90,7 +90,7 @@ fn prepare(
     let env_variants = a.env_variant.iter().map(|v| config::parse_env_variant(v)).collect::<Result<Vec<_>, _>>()?;
     let base_epoch = match &a.epoch {
         Some(e) => config::parse_date("--epoch", e)?,
-        None => 1_735_689_600,
+        None => repro_model::run::DEFAULT_EPOCH,
     };
     let space = Space::new(&SpaceOptions { dims, seeds, epoch_range, env_variants, random_epochs: 12 }, 0);
     // The baseline: `repro run`'s defaults, or what the pack recorded.

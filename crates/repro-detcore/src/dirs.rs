@@ -13,26 +13,7 @@ pub struct DirEntry {
     pub d_type: u8,
 }
 
-/// The order in which directory entries are served: by name (the default), reversed, or shuffled by a seed
-/// (`repro hunt` varies it to find code that depends on readdir order).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DirOrder {
-    #[default]
-    Sorted,
-    Reversed,
-    Shuffled(u64),
-}
-
-impl DirOrder {
-    /// Parses `sorted`, `reversed` or `shuffled:SEED`.
-    pub fn parse(s: &str) -> Option<DirOrder> {
-        match s {
-            "sorted" => Some(DirOrder::Sorted),
-            "reversed" => Some(DirOrder::Reversed),
-            _ => s.strip_prefix("shuffled:").and_then(|n| n.parse().ok()).map(DirOrder::Shuffled),
-        }
-    }
-}
+pub use repro_model::DirOrder;
 
 /// A sorted directory.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

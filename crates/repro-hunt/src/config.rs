@@ -280,7 +280,7 @@ pub fn parse_duration(argument: &str, value: &str) -> Result<Duration, HuntError
 pub fn epoch_edges() -> Vec<(i64, &'static str)> {
     vec![
         (1_735_689_599, "end of year 2024 (23:59:59Z)"),
-        (1_735_689_600, "start of year 2025"),
+        (repro_model::run::DEFAULT_EPOCH, "start of year 2025"),
         (1_709_164_800, "leap day 2024-02-29"),
         (1_709_251_199, "end of February in a leap year"),
         (1_738_367_999, "end of month 2025-01-31 23:59:59Z"),

@@ -1,7 +1,13 @@
 //! Plain serde types shared by every repro crate: the settings of a run, the run record (`run.json`),
-//! the list of changed files, and the experiment schema of `repro chaos`.
+//! the list of changed files, tapes, exit codes, directory order, and the experiment schema of `repro chaos`.
 
 pub mod chaos;
+pub mod dirorder;
+pub mod exit;
 pub mod pathenc;
 pub mod run;
 pub mod secrets;
+pub mod tape;
+
+pub use dirorder::DirOrder;
+pub use exit::ExitCode;

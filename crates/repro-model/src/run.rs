@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 /// Version of the `run.json` format.
 pub const RUN_FORMAT: u32 = 1;
 
+/// The epoch a run starts from when nothing else sets one: 2025-01-01T00:00:00Z, in Unix seconds. The one
+/// definition: `run`, `capture`, `hunt` and the pack's replay all take it from here.
+pub const DEFAULT_EPOCH: i64 = 1_735_689_600;
+
 /// Where the run's epoch came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -9,8 +9,7 @@ use time::OffsetDateTime;
 
 use crate::SandboxError;
 
-/// The default epoch: 2025-01-01T00:00:00Z.
-pub const DEFAULT_EPOCH: i64 = 1_735_689_600;
+pub use repro_model::run::DEFAULT_EPOCH;
 
 /// Parses an epoch: Unix seconds (`1700000000`, may be negative) or RFC 3339 (`2024-02-29T12:00:00Z`).
 pub fn parse_epoch(argument: &str, value: &str) -> Result<i64, SandboxError> {
