@@ -87,6 +87,33 @@ pub struct RecordedTapes {
     pub proc: Option<ProcTape>,
 }
 
+/// Recording or replaying one tape in a run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TapeIo<T> {
+    #[default]
+    Off,
+    Record,
+    Replay(T),
+}
+
+/// The tapes of a run: what `capture` records and `replay` answers from (part of the init's configuration).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TapeSettings {
+    pub network: TapeIo<NetTape>,
+    pub proc: TapeIo<ProcTape>,
+}
+
+/// The tapes a run recorded and whether a replay diverged from them (part of the init's result).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TapesOut {
+    pub network: Option<NetTape>,
+    pub proc: Option<ProcTape>,
+    pub network_events: u64,
+    pub proc_reads: u64,
+    /// What the guest did that the tape does not have (the replay was stopped).
+    pub diverged: Option<String>,
+}
+
 /// A tape that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TapeError {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use repro_model::run::{ChangeKind, Changes, RunOutcome};
-use repro_sandbox::init::{TapeIo, TapeSettings};
+use repro_model::tape::{ProcTape, TapeIo, TapeSettings};
 use repro_sandbox::run::{Echo, RunExtras, RunOptions, RunReport, RunRequest};
 
 use crate::archive::{write_pack, BlobSource, EXTENSION};
@@ -274,23 +274,24 @@ fn build_manifest(
     let mut tapes = Tapes { network_mode: "none".into(), ..Default::default() };
     let t = &report.tapes;
     if let Some(net) = &t.network {
+        let net = net.to_json();
         // The guest's traffic is compared byte for byte on replay: it cannot be redacted, only reported.
-        let (_, findings) = redact(net.as_bytes(), &secret_values(&s.env));
+        let (_, findings) = redact(&net, &secret_values(&s.env));
         if !findings.is_empty() && mode != SecretsMode::Keep {
             let what = findings.iter().map(|f| f.what.clone()).collect::<std::collections::BTreeSet<_>>();
             let what = what.into_iter().collect::<Vec<_>>().join(", ");
             eprintln!("[repro] secrets: WARNING: the network tape holds {what}: the pack keeps the recorded traffic");
             found.kept.push(SecretFile { path: "tapes.network".into(), reason: what });
         }
-        let r = BlobRef::of(net.as_bytes());
-        blobs.insert(r.blake3.clone(), BlobSource::Bytes(net.as_bytes().to_vec()));
+        let r = BlobRef::of(&net);
+        blobs.insert(r.blake3.clone(), BlobSource::Bytes(net));
         tapes.network_mode = "record".into();
         tapes.network = Some(r);
         tapes.network_events = t.network_events;
     }
     if let Some(p) = t.proc.as_ref().filter(|_| t.proc_reads > 0) {
         // `/proc/self/environ` and the like hold the secret values: redacted like the output.
-        let p = if mode == SecretsMode::Keep { p.as_bytes().to_vec() } else { redact_proc_tape(p, &s.env, &mut found) };
+        let p = if mode == SecretsMode::Keep { p.to_json() } else { redact_proc_tape(p, &s.env, &mut found) };
         let r = BlobRef::of(&p);
         blobs.insert(r.blake3.clone(), BlobSource::Bytes(p));
         tapes.proc = Some(r);
@@ -334,43 +335,23 @@ fn build_manifest(
     Ok((manifest, blobs))
 }
 
-/// The /proc tape with secret values and credential shapes redacted in each recorded read (`data`, or `data_hex`
-/// for bytes that are not UTF-8); a tape that is not the JSON expected is kept out rather than packed as is.
-fn redact_proc_tape(tape: &str, env: &BTreeMap<String, String>, found: &mut SecretsRecord) -> Vec<u8> {
+/// The /proc tape with secret values and credential shapes redacted in each recorded read.
+fn redact_proc_tape(tape: &ProcTape, env: &BTreeMap<String, String>, found: &mut SecretsRecord) -> Vec<u8> {
     let values = secret_values(env);
-    let Ok(mut doc) = serde_json::from_str::<serde_json::Value>(tape) else {
-        return br#"{"tape": "proc", "version": 1, "reads": []}"#.to_vec();
-    };
+    let mut tape = tape.clone();
     let mut hits = std::collections::BTreeSet::new();
-    if let Some(reads) = doc.get_mut("reads").and_then(|r| r.as_array_mut()) {
-        for read in reads.iter_mut() {
-            let Some(o) = read.as_object_mut() else { continue };
-            let path = o.get("path").and_then(|p| p.as_str()).unwrap_or("?").to_string();
-            let (data, was_hex) =
-                match (o.get("data").and_then(|d| d.as_str()), o.get("data_hex").and_then(|d| d.as_str())) {
-                    (Some(t), _) => (t.as_bytes().to_vec(), false),
-                    (None, Some(h)) => (repro_model::pathenc::from_hex(h).unwrap_or_default(), true),
-                    _ => continue,
-                };
-            let (red, findings) = redact(&data, &values);
-            if findings.is_empty() {
-                continue;
-            }
-            hits.insert(path);
-            o.remove("data");
-            o.remove("data_hex");
-            match String::from_utf8(red) {
-                Ok(t) if !was_hex => o.insert("data".into(), t.into()),
-                Ok(t) => o.insert("data_hex".into(), repro_model::pathenc::to_hex(t.as_bytes()).into()),
-                Err(e) => o.insert("data_hex".into(), repro_model::pathenc::to_hex(e.as_bytes()).into()),
-            };
+    for read in &mut tape.reads {
+        let (red, findings) = redact(&read.data, &values);
+        if !findings.is_empty() {
+            hits.insert(read.path.clone());
+            read.data = red;
         }
     }
     for path in hits {
         eprintln!("[repro] secrets: the /proc tape's read of {path}: redacted in the pack");
         found.redacted.push(SecretFile { path: format!("tapes.proc:{path}"), reason: "secret values".into() });
     }
-    serde_json::to_vec_pretty(&doc).unwrap_or_default()
+    tape.to_json()
 }
 
 /// The closure's entries by guest path.

@@ -48,6 +48,8 @@ pub enum PackError {
     /// The pack does not fit where it would be unpacked (checked before anything is written).
     #[error("pack '{path}': unpacking needs {needed} {unit} but {dir} has only {free} free; nothing was written")]
     NoSpace { path: PathBuf, dir: PathBuf, needed: u64, free: u64, unit: &'static str },
+    #[error("pack '{path}': tape {tape}: {source}")]
+    Tape { path: PathBuf, tape: PathBuf, source: repro_model::tape::TapeError },
     #[error("cannot pack '{path}': {detail}")]
     Closure { path: PathBuf, detail: String },
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use repro_model::run::{BindMount, Changes, Epoch, EpochSource, Rlimit, RunSettings};
-use repro_sandbox::init::{TapeIo, TapeSettings};
+use repro_model::tape::{NetTape, ProcTape, TapeIo, TapeSettings};
 use repro_sandbox::run::{Echo, RunExtras, RunRequest};
 
 use crate::archive::Pack;
@@ -181,20 +181,28 @@ pub fn with_bind_checked(path: &Path, current: &Path, pack: &Pack) -> Result<Bin
 /// The tapes a replay serves: the pack's, kept next to its cached root (see [`crate::tree::cached_root`]).
 fn replay_tapes(pack: &Pack, root: &Path) -> Result<TapeSettings, PackError> {
     let dir = root.parent().unwrap_or(root).join("tapes");
-    let load = |name: &str, present: bool| -> Result<TapeIo, PackError> {
+    let load = |name: &str, present: bool| -> Result<Option<Vec<u8>>, PackError> {
         if !present {
-            return Ok(TapeIo::Off);
+            return Ok(None);
         }
         let p = dir.join(name);
-        let bytes = fs::read(&p).map_err(|e| PackError::io("cannot read the tape", &p, e))?;
-        Ok(TapeIo::Replay(String::from_utf8_lossy(&bytes).into_owned()))
+        fs::read(&p).map(Some).map_err(|e| PackError::io("cannot read the tape", &p, e))
+    };
+    let bad = |name: &str| {
+        let tape = PathBuf::from("tapes").join(name);
+        move |source| PackError::Tape { path: pack.path.clone(), tape, source }
     };
     let t = &pack.manifest.tapes;
-    Ok(TapeSettings {
-        // A pack recorded without a network tape replays as `repro run`: an empty network namespace.
-        network: load("network.json", t.network.is_some())?,
-        proc: load("proc.json", t.proc.is_some())?,
-    })
+    // A pack recorded without a network tape replays as `repro run`: an empty network namespace.
+    let network = match load("network.json", t.network.is_some())? {
+        Some(b) => TapeIo::Replay(NetTape::from_json(&b).map_err(bad("network.json"))?),
+        None => TapeIo::Off,
+    };
+    let proc = match load("proc.json", t.proc.is_some())? {
+        Some(b) => TapeIo::Replay(ProcTape::from_json(&b).map_err(bad("proc.json"))?),
+        None => TapeIo::Off,
+    };
+    Ok(TapeSettings { network, proc })
 }
 
 /// Refuses to run with a redaction marker as a variable's value: the pack's secret variables were not stored,

@@ -108,32 +108,7 @@ pub struct InitConfig {
     pub tapes: TapeSettings,
 }
 
-/// Recording or replaying a tape; a replayed tape is its JSON document (docs/pack-format.md).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum TapeIo {
-    #[default]
-    Off,
-    Record,
-    Replay(String),
-}
-
-/// The tapes of a run.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TapeSettings {
-    pub network: TapeIo,
-    pub proc: TapeIo,
-}
-
-/// The tapes a run recorded and whether a replay diverged from them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TapesOut {
-    pub network: Option<String>,
-    pub proc: Option<String>,
-    pub network_events: u64,
-    pub proc_reads: u64,
-    /// What the guest did that the tape does not have (the replay was stopped).
-    pub diverged: Option<String>,
-}
+pub use repro_model::tape::{TapeIo, TapeSettings, TapesOut};
 
 /// What the supervisor makes the guest's view of the world a function of.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -955,16 +930,16 @@ fn supervised(
     (accessed, stream): (&mut Vec<Accessed>, Option<repro_tracer::AccessStream>),
     (tape_cfg, tapes): (&TapeSettings, &mut TapesOut),
 ) -> Result<ChildExit, Failed> {
-    use repro_tracer::tape::{NetMode, NetTape, ProcMode, ProcTape};
+    use repro_tracer::tape::{NetMode, ProcMode};
     let network = match &tape_cfg.network {
         TapeIo::Off => NetMode::Off,
         TapeIo::Record => NetMode::Record,
-        TapeIo::Replay(j) => NetMode::Replay(NetTape::from_json(j.as_bytes()).map_err(setup_failed)?),
+        TapeIo::Replay(t) => NetMode::Replay(t.clone()),
     };
     let proc = match &tape_cfg.proc {
         TapeIo::Off => ProcMode::Off,
         TapeIo::Record => ProcMode::Record,
-        TapeIo::Replay(j) => ProcMode::Replay(ProcTape::from_json(j.as_bytes()).map_err(setup_failed)?),
+        TapeIo::Replay(t) => ProcMode::Replay(t.clone()),
     };
     let mut pre_exec = || -> std::io::Result<()> {
         ns::apply_guest_setup(setup).map_err(|(_, errno)| std::io::Error::from_raw_os_error(errno))
@@ -1013,11 +988,10 @@ fn supervised(
                     Accessed { path, path_hex, kinds: a.kinds }
                 })
                 .collect();
-            let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
             tapes.network_events = out.tapes.network.as_ref().map_or(0, |t| t.events.len() as u64);
             tapes.proc_reads = out.tapes.proc.as_ref().map_or(0, |t| t.reads.len() as u64);
-            tapes.network = out.tapes.network.map(|t| text(t.to_json()));
-            tapes.proc = out.tapes.proc.map(|t| text(t.to_json()));
+            tapes.network = out.tapes.network;
+            tapes.proc = out.tapes.proc;
             tapes.diverged = out.diverged;
             Ok(match out.exit {
                 repro_tracer::GuestExit::Exited(c) => ChildExit::Exited(c),

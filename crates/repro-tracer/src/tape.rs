@@ -65,182 +65,10 @@ impl TapeConfig {
     }
 }
 
-/// A taped socket call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NetOp {
-    Socket,
-    Connect,
-    Accept,
-    Read,
-    Write,
-    /// getsockname: the address the socket was bound to (a server's port chosen by the kernel).
-    Sockname,
-}
-
-impl NetOp {
-    pub fn name(self) -> &'static str {
-        match self {
-            NetOp::Socket => "socket",
-            NetOp::Connect => "connect",
-            NetOp::Accept => "accept",
-            NetOp::Read => "read",
-            NetOp::Write => "write",
-            NetOp::Sockname => "sockname",
-        }
-    }
-
-    fn parse(s: &str) -> Option<NetOp> {
-        [NetOp::Socket, NetOp::Connect, NetOp::Accept, NetOp::Read, NetOp::Write, NetOp::Sockname]
-            .into_iter()
-            .find(|o| o.name() == s)
-    }
-}
-
-/// One socket call: its socket (numbered in order of creation), what it was, its result (a count, or a
-/// negative errno), the bytes read or written, and an address (connect's destination, accept's peer,
-/// recvfrom's sender).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NetEvent {
-    pub socket: u32,
-    pub op: NetOp,
-    pub result: i64,
-    pub data: Vec<u8>,
-    pub addr: Vec<u8>,
-}
-
-/// The network tape: every taped socket call in the order the supervisor answered them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NetTape {
-    pub events: Vec<NetEvent>,
-}
-
-/// One /proc or /sys file as the guest read it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProcRead {
-    pub path: String,
-    pub data: Vec<u8>,
-}
-
-/// The /proc and /sys tape, in the order the guest opened the files.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProcTape {
-    pub reads: Vec<ProcRead>,
-}
+pub use repro_model::tape::{NetEvent, NetOp, NetTape, ProcRead, ProcTape, RecordedTapes};
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
-}
-
-/// Bytes as JSON fields: `text` when they are UTF-8, else `hex`.
-fn put_bytes(obj: &mut serde_json::Map<String, serde_json::Value>, key: &str, b: &[u8]) {
-    match std::str::from_utf8(b) {
-        Ok(s) => obj.insert(key.to_string(), s.into()),
-        Err(_) => obj.insert(format!("{key}_hex"), hex(b).into()),
-    };
-}
-
-fn get_bytes(v: &serde_json::Value, key: &str) -> Result<Vec<u8>, String> {
-    if let Some(s) = v.get(key).and_then(|s| s.as_str()) {
-        return Ok(s.as_bytes().to_vec());
-    }
-    match v.get(format!("{key}_hex")).and_then(|s| s.as_str()) {
-        Some(h) => unhex(h).ok_or_else(|| format!("{key}_hex is not hexadecimal")),
-        None => Ok(Vec::new()),
-    }
-}
-
-fn parse_doc(json: &[u8], kind: &str, list: &str) -> Result<Vec<serde_json::Value>, String> {
-    let v: serde_json::Value = serde_json::from_slice(json).map_err(|e| format!("the {kind} tape is not JSON: {e}"))?;
-    if v.get("tape").and_then(|t| t.as_str()) != Some(kind) || v.get("version").and_then(|t| t.as_u64()) != Some(1) {
-        return Err(format!("not a version 1 {kind} tape"));
-    }
-    v.get(list).and_then(|e| e.as_array()).cloned().ok_or_else(|| format!("the {kind} tape has no {list} list"))
-}
-
-impl NetTape {
-    /// `{"tape": "network", "version": 1, "events": [{"socket", "op", "result", "data"|"data_hex", "addr_hex"}]}`.
-    pub fn to_json(&self) -> Vec<u8> {
-        let events: Vec<serde_json::Value> = self
-            .events
-            .iter()
-            .map(|e| {
-                let mut o = serde_json::Map::new();
-                o.insert("socket".into(), e.socket.into());
-                o.insert("op".into(), e.op.name().into());
-                o.insert("result".into(), e.result.into());
-                if !e.data.is_empty() {
-                    put_bytes(&mut o, "data", &e.data);
-                }
-                if !e.addr.is_empty() {
-                    o.insert("addr_hex".into(), hex(&e.addr).into());
-                }
-                serde_json::Value::Object(o)
-            })
-            .collect();
-        let doc = serde_json::json!({"tape": "network", "version": 1, "events": events});
-        serde_json::to_vec_pretty(&doc).unwrap_or_default()
-    }
-
-    pub fn from_json(json: &[u8]) -> Result<NetTape, String> {
-        let mut events = Vec::new();
-        for (i, e) in parse_doc(json, "network", "events")?.iter().enumerate() {
-            let bad = |what: &str| format!("network tape event {i}: {what}");
-            let op = e.get("op").and_then(|o| o.as_str()).and_then(NetOp::parse).ok_or_else(|| bad("bad op"))?;
-            events.push(NetEvent {
-                socket: e
-                    .get("socket")
-                    .and_then(|s| s.as_u64())
-                    .and_then(|s| u32::try_from(s).ok())
-                    .ok_or_else(|| bad("no socket (expected a number from 0 to 4294967295)"))?,
-                op,
-                result: e.get("result").and_then(|s| s.as_i64()).ok_or_else(|| bad("no result"))?,
-                data: get_bytes(e, "data").map_err(|m| bad(&m))?,
-                addr: get_bytes(e, "addr").map_err(|m| bad(&m))?,
-            });
-        }
-        Ok(NetTape { events })
-    }
-}
-
-impl ProcTape {
-    /// `{"tape": "proc", "version": 1, "reads": [{"path", "data"|"data_hex"}]}`.
-    pub fn to_json(&self) -> Vec<u8> {
-        let reads: Vec<serde_json::Value> = self
-            .reads
-            .iter()
-            .map(|r| {
-                let mut o = serde_json::Map::new();
-                o.insert("path".into(), r.path.clone().into());
-                put_bytes(&mut o, "data", &r.data);
-                serde_json::Value::Object(o)
-            })
-            .collect();
-        serde_json::to_vec_pretty(&serde_json::json!({"tape": "proc", "version": 1, "reads": reads}))
-            .unwrap_or_default()
-    }
-
-    pub fn from_json(json: &[u8]) -> Result<ProcTape, String> {
-        let mut reads = Vec::new();
-        for (i, r) in parse_doc(json, "proc", "reads")?.iter().enumerate() {
-            let path = r.get("path").and_then(|p| p.as_str()).ok_or_else(|| format!("proc tape read {i}: no path"))?;
-            reads.push(ProcRead { path: path.to_string(), data: get_bytes(r, "data")? });
-        }
-        Ok(ProcTape { reads })
-    }
-}
-
-/// The tapes recorded by a run.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RecordedTapes {
-    pub network: Option<NetTape>,
-    pub proc: Option<ProcTape>,
 }
 
 /// A replayed socket.
@@ -1068,7 +896,8 @@ mod tests {
         let e = NetTape::from_json(
             br#"{"tape":"network","version":1,"events":[{"socket":4294967296,"op":"socket","result":0}]}"#,
         );
-        assert!(e.unwrap_err().contains("event 0: no socket (expected a number"));
+        let e = e.unwrap_err().to_string();
+        assert!(e.starts_with("network tape event 0:") && e.contains("u32"), "{e}");
     }
 
     #[test]
