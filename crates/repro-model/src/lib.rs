@@ -5,3 +5,4 @@ pub mod chaos;
 pub mod pathenc;
 pub mod run;
 pub mod secrets;
+pub mod timeline;
