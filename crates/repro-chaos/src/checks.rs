@@ -210,7 +210,7 @@ pub fn kubernetes_unreachable() -> String {
     }
 }
 
-pub /// The adapter checks after the flow and its undo (`docker`: the engine of the docker driver).
+/// The adapter checks after the flow and its undo (`docker`: the engine of the docker driver).
 pub fn adapter_checks(ctx: &Ctx, docker: Option<&docker::Engine>) -> Vec<CheckResult> {
     let mut out = Vec::new();
     let groups: Vec<i32> = ctx.groups.lock().unwrap_or_else(|e| e.into_inner()).clone();

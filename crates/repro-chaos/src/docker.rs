@@ -362,7 +362,7 @@ impl Engine {
                             }));
                         }
                         Some(Err(e)) => {
-                            on_event(serde_json::json!({"error": msg(e)}));
+                            on_event(serde_json::json!({"error": msg(e).to_string()}));
                             break;
                         }
                         None => break,

@@ -105,11 +105,6 @@ pub trait Clock: Send + Sync {
     fn now(&self) -> Duration;
     /// Sleeps `d` unless `cancel` fires first; false when cancelled.
     fn sleep(&self, cancel: &Cancel, d: Duration) -> bool;
-    /// The experiment's timeout while the flow runs (the default of waits and workloads).
-    pub fn flow_timeout(&self) -> Duration {
-        self.deadline.lock().unwrap_or_else(|e| e.into_inner()).map_or(Duration::MAX, |(_, t)| t)
-    }
-
     /// One step of a polling wait: returns after a bump of `notify` or at most `d`.
     fn pause(&self, notify: &Notify, d: Duration);
 }

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use crate::checks::{self, finished};
 use crate::docker;
 use crate::docker_driver::DockerDriver;
-use crate::driver::{Driver, TargetRt};
+use crate::driver::TargetRt;
 use crate::engine::{Ctx, CtxParts};
 use crate::error::{ChaosError, Result};
 use crate::evaluate::{self, CheckResult, Evaluation, RunData, INCOMPLETE_MARKER};
@@ -187,7 +187,7 @@ pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -
     }
     let mut env = base_env(exp, adapter, &id, &run_dir, seed, &scratch)
         .map_err(|err| ChaosError::Harness(format!("picking ports: {err}")))?;
-    if adapter.adapter.driver == Driver::Docker {
+    if adapter.adapter.driver == crate::model::Driver::Docker {
         // Workloads and checks reach a target's container by name (docker exec, docker logs).
         for t in &adapter.adapter.targets {
             let key = format!("CHAOS_CONTAINER_{}", t.name.value.to_ascii_uppercase().replace(['-', '.'], "_"));
@@ -195,7 +195,7 @@ pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -
         }
     }
     let tl = Timeline::create(&run_dir, opts.echo)?;
-    let (docker, docker_error) = if adapter.adapter.driver == Driver::Docker {
+    let (docker, docker_error) = if adapter.adapter.driver == crate::model::Driver::Docker {
         match docker::Engine::connect() {
             Ok(e) => (Some(e), None),
             Err(e) => (None, Some(e.to_string())),
