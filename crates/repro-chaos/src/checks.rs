@@ -260,13 +260,8 @@ pub fn adapter_checks(ctx: &Ctx, docker: Option<&docker::Engine>) -> Vec<CheckRe
     ));
 
     if let Some(eng) = docker {
-        let containers: Vec<(String, String)> = ctx
-            .targets
-            .values()
-            .filter_map(|t| {
-                t.container().map(|c| (t.spec.name.value.clone(), c))
-            })
-            .collect();
+        let containers: Vec<(String, String)> =
+            ctx.targets.values().filter_map(|t| t.container().map(|c| (t.spec.name.value.clone(), c))).collect();
         let paused = || -> Vec<String> {
             containers
                 .iter()

@@ -31,7 +31,12 @@ fn docker_err(what: &'static str, name: &str, op: impl Into<String>) -> impl FnO
 
 impl DockerDriver {
     /// Creates the target's container (once) from its spec.
-    fn create_target(&self, cx: &DriverCx, t: &TargetRt, env: &BTreeMap<String, String>) -> Result<String, DriverError> {
+    fn create_target(
+        &self,
+        cx: &DriverCx,
+        t: &TargetRt,
+        env: &BTreeMap<String, String>,
+    ) -> Result<String, DriverError> {
         let name = t.name().to_string();
         if let Some(id) = t.container() {
             return Ok(id);

@@ -45,7 +45,7 @@ pub enum DriverError {
         what: &'static str,
         name: String,
         #[source]
-        source: crate::error::ChaosError,
+        source: Box<crate::error::ChaosError>,
     },
 }
 

@@ -216,12 +216,8 @@ impl Ctx {
             Ok(re) => re,
             Err(e) => return self.fail(&format!("signal {sig}: pattern {:?}: {e}", spec.pattern)),
         };
-        let mut seen = self
-            .watch_lines
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&spec.watcher)
-            .map_or(0, WatchLines::total);
+        let mut seen =
+            self.watch_lines.lock().unwrap_or_else(|e| e.into_inner()).get(&spec.watcher).map_or(0, WatchLines::total);
         self.emit(Event::WaitStarted {
             node: path.into(),
             workload: None,

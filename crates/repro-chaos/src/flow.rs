@@ -287,7 +287,12 @@ impl Interpreter {
         }
         match &node.kind {
             FlowKind::Leaf(name) => {
-                host.emit(Event::NodeStarted { node: path.into(), name: Some(name.clone()), delay: None, repeat: None });
+                host.emit(Event::NodeStarted {
+                    node: path.into(),
+                    name: Some(name.clone()),
+                    delay: None,
+                    repeat: None,
+                });
                 let res = host.run_leaf(name, path);
                 host.emit(Event::NodeFinished { node: path.into(), name: name.clone(), ok: res.is_ok() });
                 res

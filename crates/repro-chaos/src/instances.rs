@@ -86,7 +86,7 @@ impl Ctx {
 
     /// Starts one instance (through the driver); a waiter records its end.
     pub fn spawn_instance(&self, inst: &Arc<InstanceRt>, reason: &str) -> std::result::Result<(), DriverError> {
-        let files = |source| DriverError::Files { what: "instance", name: inst.name.clone(), source };
+        let files = |source| DriverError::Files { what: "instance", name: inst.name.clone(), source: Box::new(source) };
         let out = inst.dir.join("output");
         let env = self.instance_env(inst).map_err(files)?;
         // A line per start in .chaos/attempts; .chaos/exit_code only once this start has ended.
@@ -213,9 +213,11 @@ impl Ctx {
     /// Kills a running instance and waits (within the budget) until its end is recorded.
     pub fn stop_instance(&self, inst: &InstanceRt) {
         self.driver.kill_instance(&self.dcx(), inst);
-        proc::poll_until(self.budget(Duration::from_secs(5)).max(Duration::from_millis(200)), Duration::from_millis(5), || {
-            !inst.running.load(Ordering::SeqCst)
-        });
+        proc::poll_until(
+            self.budget(Duration::from_secs(5)).max(Duration::from_millis(200)),
+            Duration::from_millis(5),
+            || !inst.running.load(Ordering::SeqCst),
+        );
     }
 
     /// The collect and delete hooks of an ended instance, and what the driver removes after it.

@@ -31,8 +31,8 @@ pub mod timeline;
 pub mod undo;
 
 #[cfg(test)]
-mod fake;
-#[cfg(test)]
 mod engine_tests;
+#[cfg(test)]
+mod fake;
 
 pub use error::{ChaosError, Result};

@@ -69,7 +69,8 @@ pub fn start(ctx: &Arc<Ctx>) -> Observers {
         let ctx2 = Arc::clone(ctx);
         let stop2 = stop.clone();
         let spec = s.clone();
-        handles.push((format!("scrape of {}", s.target), std::thread::spawn(move || scrape_loop(&ctx2, &spec, &stop2))));
+        handles
+            .push((format!("scrape of {}", s.target), std::thread::spawn(move || scrape_loop(&ctx2, &spec, &stop2))));
     }
     for w in &ctx.adapter.observers.watchers {
         let log = ctx.run_dir.join("logs").join(format!("watch-{}.log", w.name));
@@ -118,7 +119,12 @@ pub fn start(ctx: &Arc<Ctx>) -> Observers {
                         ctx2.harness_error(&format!("watcher {name}: {e}"));
                         reported = true;
                     }
-                    ctx2.watch_lines.lock().unwrap_or_else(|e| e.into_inner()).entry(name.clone()).or_default().push(line);
+                    ctx2.watch_lines
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .entry(name.clone())
+                        .or_default()
+                        .push(line);
                     ctx2.flow.notify.bump();
                 }
                 // Reaps the watcher; its exit status is not part of the run's evidence.
@@ -139,7 +145,11 @@ fn scrape_once(ctx: &Ctx, spec: &Scrape, types: &mut BTreeMap<String, String>) -
         .and_then(|body| prom::parse(&body).map_err(|e| e.to_string()))
         .and_then(|expo| {
             if expo.samples.len() > prom::MAX_SAMPLES {
-                Err(format!("{} samples in one scrape, more than the {} recorded", expo.samples.len(), prom::MAX_SAMPLES))
+                Err(format!(
+                    "{} samples in one scrape, more than the {} recorded",
+                    expo.samples.len(),
+                    prom::MAX_SAMPLES
+                ))
             } else {
                 Ok(expo)
             }
@@ -259,7 +269,12 @@ pub fn start_docker_events(ctx: &Arc<Ctx>, eng: &docker::Engine) {
             reported = true;
         }
         // Signals may wait on these lines like on any watcher's.
-        ctx2.watch_lines.lock().unwrap_or_else(|e| e.into_inner()).entry("docker-events".into()).or_default().push(line);
+        ctx2.watch_lines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry("docker-events".into())
+            .or_default()
+            .push(line);
         ctx2.flow.notify.bump();
     });
     match res {

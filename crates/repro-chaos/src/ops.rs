@@ -84,7 +84,11 @@ impl Ctx {
                         out.push(Victim::Container { name: name.clone(), id, stop_secs });
                     }
                 } else if let Some((pid, true)) = t.pid() {
-                    out.push(Victim::Process { name: name.clone(), pid, group: t.spec.signal_scope == SignalScope::Group });
+                    out.push(Victim::Process {
+                        name: name.clone(),
+                        pid,
+                        group: t.spec.signal_scope == SignalScope::Group,
+                    });
                 }
             } else {
                 for i in self.all_instances().iter().filter(|i| &i.name == name) {
@@ -102,9 +106,7 @@ impl Ctx {
     /// Whether a hit victim is gone: its target no longer runs that incarnation, and nothing of it lingers.
     fn gone(&self, v: &Victim) -> bool {
         let state_says_gone = match v {
-            Victim::Process { name, pid, .. } => {
-                self.targets.get(name).is_none_or(|t| t.pid() != Some((*pid, true)))
-            }
+            Victim::Process { name, pid, .. } => self.targets.get(name).is_none_or(|t| t.pid() != Some((*pid, true))),
             Victim::Container { name, .. } => self.targets.get(name).is_none_or(|t| !t.running()),
         };
         state_says_gone && !self.driver.lingers(v)
@@ -260,7 +262,8 @@ impl Ctx {
         names: &[String],
         containers: bool,
     ) -> Result<(), Stop> {
-        let start_again = |n: &String| self.undo.push(&op.name.value, &op.uses.value, run, UndoAction::StartTarget(n.clone()));
+        let start_again =
+            |n: &String| self.undo.push(&op.name.value, &op.uses.value, run, UndoAction::StartTarget(n.clone()));
         match fault {
             Fault::Kill => {
                 self.hit_and_verify(op, run, victims, Hit::Kill, containers)?;
@@ -283,7 +286,8 @@ impl Ctx {
             }
             Fault::Outage => {
                 self.hit_and_verify(op, run, victims, Hit::Outage, containers)?;
-                let undo_ids: Vec<u64> = if scope == Scope::Target { names.iter().map(start_again).collect() } else { vec![] };
+                let undo_ids: Vec<u64> =
+                    if scope == Scope::Target { names.iter().map(start_again).collect() } else { vec![] };
                 self.hold_then_undo(op.duration.map(|d| d.0).unwrap_or_default(), &undo_ids)?;
                 if scope == Scope::Workload {
                     self.restart_candidates(op, scope, names, false)?;
@@ -380,7 +384,12 @@ impl Ctx {
         });
         let timeout = spec.timeout.map_or(Duration::from_secs(120), |d| d.0);
         let undo_id = spec.undo.as_ref().map(|u| {
-            self.undo.push(&op.name.value, &op.uses.value, run, UndoAction::Hook { script: u.clone(), env: env.clone() })
+            self.undo.push(
+                &op.name.value,
+                &op.uses.value,
+                run,
+                UndoAction::Hook { script: u.clone(), env: env.clone() },
+            )
         });
         match proc::run_hook(&spec.run, &env, &self.run_dir, timeout, Some(&self.flow.cancel)) {
             Ok(o) if o.ok() => self.emit(Event::OperationVerified {

@@ -124,7 +124,8 @@ impl Driver for ProcessDriver {
         }
         let log = cx.run_dir.join("logs").join(format!("{name}.log"));
         let cmd = proc::shell(&t.spec.start, env, cx.run_dir);
-        let err = |source| DriverError::Io { what: "target", name: name.clone(), op: "start hook could not run", source };
+        let err =
+            |source| DriverError::Io { what: "target", name: name.clone(), op: "start hook could not run", source };
         let pid = spawn_waited(cmd, &log, on_exit, err)?;
         Ok(Started { pid, container: None })
     }

@@ -408,7 +408,9 @@ fn drive(ctx: &Arc<Ctx>, docker: Option<&docker::Engine>, docker_error: Option<S
         ctx.emit(finished("adapter", &r));
         let path = run_dir.join("system/adapter-checks.json");
         let mut checks: Vec<CheckResult> = match std::fs::read_to_string(&path) {
-            Ok(t) => serde_json::from_str(&t).map_err(|err| ChaosError::Harness(format!("{}: {err}", path.display())))?,
+            Ok(t) => {
+                serde_json::from_str(&t).map_err(|err| ChaosError::Harness(format!("{}: {err}", path.display())))?
+            }
             // Not written: no target started, so there were no adapter checks before this one.
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => vec![],
             Err(err) => return Err(ChaosError::io(&path, err)),

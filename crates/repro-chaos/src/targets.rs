@@ -113,7 +113,12 @@ impl Ctx {
         let mut g = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         g.retain(|(name, pid, rx)| match rx.try_recv() {
             Ok(exit) => {
-                self.emit(Event::TargetExited { target: name.clone(), pid: *pid, code: exit.code, signal: exit.signal });
+                self.emit(Event::TargetExited {
+                    target: name.clone(),
+                    pid: *pid,
+                    code: exit.code,
+                    signal: exit.signal,
+                });
                 false
             }
             Err(mpsc::TryRecvError::Empty) => true,
