@@ -155,6 +155,7 @@ impl Ctx {
         env
     }
 
+    /// The instances of a workload (none before its first start).
     pub fn instance_list(&self, workload: &str) -> Vec<Arc<InstanceRt>> {
         self.instances.lock().unwrap_or_else(|e| e.into_inner()).get(workload).cloned().unwrap_or_default()
     }

@@ -135,21 +135,33 @@ pub fn start(ctx: &Arc<Ctx>) -> Observers {
     Observers { stop, handles, watcher_pgids }
 }
 
-/// One scrape into `system/metrics/<target>.jsonl`; Err(the error) when the scrape failed.
-fn scrape_once(ctx: &Ctx, spec: &Scrape, types: &mut BTreeMap<String, String>) -> Result<(), String> {
+/// Why a scrape recorded no samples.
+#[derive(Debug, thiserror::Error)]
+pub enum ScrapeError {
+    /// The endpoint did not answer with a page (the HTTP client's message).
+    #[error("{0}")]
+    Fetch(String),
+    #[error("{0}")]
+    Parse(String),
+    #[error("{count} samples in one scrape, more than the {max} recorded")]
+    TooMany { count: usize, max: usize },
+    /// The scrape could not be written to the run directory.
+    #[error("recording the scrape: {0}")]
+    Record(#[source] crate::error::ChaosError),
+}
+
+/// One scrape into `system/metrics/<target>.jsonl`; Err when the scrape failed.
+fn scrape_once(ctx: &Ctx, spec: &Scrape, types: &mut BTreeMap<String, String>) -> Result<(), ScrapeError> {
     let url = expand(&spec.url, &ctx.env);
     let t = secs(Duration::from_secs_f64(ctx.tl.elapsed()));
     let ts = fsutil::rfc3339(fsutil::now());
     let dir = ctx.run_dir.join("system/metrics");
     let scraped = prom::http_get(&url, Duration::from_secs(2))
-        .and_then(|body| prom::parse(&body).map_err(|e| e.to_string()))
+        .map_err(ScrapeError::Fetch)
+        .and_then(|body| prom::parse(&body).map_err(|e| ScrapeError::Parse(e.to_string())))
         .and_then(|expo| {
             if expo.samples.len() > prom::MAX_SAMPLES {
-                Err(format!(
-                    "{} samples in one scrape, more than the {} recorded",
-                    expo.samples.len(),
-                    prom::MAX_SAMPLES
-                ))
+                Err(ScrapeError::TooMany { count: expo.samples.len(), max: prom::MAX_SAMPLES })
             } else {
                 Ok(expo)
             }
@@ -165,7 +177,7 @@ fn scrape_once(ctx: &Ctx, spec: &Scrape, types: &mut BTreeMap<String, String>) -
             }
             if changed {
                 write_json_atomic(&dir.join(format!("{}.types.json", spec.target)), &json!(types))
-                    .map_err(|e| format!("recording metric types: {e}"))?;
+                    .map_err(ScrapeError::Record)?;
             }
             let samples: Vec<Value> = expo
                 .samples
@@ -185,10 +197,9 @@ fn scrape_once(ctx: &Ctx, spec: &Scrape, types: &mut BTreeMap<String, String>) -
                 .collect();
             (json!({"t": t, "ts": ts, "samples": samples}), Ok(()))
         }
-        Err(e) => (json!({"t": t, "ts": ts, "error": e}), Err(e)),
+        Err(e) => (json!({"t": t, "ts": ts, "error": e.to_string()}), Err(e)),
     };
-    fsutil::append_line(&dir.join(format!("{}.jsonl", spec.target)), &rec.to_string())
-        .map_err(|e| format!("recording the scrape: {e}"))?;
+    fsutil::append_line(&dir.join(format!("{}.jsonl", spec.target)), &rec.to_string()).map_err(ScrapeError::Record)?;
     result
 }
 
@@ -203,7 +214,7 @@ fn scrape_loop(ctx: &Ctx, spec: &Scrape, stop: &Cancel) {
         Err(error) => {
             if !failing {
                 let url = expand(&spec.url, &ctx.env);
-                ctx.emit(Event::ScrapeFailed { target: spec.target.clone(), url, error });
+                ctx.emit(Event::ScrapeFailed { target: spec.target.clone(), url, error: error.to_string() });
             }
             failing = true;
         }

@@ -288,6 +288,7 @@ impl Ctx {
                 self.hit_and_verify(op, run, victims, Hit::Outage, containers)?;
                 let undo_ids: Vec<u64> =
                     if scope == Scope::Target { names.iter().map(start_again).collect() } else { vec![] };
+                // An outage without a duration is a stop and an immediate start again.
                 self.hold_then_undo(op.duration.map(|d| d.0).unwrap_or_default(), &undo_ids)?;
                 if scope == Scope::Workload {
                     self.restart_candidates(op, scope, names, false)?;
