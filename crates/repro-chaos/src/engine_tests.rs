@@ -43,13 +43,17 @@ fn setup(body: &str) -> Run {
 }
 
 fn setup_with(body: &str, limits: Limits) -> Run {
+    setup_full(body, ADAPTER, limits)
+}
+
+fn setup_full(body: &str, adapter: &str, limits: Limits) -> Run {
     let dir = tempfile::tempdir().unwrap();
     let run_dir = dir.path().to_path_buf();
-    for d in ["logs", "workloads", "system/targets"] {
+    for d in ["logs", "workloads", "system/targets", "system/metrics", "system/watch"] {
         mkdirs(&run_dir.join(d)).unwrap();
     }
     let exp = parse_experiment(Path::new("t.yaml"), &experiment(body)).unwrap();
-    let adapter = parse_adapter(Path::new("fake.yaml"), ADAPTER).unwrap();
+    let adapter = parse_adapter(Path::new("fake.yaml"), adapter).unwrap();
     let fake = Arc::new(FakeState::default());
     let ctx = Ctx::new(CtxParts {
         exp,
@@ -276,4 +280,26 @@ fn sigint_in_a_parallel_branch_cancels_the_other_and_every_undo_runs_once() {
         .collect();
     assert!(leaves.contains(&("w".into(), "false".into())), "{leaves:?}");
     assert_eq!(r.field("harness.error", "reason"), ["interrupted by SIGINT"]);
+}
+
+#[test]
+fn a_failed_scrape_is_a_timeline_event_once_per_run_of_failures() {
+    // A port nobody listens on: every scrape is refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let adapter = format!(
+        "{ADAPTER}observers:\n  metrics:\n    - target: m\n      url: http://127.0.0.1:{port}/metrics\n      interval: 10ms\n"
+    );
+    let r = setup_full("operations: []\nflow: {delay: 1s}\n", &adapter, Limits::default());
+    let obs = crate::observers::start(&r.ctx);
+    crate::observers::stop(&r.ctx, obs);
+    let failed: Vec<Value> = r.events().into_iter().filter(|e| e["event"] == "scrape.failed").collect();
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["target"], "m");
+    assert!(failed[0]["url"].as_str().unwrap().ends_with(&format!(":{port}/metrics")));
+    assert!(!failed[0]["error"].as_str().unwrap().is_empty());
+    let lines = std::fs::read_to_string(r.ctx.run_dir.join("system/metrics/m.jsonl")).unwrap();
+    assert!(lines.lines().count() >= 2, "the loop's scrapes and the last one: {lines}");
+    assert!(lines.lines().all(|l| l.contains("\"error\"")), "{lines}");
+    assert_eq!(r.field("observers.stopped", "event").len(), 1);
+    assert!(r.field("harness.error", "reason").is_empty(), "a failed scrape is not a harness error");
 }

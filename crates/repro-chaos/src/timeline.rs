@@ -123,3 +123,37 @@ pub fn value_text(v: &Value) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_carry_t_ts_event_and_the_fields() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("logs")).unwrap();
+        let tl = Timeline::create(d.path(), false).unwrap();
+        tl.emit(Event::FlowFinished { ok: true });
+        tl.sync().unwrap();
+        let text = std::fs::read_to_string(&tl.path).unwrap();
+        let v: Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(v["event"], "flow.finished");
+        assert_eq!(v["ok"], true);
+        assert!(v["t"].is_f64() && v["ts"].is_string(), "{v}");
+        let log = std::fs::read_to_string(d.path().join("logs/harness.log")).unwrap();
+        assert!(log.contains(" flow.finished {\"ok\":true}"), "{log}");
+    }
+
+    #[test]
+    fn a_write_that_fails_is_not_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("logs")).unwrap();
+        // Every write to /dev/full fails with ENOSPC.
+        std::os::unix::fs::symlink("/dev/full", d.path().join("timeline.jsonl")).unwrap();
+        let tl = Timeline::create(d.path(), false).unwrap();
+        tl.emit(Event::harness_error("x"));
+        let err = tl.sync().unwrap_err();
+        assert!(matches!(&err, ChaosError::Evidence { path, .. } if path.ends_with("timeline.jsonl")), "{err}");
+        assert!(err.to_string().contains("cannot record the run's evidence"), "{err}");
+    }
+}
