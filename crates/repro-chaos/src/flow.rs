@@ -379,3 +379,105 @@ impl Interpreter {
 pub fn secs(d: Duration) -> f64 {
     (d.as_secs_f64() * 1000.0).round() / 1000.0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::FakeClock;
+
+    /// A host whose leaves only record their name (and fail when named `fail`).
+    #[derive(Default)]
+    struct Recorder {
+        leaves: Mutex<Vec<String>>,
+        events: Mutex<Vec<String>>,
+    }
+
+    impl Host for Recorder {
+        fn leaf_steps(&self, _name: &str) -> u64 {
+            1
+        }
+        fn run_leaf(&self, name: &str, path: &str) -> Result<(), Stop> {
+            self.leaves.lock().unwrap().push(format!("{name}@{path}"));
+            if name == "fail" {
+                self.harness_error("fail failed");
+                return Err(Stop::Cancelled);
+            }
+            Ok(())
+        }
+        fn wait(&self, _w: &WaitSpec, _path: &str, _timeout: Duration) -> Result<(), Stop> {
+            Ok(())
+        }
+        fn emit(&self, e: Event) {
+            self.events.lock().unwrap().push(e.name());
+        }
+        fn harness_error(&self, reason: &str) {
+            self.events.lock().unwrap().push(format!("harness.error {reason}"));
+        }
+    }
+
+    fn flow(yaml: &str) -> FlowNode {
+        serde_saphyr::from_str(yaml).unwrap()
+    }
+
+    fn interpreter(steps: u64) -> Interpreter {
+        Interpreter::new(Box::new(FakeClock::default()), &Limits { steps, ..Limits::default() })
+    }
+
+    #[test]
+    fn serial_and_repeat_run_in_order_with_their_paths() {
+        let h = Recorder::default();
+        let i = interpreter(100);
+        let f = flow("serial: [a, {repeat: {times: 2, serial: [b]}}, c]");
+        assert_eq!(i.run(&h, &f, Duration::from_secs(60)), FlowOutcome::Completed);
+        assert_eq!(
+            *h.leaves.lock().unwrap(),
+            [
+                "a@flow.serial[0]",
+                "b@flow.serial[1].repeat[0].serial[0]",
+                "b@flow.serial[1].repeat[1].serial[0]",
+                "c@flow.serial[2]"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failing_leaf_stops_the_serial_and_the_outcome_is_failed() {
+        let h = Recorder::default();
+        let i = interpreter(100);
+        // The host records the error; the interpreter's cancel is what a real host's harness_error sets.
+        let f = flow("serial: [a, fail, c]");
+        i.cancel.cancel("fail failed");
+        assert_eq!(i.run(&h, &f, Duration::from_secs(60)), FlowOutcome::Failed("fail failed".into()));
+        assert!(h.leaves.lock().unwrap().is_empty(), "a cancelled run starts no leaf");
+        let i = interpreter(100);
+        assert_eq!(i.exec(&h, &f, "flow"), Err(Stop::Cancelled));
+        assert_eq!(*h.leaves.lock().unwrap(), ["a@flow.serial[0]", "fail@flow.serial[1]"]);
+    }
+
+    #[test]
+    fn parallel_runs_every_branch_and_steps_are_counted() {
+        let h = Recorder::default();
+        let i = interpreter(3);
+        let f = flow("parallel: [a, b, c]");
+        assert_eq!(i.run(&h, &f, Duration::from_secs(60)), FlowOutcome::Completed);
+        let mut leaves = h.leaves.lock().unwrap().clone();
+        leaves.sort();
+        assert_eq!(leaves, ["a@flow.parallel[0]", "b@flow.parallel[1]", "c@flow.parallel[2]"]);
+        // A fourth step is over the limit of 3.
+        let f = flow("serial: [d]");
+        assert_eq!(i.exec(&h, &f, "flow"), Err(Stop::Cancelled));
+        assert!(h.events.lock().unwrap().iter().any(|e| e.starts_with("harness.error the flow ran 4 steps")));
+    }
+
+    #[test]
+    fn an_interrupt_is_recorded_once_and_makes_the_outcome() {
+        let h = Recorder::default();
+        let i = interpreter(100);
+        assert!(i.interrupt(15, &h));
+        assert!(!i.interrupt(2, &h), "a second signal is not a new interrupt");
+        assert_eq!(i.outcome(), FlowOutcome::Interrupted(15));
+        assert_eq!(i.outcome().exit_code(), 143);
+        assert!(i.interrupt.budget(Duration::from_secs(60)) <= INTERRUPT_BUDGET);
+        assert!(!i.sleep(&h, Duration::from_secs(1)), "sleeps end at once after the interrupt");
+    }
+}

@@ -59,8 +59,7 @@ impl Timeline {
     pub fn emit(&self, event: Event) {
         let t = self.elapsed();
         let ts = rfc3339(time::OffsetDateTime::now_utc());
-        let name = event.name();
-        let rest = event.fields();
+        let (name, rest) = event.split();
         let mut obj = Map::new();
         obj.insert("t".into(), Value::from((t * 1000.0).round() / 1000.0));
         obj.insert("ts".into(), Value::from(ts.clone()));

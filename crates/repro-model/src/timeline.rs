@@ -215,25 +215,30 @@ pub struct UndoOutcome {
 }
 
 impl Event {
-    /// The event's name (the `event` field of its line).
-    pub fn name(&self) -> String {
+    /// The event's name (the `event` field of its line) and its other fields, from one serialization.
+    pub fn split(&self) -> (String, serde_json::Map<String, serde_json::Value>) {
         match serde_json::to_value(self) {
-            Ok(serde_json::Value::Object(m)) => m.get("event").and_then(|v| v.as_str()).unwrap_or("").to_string(),
+            Ok(serde_json::Value::Object(mut m)) => {
+                let name = match m.remove("event") {
+                    Some(serde_json::Value::String(n)) => n,
+                    // The tag is always a string for this enum.
+                    _ => String::new(),
+                };
+                (name, m)
+            }
             // Serializing a tagged enum of plain fields always gives an object.
-            _ => String::new(),
+            _ => (String::new(), serde_json::Map::new()),
         }
     }
 
-    /// The event's fields without `event`, as a JSON object (for the harness log and the timeline line).
+    /// The event's name (the `event` field of its line).
+    pub fn name(&self) -> String {
+        self.split().0
+    }
+
+    /// The event's fields without `event`, as a JSON object.
     pub fn fields(&self) -> serde_json::Map<String, serde_json::Value> {
-        match serde_json::to_value(self) {
-            Ok(serde_json::Value::Object(mut m)) => {
-                m.remove("event");
-                m
-            }
-            // As above: cannot happen for this enum.
-            _ => serde_json::Map::new(),
-        }
+        self.split().1
     }
 
     /// A harness error with this reason.
