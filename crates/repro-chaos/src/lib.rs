@@ -1,10 +1,29 @@
 //! Fault-injection experiments (`repro chaos ...`).
 //!
-//! The experiment model and its loading ([`model`], [`load`]); one run ([`runner`]): the flow interpreter
-//! ([`flow`], knowing nothing of processes), the engine that runs its leaves ([`engine`], [`targets`],
-//! [`instances`], [`ops`], [`undo`]) against a [`driver::Driver`] ([`process_driver`], [`docker_driver`]),
-//! the observers ([`observers`]), the harness's checks ([`checks`]), the evidence ([`timeline`]) and the
-//! signal guard ([`signals`]); then the evaluation and verdict ([`evaluate`]).
+//! One experiment, from YAML to verdict:
+//!
+//! ```text
+//! load (model, load) -> runner::run: run directory, manifest, signal guard (signals)
+//!   -> preflight (checks) -> targets up (targets, via the Driver) -> observers (observers)
+//!   -> flow::Interpreter::run: serial / parallel / repeat / delay / wait, step limit, experiment timeout,
+//!        cancel on a harness error or SIGINT/SIGTERM; each leaf is the engine's (engine::Ctx as flow::Host):
+//!        a workload (instances) or an operation (ops: select, fault = driver hits + undo, adapter hook)
+//!   -> undo sweep, newest first (undo, ops::run_undo) -> remaining instances killed and collected
+//!   -> observers stopped -> adapter checks (checks) -> targets stopped -> evaluate -> verdict.json
+//! ```
+//!
+//! Every event goes to the timeline ([`timeline`], typed as [`repro_model::timeline::Event`]); a write that
+//! fails there makes the run return an error instead of a verdict.
+//!
+//! Where to add:
+//! - a driver (Kubernetes, a VM): implement [`driver::Driver`] in a new file beside [`process_driver`] and
+//!   [`docker_driver`], and pick it in [`runner::run`];
+//! - a built-in fault: a [`model::Fault`] (schema), then its sequence of [`driver::Hit`]s in
+//!   [`ops`] (`apply_fault`) and, if the drivers need a new primitive, a `Hit` variant;
+//! - a flow node: [`model::FlowKind`], then [`flow::Interpreter::exec`] (the interpreter knows no process);
+//! - a timeline event: a variant of [`repro_model::timeline::Event`].
+//!
+//! The flow's semantics are unit-tested over a fake driver and a fake clock (`fake.rs`, `engine_tests.rs`).
 pub mod api;
 pub mod checks;
 pub mod docker;

@@ -255,7 +255,7 @@ pub fn stop(ctx: &Ctx, obs: Observers) {
 }
 
 /// Every Docker event of the run's containers, into system/watch/docker-events.jsonl (`line` is
-/// "<action> <target>", like a watcher's line).
+/// `<action> <target>`, like a watcher's line).
 pub fn start_docker_events(ctx: &Arc<Ctx>, eng: &docker::Engine) {
     let stop = Arc::new(AtomicBool::new(false));
     let path = ctx.run_dir.join("system/watch/docker-events.jsonl");
