@@ -348,16 +348,23 @@ impl Ctx {
         let Some(spec) = self.adapter.operations.iter().find(|o| o.name == op.uses.value) else {
             return self.fail(&format!("{}: adapter has no operation {}", op.name.value, op.uses.value));
         };
-        let pids: Vec<String> = if scope == Scope::Adapter {
-            vec![]
-        } else {
-            self.victims(scope, selected)
+        // The pids of the running selected candidates (a container target's: its init process).
+        let pids: Vec<String> = match scope {
+            Scope::Adapter => vec![],
+            Scope::Target => selected
+                .iter()
+                .filter_map(|n| self.targets.get(n)?.pid())
+                .filter(|(_, running)| *running)
+                .map(|(pid, _)| pid.to_string())
+                .collect(),
+            Scope::Workload => self
+                .victims(scope, selected)
                 .iter()
                 .filter_map(|v| match v {
                     Victim::Process { pid, .. } => Some(pid.to_string()),
                     Victim::Container { .. } => None,
                 })
-                .collect()
+                .collect(),
         };
         let duration = op.duration.map(|d| d.0.as_secs_f64().to_string());
         let mut env = self.hook_env(&[
