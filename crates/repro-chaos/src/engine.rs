@@ -54,11 +54,13 @@ pub struct Ctx {
     /// Set once the run directory is final; the deadline after a signal leaves it alone from then on.
     pub finished: Mutex<bool>,
     /// The docker events watcher: its stop flag and its end.
-    #[allow(clippy::type_complexity)]
-    pub docker_events: Mutex<Option<(Arc<AtomicBool>, std::sync::mpsc::Receiver<()>)>>,
+    pub docker_events: Mutex<Option<EventStream>>,
     /// Itself, for the waiter threads of the instances it starts.
     me: std::sync::Weak<Ctx>,
 }
+
+/// A running event stream: its stop flag and the receiver of its end.
+pub type EventStream = (Arc<AtomicBool>, std::sync::mpsc::Receiver<()>);
 
 /// A target incarnation's exit, delivered by its waiter: (target, pid, exit).
 pub type PendingExit = (String, i32, std::sync::mpsc::Receiver<crate::driver::Exit>);
