@@ -104,7 +104,10 @@ pub fn run_hook(
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     let mut child = cmd.spawn()?;
     let pid = child.id() as i32;
-    let mut out = child.stdout.take().expect("piped stdout");
+    let Some(mut out) = child.stdout.take() else {
+        kill_group(pid, Signal::SIGKILL);
+        return Err(std::io::Error::other("the hook's stdout was not piped"));
+    };
     let reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
         // A read error ends the output early; what was read is kept and the exit status tells the rest.

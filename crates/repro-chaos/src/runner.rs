@@ -502,4 +502,17 @@ mod tests {
         env.insert("P".to_string(), "6390".to_string());
         assert_eq!(expand("http://127.0.0.1:${P}/m${NOPE}", &env), "http://127.0.0.1:6390/m");
     }
+
+    proptest::proptest! {
+        #[test]
+        fn selection_is_a_deterministic_ordered_subset(seed: u64, run: u32, n in 0usize..40, k in 0u32..50) {
+            let c: Vec<String> = (0..n).map(|i| format!("c-{i:02}")).collect();
+            let how = Select::Count(k);
+            let a = select(seed, "op", run, &c, how);
+            proptest::prop_assert_eq!(&a, &select(seed, "op", run, &c, how));
+            proptest::prop_assert_eq!(a.len(), (k as usize).min(n));
+            proptest::prop_assert!(a.windows(2).all(|w| w[0] < w[1]), "in candidate order, no repeats");
+            proptest::prop_assert!(a.iter().all(|x| c.contains(x)));
+        }
+    }
 }
