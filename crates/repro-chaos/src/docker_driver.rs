@@ -29,6 +29,21 @@ fn docker_err(what: &'static str, name: &str, op: impl Into<String>) -> impl FnO
     move |source| DriverError::Docker { what, name, op, source }
 }
 
+/// How an instance container ended: a container that died of signal N exits 128+N and counts as killed.
+fn instance_exit(code: i64) -> Exit {
+    if code > 128 && code <= 128 + 64 {
+        Exit { code: None, signal: Some(code - 128) }
+    } else {
+        Exit { code: Some(code), signal: None }
+    }
+}
+
+/// How a target container ended, as the timeline records it: the exit code's low byte.
+fn target_exit(code: i64) -> Exit {
+    let st = std::process::ExitStatus::from_raw(((code & 0xff) as i32) << 8);
+    Exit { code: st.code().map(i64::from), signal: st.signal().map(i64::from) }
+}
+
 impl DockerDriver {
     /// Creates the target's container (once) from its spec.
     fn create_target(
@@ -140,12 +155,7 @@ impl DockerDriver {
             if let Ok(text) = eng.logs(&id2) {
                 let _ = fsutil::append_line(&log, text.trim_end_matches('\n'));
             }
-            let exit = if code > 128 && code <= 128 + 64 {
-                Exit { code: None, signal: Some(code - 128) }
-            } else {
-                Exit { code: Some(code), signal: None }
-            };
-            on_exit(pid, exit);
+            on_exit(pid, instance_exit(code));
         });
         Ok(Started { pid, container: Some(id) })
     }
@@ -176,8 +186,7 @@ impl Driver for DockerDriver {
         std::thread::spawn(move || {
             // A wait that fails reads as an unknown exit (-1), like the engine's own.
             let code = eng.wait(&id2).unwrap_or(-1);
-            let st = std::process::ExitStatus::from_raw(((code & 0xff) as i32) << 8);
-            on_exit(pid, Exit { code: st.code().map(i64::from), signal: st.signal().map(i64::from) });
+            on_exit(pid, target_exit(code));
         });
         Ok(Started { pid, container: Some(id) })
     }
@@ -311,3 +320,18 @@ impl Driver for DockerDriver {
 }
 
 use process_driver::ProcessDriver;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn container_exit_codes() {
+        assert_eq!(instance_exit(0), Exit { code: Some(0), signal: None });
+        assert_eq!(instance_exit(3), Exit { code: Some(3), signal: None });
+        assert_eq!(instance_exit(137), Exit { code: None, signal: Some(9) });
+        assert_eq!(instance_exit(-1), Exit { code: Some(-1), signal: None }, "a failed wait is a failure");
+        assert_eq!(target_exit(137), Exit { code: Some(137), signal: None });
+        assert_eq!(target_exit(-1), Exit { code: Some(255), signal: None });
+    }
+}
