@@ -8,6 +8,7 @@ pub mod pathenc;
 pub mod run;
 pub mod secrets;
 pub mod tape;
+pub mod timeline;
 
 pub use dirorder::DirOrder;
 pub use exit::ExitCode;
