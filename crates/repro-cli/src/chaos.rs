@@ -161,7 +161,7 @@ pub struct LimitArgs {
     max_file_size: Option<u64>,
 }
 
-fn parse_max_duration(s: &str) -> Result<std::time::Duration, String> {
+fn parse_max_duration(s: &str) -> Result<std::time::Duration, repro_chaos::model::DurationError> {
     repro_chaos::model::parse_duration_checked(s)
 }
 
