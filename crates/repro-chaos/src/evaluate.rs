@@ -295,8 +295,15 @@ impl RunData {
     }
 }
 
-fn read_recorded(path: &Path) -> Vec<CheckResult> {
-    std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default()
+/// The check results the harness recorded in `path` (preflight, adapter checks); none if it recorded none.
+/// A file that cannot be read or parsed is an error: the run's own record is damaged.
+fn read_recorded(path: &Path) -> Result<Vec<CheckResult>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        Err(e) => return Err(ChaosError::io(path, e)),
+    };
+    serde_json::from_str(&text).map_err(|e| ChaosError::io(path, e.into()))
 }
 
 fn tail(text: &str, n: usize) -> Vec<String> {
@@ -309,7 +316,8 @@ fn tail(text: &str, n: usize) -> Vec<String> {
 /// marks the run complete.
 pub fn evaluate(data: &RunData, in_progress: bool) -> Evaluation {
     let run_dir = &data.run_dir;
-    let mut checks: Vec<CheckResult> = read_recorded(&run_dir.join("system/preflight.json"));
+    let recorded_preflight = read_recorded(&run_dir.join("system/preflight.json"));
+    let recorded_adapter_checks = read_recorded(&run_dir.join("system/adapter-checks.json"));
     let tl = &data.timeline;
     let experiment = json!({
         "id": data.experiment.id.value,
@@ -331,10 +339,16 @@ pub fn evaluate(data: &RunData, in_progress: bool) -> Evaluation {
         run_dir: run_dir.clone(),
         evaluated_at: crate::fsutil::rfc3339(crate::fsutil::now()),
     };
+    let (mut checks, adapter_checks) = match (recorded_preflight, recorded_adapter_checks) {
+        (Ok(p), Ok(a)) => (p, a),
+        (Err(e), _) | (_, Err(e)) => {
+            return finish(Verdict::Error, format!("the run's records are damaged: {e}"), vec![]);
+        }
+    };
     if !in_progress && run_dir.join(INCOMPLETE_MARKER).exists() {
         let why = std::fs::read_to_string(run_dir.join(crate::runner::INTERRUPTED_MARKER))
             .map(|t| format!(" ({})", t.trim()))
-            .unwrap_or_default();
+            .unwrap_or_default(); // no marker: the harness was killed before it could say why
         return finish(
             Verdict::Error,
             format!("the run is incomplete: the harness did not finish it, so there is no verdict{why}"),
@@ -354,7 +368,7 @@ pub fn evaluate(data: &RunData, in_progress: bool) -> Evaluation {
         return finish(Verdict::Error, format!("preflight check {id} failed; the flow did not run"), checks);
     }
     if !errors.is_empty() {
-        checks.extend(read_recorded(&run_dir.join("system/adapter-checks.json")));
+        checks.extend(adapter_checks);
         return finish(Verdict::Error, errors.join("; "), checks);
     }
     let mut results = Vec::new();
@@ -371,29 +385,34 @@ pub fn evaluate(data: &RunData, in_progress: bool) -> Evaluation {
             details,
         ));
     }
-    results.extend(read_recorded(&run_dir.join("system/adapter-checks.json")));
+    results.extend(adapter_checks);
     apply_expectations(&mut results, &data.experiment.expectations);
     let (verdict, reason) = verdict_of(&results);
     checks.extend(results);
     finish(verdict, reason, checks)
 }
 
-fn instance_dirs(run_dir: &Path, w: &Workload) -> Vec<(String, PathBuf)> {
+/// The directories of the workload's instances, in instance order; none if no instance started.
+fn instance_dirs(run_dir: &Path, w: &Workload) -> Result<Vec<(String, PathBuf)>> {
     let base = run_dir.join("workloads").join(&w.name.value).join("instances");
-    let mut out: Vec<(usize, String, PathBuf)> = std::fs::read_dir(&base)
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| e.path().is_dir())
-                .filter_map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    let idx = name.rsplit('-').next()?.parse().ok()?;
-                    Some((idx, name, e.path()))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let rd = match std::fs::read_dir(&base) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        Err(e) => return Err(ChaosError::io(&base, e)),
+    };
+    let mut out: Vec<(usize, String, PathBuf)> = Vec::new();
+    for e in rd {
+        let e = e.map_err(|err| ChaosError::io(&base, err))?;
+        if !e.path().is_dir() {
+            continue;
+        }
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(idx) = name.rsplit('-').next().and_then(|i| i.parse().ok()) {
+            out.push((idx, name, e.path()));
+        }
+    }
     out.sort();
-    out.into_iter().map(|(_, n, p)| (n, p)).collect()
+    Ok(out.into_iter().map(|(_, n, p)| (n, p)).collect())
 }
 
 /// The variables a workload check sees, rebased on the run directory where it is now.
@@ -410,10 +429,23 @@ fn instance_env(data: &RunData, w: &Workload, name: &str, dir: &Path) -> BTreeMa
 }
 
 fn workload_checks(data: &RunData, w: &Workload) -> Vec<CheckResult> {
-    let dirs = instance_dirs(&data.run_dir, w);
+    let (dirs, unreadable) = match instance_dirs(&data.run_dir, w) {
+        Ok(d) => (d, None),
+        Err(e) => (vec![], Some(e.to_string())),
+    };
     let mut out = Vec::new();
     for c in &w.checks {
         let key = format!("{}/{}", w.name.value, c.name.value);
+        if let Some(e) = &unreadable {
+            out.push(CheckResult::new(
+                "workload",
+                key.clone(),
+                key,
+                false,
+                vec![format!("cannot list the instances: {e}")],
+            ));
+            continue;
+        }
         if dirs.is_empty() {
             out.push(CheckResult::new(
                 "workload",
@@ -556,7 +588,7 @@ fn metric_check(run_dir: &Path, c: &Check) -> (bool, Vec<String>) {
         None => (false, vec![format!("{sel} is in none of the {ok_scrapes} scrapes of {target}")]),
         Some(v) => {
             let passed = op.apply(v, want);
-            let how_s = serde_json::to_value(how).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+            let how_s = how.name();
             (passed, vec![format!("{how_s} of {sel} over {} scrapes = {v}, want {} {want}", series.len(), op.symbol())])
         }
     }

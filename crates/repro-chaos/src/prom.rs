@@ -203,7 +203,7 @@ pub enum PromError {
     Address { url: String },
     #[error("{url}: only loopback addresses may be scraped")]
     NotLoopback { url: String },
-    #[error("{url}: HTTP status {status}{}", reason.map(|r| format!(" {r}")).unwrap_or_default())]
+    #[error("{url}: HTTP status {status}{}", reason_text(*reason))]
     Status { url: String, status: u16, reason: Option<&'static str> },
     #[error("{url}: the response is larger than {MAX_BODY} bytes")]
     TooLarge { url: String },
@@ -223,6 +223,14 @@ pub enum PromError {
     },
     #[error("{url}: {count} samples in one scrape, more than the {MAX_SAMPLES} recorded")]
     TooManySamples { url: String, count: usize },
+}
+
+/// ` Not Found` for a status with a known reason.
+fn reason_text(reason: Option<&'static str>) -> String {
+    match reason {
+        Some(r) => format!(" {r}"),
+        None => String::new(),
+    }
 }
 
 /// The loopback address and path of `url` (`http://127.0.0.1:<port>/<path>`, `localhost` meaning 127.0.0.1):
@@ -350,7 +358,7 @@ inf_metric -Inf
     proptest! {
         #[test]
         fn never_panics(s in "\\PC{0,80}") {
-            let _ = parse(&s);
+            let _ = parse(&s); // any text: samples or a located error, the property is that it returns
         }
 
         #[test]

@@ -246,6 +246,19 @@ pub enum Aggregate {
     Increase,
 }
 
+impl Aggregate {
+    /// The name written in YAML.
+    pub fn name(self) -> &'static str {
+        match self {
+            Aggregate::Last => "last",
+            Aggregate::First => "first",
+            Aggregate::Min => "min",
+            Aggregate::Max => "max",
+            Aggregate::Increase => "increase",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Cmp {
     #[serde(rename = "==")]

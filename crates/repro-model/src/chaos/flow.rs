@@ -29,6 +29,16 @@ pub enum Condition {
     Finished,
 }
 
+impl Condition {
+    /// The name written in YAML.
+    pub fn name(self) -> &'static str {
+        match self {
+            Condition::Started => "started",
+            Condition::Finished => "finished",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct WaitSpec {
