@@ -698,4 +698,46 @@ mod tests {
         assert_eq!(e["A"], "it's x");
         assert_eq!(e["B"], "a=b");
     }
+
+    fn run_data(dir: &Path) -> RunData {
+        let text = "apiVersion: repro.dev/chaos/v1\nid: t\nversion: 1\ntitle: t\nhypothesis: h\ntimeout: 1m\nworkloads:\n  - name: w\n    kind: shell\n    run: 'true'\n    checks:\n      - {name: ok, kind: exit-code}\nflow: w\n";
+        RunData {
+            run_dir: dir.to_path_buf(),
+            experiment: crate::load::parse_experiment(Path::new("e.yaml"), text).unwrap(),
+            experiment_text: text.into(),
+            experiment_path: dir.join("experiment.yaml"),
+            adapter: crate::load::builtin_process_adapter().adapter,
+            adapter_text: String::new(),
+            timeline: vec![],
+        }
+    }
+
+    #[test]
+    fn damaged_records_are_an_error_naming_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let data = run_data(d.path());
+        let ev = evaluate(&data, true);
+        assert_eq!(ev.verdict, Verdict::Fail, "{}", ev.reason);
+        assert!(ev.checks.iter().any(|c| c.details.iter().any(|l| l == "no instance of w ran")), "{:?}", ev.checks);
+        std::fs::create_dir_all(d.path().join("system")).unwrap();
+        std::fs::write(d.path().join("system/preflight.json"), "[{\"truncated").unwrap();
+        let ev = evaluate(&data, true);
+        assert_eq!(ev.verdict, Verdict::Error);
+        assert!(ev.reason.starts_with("the run's records are damaged: "), "{}", ev.reason);
+        assert!(ev.reason.contains("system/preflight.json: "), "{}", ev.reason);
+    }
+
+    #[test]
+    fn an_unreadable_instance_directory_fails_the_check_with_the_reason() {
+        let d = tempfile::tempdir().unwrap();
+        let data = run_data(d.path());
+        // A file where the directory of instances should be: listing it fails (not "no instance ran").
+        std::fs::create_dir_all(d.path().join("workloads/w")).unwrap();
+        std::fs::write(d.path().join("workloads/w/instances"), "").unwrap();
+        let ev = evaluate(&data, true);
+        let c = ev.checks.iter().find(|c| c.id == "w/ok").unwrap();
+        assert!(!c.passed);
+        assert!(c.details[0].starts_with("cannot list the instances: "), "{:?}", c.details);
+        assert!(c.details[0].contains("workloads/w/instances"), "{:?}", c.details);
+    }
 }
