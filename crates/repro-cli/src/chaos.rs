@@ -334,7 +334,7 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
             let d = repro_report::serve::Dashboard::bind(runs, port).map_err(rerr)?;
             outln!("{}", d.url());
             crate::out::flush_out();
-            d.serve().map_err(rerr)?;
+            d.serve(|e| errln!("repro: {e}")).map_err(rerr)?;
             Ok(0)
         }
     }
