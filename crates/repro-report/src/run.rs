@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use repro_chaos::model::Experiment;
+use repro_model::chaos::Experiment;
 use serde_json::Value;
 
 use crate::error::{ReportError, Result};
