@@ -240,25 +240,6 @@ proptest! {
         prop_assert_eq!(parsed.unwrap().samples.len(), samples.len());
         harness::prom(text.as_bytes(), Path::new("/nonexistent"));
     }
-
-    /// An exporter's HTTP answer, cut into chunks anywhere (also inside a UTF-8 character), is the body again.
-    #[test]
-    fn chunked_responses_join(body in "\\PC{0,60}", cuts in proptest::collection::vec(any::<proptest::sample::Index>(), 0..4)) {
-        let bytes = body.as_bytes();
-        let mut at: Vec<usize> = cuts.iter().map(|i| i.index(bytes.len() + 1)).collect();
-        at.push(0);
-        at.push(bytes.len());
-        at.sort();
-        at.dedup();
-        let mut resp = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
-        for w in at.windows(2) {
-            resp.extend_from_slice(format!("{:x}\r\n", w[1] - w[0]).as_bytes());
-            resp.extend_from_slice(&bytes[w[0]..w[1]]);
-            resp.extend_from_slice(b"\r\n");
-        }
-        resp.extend_from_slice(b"0\r\n\r\n");
-        prop_assert_eq!(repro_chaos::prom::parse_response("http://127.0.0.1:1/", &resp).unwrap(), body);
-    }
 }
 
 proptest! {
