@@ -2,6 +2,7 @@
 //! timeout and cancellation (a harness error, SIGINT/SIGTERM). It knows nothing of processes or containers:
 //! leaves (workloads, operations) and the conditions of waits are the [`Host`]'s, and time is a [`Clock`]'s, so
 //! the semantics are unit-tested with a fake host and a fake clock.
+use repro_model::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -32,9 +33,9 @@ impl FlowOutcome {
     /// The exit code of `repro chaos run` for this outcome alone: 0, 2 (ERROR) or 128 + the signal.
     pub fn exit_code(&self) -> i32 {
         match self {
-            FlowOutcome::Completed => 0,
-            FlowOutcome::Failed(_) => 2,
-            FlowOutcome::Interrupted(sig) => 128 + sig,
+            FlowOutcome::Completed => ExitCode::Success.code(),
+            FlowOutcome::Failed(_) => ExitCode::Usage.code(),
+            FlowOutcome::Interrupted(sig) => ExitCode::signalled(*sig),
         }
     }
 }

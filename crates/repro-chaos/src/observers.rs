@@ -138,13 +138,10 @@ pub fn start(ctx: &Arc<Ctx>) -> Observers {
 /// Why a scrape recorded no samples.
 #[derive(Debug, thiserror::Error)]
 pub enum ScrapeError {
-    /// The endpoint did not answer with a page (the HTTP client's message).
-    #[error("{0}")]
-    Fetch(String),
-    #[error("{0}")]
-    Parse(String),
-    #[error("{count} samples in one scrape, more than the {max} recorded")]
-    TooMany { count: usize, max: usize },
+    /// The endpoint did not answer with a page, the page is not the exposition format, or it holds too many
+    /// samples (the error names the URL).
+    #[error(transparent)]
+    Prom(#[from] prom::PromError),
     /// The scrape could not be written to the run directory.
     #[error("recording the scrape: {0}")]
     Record(#[source] crate::error::ChaosError),
@@ -156,16 +153,7 @@ fn scrape_once(ctx: &Ctx, spec: &Scrape, types: &mut BTreeMap<String, String>) -
     let t = secs(Duration::from_secs_f64(ctx.tl.elapsed()));
     let ts = fsutil::rfc3339(fsutil::now());
     let dir = ctx.run_dir.join("system/metrics");
-    let scraped = prom::http_get(&url, Duration::from_secs(2))
-        .map_err(ScrapeError::Fetch)
-        .and_then(|body| prom::parse(&body).map_err(|e| ScrapeError::Parse(e.to_string())))
-        .and_then(|expo| {
-            if expo.samples.len() > prom::MAX_SAMPLES {
-                Err(ScrapeError::TooMany { count: expo.samples.len(), max: prom::MAX_SAMPLES })
-            } else {
-                Ok(expo)
-            }
-        });
+    let scraped = prom::scrape(&url, Duration::from_secs(2));
     let (rec, result) = match scraped {
         Ok(expo) => {
             let mut changed = false;
@@ -200,7 +188,7 @@ fn scrape_once(ctx: &Ctx, spec: &Scrape, types: &mut BTreeMap<String, String>) -
         Err(e) => (json!({"t": t, "ts": ts, "error": e.to_string()}), Err(e)),
     };
     fsutil::append_line(&dir.join(format!("{}.jsonl", spec.target)), &rec.to_string()).map_err(ScrapeError::Record)?;
-    result
+    result.map_err(ScrapeError::from)
 }
 
 /// Scrapes every interval until stopped. The first failure of a run of failures is a `scrape.failed` event

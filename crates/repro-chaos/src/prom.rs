@@ -298,12 +298,6 @@ pub fn scrape(url: &str, timeout: Duration) -> Result<Exposition, PromError> {
     Ok(expo)
 }
 
-/// [`get_body`] with its error as text: the runner's scrape loop records it in the metrics file as is.
-// Kept for the engine's call site until it calls `scrape`, which gives the typed error.
-pub fn http_get(url: &str, timeout: Duration) -> Result<String, String> {
-    get_body(url, timeout).map_err(|e| e.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -508,7 +502,7 @@ inf_metric -Inf
                 std::thread::sleep(Duration::from_millis(50));
             }
         });
-        let e = http_get(&url, Duration::from_millis(200)).unwrap_err();
+        let e = get_body(&url, Duration::from_millis(200)).unwrap_err().to_string();
         assert!(e.contains("the response took longer than 400ms"), "{e}");
     }
 

@@ -15,7 +15,8 @@ use repro_chaos::runner::{self, RunOptions};
 use crate::CliError;
 
 /// Exit code when the harness could not do its job (bad input included).
-const EXIT_ERROR: i32 = 2;
+/// Bad input and a broken harness (verdict ERROR).
+const EXIT_ERROR: i32 = repro_model::ExitCode::Usage.code();
 
 #[derive(Debug, Subcommand)]
 pub enum ChaosCommand {

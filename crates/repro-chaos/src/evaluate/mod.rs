@@ -1,4 +1,5 @@
 //! Checks and verdicts, computed only from a run directory.
+use repro_model::ExitCode;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -46,9 +47,9 @@ impl Verdict {
     /// PASS 0, XFAIL 0, FAIL 1, ERROR 2, n/a 0.
     pub fn exit_code(self) -> i32 {
         match self {
-            Verdict::Pass | Verdict::Xfail | Verdict::NotApplicable => 0,
-            Verdict::Fail => 1,
-            Verdict::Error => 2,
+            Verdict::Pass | Verdict::Xfail | Verdict::NotApplicable => ExitCode::Success.code(),
+            Verdict::Fail => ExitCode::Failure.code(),
+            Verdict::Error => ExitCode::Usage.code(),
         }
     }
 }
