@@ -106,7 +106,7 @@ impl FrameCache {
     }
 
     fn path_of(&self, digest: &str) -> PathBuf {
-        sharded(&self.root, digest, &format!("{digest}.{}.zst", crate::archive::ZSTD_LEVEL))
+        sharded(&self.root, digest, &format!("{digest}.{}.zst", crate::frame::ZSTD_LEVEL))
     }
 
     /// Whether a frame of `digest` is kept (not checked).
