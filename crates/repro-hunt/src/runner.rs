@@ -115,7 +115,7 @@ impl Runner {
 pub fn outcome_of(index: usize, config: Config, record: &RunRecord, run_dir: &Path) -> Outcome {
     let stdout = std::fs::read(run_dir.join("stdout")).unwrap_or_default();
     let stderr = std::fs::read(run_dir.join("stderr")).unwrap_or_default();
-    let signature = Signature::compute(record.exit_status, &stdout, &stderr, &[]);
+    let signature = repro_pack::signature::compute(record.exit_status, &stdout, &stderr, &[]);
     let verdict = match (&record.outcome, record.exit_status) {
         (repro_model::run::RunOutcome::SetupFailed { .. }, _) => Verdict::Error,
         (_, 121) if !record.determinism.not_enforced.is_empty() => Verdict::Unenforced,

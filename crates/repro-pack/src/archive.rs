@@ -8,11 +8,12 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::extract::{Beneath, Limits};
-use crate::frame::{frame, frames_of, parallel_map, tar_entry};
 pub use crate::frame::ZSTD_LEVEL;
-use crate::manifest::{Digest, Manifest, PACK_FORMAT};
+use crate::frame::{frame, frames_of, parallel_map, tar_entry};
+use crate::manifest::{Digest, Manifest, ManifestCheck, ManifestError, PACK_FORMAT};
 use crate::store::{FrameCache, Store};
 use crate::PackError;
+use repro_model::tape::TAPE_VERSION;
 
 /// The pack file's extension.
 pub const EXTENSION: &str = "repro";
@@ -115,8 +116,10 @@ pub fn write_pack(
         .tempfile_in(&dir)
         .map_err(|e| PackError::io("cannot create a temporary file in", &dir, e))?;
     let werr = |e: io::Error| PackError::io("cannot write", out, e);
-    let mut manifest_json = serde_json::to_vec_pretty(manifest)
-        .map_err(|e| PackError::Manifest { path: out.to_path_buf(), detail: e.to_string() })?;
+    let mut manifest_json = serde_json::to_vec_pretty(manifest).map_err(|e| PackError::Manifest {
+        path: out.to_path_buf(),
+        source: ManifestError::Shape(format!("cannot be written as JSON: {e}")),
+    })?;
     manifest_json.push(b'\n');
     let file = tmp.as_file().try_clone().map_err(werr)?;
     let mut w = io::BufWriter::with_capacity(1 << 20, file);
@@ -471,14 +474,16 @@ fn read_manifest_entry(path: &Path, entry: tar::Entry<'_, impl Read>, max: u64) 
     Ok(mbytes)
 }
 
-/// Parses and validates manifest.json.
+/// Parses and validates manifest.json: a pack of a newer format, or whose tapes are of a newer version, is
+/// refused as such before its fields are read (a newer format may have fields this version does not know).
 pub fn parse_manifest(path: &Path, bytes: &[u8]) -> Result<Manifest, PackError> {
-    let v: serde_json::Value = serde_json::from_slice(bytes)
-        .map_err(|e| PackError::Manifest { path: path.into(), detail: format!("not JSON: {e}") })?;
-    let format = v.get("format").and_then(|f| f.as_u64()).ok_or_else(|| PackError::Manifest {
-        path: path.into(),
-        detail: "the field 'format' is missing or not a number".into(),
-    })?;
+    let refused = |source: ManifestError| PackError::Manifest { path: path.into(), source };
+    let v: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| refused(ManifestError::NotJson(e.to_string())))?;
+    let format = v
+        .get("format")
+        .and_then(|f| f.as_u64())
+        .ok_or_else(|| refused(ManifestError::field("format", "missing or not a number")))?;
     if format > PACK_FORMAT as u64 {
         return Err(PackError::UnsupportedFormat {
             path: path.into(),
@@ -486,8 +491,16 @@ pub fn parse_manifest(path: &Path, bytes: &[u8]) -> Result<Manifest, PackError> 
             supported: PACK_FORMAT,
         });
     }
-    let m: Manifest =
-        serde_json::from_value(v).map_err(|e| PackError::Manifest { path: path.into(), detail: e.to_string() })?;
-    m.validate_untrusted().map_err(|detail| PackError::Manifest { path: path.into(), detail })?;
+    if let Some(version) = v.get("tapes").and_then(|t| t.get("version")).and_then(|t| t.as_u64()) {
+        if version > u64::from(TAPE_VERSION) {
+            return Err(PackError::UnsupportedTapes { path: path.into(), found: version, supported: TAPE_VERSION });
+        }
+    }
+    let m: Manifest = serde_path_to_error::deserialize(v).map_err(|e| {
+        let field = e.path().to_string();
+        let why = e.into_inner().to_string();
+        refused(if field == "." { ManifestError::Shape(why) } else { ManifestError::field(field, why) })
+    })?;
+    m.validate_untrusted().map_err(refused)?;
     Ok(m)
 }

@@ -15,7 +15,6 @@ use crate::closure::{Access, Closure, ClosureOptions};
 use crate::manifest::*;
 use crate::prefetch::Prefetcher;
 use crate::secrets::{credential_file, redact, secret_values, ScanCache, SecretsMode};
-use crate::signature::Signature;
 use crate::store::{FrameCache, Store};
 use crate::PackError;
 
@@ -135,7 +134,7 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
         .map_err(|e| PackError::Closure { path: report.dir.join("changes.json"), detail: e.to_string() })?;
     let junit = junit_files(&changes, &report.dir.join("changes"));
     let junit_refs: Vec<&[u8]> = junit.iter().map(|v| v.as_slice()).collect();
-    let signature = Signature::compute(rec.exit_status, &stdout, &stderr, &junit_refs);
+    let signature = crate::signature::compute(rec.exit_status, &stdout, &stderr, &junit_refs);
     let mut out = CaptureReport { run: report.clone(), pack: None, signature: signature.clone(), files: 0, blobs: 0 };
     let failed = rec.exit_status != 0;
     if failed || opts.always {
@@ -201,12 +200,12 @@ fn junit_files(changes: &Changes, dir: &Path) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn outcome_name(o: &RunOutcome) -> &'static str {
+fn outcome_of(o: &RunOutcome) -> Outcome {
     match o {
-        RunOutcome::Exited { .. } => "exited",
-        RunOutcome::Signaled { .. } => "signaled",
-        RunOutcome::ExecFailed { .. } => "exec_failed",
-        RunOutcome::SetupFailed { .. } => "setup_failed",
+        RunOutcome::Exited { .. } => Outcome::Exited,
+        RunOutcome::Signaled { .. } => Outcome::Signaled,
+        RunOutcome::ExecFailed { .. } => Outcome::ExecFailed,
+        RunOutcome::SetupFailed { .. } => Outcome::SetupFailed,
     }
 }
 
@@ -261,17 +260,12 @@ fn build_manifest(
         .map(|c| ChangedFile {
             path: c.path.clone(),
             path_hex: c.path_hex.clone(),
-            kind: match c.kind {
-                ChangeKind::Added => "added",
-                ChangeKind::Modified => "modified",
-                ChangeKind::Deleted => "deleted",
-            }
-            .into(),
+            kind: c.kind,
             blake3: c.blake3.clone(),
         })
         .collect();
     let cwd_path = Path::new(&cwd);
-    let mut tapes = Tapes { network_mode: "none".into(), ..Default::default() };
+    let mut tapes = Tapes { network_mode: NetworkMode::None, ..Default::default() };
     let t = &report.tapes;
     if let Some(net) = &t.network {
         let net = net.to_json();
@@ -285,7 +279,7 @@ fn build_manifest(
         }
         let r = BlobRef::of(&net);
         blobs.insert(r.blake3.clone(), BlobSource::Bytes(net));
-        tapes.network_mode = "record".into();
+        tapes.network_mode = NetworkMode::Record;
         tapes.network = Some(r);
         tapes.network_events = t.network_events;
     }
@@ -312,14 +306,17 @@ fn build_manifest(
             epoch_unix: s.epoch.unix,
             epoch_rfc3339: s.epoch.rfc3339.clone(),
             clock_step_ns: s.clock_step_ns,
-            dir_order: s.dir_order.clone(),
+            // Through the text: the settings' order has been checked (and may be text or typed).
+            dir_order: s.dir_order.to_string().parse().map_err(|e: repro_model::dirorder::BadDirOrder| {
+                PackError::Usage { argument: "--dir-order".into(), message: e.to_string() }
+            })?,
             hostname: s.hostname.clone(),
         },
         resources: Resources { cpus: s.cpus, memory_bytes: s.memory_bytes },
         system: facts.system,
         source: facts.source,
         result: RunResult {
-            outcome: outcome_name(&report.record.outcome).into(),
+            outcome: outcome_of(&report.record.outcome),
             exit_status: report.record.exit_status,
             stdout: out_ref,
             stderr: err_ref,
@@ -331,7 +328,7 @@ fn build_manifest(
         thin,
         secrets: found,
     };
-    manifest.validate().map_err(|detail| PackError::Closure { path: cwd_path.into(), detail })?;
+    manifest.validate().map_err(|e| PackError::Closure { path: cwd_path.into(), detail: e.to_string() })?;
     Ok((manifest, blobs))
 }
 

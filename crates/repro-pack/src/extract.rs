@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 pub use repro_sys::beneath::Beneath;
 
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, ManifestCheck};
 use crate::PackError;
 
 /// Default limit of the bytes a pack may unpack to (`--max-unpacked-size`).
