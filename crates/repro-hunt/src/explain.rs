@@ -68,7 +68,7 @@ pub fn values_for(d: Dimension, space: &Space, base: &Config) -> Vec<Config> {
     match d {
         Dimension::Seed => space.seeds.iter().map(|s| with(&|c| c.seed = *s)).collect(),
         Dimension::Epoch => space.epochs.iter().map(|e| with(&|c| c.epoch = *e)).collect(),
-        Dimension::DirOrder => space.dir_orders.iter().map(|o| with(&|c| c.dir_order = o.clone())).collect(),
+        Dimension::DirOrder => space.dir_orders.iter().map(|o| with(&|c| c.dir_order = *o)).collect(),
         Dimension::Env => space.envs.iter().skip(1).map(|e| with(&|c| c.env = e.clone())).collect(),
         Dimension::Cpus => space.cpus.iter().map(|n| with(&|c| c.cpus = *n)).collect(),
         Dimension::Hostname => space.hostnames.iter().map(|h| with(&|c| c.hostname = h.clone())).collect(),
@@ -104,9 +104,14 @@ pub fn explain(
         let verdicts: Vec<String> = control.iter().map(|o| format!("{:?}", o.verdict).to_lowercase()).collect();
         notes.push(format!("control outcomes: {}", verdicts.join(", ")));
         if let Some(other) = control.iter().find(|o| o.stdout_digest != first.stdout_digest) {
-            let a = std::fs::read(first.run_dir.join("stdout")).unwrap_or_default();
-            let b = std::fs::read(other.run_dir.join("stdout")).unwrap_or_default();
-            notes.push(first_difference("stdout", &a, &b, other.index + 1));
+            let read = |o: &Outcome| {
+                let p = o.run_dir.join("stdout");
+                std::fs::read(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+            };
+            match (read(first), read(other)) {
+                (Ok(a), Ok(b)) => notes.push(first_difference("stdout", &a, &b, other.index + 1)),
+                (Err(why), _) | (_, Err(why)) => notes.push(format!("stdout differs ({why})")),
+            }
         }
         let tasks = control.iter().map(|o| o.tasks_created).max().unwrap_or(0);
         if tasks > 0 {
