@@ -177,7 +177,7 @@ pub fn explain(
 }
 
 /// "stdout differs between control runs 1 and N at line L: "a" vs "b"".
-fn first_difference(stream: &str, a: &[u8], b: &[u8], run: usize) -> String {
+pub(crate) fn first_difference(stream: &str, a: &[u8], b: &[u8], run: usize) -> String {
     let (ta, tb) = (String::from_utf8_lossy(a), String::from_utf8_lossy(b));
     let (la, lb): (Vec<&str>, Vec<&str>) = (ta.lines().collect(), tb.lines().collect());
     let i = (0..la.len().max(lb.len())).find(|i| la.get(*i) != lb.get(*i)).unwrap_or(0);
@@ -189,7 +189,7 @@ fn first_difference(stream: &str, a: &[u8], b: &[u8], run: usize) -> String {
     )
 }
 
-fn short_list(v: &[String], n: usize) -> String {
+pub(crate) fn short_list(v: &[String], n: usize) -> String {
     if v.len() <= n {
         v.join(", ")
     } else {
@@ -198,7 +198,7 @@ fn short_list(v: &[String], n: usize) -> String {
 }
 
 /// Bisects every pass/fail transition among the sampled epochs down to one second.
-fn bisect_epochs(
+pub(crate) fn bisect_epochs(
     outcomes: &[Outcome],
     control: &Outcome,
     batch: &mut Batch<'_>,

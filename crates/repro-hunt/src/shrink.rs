@@ -279,7 +279,7 @@ pub fn failure_lines(stdout: &[u8]) -> Vec<String> {
     v
 }
 
-fn set_content(f: &mut FileEntry, data: Vec<u8>, blobs: &mut BTreeMap<String, BlobSource>) {
+pub(crate) fn set_content(f: &mut FileEntry, data: Vec<u8>, blobs: &mut BTreeMap<String, BlobSource>) {
     let d = digest(&data);
     f.kind = EntryKind::File;
     f.size = Some(data.len() as u64);
@@ -288,7 +288,7 @@ fn set_content(f: &mut FileEntry, data: Vec<u8>, blobs: &mut BTreeMap<String, Bl
 }
 
 /// The files that may be shrunk: regular, listed or sized entries under the working directory.
-fn shrinkable_paths(m: &Manifest) -> BTreeSet<String> {
+pub(crate) fn shrinkable_paths(m: &Manifest) -> BTreeSet<String> {
     let cwd = m.command.cwd.trim_end_matches('/').to_string() + "/";
     m.files
         .iter()

@@ -182,6 +182,15 @@ pub fn read_pack(path: &Path, store: &Store, extract_to: Option<&Path>) -> Resul
     }
 }
 
+/// The name of a tar entry; one that cannot be decoded is refused.
+fn entry_name(path: &Path, entry: &tar::Entry<'_, impl Read>) -> Result<String, PackError> {
+    entry.path().map(|p| p.to_string_lossy().into_owned()).map_err(|e| PackError::BadEntry {
+        path: path.into(),
+        entry: "(a name that cannot be decoded)".into(),
+        why: e.to_string(),
+    })
+}
+
 /// What a tar entry type is, for an error.
 fn entry_type_name(t: tar::EntryType) -> &'static str {
     match t {
@@ -215,6 +224,7 @@ fn check_entry(
     }
     let t = entry.header().entry_type();
     if t == tar::EntryType::Link {
+        // Only for the message: the link is refused whatever its target.
         let target = entry.link_name().ok().flatten().map(|l| l.to_string_lossy().into_owned()).unwrap_or_default();
         let why = if earlier.contains(&target) {
             format!("a hard link to the earlier entry '{target}' (a pack stores each blob once, as a regular file)")
@@ -257,7 +267,7 @@ pub fn read_pack_checked(
         Some(e) => e.map_err(|e| classify(path, e))?,
         None => return Err(PackError::Truncated { path: path.into(), detail: "it holds no manifest.json".into() }),
     };
-    let first_name = first.path().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    let first_name = entry_name(path, &first)?;
     check_entry(path, &first_name, &first, &[])?;
     if first_name != "manifest.json" {
         return Err(PackError::UnexpectedEntry {
@@ -279,7 +289,7 @@ pub fn read_pack_checked(
     let mut buf = vec![0u8; 1 << 16];
     for entry in entries {
         let mut entry = entry.map_err(|e| classify(path, e))?;
-        let name = entry.path().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = entry_name(path, &entry)?;
         check_entry(path, &name, &entry, &names)?;
         let Some(digest) = name.strip_prefix("blobs/") else {
             return Err(PackError::UnexpectedEntry { path: path.into(), entry: name, why: "not a blob" });

@@ -128,6 +128,7 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
             outputs.push(red);
         }
     }
+    // The loop above pushed exactly two outputs, stdout then stderr.
     let stderr = outputs.pop().unwrap_or_default();
     let stdout = outputs.pop().unwrap_or_default();
     let changes: Changes = serde_json::from_slice(&read(&report.dir.join("changes.json"))?)
@@ -159,7 +160,10 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
         let path = match &opts.output {
             Some(p) => p.clone(),
             None => {
-                let mut json = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
+                let mut json = serde_json::to_vec_pretty(&manifest).map_err(|e| PackError::Closure {
+                    path: PathBuf::from(&manifest.command.cwd),
+                    detail: format!("cannot write the manifest as JSON: {e}"),
+                })?;
                 json.push(b'\n');
                 let id = digest(&json);
                 let prog = Path::new(&manifest.command.argv[0])
@@ -375,7 +379,18 @@ fn screen_files(
         let path = &e.path;
         let by_path = credential_file(path);
         let mut reasons: Vec<String> = by_path.iter().map(|w| w.to_string()).collect();
-        let findings = scans.findings(&d, || read_blob(blobs.get(&d))).unwrap_or_default();
+        let findings = match scans.findings(&d, || read_blob(blobs.get(&d))) {
+            Some(f) => f,
+            // Not among the pack's blobs: none of its content is packed.
+            None if !blobs.contains_key(&d) => Vec::new(),
+            // Nothing is packed unscanned.
+            None => {
+                return Err(PackError::Closure {
+                    path: path.into(),
+                    detail: "cannot read it to look for credentials".into(),
+                })
+            }
+        };
         reasons.extend(findings.iter().map(|f| f.to_string()));
         if reasons.is_empty() {
             continue;
@@ -421,6 +436,7 @@ fn screen_files(
 }
 
 fn system() -> System {
+    // Informative (replay does not need it): empty when unknown.
     let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default();
     let libc = Command::new("getconf")
         .arg("GNU_LIBC_VERSION")
@@ -449,10 +465,11 @@ fn git_state(cwd: &Path, state: &Path) -> Option<GitState> {
     }
     let mut args = vec!["diff", "HEAD", "--binary", "--", "."];
     args.extend(exclude.iter().map(String::as_str));
-    let diff = git(&top, &args).unwrap_or_default();
+    // When git cannot say what is uncommitted, the state is unknown (None), never "clean".
+    let diff = git(&top, &args)?;
     let mut args = vec!["ls-files", "--others", "--exclude-standard", "-z", "--", "."];
     args.extend(exclude.iter().map(String::as_str));
-    let untracked = git(&top, &args).unwrap_or_default();
+    let untracked = git(&top, &args)?;
     let mut h = blake3::Hasher::new();
     h.update(&diff);
     for name in untracked.split(|&b| b == 0).filter(|n| !n.is_empty()) {

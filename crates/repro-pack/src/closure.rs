@@ -163,6 +163,7 @@ impl Closure {
         let mut queue: VecDeque<(Vec<u8>, Vec<String>)> =
             accesses.iter().map(|a| (a.path.as_os_str().as_bytes().to_vec(), a.kinds.clone())).collect();
         let mut execs_seen = std::collections::HashSet::new();
+        // No cache configured: an empty one that is never saved.
         let mut digests = opts.digest_cache.as_ref().map(DigestCache::load).unwrap_or_default();
         while let Some((path, kinds)) = queue.pop_front() {
             let Some(fin) = c.resolve(&path, opts)? else { continue };

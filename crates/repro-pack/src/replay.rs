@@ -283,7 +283,10 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
         if redacted.iter().any(|o| o == "stderr") {
             stderr = crate::secrets::redact(&stderr, &values).0;
         }
-        let changes: Changes = serde_json::from_slice(&read("changes.json")?).unwrap_or_default();
+        let changes: Changes = serde_json::from_slice(&read("changes.json")?).map_err(|e| {
+            let e = std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+            PackError::io("cannot read the changes of the run", report.dir.join("changes.json"), e)
+        })?;
         let junit: Vec<Vec<u8>> = changes
             .changes
             .iter()

@@ -81,6 +81,7 @@ pub fn failing_tests_in_junit(xml: &str) -> Vec<String> {
         }
         let (mut name, mut class) = (None, None);
         for a in attr.captures_iter(&c[1]) {
+            // The pattern always captures the value, quoted either way (an empty value is empty).
             let v = a.get(2).or(a.get(3)).map(|m| m.as_str().to_string()).unwrap_or_default();
             if &a[1] == "name" {
                 name = Some(v);

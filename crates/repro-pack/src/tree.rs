@@ -81,7 +81,10 @@ pub fn materialize(pack: &Pack, blobs: &Beneath, root: &Beneath, shown: &Path) -
                 d.chmod(f.mode | 0o700).map_err(err("cannot chmod", &f.path))?;
             }
             EntryKind::Symlink => {
-                let t = f.target_bytes().unwrap_or_default();
+                let t = f
+                    .target_bytes()
+                    .ok_or_else(|| std::io::Error::other("a symbolic link without a target"))
+                    .map_err(err("cannot create the link", &f.path))?;
                 parent.symlink(OsStr::from_bytes(&t), name).map_err(err("cannot create the link", &f.path))?;
             }
             EntryKind::File => {
