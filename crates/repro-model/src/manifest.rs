@@ -57,7 +57,7 @@ pub struct Manifest {
 #[serde(deny_unknown_fields)]
 pub struct SecretsRecord {
     /// `--secrets`: `exclude` (default), `redact` or `keep`.
-    pub mode: String,
+    pub mode: SecretsMode,
     /// Files of the closure left out of the pack (a replay does not have them), with why.
     #[serde(default)]
     pub excluded: Vec<SecretFile>,
@@ -76,6 +76,30 @@ pub struct SecretsRecord {
 impl SecretsRecord {
     pub fn is_empty(&self) -> bool {
         self.excluded.is_empty() && self.redacted.is_empty() && self.output_redacted.is_empty() && self.kept.is_empty()
+    }
+}
+
+/// What `repro capture` does with secrets it finds (`--secrets`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SecretsMode {
+    /// Files are left out of the pack (the manifest says which and why); output is redacted. The default.
+    #[default]
+    Exclude,
+    /// Files and output are kept with each credential replaced by a marker.
+    Redact,
+    /// Everything is written as it is (with a warning).
+    Keep,
+}
+
+impl SecretsMode {
+    /// The name in `--secrets` and in the manifest.
+    pub fn name(self) -> &'static str {
+        match self {
+            SecretsMode::Exclude => "exclude",
+            SecretsMode::Redact => "redact",
+            SecretsMode::Keep => "keep",
+        }
     }
 }
 
@@ -540,6 +564,9 @@ mod tests {
         .unwrap();
         assert_eq!((d.dir_order, d.hostname.as_str()), (DirOrder::Sorted, "repro"));
         assert_eq!(String::from(DirOrder::Shuffled(4)), "shuffled:4");
+        for m in [SecretsMode::Exclude, SecretsMode::Redact, SecretsMode::Keep] {
+            assert_eq!(serde_json::to_value(m).unwrap(), m.name());
+        }
     }
 
     #[test]

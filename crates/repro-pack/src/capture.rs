@@ -107,7 +107,7 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
     let rec = &report.record;
     // Credentials in the output are redacted before anything is derived from it (the signature too).
     let values = secret_values(&req.settings.env);
-    let mut found = SecretsRecord { mode: opts.secrets.name().into(), ..Default::default() };
+    let mut found = SecretsRecord { mode: opts.secrets, ..Default::default() };
     let mut output_notes = Vec::new();
     let mut outputs = Vec::new();
     for name in ["stdout", "stderr"] {

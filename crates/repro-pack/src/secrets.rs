@@ -13,27 +13,7 @@ use std::sync::OnceLock;
 
 use regex::bytes::Regex;
 
-/// What `repro capture` does with secrets it finds (`--secrets`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SecretsMode {
-    /// Files are left out of the pack (the manifest says which and why); output is redacted. The default.
-    #[default]
-    Exclude,
-    /// Files and output are kept with each credential replaced by a marker.
-    Redact,
-    /// Everything is written as it is (with a warning).
-    Keep,
-}
-
-impl SecretsMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            SecretsMode::Exclude => "exclude",
-            SecretsMode::Redact => "redact",
-            SecretsMode::Keep => "keep",
-        }
-    }
-}
+pub use repro_model::manifest::SecretsMode;
 
 /// Credential files recognized by path (suffix of the absolute path) and what they are.
 pub const CREDENTIAL_FILES: [(&str, &str); 5] = [
