@@ -273,3 +273,89 @@ pub fn render(r: &ExplainReport) -> String {
     out.push_str(&format!("{} runs in all\n", r.runs));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{DirOrder, SpaceOptions};
+    use crate::runner::Outcome;
+    use repro_model::manifest::Signature;
+
+    /// An outcome of `c` without a run: failing (exit 1) or passing, with `out` as its output digest.
+    fn outcome(index: usize, c: &Config, fail: bool, out: &str) -> Outcome {
+        let exit_status = i32::from(fail);
+        Outcome {
+            index,
+            config: c.clone(),
+            verdict: if fail { Verdict::Fail } else { Verdict::Pass },
+            exit_status,
+            signature: Signature { exit_status, stderr_tail: vec![], test_frameworks: vec![], failing_tests: vec![] },
+            stdout_digest: out.into(),
+            duration_ms: 1,
+            run_dir: std::path::PathBuf::from("/nonexistent"),
+            not_enforced: vec![],
+            tasks_created: 0,
+        }
+    }
+
+    fn space(dims: Vec<Dimension>) -> Space {
+        let o = SpaceOptions {
+            dims,
+            seeds: Some((0..8).collect()),
+            epoch_range: Some((1_000_000_000, 2_000_000_000)),
+            env_variants: vec![],
+            random_epochs: 4,
+        };
+        Space::new(&o, 7)
+    }
+
+    #[test]
+    fn the_epoch_decides_and_is_bisected_to_the_second() {
+        const T: i64 = 1_700_000_000;
+        let base = Config::baseline(1_500_000_000);
+        let s = space(vec![Dimension::Epoch, Dimension::Seed, Dimension::DirOrder]);
+        let mut seen = 0;
+        let mut batch = |cs: &[Config]| -> Result<Vec<Outcome>, crate::HuntError> {
+            seen += cs.len();
+            Ok(cs.iter().enumerate().map(|(i, c)| outcome(i, c, c.epoch >= T, "same")).collect())
+        };
+        let r = explain(&base, &s, 3, &mut batch).unwrap();
+        assert!(!r.nondeterministic);
+        assert_eq!(r.control_verdict, Verdict::Pass);
+        assert_eq!(r.runs, seen, "every run is counted");
+        let by = |d: Dimension| r.findings.iter().find(|f| f.dimension == d).unwrap();
+        assert!(by(Dimension::Epoch).changes_outcome);
+        assert!(!by(Dimension::Seed).changes_outcome && !by(Dimension::DirOrder).changes_outcome);
+        assert_eq!(r.epoch_boundaries.first(), Some(&Boundary { passes_at: T - 1, fails_at: T }));
+        assert!(render(&r).contains("epoch       DECIDES the outcome"), "{}", render(&r));
+    }
+
+    #[test]
+    fn a_control_that_varies_is_reported_as_nondeterministic() {
+        let base = Config::baseline(1_500_000_000);
+        let s = space(vec![Dimension::DirOrder]);
+        let mut n = 0;
+        let mut batch = |cs: &[Config]| -> Result<Vec<Outcome>, crate::HuntError> {
+            Ok(cs
+                .iter()
+                .map(|c| {
+                    n += 1;
+                    outcome(n, c, n % 2 == 0 || c.dir_order == DirOrder::Reversed, "same")
+                })
+                .collect())
+        };
+        let r = explain(&base, &s, 4, &mut batch).unwrap();
+        assert!(r.nondeterministic);
+        assert!(r.nondeterminism_notes.iter().any(|n| n == "control outcomes: pass, fail, pass, fail"), "{r:?}");
+    }
+
+    #[test]
+    fn a_failing_batch_stops_the_explanation_with_its_error() {
+        let base = Config::baseline(0);
+        let s = space(vec![Dimension::Seed]);
+        let mut batch =
+            |_: &[Config]| -> Result<Vec<Outcome>, crate::HuntError> { Err(crate::HuntError::usage("--x", "bad")) };
+        let e = explain(&base, &s, 1, &mut batch).unwrap_err();
+        assert_eq!(e.to_string(), "--x: bad");
+    }
+}
