@@ -42,7 +42,8 @@ pub struct Manifest {
     pub signature: Signature,
     /// The guest's file closure, sorted by path.
     pub files: Vec<FileEntry>,
-    #[serde(default)]
+    /// Absent in packs written before tapes were recorded: no tapes, of version 1.
+    #[serde(default = "Tapes::unversioned")]
     pub tapes: Tapes,
     /// Blobs are in the local store rather than in the pack (`--thin`).
     #[serde(default)]
@@ -302,6 +303,13 @@ fn first_tape_version() -> u32 {
     1
 }
 
+impl Tapes {
+    /// No tapes, as a pack written before the tape version was recorded reads (version 1).
+    pub fn unversioned() -> Tapes {
+        Tapes { version: first_tape_version(), ..Tapes::default() }
+    }
+}
+
 /// Whether the guest had a network (`tapes.network_mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -535,6 +543,7 @@ mod tests {
         let t: Tapes = serde_json::from_str("{}").unwrap();
         assert_eq!((t.version, t.network_mode), (1, NetworkMode::None));
         assert_eq!(Tapes::default().version, TAPE_VERSION);
+        assert_eq!(Tapes::unversioned(), Tapes { version: 1, ..Tapes::default() });
         let json = serde_json::to_value(Tapes::default()).unwrap();
         assert_eq!(json["version"], TAPE_VERSION);
         assert_eq!(json["network_mode"], "none");

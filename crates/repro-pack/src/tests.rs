@@ -244,6 +244,11 @@ fn a_manifest_written_before_the_tape_version_reads() {
     let again = serde_json::to_vec(&m).unwrap();
     assert!(String::from_utf8_lossy(&again).contains("\"version\":1"));
     assert_eq!(crate::archive::parse_manifest(Path::new("new.repro"), &again).unwrap(), m);
+    // Older still: no `tapes` at all.
+    let mut v: serde_json::Value = serde_json::from_slice(json).unwrap();
+    v.as_object_mut().unwrap().remove("tapes");
+    let m = crate::archive::parse_manifest(Path::new("older.repro"), &serde_json::to_vec(&v).unwrap()).unwrap();
+    assert_eq!(m.tapes, Tapes::unversioned());
 }
 
 #[test]
