@@ -236,6 +236,55 @@ pub enum EntryKind {
     Symlink,
 }
 
+/// How the guest used a path: `chdir`, `exec`, `list`, `map`, `open`, `readlink`, `stat` (declared in the order
+/// of their names, so that a sorted list is sorted by name as it always was).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AccessKind {
+    Chdir,
+    Exec,
+    List,
+    Map,
+    Open,
+    Readlink,
+    Stat,
+}
+
+impl AccessKind {
+    pub const ALL: [AccessKind; 7] = [
+        AccessKind::Chdir,
+        AccessKind::Exec,
+        AccessKind::List,
+        AccessKind::Map,
+        AccessKind::Open,
+        AccessKind::Readlink,
+        AccessKind::Stat,
+    ];
+
+    /// The name in the manifest and in the supervisor's access stream.
+    pub fn name(self) -> &'static str {
+        match self {
+            AccessKind::Chdir => "chdir",
+            AccessKind::Exec => "exec",
+            AccessKind::List => "list",
+            AccessKind::Map => "map",
+            AccessKind::Open => "open",
+            AccessKind::Readlink => "readlink",
+            AccessKind::Stat => "stat",
+        }
+    }
+
+    /// The kind named `name`.
+    pub fn parse(name: &str) -> Option<AccessKind> {
+        AccessKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Whether the guest read the content (open, exec, map): the file is packed whole.
+    pub fn reads(self) -> bool {
+        matches!(self, AccessKind::Open | AccessKind::Exec | AccessKind::Map)
+    }
+}
+
 /// One path of the guest's file closure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -259,10 +308,10 @@ pub struct FileEntry {
     /// The exact bytes of `target` in lowercase hex, only when it is not UTF-8 (as `path_hex` for `path`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_hex: Option<String>,
-    /// How the guest used the path: `open`, `exec`, `map`, `stat`, `list`, `readlink`, `chdir`; empty for the
-    /// parents and links that were only passed through.
+    /// How the guest used the path (sorted, each once); empty for the parents and links that were only passed
+    /// through.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub access: Vec<String>,
+    pub access: Vec<AccessKind>,
 }
 
 /// Recorded tapes; each is a blob holding a JSON document (see docs/pack-format.md).
@@ -573,6 +622,15 @@ mod tests {
         .unwrap();
         assert_eq!((d.dir_order, d.hostname.as_str()), (DirOrder::Sorted, "repro"));
         assert_eq!(String::from(DirOrder::Shuffled(4)), "shuffled:4");
+        let names: Vec<&str> = AccessKind::ALL.iter().map(|k| k.name()).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        assert_eq!(names, sorted, "the enum's order is the order of the names");
+        for k in AccessKind::ALL {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.name());
+            assert_eq!(AccessKind::parse(k.name()), Some(k));
+        }
+        assert_eq!(AccessKind::parse("write"), None);
         for m in [SecretsMode::Exclude, SecretsMode::Redact, SecretsMode::Keep] {
             assert_eq!(serde_json::to_value(m).unwrap(), m.name());
         }

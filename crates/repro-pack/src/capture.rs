@@ -249,9 +249,23 @@ fn build_manifest(
     let s = &req.settings;
     let cwd = s.cwd.clone();
     let opts = closure_options(req);
-    let mut accesses: Vec<Access> =
-        report.accessed.iter().map(|a| Access { path: a.bytes(), kinds: a.kinds.clone() }).collect();
-    accesses.push(Access { path: cwd.clone().into(), kinds: vec!["chdir".into()] });
+    // The access stream names each use; a name this version does not know is an error, not a use dropped.
+    let kind = |path: &Path, k: &str| {
+        AccessKind::parse(k).ok_or_else(|| PackError::Closure {
+            path: path.into(),
+            detail: format!("the supervisor reported an unknown access '{k}'"),
+        })
+    };
+    let mut accesses: Vec<Access> = report
+        .accessed
+        .iter()
+        .map(|a| {
+            let path = a.bytes();
+            let kinds = a.kinds.iter().map(|k| kind(&path, k)).collect::<Result<_, _>>()?;
+            Ok(Access { path, kinds })
+        })
+        .collect::<Result<_, PackError>>()?;
+    accesses.push(Access { path: cwd.clone().into(), kinds: vec![AccessKind::Chdir] });
     let closure = Closure::build(&accesses, &opts)?;
     let (entries, mut blobs) = screen_files(closure.entries, closure.blobs, mode, &mut found)?;
     let out_ref = BlobRef::of(&stdout);

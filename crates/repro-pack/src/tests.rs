@@ -90,7 +90,7 @@ fn fixture() -> Fixture {
             blake3: None,
             target: None,
             target_hex: None,
-            access: vec!["stat".into()],
+            access: vec![AccessKind::Stat],
         },
         FileEntry {
             path: "/work/proj/fail.py".into(),
@@ -101,7 +101,7 @@ fn fixture() -> Fixture {
             blake3: Some(sd.clone()),
             target: None,
             target_hex: None,
-            access: vec!["open".into()],
+            access: vec![AccessKind::Open],
         },
     ];
     let (out, err) = (b"".to_vec(), b"boom\n".to_vec());
@@ -306,6 +306,15 @@ fn a_bad_mode_in_a_stranger_s_manifest_names_its_field() {
         assert!(matches!(e, PackError::Manifest { .. }), "{e}");
         assert!(e.to_string().contains(&format!("manifest.json: {named}")), "{e}");
     }
+    rewrite(&p, &bad, |name, data| {
+        if name == "manifest.json" {
+            let mut v: serde_json::Value = serde_json::from_slice(data).unwrap();
+            v["files"][0]["access"] = serde_json::json!(["open", "write"]);
+            *data = serde_json::to_vec(&v).unwrap();
+        }
+    });
+    let e = read_pack(&bad, &store(&f), None).unwrap_err().to_string();
+    assert!(e.contains("manifest.json: files[0].access[1]: unknown variant `write`"), "{e}");
 }
 
 #[test]
@@ -494,7 +503,7 @@ fn a_large_blob_is_cut_into_frames_and_reads_back() {
         blake3: Some(d.clone()),
         target: None,
         target_hex: None,
-        access: vec!["open".into()],
+        access: vec![AccessKind::Open],
     });
     m.files.sort_by(|a, b| a.path.cmp(&b.path));
     let mut blobs = f.blobs.clone();
@@ -568,7 +577,7 @@ fn unpack_lays_out_files_that_share_content_with_each_other_and_with_the_output(
             blake3: Some(d),
             target: None,
             target_hex: None,
-            access: vec!["open".into()],
+            access: vec![AccessKind::Open],
         });
     }
     m.files.sort_by(|a, b| a.path.cmp(&b.path));
