@@ -243,7 +243,7 @@ fn check_entry(
     Ok(())
 }
 
-/// Reads and checks a pack: the manifest parses and passes every check of [`Manifest::validate_untrusted`]
+/// Reads and checks a pack: the manifest parses and passes every check of [`ManifestCheck::validate_untrusted`]
 /// and the `limits`; each tar entry is a regular file named `manifest.json` (first) or `blobs/<digest>` of a
 /// blob the manifest names, whose size in the tar header is the one the manifest says (checked before its
 /// content is read) and whose content matches its name; every blob the manifest names is there (in the pack,

@@ -53,7 +53,7 @@ fn components(guest: &[u8]) -> Vec<&[u8]> {
 /// directory. Every name is created below `root` through directory descriptors, without following any link
 /// (not even one the pack itself made: an entry "under" a link of the pack fails), files with `O_EXCL`; modes
 /// keep only the permission bits (no setuid, setgid or sticky). The manifest was checked by
-/// [`crate::manifest::Manifest::validate_untrusted`]; this does not rely on it.
+/// [`crate::manifest::ManifestCheck::validate_untrusted`]; this does not rely on it.
 pub fn materialize(pack: &Pack, blobs: &Beneath, root: &Beneath, shown: &Path) -> Result<(), PackError> {
     let m = &pack.manifest;
     let err = |what: &'static str, guest: &str| {
