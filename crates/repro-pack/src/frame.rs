@@ -1,4 +1,4 @@
-//! The frame format shared by the pack file ([`crate::archive`]) and the frame cache ([`crate::store`]): tar
+//! The frame format shared by the pack file (archive.rs) and the frame cache (store.rs): tar
 //! entries with fixed metadata, each compressed as zstd frames at [`ZSTD_LEVEL`] with their content checksum.
 //! Both sides depend on this module and not on each other.
 
