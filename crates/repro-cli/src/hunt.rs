@@ -13,11 +13,7 @@ use crate::{print_json, CliError};
 
 impl From<HuntError> for CliError {
     fn from(e: HuntError) -> Self {
-        let code = match e {
-            HuntError::Usage { .. } => crate::EXIT_USAGE,
-            _ => 125,
-        };
-        CliError::new(code, e.to_string())
+        CliError::new(e.exit_code(), e.to_string())
     }
 }
 

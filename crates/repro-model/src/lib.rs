@@ -4,6 +4,7 @@
 pub mod chaos;
 pub mod dirorder;
 pub mod exit;
+pub mod manifest;
 pub mod pathenc;
 pub mod run;
 pub mod secrets;
