@@ -15,14 +15,14 @@
 # exit 3 and write its pack; a hunt must find its failure; a chaos run must PASS).
 #
 #   bench/compare.sh /path/to/repro-before /path/to/repro-after
-#   REPS=3 bench/compare.sh A B        # fewer repetitions (default 11: about 2.5 minutes on 2 cores)
+#   REPS=3 bench/compare.sh A B        # fewer repetitions (default 21: under 2 minutes on an idle 2-core machine)
 #   ONLY=run bench/compare.sh A B      # only the `repro run` workloads (what bench/boundary-cost.sh measures)
 set -euo pipefail
 shopt -s inherit_errexit
 [ $# -eq 2 ] || { echo "usage: $0 BEFORE_BIN AFTER_BIN" >&2; exit 2; }
 BEFORE=$(realpath -e "$1")
 AFTER=$(realpath -e "$2")
-REPS=${REPS:-11}
+REPS=${REPS:-21}
 ONLY=${ONLY:-all}
 case "$ONLY" in all | run) ;; *) echo "ONLY must be all or run, got '$ONLY'" >&2; exit 2 ;; esac
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
