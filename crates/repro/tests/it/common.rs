@@ -166,6 +166,7 @@ fn find_on_path(cmd: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
 /// Fails the test, naming what is missing and how CI provides it, unless `cmd` is an executable on `PATH`.
 /// Tests call this before they use a tool of the machine, so a missing one is one clear message rather than a
 /// panic somewhere deep inside (CI provides them all: the test must fail, not skip).
+#[track_caller]
 pub fn require_cmd(cmd: &str) {
     // No PATH finds nothing, and the message shows it empty.
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -175,6 +176,7 @@ pub fn require_cmd(cmd: &str) {
 }
 
 /// [`require_cmd`] for each of `cmds`.
+#[track_caller]
 pub fn require_cmds(cmds: &[&str]) {
     for c in cmds {
         require_cmd(c);
@@ -185,6 +187,7 @@ pub fn require_cmds(cmds: &[&str]) {
 const GUEST_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Fails the test unless the python3 a guest finds (on the guest's PATH) can `import MODULE`.
+#[track_caller]
 pub fn require_python_module(module: &str, package: &str) {
     if find_on_path("python3", std::ffi::OsStr::new(GUEST_PATH)).is_none() {
         panic!("this test needs python3 on the guest's PATH ({GUEST_PATH}): {}", provider("python3"));
@@ -206,6 +209,7 @@ pub fn require_python_module(module: &str, package: &str) {
 
 /// Fails the test unless a Docker engine answers `docker version`. CI runs on a machine with a Docker engine
 /// (the `docker` client and a daemon on /var/run/docker.sock); the tests never pull images.
+#[track_caller]
 pub fn require_docker() {
     // No PATH finds nothing: the client is reported missing.
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -224,6 +228,7 @@ pub fn require_docker() {
 
 /// Fails the test unless Debian's PostgreSQL server is installed (`/usr/lib/postgresql/*/bin/postgres`, as the
 /// process-postgres adapter expects) with its client tools.
+#[track_caller]
 pub fn require_postgres() {
     let found = std::fs::read_dir("/usr/lib/postgresql")
         .map(|rd| rd.filter_map(Result::ok).any(|e| e.path().join("bin/postgres").is_file()))
@@ -241,6 +246,7 @@ pub const HANG_GUARD: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Waits for `child` and collects its output, killing it and failing the test (naming `what`) if it has not
 /// ended within [`HANG_GUARD`].
+#[track_caller]
 pub fn wait_bounded(mut child: std::process::Child, what: &str) -> Output {
     let deadline = std::time::Instant::now() + HANG_GUARD;
     loop {
