@@ -8,6 +8,8 @@
 pub mod config;
 pub mod explain;
 pub mod hunt;
+#[cfg(test)]
+mod props;
 pub mod runner;
 pub mod shrink;
 
