@@ -84,7 +84,7 @@ fn outcome(index: usize, config: Config, fails: bool) -> Outcome {
         config,
         verdict: if fails { Verdict::Fail } else { Verdict::Pass },
         exit_status,
-        signature: repro_pack::signature::Signature::compute(exit_status, b"", b"", &[]),
+        signature: repro_pack::signature::compute(exit_status, b"", b"", &[]),
         stdout_digest: blake3::hash(if fails { b"fail" } else { b"pass" }).to_hex().to_string(),
         duration_ms: 0,
         run_dir: PathBuf::from("/nonexistent"),
@@ -248,7 +248,7 @@ proptest! {
                 let mut o = outcome(i, all.config(&base, i), *v == 1);
                 o.verdict = [Verdict::Pass, Verdict::Fail, Verdict::Unenforced, Verdict::Error][*v as usize];
                 if o.verdict == Verdict::Fail {
-                    o.signature = repro_pack::signature::Signature::compute(1 + code, b"", b"", &[]);
+                    o.signature = repro_pack::signature::compute(1 + code, b"", b"", &[]);
                 }
                 o
             })

@@ -149,14 +149,14 @@ proptest! {
     fn signatures_of_any_output(status in any::<i32>(), stdout in proptest::collection::vec(any::<u8>(), 0..300), stderr in proptest::collection::vec(prop_oneof!["\\PC{0,30}", "FAILED [a-z_./:]{1,20}", "\\s{0,3}"], 0..20)) {
         use repro_pack::signature::{Signature, STDERR_TAIL_LINES};
         let err = stderr.join("\n");
-        let s = Signature::compute(status, &stdout, err.as_bytes(), &[]);
+        let s = repro_pack::signature::compute(status, &stdout, err.as_bytes(), &[]);
         prop_assert_eq!(s.exit_status, status);
         prop_assert!(s.stderr_tail.len() <= STDERR_TAIL_LINES);
         prop_assert!(s.stderr_tail.iter().all(|l| !l.trim().is_empty()));
         let back: Signature = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         prop_assert_eq!(&back, &s);
         prop_assert!(s.differences(&s).is_empty());
-        prop_assert_eq!(Signature::compute(status, &stdout, err.as_bytes(), &[]), s);
+        prop_assert_eq!(repro_pack::signature::compute(status, &stdout, err.as_bytes(), &[]), s);
     }
 
     /// JUnit XML from anywhere: failing test ids are found or not, never a panic.
