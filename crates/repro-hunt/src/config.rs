@@ -333,6 +333,11 @@ impl Space {
         for _ in 0..o.random_epochs {
             epochs.push(from + rng.below((to - from) as u64) as i64);
         }
+        if epochs.is_empty() {
+            // No edge in the range and no random date asked for: the range's start, so that every dimension has
+            // at least one value (config() indexes modulo the count).
+            epochs.push(from);
+        }
         let mut envs: Vec<Vec<(String, String)>> = vec![Vec::new()];
         if o.env_variants.is_empty() {
             for (k, v) in [
@@ -356,7 +361,7 @@ impl Space {
         }
         Space {
             dims: o.dims.clone(),
-            seeds: o.seeds.clone().unwrap_or_else(|| (0..1000).collect()),
+            seeds: o.seeds.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| (0..1000).collect()),
             epochs,
             dir_orders: vec![
                 DirOrder::Sorted,
