@@ -254,11 +254,14 @@ mod tests {
     #[test]
     fn hook_timeout_kills_group() {
         let d = tempfile::tempdir().unwrap();
-        let t = Instant::now();
-        let o = run_hook("sleep 30 & sleep 30", &BTreeMap::new(), d.path(), Duration::from_millis(200), None).unwrap();
+        // The hook's shell leads its own group: it writes its pid (the group's id) before it waits.
+        let script = "echo $$ > pgid; sleep 30 & sleep 30";
+        let o = run_hook(script, &BTreeMap::new(), d.path(), Duration::from_millis(200), None).unwrap();
         assert!(o.timed_out);
         assert!(!o.ok());
-        assert!(t.elapsed() < Duration::from_secs(5));
+        let pgid: i32 = std::fs::read_to_string(d.path().join("pgid")).unwrap().trim().parse().unwrap();
+        // run_hook returned after the timeout: the whole group (both sleeps) is gone, not only the shell.
+        assert!(!group_alive(pgid), "the hook's process group {pgid} outlived the timeout");
     }
 
     #[test]
