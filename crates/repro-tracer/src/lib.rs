@@ -14,17 +14,23 @@
 
 mod access;
 pub use access::AccessStream;
+mod decode;
 mod exec;
-mod notify;
+mod guest;
+mod handlers;
+mod reply;
+mod state;
 pub mod tape;
+mod transport;
 pub mod vdso;
-mod waits;
 
 pub use access::AccessedPath;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
+
+use state::{lock, Shared, SharedRef};
 
 use repro_detcore::{ControllerConfig, DeterminismController};
 use repro_sys::ptrace::{self, Event, Options};
@@ -121,6 +127,9 @@ pub struct SupervisorStats {
     /// Timed waits (poll, select, epoll, futex) that nothing could end, answered by jumping the
     /// clock to their deadline instead of waiting.
     pub waits_jumped: u64,
+    /// What went wrong in the supervisor without changing what the guest saw (an answer that could not be
+    /// written back, the access stream that could not be written), at most 8.
+    pub warnings: BTreeSet<String>,
 }
 
 impl SupervisorStats {
@@ -142,6 +151,7 @@ impl SupervisorStats {
             "vdso_disabled_why": self.vdso_disabled_why,
             "vdso_clock_reads": self.vdso_clock_reads,
             "waits_jumped": self.waits_jumped,
+            "warnings": self.warnings,
         })
     }
 }
@@ -178,77 +188,6 @@ pub enum TracerError {
     Sys { context: &'static str, pid: i32, source: std::io::Error },
 }
 
-/// State shared by the ptrace thread and the notify thread.
-pub(crate) struct Shared {
-    pub ctl: DeterminismController,
-    pub stats: SupervisorStats,
-    pub not_enforced: BTreeSet<String>,
-    /// Live guest tasks (so a stopped clock loop can kill them all).
-    pub live: HashSet<i32>,
-    pub dirs: std::collections::HashMap<(u64, u64), repro_detcore::DirListing>,
-    /// Devices of pseudo file systems (/proc, /sys, /dev...): their file times are the host's "now".
-    pub pseudo_devs: HashSet<u64>,
-    /// The replacement vDSO's shared clock page, or why there is none.
-    pub vdso: Option<vdso::ClockPage>,
-    pub vdso_unavailable: Option<String>,
-    /// Tasks being given the vDSO memfd at their exec stop (see exec::install).
-    pub vdso_fd_requests: HashSet<i32>,
-    /// Identities of the descriptors the guest inherited from outside (see waits::inherited_fds).
-    pub inherited_fds: HashSet<String>,
-    /// Pidfds of guest tasks, for borrowing their descriptors.
-    pub pidfds: std::collections::HashMap<i32, std::os::fd::OwnedFd>,
-    /// The paths the guest used, when recording.
-    pub access: Option<access::AccessLog>,
-    /// The tapes, when recording or replaying.
-    pub tape: Option<tape::TapeState>,
-}
-
-impl Shared {
-    /// Adopts the clock reads the vDSO answered in-process; call before using the clock.
-    pub(crate) fn sync_in(&mut self) {
-        if let Some(p) = self.vdso.as_mut() {
-            p.sync_in(&mut self.ctl.clock);
-        }
-    }
-
-    /// Publishes the controller's clock to the vDSO page; call after the clock may have moved.
-    pub(crate) fn sync_out(&mut self) {
-        if let Some(p) = self.vdso.as_mut() {
-            p.sync_out(&self.ctl.clock);
-        }
-    }
-
-    /// An exec kept the safe fallback (vDSO disabled) because ours could not be installed.
-    pub(crate) fn vdso_fallback(&mut self, why: String) {
-        self.stats.vdso_disabled += 1;
-        if self.stats.vdso_disabled_why.len() < 8 {
-            self.stats.vdso_disabled_why.insert(why);
-        }
-    }
-}
-
-/// Devices of the pseudo file systems whose timestamps follow the host clock rather than writes.
-fn pseudo_fs_devs() -> HashSet<u64> {
-    let dev_of = |p: &str| {
-        let c = CString::new(p).ok()?;
-        let st = repro_sys::fdops::newfstatat_raw(None, &c, 0).ok()?;
-        Some(u64::from_le_bytes(st[0..8].try_into().ok()?))
-    };
-    let root = dev_of("/");
-    ["/proc", "/sys", "/dev", "/dev/pts", "/dev/shm", "/dev/mqueue", "/run"]
-        .iter()
-        .filter_map(|p| dev_of(p))
-        .filter(|d| Some(*d) != root)
-        .collect()
-}
-
-pub(crate) type SharedRef = Arc<Mutex<Shared>>;
-
-pub(crate) fn lock(s: &SharedRef) -> std::sync::MutexGuard<'_, Shared> {
-    // A panic in the other thread must not make the run lose its results: use the data anyway.
-    s.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// When the run starts, on the coarse clock that file times come from: a file the guest writes in the same tick
 /// carries this very time and so counts as written during the run (with the precise clock it could look older
 /// than the run's start, and be pinned as an input: `touch x.c && make` would then rebuild nothing).
@@ -264,14 +203,14 @@ pub fn supervise(
     cfg: &DetConfig,
     on_spawn: &mut dyn FnMut(i32),
 ) -> Result<GuestOutcome, TracerError> {
-    let mut syscalls = notify::mediated_syscalls();
+    let mut syscalls: Vec<u32> = decode::MEDIATED.iter().map(|&n| n as u32).collect();
     if cfg.record_access {
         syscalls.extend(access::record_only_syscalls());
     }
     syscalls.extend(tape::net_syscalls(&cfg.tapes));
     let mut rules = if cfg.confine { repro_sys::confine::guest_rules() } else { Rules::new() };
     let filter = rules
-        .add_notify(&syscalls, &waits::conditional_syscalls())
+        .add_notify(&syscalls, &handlers::waits::conditional_syscalls())
         .and_then(|()| BpfFilter::compile(&rules))
         .map_err(|source| TracerError::Sys { context: "building the seccomp filter", pid: 0, source })?;
     let ctl = DeterminismController::new(&ControllerConfig {
@@ -289,7 +228,7 @@ pub fn supervise(
         Err(why) => (None, Some(format!("the replacement vDSO is unavailable: {why}"))),
     };
     // Before the guest exists: what it will inherit from us is connected to the world outside.
-    let inherited_fds = waits::inherited_fds();
+    let inherited_fds = handlers::waits::inherited_fds();
     let program_name = spec.program.to_string_lossy().into_owned();
     let pending = spawn::spawn_guest(&spec.program, &spec.argv, &spec.envp, &filter, true, spec.pre_exec)
         .map_err(|e| spawn_error(e, &program_name, 0))?;
@@ -310,26 +249,21 @@ pub fn supervise(
         source,
     })?;
     let shared: SharedRef = Arc::new(Mutex::new(Shared {
-        ctl,
-        stats: SupervisorStats::default(),
-        not_enforced: BTreeSet::new(),
         live: HashSet::from([pid]),
-        dirs: Default::default(),
-        pseudo_devs: pseudo_fs_devs(),
+        pseudo_devs: state::pseudo_fs_devs(),
         vdso,
         vdso_unavailable,
-        vdso_fd_requests: HashSet::new(),
-        pidfds: Default::default(),
         inherited_fds,
         access: cfg.record_access.then(|| access::AccessLog::new(cfg.access_stream.clone())),
         tape: tape::TapeState::new(&cfg.tapes),
+        ..Shared::new(ctl)
     }));
     let notifier = {
         let shared = shared.clone();
         let listener = Listener::new(listener_fd);
         std::thread::Builder::new()
             .name("repro-notify".into())
-            .spawn(move || notify::serve(listener, shared))
+            .spawn(move || transport::notify::serve(listener, shared))
             .map_err(|source| TracerError::Sys { context: "starting the notify thread", pid, source })?
     };
     if let Err(e) = pending.release() {

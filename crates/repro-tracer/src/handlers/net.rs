@@ -1,0 +1,748 @@
+//! Network and tapes: the guest's socket calls while the network is taped, and its reads of /proc and /sys
+//! files while the /proc tape runs (see `tape.rs` for what is taped and how a replay answers).
+//!
+//! Recording: the supervisor makes the call itself on the guest's socket (created with ADDFD, or borrowed with
+//! pidfd_getfd) and tapes the result and the bytes. Replay: the guest's socket is one end of a socket pair whose
+//! other end holds one byte (so poll/epoll see it readable and writable), and every taped call is answered from
+//! the tape, in order, per socket; a call that is not the next one on the tape, or a write of other bytes, is a
+//! divergence: the guest is stopped and the run reports it.
+
+use std::ffi::CString;
+use std::os::fd::OwnedFd;
+
+use repro_model::tape::{NetEvent, NetOp, ProcRead};
+use repro_sys::{fdops, net};
+
+use crate::decode::{Control, NetCall, ReadArgs, Syscall, TimedWait, WriteArgs};
+use crate::guest::{guest_path, Guest, PidfdCache, TaskGuest};
+use crate::reply::Reply;
+use crate::state::{lock, Shared};
+use crate::tape::{NetMode, ProcMode, ReplaySocket, IO_MAX, PROC_MAX};
+
+/// The inode of a guest descriptor when it is a socket. Found the cheapest way: a duplicate through the task's
+/// cached pidfd, and fstat (about 1.6 µs; reading the /proc/PID/fd/N link costs twice that). This runs for
+/// every read and write of the guest while the network is taped.
+fn socket_inode<G: Guest>(g: &mut G, fd: i32) -> Option<u64> {
+    let dup = g.borrow_fd(fd).ok()?;
+    let st = fdops::newfstatat_raw(Some(&dup), c"", libc::AT_EMPTY_PATH).ok()?;
+    let mode = u32::from_le_bytes([st[24], st[25], st[26], st[27]]);
+    (mode & libc::S_IFMT == libc::S_IFSOCK).then(|| u64_at(&st, 8))
+}
+
+fn fd_inode(fd: &OwnedFd) -> Option<u64> {
+    let st = fdops::newfstatat_raw(Some(fd), c"", libc::AT_EMPTY_PATH).ok()?;
+    Some(u64_at(&st, 8))
+}
+
+fn errno(e: std::io::Error) -> i64 {
+    -(e.raw_os_error().unwrap_or(libc::EIO) as i64)
+}
+
+fn u64_at(b: &[u8], o: usize) -> u64 {
+    b.get(o..o + 8).and_then(|s| s.try_into().ok()).map_or(0, u64::from_le_bytes)
+}
+
+/// The (base, len) pairs of a guest iovec array (at most 1024, as the kernel's UIO_MAXIOV).
+fn iovecs<G: Guest>(g: &mut G, addr: u64, count: usize) -> Result<Vec<(u64, usize)>, i32> {
+    let raw = g.read_bytes(addr, count.min(1024) * 16)?;
+    Ok(raw.chunks(16).map(|c| (u64_at(c, 0), u64_at(c, 8) as usize)).collect())
+}
+
+/// Where the bytes of a read go and where its sender's address goes.
+struct ReadDest {
+    iov: Vec<(u64, usize)>,
+    /// (address buffer, pointer to its socklen_t) of recvfrom/accept.
+    addr: Option<(u64, u64)>,
+    /// recvmsg's msghdr (its name length, control length and flags are updated).
+    msghdr: Option<u64>,
+}
+
+impl ReadDest {
+    fn len(&self) -> usize {
+        self.iov.iter().map(|(_, l)| *l).sum::<usize>().min(IO_MAX)
+    }
+
+    fn deliver<G: Guest>(&self, g: &mut G, data: &[u8], addr: &[u8]) -> Result<(), i32> {
+        let mut off = 0;
+        for &(base, len) in &self.iov {
+            if off >= data.len() {
+                break;
+            }
+            let n = len.min(data.len() - off);
+            g.write_bytes(base, &data[off..off + n])?;
+            off += n;
+        }
+        if let Some((buf, lenp)) = self.addr {
+            write_addr(g, buf, lenp, addr)?;
+        }
+        if let Some(h) = self.msghdr {
+            let hdr = g.read_bytes(h, 56)?;
+            let name = u64_at(&hdr, 0);
+            let namelen = u32::from_le_bytes([hdr[8], hdr[9], hdr[10], hdr[11]]) as usize;
+            let n = addr.len().min(namelen);
+            if name != 0 && n > 0 {
+                g.write_bytes(name, &addr[..n])?;
+            }
+            let outlen = if name != 0 { addr.len() as u32 } else { 0 };
+            g.write_bytes(h + 8, &outlen.to_le_bytes())?;
+            g.write_bytes(h + 40, &0u64.to_le_bytes())?;
+            g.write_bytes(h + 48, &0u32.to_le_bytes())?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes a socket address to a guest (buffer, socklen_t pointer) pair, truncated as the kernel does.
+fn write_addr<G: Guest>(g: &mut G, buf: u64, lenp: u64, addr: &[u8]) -> Result<(), i32> {
+    if buf == 0 || lenp == 0 {
+        return Ok(());
+    }
+    let mut cap = [0u8; 4];
+    g.read_into(lenp, &mut cap)?;
+    let n = (u32::from_le_bytes(cap) as usize).min(addr.len());
+    if n > 0 {
+        g.write_bytes(buf, &addr[..n])?;
+    }
+    g.write_bytes(lenp, &(addr.len() as u32).to_le_bytes())
+}
+
+/// The bytes of a guest write call: (data, flags, destination address).
+fn write_source<G: Guest>(g: &mut G, to: WriteArgs) -> Result<(Vec<u8>, i32, Vec<u8>), i32> {
+    match to {
+        WriteArgs::Write { buf, len } => Ok((g.read_bytes(buf, len.min(IO_MAX))?, 0, Vec::new())),
+        WriteArgs::Writev { iov, count } => Ok((gather(g, iov, count)?, 0, Vec::new())),
+        WriteArgs::Sendto { buf, len, flags, addr, addrlen } => {
+            let to = if addr != 0 { g.read_bytes(addr, addrlen.min(128))? } else { Vec::new() };
+            Ok((g.read_bytes(buf, len.min(IO_MAX))?, flags, to))
+        }
+        WriteArgs::Sendmsg { msg, flags } => {
+            let hdr = g.read_bytes(msg, 56)?;
+            Ok((gather(g, u64_at(&hdr, 16), u64_at(&hdr, 24) as usize)?, flags, Vec::new()))
+        }
+    }
+}
+
+/// The bytes of a guest iovec array, concatenated (at most [`IO_MAX`]).
+fn gather<G: Guest>(g: &mut G, iov: u64, count: usize) -> Result<Vec<u8>, i32> {
+    let mut data = Vec::new();
+    for (base, len) in iovecs(g, iov, count)? {
+        let n = len.min(IO_MAX - data.len());
+        data.extend(g.read_bytes(base, n)?);
+        if data.len() >= IO_MAX {
+            break;
+        }
+    }
+    Ok(data)
+}
+
+/// Where a read's bytes go, and its flags.
+fn read_dest<G: Guest>(g: &mut G, from: ReadArgs) -> Result<(ReadDest, i32), i32> {
+    match from {
+        ReadArgs::Read { buf, len } => Ok((ReadDest { iov: vec![(buf, len)], addr: None, msghdr: None }, 0)),
+        ReadArgs::Readv { iov, count } => Ok((ReadDest { iov: iovecs(g, iov, count)?, addr: None, msghdr: None }, 0)),
+        ReadArgs::Recvfrom { buf, len, flags, addr, addrlen } => {
+            Ok((ReadDest { iov: vec![(buf, len)], addr: Some((addr, addrlen)), msghdr: None }, flags))
+        }
+        ReadArgs::Recvmsg { msg, flags } => {
+            let hdr = g.read_bytes(msg, 56)?;
+            let iov = iovecs(g, u64_at(&hdr, 16), u64_at(&hdr, 24) as usize)?;
+            Ok((ReadDest { iov, addr: None, msghdr: Some(msg) }, flags))
+        }
+    }
+}
+
+fn show(b: &[u8]) -> String {
+    let s: String = String::from_utf8_lossy(&b[..b.len().min(40)]).escape_debug().collect();
+    if b.len() > 40 {
+        format!("\"{s}\"...")
+    } else {
+        format!("\"{s}\"")
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// An AF_INET/AF_INET6 address as `ip:port`.
+fn show_addr(a: &[u8]) -> String {
+    let fam = a.get(0..2).map(|f| u16::from_ne_bytes([f[0], f[1]]) as i32);
+    let port = a.get(2..4).map_or(0, |p| u16::from_be_bytes([p[0], p[1]]));
+    match fam {
+        Some(libc::AF_INET) if a.len() >= 8 => {
+            format!("{}:{port}", std::net::Ipv4Addr::new(a[4], a[5], a[6], a[7]))
+        }
+        Some(libc::AF_INET6) if a.len() >= 24 => {
+            let mut b = [0u8; 16];
+            b.copy_from_slice(&a[8..24]);
+            format!("[{}]:{port}", std::net::Ipv6Addr::from(b))
+        }
+        _ => format!("address {}", hex(a)),
+    }
+}
+
+/// Stops the guest: the replay diverged.
+fn diverge(sh: &mut Shared, what: String) -> Reply {
+    if let Some(t) = sh.tape.as_mut() {
+        if t.diverged.is_none() {
+            t.diverged = Some(what);
+        }
+    }
+    sh.kill_all();
+    Reply::Error(libc::EIO)
+}
+
+/// Answers a socket call when it is taped; `None` lets the caller handle it as usual.
+pub(crate) fn handle<G: Guest>(sh: &mut Shared, g: &mut G, call: Syscall) -> Option<Reply> {
+    let tape = sh.tape.as_mut()?;
+    let replay = match tape.cfg.network {
+        NetMode::Off => return None,
+        NetMode::Record => false,
+        NetMode::Replay(_) => true,
+    };
+    let call = match call {
+        // Recording: a wait may be ended by the network, which the logical clock knows nothing of; it runs natively.
+        Syscall::Wait(w) if !replay && TimedWait::on_descriptors(w) => return Some(Reply::Continue),
+        Syscall::Net(c) => c,
+        _ => return None,
+    };
+    let fd = match call {
+        NetCall::Socket { domain, ty, protocol } => {
+            if domain != libc::AF_INET && domain != libc::AF_INET6 {
+                return None;
+            }
+            return Some(new_socket(sh, g, NewSocket { domain, ty, protocol, listening: None }));
+        }
+        NetCall::Untaped { name, fds } => {
+            for fd in fds.into_iter().flatten() {
+                let Some(ino) = socket_inode(g, fd) else { continue };
+                let Some(&(socket, ord)) = sh.tape.as_ref().and_then(|t| t.sockets.get(&ino)) else { continue };
+                if replay {
+                    let what = format!(
+                        "the guest called {name} on socket {socket} (call {}), which is not on the tape",
+                        ord + 1
+                    );
+                    return Some(diverge(sh, what));
+                }
+                sh.not_enforced.insert(format!(
+                    "{name} on a socket taped by --network record (socket {socket}): its data cannot be taped"
+                ));
+                return Some(Reply::Continue);
+            }
+            return Some(Reply::Continue);
+        }
+        NetCall::Connect { fd, .. }
+        | NetCall::Accept { fd, .. }
+        | NetCall::Read { fd, .. }
+        | NetCall::Write { fd, .. }
+        | NetCall::Getsockname { fd, .. }
+        | NetCall::Control { fd, .. } => fd,
+    };
+    let ino = socket_inode(g, fd);
+    let tape = sh.tape.as_mut()?;
+    let Some((ino, (socket, ord))) = ino.and_then(|i| tape.sockets.get(&i).map(|&v| (i, v))) else {
+        // Most reads and writes are of files and pipes: they run natively. (Whether the descriptor is a taped
+        // socket is looked up at every call: descriptors are dup'ed, inherited and closed without the
+        // supervisor seeing it, so no answer can be cached.)
+        return call.is_plain_io().then_some(Reply::Continue);
+    };
+    tape.sockets.insert(ino, (socket, ord + 1));
+    let ordinal = ord + 1;
+    let r = match call {
+        NetCall::Connect { fd, addr, len } => connect(sh, g, (socket, ordinal), fd, addr, len, replay),
+        NetCall::Accept { fd, addr, addrlen, flags } => {
+            let listening = Some(Listening { socket, ordinal, fd, addr, addrlen });
+            new_socket(sh, g, NewSocket { domain: 0, ty: flags, protocol: 0, listening })
+        }
+        NetCall::Read { fd, from } => read(sh, g, (socket, ordinal), fd, from, replay),
+        NetCall::Write { fd, to } => write(sh, g, (socket, ordinal), fd, to, replay),
+        NetCall::Getsockname { fd, addr, addrlen } => sockname(sh, g, (socket, ino, ord), fd, (addr, addrlen), replay),
+        NetCall::Control { op, .. } => {
+            // Replay only: socket options and addresses of a socket that is a socket pair here.
+            if let Some(t) = sh.tape.as_mut() {
+                t.sockets.insert(ino, (socket, ord));
+            }
+            replay_control(sh, g, socket, op)
+        }
+        NetCall::Socket { .. } | NetCall::Untaped { .. } => Reply::Continue,
+    };
+    Some(r)
+}
+
+/// getsockname(2) of a taped socket: recorded (a server that bound port 0 tells its clients the port the kernel
+/// chose), and answered from the tape on replay; a tape made before sockname events were taped is answered with
+/// the unspecified address, as then.
+fn sockname<G: Guest>(
+    sh: &mut Shared,
+    g: &mut G,
+    (socket, ino, ord): (u32, u64, u32),
+    fd: i32,
+    (buf, lenp): (u64, u64),
+    replay: bool,
+) -> Reply {
+    if replay {
+        let next_is_sockname = sh
+            .tape
+            .as_ref()
+            .and_then(|t| t.queues.get(&socket))
+            .and_then(|q| q.front())
+            .is_some_and(|e| e.op == NetOp::Sockname);
+        if !next_is_sockname {
+            if let Some(t) = sh.tape.as_mut() {
+                t.sockets.insert(ino, (socket, ord));
+            }
+            return replay_control(sh, g, socket, Control::Getsockname { addr: buf, addrlen: lenp });
+        }
+        let ev = match next_event(sh, socket, ord + 1, NetOp::Sockname) {
+            Ok(e) => e,
+            Err(r) => return r,
+        };
+        if ev.result < 0 {
+            return Reply::from_raw(ev.result);
+        }
+        return match write_addr(g, buf, lenp, &ev.addr) {
+            Ok(()) => Reply::Value(0),
+            Err(e) => Reply::Error(e),
+        };
+    }
+    let got = g.borrow_fd(fd).map_err(|e| -(e as i64)).and_then(|fd| net::getsockname(&fd).map_err(errno));
+    let (result, addr) = match got {
+        Ok(addr) => (0, addr),
+        Err(r) => (r, Vec::new()),
+    };
+    if result == 0 {
+        if let Err(e) = write_addr(g, buf, lenp, &addr) {
+            return Reply::Error(e);
+        }
+    }
+    if let Some(t) = sh.tape.as_mut() {
+        t.recorded.push(NetEvent { socket, op: NetOp::Sockname, result, data: Vec::new(), addr });
+    }
+    Reply::from_raw(result)
+}
+
+/// The next taped call of `socket` on replay, checked to be `op`.
+fn next_event(sh: &mut Shared, socket: u32, ordinal: u32, op: NetOp) -> Result<NetEvent, Reply> {
+    let ev = sh.tape.as_mut().and_then(|t| t.queues.get_mut(&socket)).and_then(|q| q.pop_front());
+    match ev {
+        Some(e) if e.op == op => Ok(e),
+        Some(e) => Err(diverge(
+            sh,
+            format!(
+                "the guest called {} on socket {socket} (call {ordinal}) where the recording has {}",
+                op.name(),
+                e.op.name()
+            ),
+        )),
+        None => Err(diverge(
+            sh,
+            format!("the guest called {} on socket {socket} (call {ordinal}), which is not on the tape", op.name()),
+        )),
+    }
+}
+
+/// The listening socket of an accept: its tape number, this call's ordinal, the guest's descriptor and where
+/// the peer's address goes.
+#[derive(Clone, Copy)]
+struct Listening {
+    socket: u32,
+    ordinal: u32,
+    fd: i32,
+    addr: u64,
+    addrlen: u64,
+}
+
+/// A socket() call, or an accept (`listening`).
+#[derive(Clone, Copy)]
+struct NewSocket {
+    domain: i32,
+    /// socket's type with its flags, or accept4's flags.
+    ty: i32,
+    protocol: i32,
+    listening: Option<Listening>,
+}
+
+/// socket() or accept: a new taped socket.
+fn new_socket<G: Guest>(sh: &mut Shared, g: &mut G, s: NewSocket) -> Reply {
+    let tid = g.tid();
+    let Some(tape) = sh.tape.as_mut() else { return Reply::Continue };
+    let replay = matches!(tape.cfg.network, NetMode::Replay(_));
+    let cloexec = s.ty & libc::SOCK_CLOEXEC != 0;
+    let id = tape.next_socket;
+    if replay {
+        let ev = match s.listening {
+            Some(l) => next_event(sh, l.socket, l.ordinal, NetOp::Accept),
+            None => next_event(sh, id, 1, NetOp::Socket),
+        };
+        let ev = match ev {
+            Ok(e) => e,
+            Err(r) => return r,
+        };
+        if ev.result < 0 {
+            return Reply::from_raw(ev.result);
+        }
+        let pair = net::socketpair(libc::SOCK_STREAM | libc::SOCK_CLOEXEC | (s.ty & libc::SOCK_NONBLOCK));
+        let (guest, peer) = match pair {
+            Ok(p) => p,
+            Err(e) => return Reply::from_raw(errno(e)),
+        };
+        // The byte that makes the guest's end readable for poll; a socket pair just made has room for it, and
+        // without it a poll would only wait (the replay's answers do not depend on it).
+        let _ = net::write(&peer, b"\0");
+        let Some(ino) = fd_inode(&guest) else { return Reply::Error(libc::EIO) };
+        if let Some(l) = s.listening {
+            if let Err(e) = write_addr(g, l.addr, l.addrlen, &ev.addr) {
+                return Reply::Error(e);
+            }
+        }
+        let Some(tape) = sh.tape.as_mut() else { return Reply::Error(libc::EIO) };
+        let domain = match s.listening.and_then(|l| tape.replay_sockets.get(&l.socket)) {
+            Some(l) => l.domain,
+            None => s.domain,
+        };
+        let peer_addr = if s.listening.is_some() { ev.addr.clone() } else { Vec::new() };
+        tape.replay_sockets.insert(id, ReplaySocket { domain, peer_addr, _peer: peer });
+        tape.sockets.insert(ino, (id, if s.listening.is_some() { 0 } else { 1 }));
+        tape.next_socket += 1;
+        return Reply::AddFd { fd: guest, cloexec };
+    }
+    if let Some(listening) = s.listening {
+        let l = match g.borrow_fd(listening.fd) {
+            Ok(l) => l,
+            Err(e) => return record_new_socket(sh, g, (id, s, cloexec), Err(-(e as i64))),
+        };
+        if !acceptable(&l) && blocking(&l) {
+            // Waits for a client, perhaps one of the guest's own tasks: on a thread of its own. The socket's
+            // number is taken now, in the guest's order of calls.
+            tape.next_socket += 1;
+            return Reply::Defer(Box::new(move |shared| {
+                let made = net::accept4(&l, s.ty & libc::SOCK_NONBLOCK).map_err(errno);
+                let failed = made.is_err();
+                let mut sh = lock(shared);
+                let before = sh.tape.as_ref().map(|t| t.next_socket);
+                let mut cache = PidfdCache::default();
+                let mut g = TaskGuest::new(tid, None, &mut cache);
+                let r = record_new_socket(&mut sh, &mut g, (id, s, cloexec), made);
+                // The number was taken when the call was made; a failed accept gives it back if no socket came
+                // after it.
+                if let (Some(t), Some(b)) = (sh.tape.as_mut(), before) {
+                    t.next_socket = if failed && b == id + 1 { id } else { b };
+                }
+                r
+            }));
+        }
+        let made = net::accept4(&l, s.ty & libc::SOCK_NONBLOCK).map_err(errno);
+        return record_new_socket(sh, g, (id, s, cloexec), made);
+    }
+    let made = net::socket(s.domain, s.ty | libc::SOCK_CLOEXEC, s.protocol).map(|fd| (fd, Vec::new())).map_err(errno);
+    record_new_socket(sh, g, (id, s, cloexec), made)
+}
+
+/// A new socket's descriptor (made, or accepted from a listening socket) as socket `id` on the tape, installed
+/// in the guest. Takes the next socket number.
+fn record_new_socket<G: Guest>(
+    sh: &mut Shared,
+    g: &mut G,
+    (id, s, cloexec): (u32, NewSocket, bool),
+    made: Result<(OwnedFd, Vec<u8>), i64>,
+) -> Reply {
+    let socket = s.listening.map_or(id, |l| l.socket);
+    let op = if s.listening.is_some() { NetOp::Accept } else { NetOp::Socket };
+    let Some(tape) = sh.tape.as_mut() else { return Reply::Error(libc::EIO) };
+    match made {
+        Err(r) => {
+            if s.listening.is_none() {
+                tape.next_socket += 1;
+            }
+            tape.recorded.push(NetEvent { socket, op, result: r, data: Vec::new(), addr: Vec::new() });
+            Reply::from_raw(r)
+        }
+        Ok((fd, peer)) => {
+            let Some(ino) = fd_inode(&fd) else { return Reply::Error(libc::EIO) };
+            tape.recorded.push(NetEvent { socket, op, result: 0, data: Vec::new(), addr: peer.clone() });
+            tape.sockets.insert(ino, (id, if s.listening.is_some() { 0 } else { 1 }));
+            tape.next_socket += 1;
+            if let Some(l) = s.listening {
+                if let Err(e) = write_addr(g, l.addr, l.addrlen, &peer) {
+                    return Reply::Error(e);
+                }
+            }
+            Reply::AddFd { fd, cloexec }
+        }
+    }
+}
+
+fn connect<G: Guest>(
+    sh: &mut Shared,
+    g: &mut G,
+    (socket, ordinal): (u32, u32),
+    fd: i32,
+    addr: u64,
+    len: u32,
+    replay: bool,
+) -> Reply {
+    let addr = match g.read_bytes(addr, (len as usize).min(128)) {
+        Ok(b) => b,
+        Err(e) => return Reply::Error(e),
+    };
+    if replay {
+        let ev = match next_event(sh, socket, ordinal, NetOp::Connect) {
+            Ok(e) => e,
+            Err(r) => return r,
+        };
+        if ev.addr != addr {
+            return diverge(
+                sh,
+                format!(
+                    "the guest connected socket {socket} (call {ordinal}) to {} where the recording connected to {}",
+                    show_addr(&addr),
+                    show_addr(&ev.addr)
+                ),
+            );
+        }
+        if let Some(s) = sh.tape.as_mut().and_then(|t| t.replay_sockets.get_mut(&socket)) {
+            s.peer_addr = addr;
+        }
+        return Reply::from_raw(ev.result);
+    }
+    let r = match g.borrow_fd(fd) {
+        Ok(fd) => net::connect(&fd, &addr).map(|_| 0).unwrap_or_else(errno),
+        Err(e) => -(e as i64),
+    };
+    if let Some(t) = sh.tape.as_mut() {
+        t.recorded.push(NetEvent { socket, op: NetOp::Connect, result: r, data: Vec::new(), addr });
+    }
+    Reply::from_raw(r)
+}
+
+fn read<G: Guest>(
+    sh: &mut Shared,
+    g: &mut G,
+    (socket, ordinal): (u32, u32),
+    fd: i32,
+    from: ReadArgs,
+    replay: bool,
+) -> Reply {
+    let tid = g.tid();
+    let (dest, flags) = match read_dest(g, from) {
+        Ok(d) => d,
+        Err(e) => return Reply::Error(e),
+    };
+    if replay {
+        let ev = match next_event(sh, socket, ordinal, NetOp::Read) {
+            Ok(e) => e,
+            Err(r) => return r,
+        };
+        if ev.result < 0 {
+            return Reply::from_raw(ev.result);
+        }
+        if ev.data.len() > dest.len() {
+            return diverge(
+                sh,
+                format!(
+                    "the guest read at most {} bytes from socket {socket} (call {ordinal}) where the recording read {}",
+                    dest.len(),
+                    ev.data.len()
+                ),
+            );
+        }
+        return match dest.deliver(g, &ev.data, &ev.addr) {
+            Ok(()) => Reply::Value(ev.data.len() as i64),
+            Err(e) => Reply::Error(e),
+        };
+    }
+    let fd = match g.borrow_fd(fd) {
+        Ok(fd) => fd,
+        Err(e) => return record_read(sh, g, &dest, socket, Err(-(e as i64))),
+    };
+    // Without waiting first: a read that has to wait is made on a thread of its own (Reply::Defer), so that the
+    // guest's other tasks are served meanwhile (the peer may be one of them).
+    let got = net::recvfrom(&fd, dest.len(), flags | libc::MSG_DONTWAIT).map_err(errno);
+    if got.as_ref().err() == Some(&-(libc::EAGAIN as i64)) && flags & libc::MSG_DONTWAIT == 0 && blocking(&fd) {
+        return Reply::Defer(Box::new(move |shared| {
+            let got = net::recvfrom(&fd, dest.len(), flags).map_err(errno);
+            let mut cache = PidfdCache::default();
+            let mut g = TaskGuest::new(tid, None, &mut cache);
+            record_read(&mut lock(shared), &mut g, &dest, socket, got)
+        }));
+    }
+    record_read(sh, g, &dest, socket, got)
+}
+
+/// Hands a recorded read's bytes to the guest and puts the read on the tape.
+fn record_read<G: Guest>(
+    sh: &mut Shared,
+    g: &mut G,
+    dest: &ReadDest,
+    socket: u32,
+    got: Result<(Vec<u8>, Vec<u8>), i64>,
+) -> Reply {
+    let (r, data, addr) = match got {
+        Ok((d, a)) => (d.len() as i64, d, a),
+        Err(r) => (r, Vec::new(), Vec::new()),
+    };
+    if r >= 0 {
+        if let Err(e) = dest.deliver(g, &data, &addr) {
+            return Reply::Error(e);
+        }
+    }
+    if let Some(t) = sh.tape.as_mut() {
+        t.recorded.push(NetEvent { socket, op: NetOp::Read, result: r, data, addr });
+    }
+    Reply::from_raw(r)
+}
+
+/// Whether calls on the guest's descriptor wait (it is not O_NONBLOCK); when that cannot be told, it is taken
+/// to wait (the call is then deferred to a thread, which is right either way).
+fn blocking(fd: &OwnedFd) -> bool {
+    nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFL).map_or(true, |fl| fl & libc::O_NONBLOCK == 0)
+}
+
+/// Whether a listening socket has a connection waiting (accept would not block); when poll fails, it is taken
+/// to have one (the accept is then made at once and reports the error).
+fn acceptable(fd: &OwnedFd) -> bool {
+    use std::os::fd::AsFd;
+    let mut p = [nix::poll::PollFd::new(fd.as_fd(), nix::poll::PollFlags::POLLIN)];
+    nix::poll::poll(&mut p, nix::poll::PollTimeout::ZERO).map_or(true, |n| n > 0)
+}
+
+fn write<G: Guest>(
+    sh: &mut Shared,
+    g: &mut G,
+    (socket, ordinal): (u32, u32),
+    fd: i32,
+    to: WriteArgs,
+    replay: bool,
+) -> Reply {
+    let (data, flags, addr) = match write_source(g, to) {
+        Ok(d) => d,
+        Err(e) => return Reply::Error(e),
+    };
+    if replay {
+        let ev = match next_event(sh, socket, ordinal, NetOp::Write) {
+            Ok(e) => e,
+            Err(r) => return r,
+        };
+        if ev.result >= 0 && (data.len() < ev.data.len() || data[..ev.data.len()] != ev.data[..]) {
+            let at = data.iter().zip(&ev.data).position(|(x, y)| x != y).unwrap_or(data.len().min(ev.data.len()));
+            return diverge(
+                sh,
+                format!(
+                    "the guest wrote {} bytes to socket {socket} (call {ordinal}) that differ from the recording's {} \
+                     at byte {at}: {} where the recording has {}",
+                    data.len(),
+                    ev.data.len(),
+                    show(&data[at.min(data.len())..]),
+                    show(&ev.data[at.min(ev.data.len())..])
+                ),
+            );
+        }
+        return Reply::from_raw(ev.result);
+    }
+    let r = match g.borrow_fd(fd) {
+        Ok(fd) if to.is_plain() => net::write(&fd, &data).map(|n| n as i64).unwrap_or_else(errno),
+        Ok(fd) => net::sendto(&fd, &data, flags, &addr).map(|n| n as i64).unwrap_or_else(errno),
+        Err(e) => -(e as i64),
+    };
+    let sent = if r > 0 { data[..r as usize].to_vec() } else { Vec::new() };
+    if let Some(t) = sh.tape.as_mut() {
+        t.recorded.push(NetEvent { socket, op: NetOp::Write, result: r, data: sent, addr: Vec::new() });
+    }
+    Reply::from_raw(r)
+}
+
+/// Replay: bind, listen, setsockopt, shutdown succeed; getsockopt reads 0; getsockname reads the unspecified
+/// address of the socket's family, getpeername the address it connected to (or accepted from).
+fn replay_control<G: Guest>(sh: &mut Shared, g: &mut G, socket: u32, op: Control) -> Reply {
+    let Some(s) = sh.tape.as_ref().and_then(|t| t.replay_sockets.get(&socket)) else { return Reply::Continue };
+    let unspecified = |domain: i32| {
+        let mut v = vec![0u8; if domain == libc::AF_INET6 { 28 } else { 16 }];
+        v[0..2].copy_from_slice(&(domain as u16).to_ne_bytes());
+        v
+    };
+    let r = match op {
+        Control::Getsockopt { optval, optlen } => {
+            if optval != 0 && optlen != 0 {
+                g.write_bytes(optval, &0u32.to_le_bytes()).and_then(|_| g.write_bytes(optlen, &4u32.to_le_bytes()))
+            } else {
+                Ok(())
+            }
+        }
+        Control::Getsockname { addr, addrlen } => write_addr(g, addr, addrlen, &unspecified(s.domain)),
+        Control::Getpeername { .. } if s.peer_addr.is_empty() => Err(libc::ENOTCONN),
+        Control::Getpeername { addr, addrlen } => {
+            let peer = s.peer_addr.clone();
+            write_addr(g, addr, addrlen, &peer)
+        }
+        Control::Bind | Control::Listen | Control::Setsockopt | Control::Shutdown => Ok(()),
+    };
+    match r {
+        Ok(()) => Reply::Value(0),
+        Err(e) => Reply::Error(e),
+    }
+}
+
+/// Whether `path` is one the /proc tape may serve (a file under /proc or /sys).
+fn proc_candidate(path: &[u8]) -> bool {
+    let under = |p: &[u8]| path.starts_with(p) && path.len() > p.len();
+    if !(under(b"/proc/") || under(b"/sys/")) {
+        return false;
+    }
+    // Files whose reads block or that are not contents.
+    let skip: [&[u8]; 6] = [b"kmsg", b"trace_pipe", b"/mem", b"pagemap", b"kcore", b"/fd/"];
+    !skip.iter().any(|s| path.windows(s.len()).any(|w| w == *s))
+}
+
+/// openat of a /proc or /sys file while the /proc tape records or replays; `None` lets it run as usual.
+pub(crate) fn proc_open<G: Guest>(sh: &mut Shared, g: &mut G, path: &[u8], flags: i32) -> Option<Reply> {
+    let tape = sh.tape.as_mut()?;
+    if tape.cfg.proc == ProcMode::Off
+        || flags & libc::O_ACCMODE != libc::O_RDONLY
+        || flags & (libc::O_DIRECTORY | libc::O_PATH) != 0
+        || !proc_candidate(path)
+    {
+        return None;
+    }
+    let key = String::from_utf8(path.to_vec()).ok()?;
+    let data = if let ProcMode::Replay(_) = tape.cfg.proc {
+        let q = tape.proc_replay.get_mut(&key)?;
+        if q.len() > 1 {
+            q.pop_front()?
+        } else {
+            q.front()?.clone()
+        }
+    } else {
+        let real = guest_path(path, g.tid());
+        let c = CString::new(real).ok()?;
+        let fd = fdops::openat(None, &c, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY).ok()?;
+        let st = fdops::newfstatat_raw(Some(&fd), c"", libc::AT_EMPTY_PATH).ok()?;
+        let mode = u32::from_le_bytes([st[24], st[25], st[26], st[27]]);
+        let dev = u64_at(&st, 0);
+        if mode & libc::S_IFMT != libc::S_IFREG || !sh.pseudo_devs.contains(&dev) {
+            return None;
+        }
+        let mut data = Vec::new();
+        let mut buf = vec![0u8; 65536];
+        loop {
+            match net::read(&fd, &mut buf) {
+                Ok(0) => break,
+                Ok(k) => data.extend_from_slice(&buf[..k]),
+                Err(_) => return None,
+            }
+            if data.len() > PROC_MAX {
+                return None;
+            }
+        }
+        let tape = sh.tape.as_mut()?;
+        tape.proc_recorded.push(ProcRead { path: key.clone(), data: data.clone() });
+        data
+    };
+    if !g.still_waiting() {
+        return Some(Reply::Error(libc::EINTR));
+    }
+    let name = CString::new(format!("repro-tape:{key}")).unwrap_or_else(|_| c"repro-tape".into());
+    Some(match fdops::memfd_with(&name, &data) {
+        Ok(fd) => Reply::AddFd { fd, cloexec: flags & libc::O_CLOEXEC != 0 },
+        Err(e) => Reply::Error(e.raw_os_error().unwrap_or(libc::EIO)),
+    })
+}
