@@ -179,7 +179,8 @@ fn install(
     let (kgadget, unmap, total, image_len, gadget) = {
         let sh = lock(shared);
         let Some(p) = sh.vdso.as_ref() else {
-            return Err(Failed::Other(sh.vdso_unavailable.clone().unwrap_or_default()));
+            let why = sh.vdso_unavailable.clone();
+            return Err(Failed::Other(why.unwrap_or_else(|| "the replacement vDSO is unavailable".into())));
         };
         (kernel_ehdr + p.kernel.gadget, p.kernel.unmap, p.total_len(), p.image_len, p.gadget)
     };

@@ -216,6 +216,9 @@ pub(crate) mod fake {
         }
 
         fn read_into(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), i32> {
+            if buf.is_empty() {
+                return Ok(()); // as process_vm_readv: nothing to read, nothing to fault on
+            }
             let (start, off) = self.region(addr, buf.len()).ok_or(libc::EFAULT)?;
             buf.copy_from_slice(&self.mem[&start][off..off + buf.len()]);
             Ok(())
@@ -232,6 +235,9 @@ pub(crate) mod fake {
         }
 
         fn write_bytes(&mut self, addr: u64, data: &[u8]) -> Result<(), i32> {
+            if data.is_empty() {
+                return Ok(());
+            }
             let (start, off) = self.region(addr, data.len()).ok_or(libc::EFAULT)?;
             let r = self.mem.get_mut(&start).ok_or(libc::EFAULT)?;
             r[off..off + data.len()].copy_from_slice(data);

@@ -11,6 +11,25 @@
 //!   when that fails, disabled (AT_SYSINFO_EHDR = 0, so libc falls back to real syscalls, which the
 //!   filter mediates); the 16 AT_RANDOM bytes are rewritten from the seeded stream; rdtsc/rdtscp trap
 //!   with PR_SET_TSC and are emulated at the SIGSEGV stop.
+//!
+//! One syscall's path, in files:
+//!
+//! ```text
+//! guest --seccomp USER_NOTIF--> transport/notify.rs   recv, then respond (value, errno, continue, ADDFD, defer)
+//!                                     |         ^
+//!                               decode.rs       |     raw (nr, args) -> typed Syscall
+//!                                     v         |
+//!                             handlers/mod.rs dispatch by family: time, entropy, identity, files, waits,
+//!                                     |               net (network and /proc tapes), process
+//!                       Guest (guest.rs): memory, fds, paths, ids, "still pending"   (TaskGuest / FakeGuest)
+//!                                     v
+//!                 repro_detcore::DeterminismController decides (all policy; no kernel there)
+//! ```
+//! ptrace events (exec, fork, the rdtsc trap) go through the trace loop below and `exec.rs` to the same
+//! controller. To mediate a new syscall: a variant in `decode.rs` (and `decode::MEDIATED` if always notified),
+//! its answer in the family's file under `handlers/` with its policy as a controller method, a unit test over
+//! `FakeGuest`. A new tape: its record type in `repro_model::tape`, its mode in `tape.rs`, its calls in
+//! `handlers/net.rs` (or a new family).
 
 mod access;
 pub use access::AccessStream;
@@ -239,6 +258,7 @@ pub fn supervise(
         | Options::PTRACE_O_TRACEVFORK
         | Options::PTRACE_O_EXITKILL;
     if let Err(source) = ptrace::seize(pid, options) {
+        // The guest is being discarded: only its death matters, and the error reported is the seize's.
         let _ = ptrace::kill_process(pid, libc::SIGKILL);
         let _ = ptrace::wait_any();
         return Err(TracerError::Sys { context: "PTRACE_SEIZE of the guest", pid, source });
@@ -267,6 +287,8 @@ pub fn supervise(
             .map_err(|source| TracerError::Sys { context: "starting the notify thread", pid, source })?
     };
     if let Err(e) = pending.release() {
+        // The guest is being discarded (the error reported is the release's): kill, reap, and let the notify
+        // thread end; how it ended changes nothing.
         let _ = ptrace::kill_process(pid, libc::SIGKILL);
         while ptrace::wait_any().is_ok() {}
         let _ = notifier.join();
@@ -275,13 +297,20 @@ pub fn supervise(
     on_spawn(pid);
     // Like the notify thread, this thread switches with the guest at every ptrace stop (exec, fork,
     // the rdtsc trap): with rdtsc trapped here too, those switches do not rewrite CR4.TSD (see
-    // repro_sys::tsc). Nothing in the trace loop reads a clock; the setting is undone afterwards.
+    // repro_sys::tsc). Nothing in the trace loop reads a clock; the setting is undone afterwards. Either failing
+    // only costs speed.
     let _ = repro_sys::tsc::disable_for_this_thread();
     let exit = trace_loop(pid, &shared);
     let _ = repro_sys::tsc::enable_for_this_thread();
     let exit = exit?;
-    let _ = notifier.join();
+    let notify_panicked = notifier.join().is_err();
     let mut sh = lock(&shared);
+    if notify_panicked {
+        sh.not_enforced.insert("the supervisor's notify thread failed (a panic): some calls went unanswered".into());
+    }
+    if sh.access.as_ref().is_some_and(|a| a.stream_failed) {
+        sh.stats.warnings.insert("writing the access stream failed: a capture packs the paths only at the end".into());
+    }
     let reads = sh.vdso.as_ref().map_or(0, |p| p.reads());
     sh.stats.vdso_clock_reads = reads;
     if reads > 0 {
@@ -291,6 +320,7 @@ pub fn supervise(
         exit,
         not_enforced: sh.not_enforced.iter().cloned().collect(),
         stats: sh.stats.clone(),
+        // Not recording paths or tapes: none.
         accessed: sh.access.as_ref().map(|a| a.finish()).unwrap_or_default(),
         tapes: sh.tape.as_mut().map(|t| t.finish()).unwrap_or_default(),
         diverged: sh.tape.as_ref().and_then(|t| t.diverged.clone()),
@@ -329,8 +359,10 @@ fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
                 Some(gone) => ev = gone,
                 None => {
                     let tid = tracee.tid();
+                    // ESRCH: the task vanished (SIGKILL) since the stop; its exit event follows.
                     let _ = tracee.cont(None);
                     for sig in done.deferred {
+                        // ESRCH: the task is gone, and with it the signal's target.
                         let _ = ptrace::kill_task(tid, sig);
                     }
                     continue;
@@ -358,6 +390,7 @@ fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
                 let _ = tracee.cont(None);
             }
             Event::Signal { tracee, sig } => {
+                // Resuming fails only for a task that vanished (SIGKILL) since the stop: its exit event follows.
                 if sig == libc::SIGSEGV && exec::emulate_rdtsc(&tracee, shared) {
                     let _ = tracee.cont(None);
                 } else {
@@ -391,6 +424,7 @@ fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
 fn kill_remaining(shared: &SharedRef, top: i32) {
     let live: Vec<i32> = lock(shared).live.iter().copied().filter(|&t| t != top).collect();
     for t in live {
+        // ESRCH: already gone, which is what was wanted.
         let _ = ptrace::kill_task(t, libc::SIGKILL);
     }
 }

@@ -226,7 +226,7 @@ fn shell_pipeline_times_and_files_are_reproducible() {
     let run = |flags: &[&str]| {
         let d = tempfile::tempdir().unwrap();
         let fixed = build_dir().join(format!("sh-{}", flags.join("")));
-        let _ = std::fs::remove_dir_all(&fixed);
+        let _ = std::fs::remove_dir_all(&fixed); // a leftover of an earlier run, if any
         std::fs::rename(d.path(), &fixed).unwrap();
         fill_in_random_order(&fixed, 3);
         let o = ok(supervised(flags, &[probe.to_str().unwrap(), fixed.to_str().unwrap()]));

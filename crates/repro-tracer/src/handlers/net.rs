@@ -746,3 +746,123 @@ pub(crate) fn proc_open<G: Guest>(sh: &mut Shared, g: &mut G, path: &[u8], flags
         Err(e) => Reply::Error(e.raw_os_error().unwrap_or(libc::EIO)),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::decode;
+    use crate::guest::fake::FakeGuest;
+    use crate::handlers::dispatch;
+    use crate::handlers::testing::shared;
+    use crate::tape::{TapeConfig, TapeState};
+    use repro_model::tape::NetTape;
+
+    const LOCALHOST_80: [u8; 16] = [2, 0, 0, 80, 127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];
+
+    fn ev(socket: u32, op: NetOp, result: i64, data: &[u8], addr: &[u8]) -> NetEvent {
+        NetEvent { socket, op, result, data: data.to_vec(), addr: addr.to_vec() }
+    }
+
+    fn replaying(events: Vec<NetEvent>) -> Shared {
+        let mut sh = shared(1, 1000);
+        let cfg = TapeConfig { network: NetMode::Replay(NetTape { events }), proc: ProcMode::Off };
+        sh.tape = TapeState::new(&cfg);
+        sh
+    }
+
+    /// The iovec arrays of writev and readv, gathered from and scattered to guest memory.
+    #[test]
+    fn vectored_calls_gather_and_scatter_through_their_iovecs() {
+        let mut g = FakeGuest::new(3);
+        let iov = |bufs: &[(u64, u64)]| -> Vec<u8> {
+            bufs.iter().flat_map(|&(p, l)| p.to_le_bytes().into_iter().chain(l.to_le_bytes())).collect()
+        };
+        g.put(0x100, b"GET /x").put(0x200, b" HTTP/1.0\r\n");
+        g.put(0x1000, &iov(&[(0x100, 6), (0, 0), (0x200, 11)]));
+        let (data, flags, addr) = write_source(&mut g, WriteArgs::Writev { iov: 0x1000, count: 3 }).unwrap();
+        assert_eq!((data.as_slice(), flags, addr.len()), (&b"GET /x HTTP/1.0\r\n"[..], 0, 0));
+        g.map(0x300, 4).map(0x400, 8).put(0x2000, &iov(&[(0x300, 4), (0x400, 8)]));
+        let (dest, _) = read_dest(&mut g, ReadArgs::Readv { iov: 0x2000, count: 2 }).unwrap();
+        assert_eq!(dest.len(), 12);
+        dest.deliver(&mut g, b"HTTP/1.0 2", &[]).unwrap();
+        assert_eq!((g.get(0x300, 4), g.get(0x400, 8)), (b"HTTP".to_vec(), b"/1.0 2\0\0".to_vec()));
+        assert_eq!(read_dest(&mut g, ReadArgs::Readv { iov: 8, count: 2 }).err(), Some(libc::EFAULT));
+    }
+
+    #[test]
+    fn addresses_and_proc_candidates() {
+        assert_eq!(show_addr(&LOCALHOST_80), "127.0.0.1:80");
+        assert_eq!(show_addr(&[9, 9]), "address 0909");
+        assert!(proc_candidate(b"/proc/loadavg"));
+        assert!(proc_candidate(b"/sys/class/net/lo/mtu"));
+        assert!(!proc_candidate(b"/proc/kmsg"));
+        assert!(!proc_candidate(b"/proc/self/fd/0"));
+        assert!(!proc_candidate(b"/etc/passwd"));
+        assert!(!proc_candidate(b"/proc/"));
+    }
+
+    /// socket, connect, write, read answered from the tape; then a write of other bytes stops the replay.
+    #[test]
+    fn replay_answers_from_the_tape_and_reports_divergence() {
+        let mut sh = replaying(vec![
+            ev(0, NetOp::Socket, 0, b"", b""),
+            ev(0, NetOp::Connect, 0, b"", &LOCALHOST_80),
+            ev(0, NetOp::Write, 4, b"PING", b""),
+            ev(0, NetOp::Read, 4, b"PONG", b""),
+            ev(0, NetOp::Write, 4, b"PING", b""),
+        ]);
+        let mut g = FakeGuest::new(3);
+        g.put(0x100, &LOCALHOST_80).put(0x200, b"PING").put(0x300, b"PANG").map(0x400, 16);
+        let call = |sh: &mut Shared, g: &mut FakeGuest, nr: i64, a: [u64; 6]| dispatch(sh, g, nr, decode(nr, a));
+        let r = call(&mut sh, &mut g, libc::SYS_socket, [libc::AF_INET as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0]);
+        let Reply::AddFd { fd, cloexec: false } = r else { panic!("{r:?}") };
+        g.fds.insert(5, fd);
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_connect, [5, 0x100, 16, 0, 0, 0]), Reply::Value(0)));
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_write, [5, 0x200, 4, 0, 0, 0]), Reply::Value(4)));
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_read, [5, 0x400, 16, 0, 0, 0]), Reply::Value(4)));
+        assert_eq!(g.get(0x400, 4), b"PONG");
+        // Not a taped socket: plain I/O runs natively.
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_write, [1, 0x200, 4, 0, 0, 0]), Reply::Continue));
+        assert!(sh.tape.as_ref().unwrap().diverged.is_none());
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_write, [5, 0x300, 4, 0, 0, 0]), Reply::Error(libc::EIO)));
+        let why = sh.tape.as_ref().unwrap().diverged.clone().unwrap();
+        assert!(why.contains("differ from the recording's 4 at byte 1"), "{why}");
+    }
+
+    #[test]
+    fn a_call_the_tape_does_not_have_diverges() {
+        let mut sh = replaying(vec![ev(0, NetOp::Socket, 0, b"", b"")]);
+        let mut g = FakeGuest::new(3);
+        g.put(0x100, &LOCALHOST_80);
+        let nr = libc::SYS_socket;
+        let r = dispatch(&mut sh, &mut g, nr, decode(nr, [libc::AF_INET as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0]));
+        let Reply::AddFd { fd, .. } = r else { panic!("{r:?}") };
+        g.fds.insert(5, fd);
+        let nr = libc::SYS_connect;
+        assert!(matches!(dispatch(&mut sh, &mut g, nr, decode(nr, [5, 0x100, 16, 0, 0, 0])), Reply::Error(libc::EIO)));
+        let why = sh.tape.as_ref().unwrap().diverged.clone().unwrap();
+        assert!(why.contains("connect on socket 0 (call 2), which is not on the tape"), "{why}");
+    }
+
+    /// A replayed socket's getpeername is the address it connected to; socket options read 0.
+    #[test]
+    fn replay_control_calls_are_answered_without_the_tape() {
+        let mut sh = replaying(vec![ev(0, NetOp::Socket, 0, b"", b""), ev(0, NetOp::Connect, 0, b"", &LOCALHOST_80)]);
+        sh.tape.as_mut().unwrap().cfg.network = NetMode::Replay(NetTape::default());
+        let mut g = FakeGuest::new(3);
+        g.put(0x100, &LOCALHOST_80).map(0x200, 16).put(0x300, &16u32.to_le_bytes()).put(0x400, &[0xff; 4]);
+        let call = |sh: &mut Shared, g: &mut FakeGuest, nr: i64, a: [u64; 6]| dispatch(sh, g, nr, decode(nr, a));
+        let r = call(&mut sh, &mut g, libc::SYS_socket, [libc::AF_INET as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0]);
+        let Reply::AddFd { fd, .. } = r else { panic!("{r:?}") };
+        g.fds.insert(5, fd);
+        assert!(matches!(
+            call(&mut sh, &mut g, libc::SYS_getpeername, [5, 0x200, 0x300, 0, 0, 0]),
+            Reply::Error(libc::ENOTCONN)
+        ));
+        call(&mut sh, &mut g, libc::SYS_connect, [5, 0x100, 16, 0, 0, 0]);
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_getpeername, [5, 0x200, 0x300, 0, 0, 0]), Reply::Value(0)));
+        assert_eq!(g.get(0x200, 16), LOCALHOST_80);
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_getsockopt, [5, 1, 2, 0x400, 0x300, 0]), Reply::Value(0)));
+        assert_eq!(g.get(0x400, 4), [0; 4]);
+    }
+}
