@@ -12,6 +12,7 @@ pub mod entropy;
 pub mod files;
 pub mod identity;
 pub mod rng;
+pub mod tapes;
 pub mod waits;
 
 pub use clock::{ClockKind, ClockRead, LogicalClock, Timespec};
@@ -21,6 +22,7 @@ pub use entropy::{format_uuid, ChaCha20, EntropyStream};
 pub use files::{FileIdentity, FileTimeMap, FileTimes, InodeMap};
 pub use identity::{Identity, SysinfoValues, UtsName};
 pub use rng::SplitMix64;
+pub use tapes::{Divergence, NetReplay, ProcReplay};
 pub use waits::Deadline;
 
 /// Errors of the pure policy (bad inputs from the guest that the transport turns into an errno).

@@ -16,7 +16,7 @@
 //! generate is read by the supervisor and served from a memfd; its bytes are taped by path. On replay the
 //! recorded bytes are served for that path (the recorded opens in order, then the last one again).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::os::fd::OwnedFd;
 
 /// Bytes one taped read or write moves at most (larger calls are partial, as the kernel may do).
@@ -60,6 +60,8 @@ impl TapeConfig {
 
 pub use repro_model::tape::{NetEvent, NetOp, NetTape, ProcRead, ProcTape, RecordedTapes};
 
+use repro_detcore::{NetReplay, ProcReplay};
+
 /// A replayed socket.
 pub(crate) struct ReplaySocket {
     pub domain: i32,
@@ -77,10 +79,11 @@ pub(crate) struct TapeState {
     pub next_socket: u32,
     pub recorded: Vec<NetEvent>,
     /// Replay: each socket's remaining events.
-    pub queues: HashMap<u32, VecDeque<NetEvent>>,
+    pub net_replay: NetReplay,
     pub replay_sockets: HashMap<u32, ReplaySocket>,
     pub proc_recorded: Vec<ProcRead>,
-    pub proc_replay: HashMap<String, VecDeque<Vec<u8>>>,
+    /// Replay: the recorded reads of each /proc and /sys path.
+    pub proc_replay: ProcReplay,
     pub diverged: Option<String>,
 }
 
@@ -91,14 +94,10 @@ impl TapeState {
         }
         let mut st = TapeState { cfg: cfg.clone(), ..Default::default() };
         if let NetMode::Replay(t) = &cfg.network {
-            for e in &t.events {
-                st.queues.entry(e.socket).or_default().push_back(e.clone());
-            }
+            st.net_replay = NetReplay::new(t);
         }
         if let ProcMode::Replay(t) = &cfg.proc {
-            for r in &t.reads {
-                st.proc_replay.entry(r.path.clone()).or_default().push_back(r.data.clone());
-            }
+            st.proc_replay = ProcReplay::new(t);
         }
         Some(st)
     }
@@ -174,8 +173,8 @@ mod tests {
         let ev = |socket, op| NetEvent { socket, op, result: 0, data: vec![], addr: vec![] };
         let tape = NetTape { events: vec![ev(0, NetOp::Socket), ev(1, NetOp::Socket), ev(0, NetOp::Connect)] };
         let st = TapeState::new(&TapeConfig { network: NetMode::Replay(tape), proc: ProcMode::Off }).unwrap();
-        assert_eq!(st.queues[&0].iter().map(|e| e.op).collect::<Vec<_>>(), [NetOp::Socket, NetOp::Connect]);
-        assert_eq!(st.queues[&1].len(), 1);
+        assert!(st.net_replay.next_is(0, NetOp::Socket));
+        assert_eq!((st.net_replay.remaining(0), st.net_replay.remaining(1)), (2, 1));
         assert!(TapeState::new(&TapeConfig::default()).is_none());
         let mut rec = TapeState::new(&TapeConfig { network: NetMode::Record, proc: ProcMode::Record }).unwrap();
         rec.recorded.push(ev(0, NetOp::Socket));

@@ -10,6 +10,7 @@
 use std::ffi::CString;
 use std::os::fd::OwnedFd;
 
+use repro_detcore::tapes::{self, Divergence};
 use repro_model::tape::{NetEvent, NetOp, ProcRead};
 use repro_sys::{fdops, net};
 
@@ -151,38 +152,8 @@ fn read_dest<G: Guest>(g: &mut G, from: ReadArgs) -> Result<(ReadDest, i32), i32
     }
 }
 
-fn show(b: &[u8]) -> String {
-    let s: String = String::from_utf8_lossy(&b[..b.len().min(40)]).escape_debug().collect();
-    if b.len() > 40 {
-        format!("\"{s}\"...")
-    } else {
-        format!("\"{s}\"")
-    }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// An AF_INET/AF_INET6 address as `ip:port`.
-fn show_addr(a: &[u8]) -> String {
-    let fam = a.get(0..2).map(|f| u16::from_ne_bytes([f[0], f[1]]) as i32);
-    let port = a.get(2..4).map_or(0, |p| u16::from_be_bytes([p[0], p[1]]));
-    match fam {
-        Some(libc::AF_INET) if a.len() >= 8 => {
-            format!("{}:{port}", std::net::Ipv4Addr::new(a[4], a[5], a[6], a[7]))
-        }
-        Some(libc::AF_INET6) if a.len() >= 24 => {
-            let mut b = [0u8; 16];
-            b.copy_from_slice(&a[8..24]);
-            format!("[{}]:{port}", std::net::Ipv6Addr::from(b))
-        }
-        _ => format!("address {}", hex(a)),
-    }
-}
-
 /// Stops the guest: the replay diverged.
-fn diverge(sh: &mut Shared, what: String) -> Reply {
+fn diverge(sh: &mut Shared, Divergence(what): Divergence) -> Reply {
     if let Some(t) = sh.tape.as_mut() {
         if t.diverged.is_none() {
             t.diverged = Some(what);
@@ -217,17 +188,13 @@ pub(crate) fn handle<G: Guest>(sh: &mut Shared, g: &mut G, call: Syscall) -> Opt
             for fd in fds.into_iter().flatten() {
                 let Some(ino) = socket_inode(g, fd) else { continue };
                 let Some(&(socket, ord)) = sh.tape.as_ref().and_then(|t| t.sockets.get(&ino)) else { continue };
-                if replay {
-                    let what = format!(
-                        "the guest called {name} on socket {socket} (call {}), which is not on the tape",
-                        ord + 1
-                    );
-                    return Some(diverge(sh, what));
-                }
-                sh.not_enforced.insert(format!(
-                    "{name} on a socket taped by --network record (socket {socket}): its data cannot be taped"
-                ));
-                return Some(Reply::Continue);
+                return Some(match tapes::untaped(name, socket, ord, replay) {
+                    tapes::Untaped::Diverge(d) => diverge(sh, d),
+                    tapes::Untaped::NotEnforced(why) => {
+                        sh.not_enforced.insert(why);
+                        Reply::Continue
+                    }
+                });
             }
             return Some(Reply::Continue);
         }
@@ -281,12 +248,7 @@ fn sockname<G: Guest>(
     replay: bool,
 ) -> Reply {
     if replay {
-        let next_is_sockname = sh
-            .tape
-            .as_ref()
-            .and_then(|t| t.queues.get(&socket))
-            .and_then(|q| q.front())
-            .is_some_and(|e| e.op == NetOp::Sockname);
+        let next_is_sockname = sh.tape.as_ref().is_some_and(|t| t.net_replay.next_is(socket, NetOp::Sockname));
         if !next_is_sockname {
             if let Some(t) = sh.tape.as_mut() {
                 t.sockets.insert(ino, (socket, ord));
@@ -323,22 +285,8 @@ fn sockname<G: Guest>(
 
 /// The next taped call of `socket` on replay, checked to be `op`.
 fn next_event(sh: &mut Shared, socket: u32, ordinal: u32, op: NetOp) -> Result<NetEvent, Reply> {
-    let ev = sh.tape.as_mut().and_then(|t| t.queues.get_mut(&socket)).and_then(|q| q.pop_front());
-    match ev {
-        Some(e) if e.op == op => Ok(e),
-        Some(e) => Err(diverge(
-            sh,
-            format!(
-                "the guest called {} on socket {socket} (call {ordinal}) where the recording has {}",
-                op.name(),
-                e.op.name()
-            ),
-        )),
-        None => Err(diverge(
-            sh,
-            format!("the guest called {} on socket {socket} (call {ordinal}), which is not on the tape", op.name()),
-        )),
-    }
+    let Some(t) = sh.tape.as_mut() else { return Err(Reply::Error(libc::EIO)) };
+    t.net_replay.next(socket, ordinal, op).map_err(|d| diverge(sh, d))
 }
 
 /// The listening socket of an accept: its tape number, this call's ordinal, the guest's descriptor and where
@@ -490,15 +438,8 @@ fn connect<G: Guest>(
             Ok(e) => e,
             Err(r) => return r,
         };
-        if ev.addr != addr {
-            return diverge(
-                sh,
-                format!(
-                    "the guest connected socket {socket} (call {ordinal}) to {} where the recording connected to {}",
-                    show_addr(&addr),
-                    show_addr(&ev.addr)
-                ),
-            );
+        if let Err(d) = tapes::check_connect(socket, ordinal, &addr, &ev) {
+            return diverge(sh, d);
         }
         if let Some(s) = sh.tape.as_mut().and_then(|t| t.replay_sockets.get_mut(&socket)) {
             s.peer_addr = addr;
@@ -536,15 +477,8 @@ fn read<G: Guest>(
         if ev.result < 0 {
             return Reply::from_raw(ev.result);
         }
-        if ev.data.len() > dest.len() {
-            return diverge(
-                sh,
-                format!(
-                    "the guest read at most {} bytes from socket {socket} (call {ordinal}) where the recording read {}",
-                    dest.len(),
-                    ev.data.len()
-                ),
-            );
+        if let Err(d) = tapes::check_read(socket, ordinal, dest.len(), &ev) {
+            return diverge(sh, d);
         }
         return match dest.deliver(g, &ev.data, &ev.addr) {
             Ok(()) => Reply::Value(ev.data.len() as i64),
@@ -623,19 +557,8 @@ fn write<G: Guest>(
             Ok(e) => e,
             Err(r) => return r,
         };
-        if ev.result >= 0 && (data.len() < ev.data.len() || data[..ev.data.len()] != ev.data[..]) {
-            let at = data.iter().zip(&ev.data).position(|(x, y)| x != y).unwrap_or(data.len().min(ev.data.len()));
-            return diverge(
-                sh,
-                format!(
-                    "the guest wrote {} bytes to socket {socket} (call {ordinal}) that differ from the recording's {} \
-                     at byte {at}: {} where the recording has {}",
-                    data.len(),
-                    ev.data.len(),
-                    show(&data[at.min(data.len())..]),
-                    show(&ev.data[at.min(ev.data.len())..])
-                ),
-            );
+        if let Err(d) = tapes::check_write(socket, ordinal, &data, &ev) {
+            return diverge(sh, d);
         }
         return Reply::from_raw(ev.result);
     }
@@ -682,35 +605,19 @@ fn replay_control<G: Guest>(sh: &mut Shared, g: &mut G, socket: u32, op: Control
     }
 }
 
-/// Whether `path` is one the /proc tape may serve (a file under /proc or /sys).
-fn proc_candidate(path: &[u8]) -> bool {
-    let under = |p: &[u8]| path.starts_with(p) && path.len() > p.len();
-    if !(under(b"/proc/") || under(b"/sys/")) {
-        return false;
-    }
-    // Files whose reads block or that are not contents.
-    let skip: [&[u8]; 6] = [b"kmsg", b"trace_pipe", b"/mem", b"pagemap", b"kcore", b"/fd/"];
-    !skip.iter().any(|s| path.windows(s.len()).any(|w| w == *s))
-}
-
 /// openat of a /proc or /sys file while the /proc tape records or replays; `None` lets it run as usual.
 pub(crate) fn proc_open<G: Guest>(sh: &mut Shared, g: &mut G, path: &[u8], flags: i32) -> Option<Reply> {
     let tape = sh.tape.as_mut()?;
     if tape.cfg.proc == ProcMode::Off
         || flags & libc::O_ACCMODE != libc::O_RDONLY
         || flags & (libc::O_DIRECTORY | libc::O_PATH) != 0
-        || !proc_candidate(path)
+        || !tapes::proc_candidate(path)
     {
         return None;
     }
     let key = String::from_utf8(path.to_vec()).ok()?;
     let data = if let ProcMode::Replay(_) = tape.cfg.proc {
-        let q = tape.proc_replay.get_mut(&key)?;
-        if q.len() > 1 {
-            q.pop_front()?
-        } else {
-            q.front()?.clone()
-        }
+        tape.proc_replay.open(&key)?
     } else {
         let real = guest_path(path, g.tid());
         let c = CString::new(real).ok()?;
@@ -789,18 +696,6 @@ mod tests {
         assert_eq!(read_dest(&mut g, ReadArgs::Readv { iov: 8, count: 2 }).err(), Some(libc::EFAULT));
     }
 
-    #[test]
-    fn addresses_and_proc_candidates() {
-        assert_eq!(show_addr(&LOCALHOST_80), "127.0.0.1:80");
-        assert_eq!(show_addr(&[9, 9]), "address 0909");
-        assert!(proc_candidate(b"/proc/loadavg"));
-        assert!(proc_candidate(b"/sys/class/net/lo/mtu"));
-        assert!(!proc_candidate(b"/proc/kmsg"));
-        assert!(!proc_candidate(b"/proc/self/fd/0"));
-        assert!(!proc_candidate(b"/etc/passwd"));
-        assert!(!proc_candidate(b"/proc/"));
-    }
-
     /// socket, connect, write, read answered from the tape; then a write of other bytes stops the replay.
     #[test]
     fn replay_answers_from_the_tape_and_reports_divergence() {
@@ -864,5 +759,35 @@ mod tests {
         assert_eq!(g.get(0x200, 16), LOCALHOST_80);
         assert!(matches!(call(&mut sh, &mut g, libc::SYS_getsockopt, [5, 1, 2, 0x400, 0x300, 0]), Reply::Value(0)));
         assert_eq!(g.get(0x400, 4), [0; 4]);
+    }
+
+    /// The /proc tape on replay: an open of a taped file reads the recorded bytes, in order; other files and
+    /// writes are the host's.
+    #[test]
+    fn proc_replay_serves_the_recorded_bytes() {
+        use repro_model::tape::ProcTape;
+        let read = |d: &[u8]| ProcRead { path: "/proc/version".into(), data: d.to_vec() };
+        let mut sh = shared(1, 1000);
+        let cfg = TapeConfig {
+            network: NetMode::Off,
+            proc: ProcMode::Replay(ProcTape { reads: vec![read(b"one"), read(b"two")] }),
+        };
+        sh.tape = TapeState::new(&cfg);
+        let mut g = FakeGuest::new(3);
+        g.put(0x100, b"/proc/version\0").put(0x200, b"/proc/cmdline\0");
+        let at = libc::AT_FDCWD as u32 as u64;
+        let mut open = |path: u64, flags: i32| {
+            let nr = libc::SYS_openat;
+            match dispatch(&mut sh, &mut g, nr, decode(nr, [at, path, flags as u64, 0, 0, 0])) {
+                Reply::AddFd { fd, .. } => Some(std::io::read_to_string(std::fs::File::from(fd)).unwrap()),
+                Reply::Continue => None,
+                r => panic!("{r:?}"),
+            }
+        };
+        assert_eq!(open(0x100, 0).as_deref(), Some("one"));
+        assert_eq!(open(0x100, 0).as_deref(), Some("two"));
+        assert_eq!(open(0x100, 0).as_deref(), Some("two"), "the last read again");
+        assert_eq!(open(0x200, 0), None, "not on the tape: the host's");
+        assert_eq!(open(0x100, libc::O_WRONLY), None, "a write goes to the host");
     }
 }
