@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 
 use repro_detcore::{DeterminismController, DirListing};
 
-use crate::{access, tape, vdso, SupervisorStats};
+use crate::stats::SupervisorStats;
+use crate::{access, tape, vdso};
 
 /// State shared by the ptrace thread and the notify thread.
 pub(crate) struct Shared {
