@@ -328,10 +328,13 @@ mod tests {
 
     #[test]
     fn a_running_or_unknown_task_is_not_blocked() {
-        assert!(!blocked_indefinitely(std::process::id() as i32), "this test is running");
+        // This very thread (not the process's main thread, which may be asleep waiting for the tests).
+        let me = std::fs::read_link("/proc/thread-self").unwrap();
+        let me: i32 = me.file_name().unwrap().to_str().unwrap().parse().unwrap();
+        assert!(!blocked_indefinitely(me), "this test is running");
         assert!(blocked_indefinitely(i32::MAX), "no such task");
         let mut sh = shared(1, 0);
-        sh.live.insert(std::process::id() as i32);
+        sh.live.insert(me);
         assert!(!others_blocked(&sh, 3), "another task runs: it could end the wait");
         assert!(inherited_fds().iter().all(|t| !t.starts_with('/')));
     }
