@@ -20,7 +20,7 @@
 //!                               decode.rs       |     raw (nr, args) -> typed Syscall
 //!                                     v         |
 //!                             handlers/mod.rs dispatch by family: time, entropy, identity, files, waits,
-//!                                     |               net (network and /proc tapes), process
+//!                                     |               net and proc_tape (the tapes), process
 //!                       Guest (guest.rs): memory, fds, paths, ids, "still pending"   (TaskGuest / FakeGuest)
 //!                                     v
 //!                 repro_detcore::DeterminismController decides (all policy; no kernel there)
@@ -29,7 +29,8 @@
 //! controller. To mediate a new syscall: a variant in `decode.rs` (and `decode::MEDIATED` if always notified),
 //! its answer in the family's file under `handlers/` with its policy as a controller method, a unit test over
 //! `FakeGuest`. A new tape: its record type in `repro_model::tape`, its mode in `tape.rs`, its calls in
-//! `handlers/net.rs` (or a new family).
+//! `handlers/net.rs` or `handlers/proc_tape.rs` (or a file of its own), its replay policy in
+//! `repro_detcore::tapes`.
 
 mod access;
 pub use access::AccessStream;

@@ -10,6 +10,7 @@ pub(crate) mod entropy;
 pub(crate) mod files;
 pub(crate) mod identity;
 pub(crate) mod net;
+pub(crate) mod proc_tape;
 pub(crate) mod process;
 pub(crate) mod time;
 pub(crate) mod waits;

@@ -1,5 +1,5 @@
-//! Network and tapes: the guest's socket calls while the network is taped, and its reads of /proc and /sys
-//! files while the /proc tape runs (see `tape.rs` for what is taped and how a replay answers).
+//! Network and tapes: the guest's socket calls while the network is taped (its reads of /proc and /sys files
+//! while the /proc tape runs are `proc_tape.rs`; see `tape.rs` for what is taped and how a replay answers).
 //!
 //! Recording: the supervisor makes the call itself on the guest's socket (created with ADDFD, or borrowed with
 //! pidfd_getfd) and tapes the result and the bytes. Replay: the guest's socket is one end of a socket pair whose
@@ -7,18 +7,17 @@
 //! the tape, in order, per socket; a call that is not the next one on the tape, or a write of other bytes, is a
 //! divergence: the guest is stopped and the run reports it.
 
-use std::ffi::CString;
 use std::os::fd::OwnedFd;
 
 use repro_detcore::tapes::{self, Divergence};
-use repro_model::tape::{NetEvent, NetOp, ProcRead};
+use repro_model::tape::{NetEvent, NetOp};
 use repro_sys::{fdops, net};
 
 use crate::decode::{Control, NetCall, ReadArgs, Syscall, TimedWait, WriteArgs};
-use crate::guest::{guest_path, Guest, PidfdCache, TaskGuest};
+use crate::guest::{Guest, PidfdCache, TaskGuest};
 use crate::reply::Reply;
 use crate::state::{lock, Shared};
-use crate::tape::{NetMode, ProcMode, ReplaySocket, IO_MAX, PROC_MAX};
+use crate::tape::{NetMode, ReplaySocket, IO_MAX};
 
 /// The inode of a guest descriptor when it is a socket. Found the cheapest way: a duplicate through the task's
 /// cached pidfd, and fstat (about 1.6 µs; reading the /proc/PID/fd/N link costs twice that). This runs for
@@ -605,55 +604,6 @@ fn replay_control<G: Guest>(sh: &mut Shared, g: &mut G, socket: u32, op: Control
     }
 }
 
-/// openat of a /proc or /sys file while the /proc tape records or replays; `None` lets it run as usual.
-pub(crate) fn proc_open<G: Guest>(sh: &mut Shared, g: &mut G, path: &[u8], flags: i32) -> Option<Reply> {
-    let tape = sh.tape.as_mut()?;
-    if tape.cfg.proc == ProcMode::Off
-        || flags & libc::O_ACCMODE != libc::O_RDONLY
-        || flags & (libc::O_DIRECTORY | libc::O_PATH) != 0
-        || !tapes::proc_candidate(path)
-    {
-        return None;
-    }
-    let key = String::from_utf8(path.to_vec()).ok()?;
-    let data = if let ProcMode::Replay(_) = tape.cfg.proc {
-        tape.proc_replay.open(&key)?
-    } else {
-        let real = guest_path(path, g.tid());
-        let c = CString::new(real).ok()?;
-        let fd = fdops::openat(None, &c, libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY).ok()?;
-        let st = fdops::newfstatat_raw(Some(&fd), c"", libc::AT_EMPTY_PATH).ok()?;
-        let mode = u32::from_le_bytes([st[24], st[25], st[26], st[27]]);
-        let dev = u64_at(&st, 0);
-        if mode & libc::S_IFMT != libc::S_IFREG || !sh.pseudo_devs.contains(&dev) {
-            return None;
-        }
-        let mut data = Vec::new();
-        let mut buf = vec![0u8; 65536];
-        loop {
-            match net::read(&fd, &mut buf) {
-                Ok(0) => break,
-                Ok(k) => data.extend_from_slice(&buf[..k]),
-                Err(_) => return None,
-            }
-            if data.len() > PROC_MAX {
-                return None;
-            }
-        }
-        let tape = sh.tape.as_mut()?;
-        tape.proc_recorded.push(ProcRead { path: key.clone(), data: data.clone() });
-        data
-    };
-    if !g.still_waiting() {
-        return Some(Reply::Error(libc::EINTR));
-    }
-    let name = CString::new(format!("repro-tape:{key}")).unwrap_or_else(|_| c"repro-tape".into());
-    Some(match fdops::memfd_with(&name, &data) {
-        Ok(fd) => Reply::AddFd { fd, cloexec: flags & libc::O_CLOEXEC != 0 },
-        Err(e) => Reply::Error(e.raw_os_error().unwrap_or(libc::EIO)),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -661,7 +611,7 @@ mod tests {
     use crate::guest::fake::FakeGuest;
     use crate::handlers::dispatch;
     use crate::handlers::testing::shared;
-    use crate::tape::{TapeConfig, TapeState};
+    use crate::tape::{ProcMode, TapeConfig, TapeState};
     use repro_model::tape::NetTape;
 
     const LOCALHOST_80: [u8; 16] = [2, 0, 0, 80, 127, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];
@@ -759,35 +709,5 @@ mod tests {
         assert_eq!(g.get(0x200, 16), LOCALHOST_80);
         assert!(matches!(call(&mut sh, &mut g, libc::SYS_getsockopt, [5, 1, 2, 0x400, 0x300, 0]), Reply::Value(0)));
         assert_eq!(g.get(0x400, 4), [0; 4]);
-    }
-
-    /// The /proc tape on replay: an open of a taped file reads the recorded bytes, in order; other files and
-    /// writes are the host's.
-    #[test]
-    fn proc_replay_serves_the_recorded_bytes() {
-        use repro_model::tape::ProcTape;
-        let read = |d: &[u8]| ProcRead { path: "/proc/version".into(), data: d.to_vec() };
-        let mut sh = shared(1, 1000);
-        let cfg = TapeConfig {
-            network: NetMode::Off,
-            proc: ProcMode::Replay(ProcTape { reads: vec![read(b"one"), read(b"two")] }),
-        };
-        sh.tape = TapeState::new(&cfg);
-        let mut g = FakeGuest::new(3);
-        g.put(0x100, b"/proc/version\0").put(0x200, b"/proc/cmdline\0");
-        let at = libc::AT_FDCWD as u32 as u64;
-        let mut open = |path: u64, flags: i32| {
-            let nr = libc::SYS_openat;
-            match dispatch(&mut sh, &mut g, nr, decode(nr, [at, path, flags as u64, 0, 0, 0])) {
-                Reply::AddFd { fd, .. } => Some(std::io::read_to_string(std::fs::File::from(fd)).unwrap()),
-                Reply::Continue => None,
-                r => panic!("{r:?}"),
-            }
-        };
-        assert_eq!(open(0x100, 0).as_deref(), Some("one"));
-        assert_eq!(open(0x100, 0).as_deref(), Some("two"));
-        assert_eq!(open(0x100, 0).as_deref(), Some("two"), "the last read again");
-        assert_eq!(open(0x200, 0), None, "not on the tape: the host's");
-        assert_eq!(open(0x100, libc::O_WRONLY), None, "a write goes to the host");
     }
 }

@@ -37,7 +37,7 @@ pub(crate) fn handle<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Syscal
         Syscall::Nanosleep { req } => read_timespec(g, req)
             .and_then(|t| sh.ctl.sleep_for(t).map(|_| 0).map_err(|e| e.errno()))
             .map_err(Refusal::from),
-        // clock_nanosleep returns the error number itself, not -1/errno: the kernel's return path does that.
+        // clock_nanosleep returns the error number itself, not -1/errno (the C library's wrapper turns it around).
         Syscall::ClockNanosleep { clock, flags, req } => read_timespec(g, req)
             .and_then(|t| sh.ctl.clock_nanosleep(clock, flags, t).map(|_| 0).map_err(|e| e.errno()))
             .map_err(Refusal::from),
