@@ -88,11 +88,12 @@ pub struct DetConfig {
 }
 
 impl Default for DetConfig {
-    /// Seed 0, epoch 2023-11-14T22:13:20Z, a clock that ticks 1 µs per read, one CPU.
+    /// Seed 0, the default epoch of every run ([`repro_model::run::DEFAULT_EPOCH`], 2025-01-01T00:00:00Z), a clock
+    /// that ticks 1 µs per read, one CPU.
     fn default() -> Self {
         DetConfig {
             seed: 0,
-            epoch_unix_secs: 1_700_000_000,
+            epoch_unix_secs: repro_model::run::DEFAULT_EPOCH,
             clock_step_ns: 1000,
             cpus: 1,
             record_access: false,
