@@ -94,6 +94,12 @@ impl VirtualFile {
             _ => return None,
         })
     }
+
+    /// Whether an open with `flags` is served the generated file: reading is; a write-only open goes to the
+    /// host's file (which takes or refuses it as it would).
+    pub fn serves(self, flags: i32) -> bool {
+        flags & libc::O_ACCMODE != libc::O_WRONLY
+    }
 }
 
 /// The policy of one run.
@@ -408,6 +414,8 @@ mod tests {
         assert_eq!(VirtualFile::for_path(b"/proc/sys/kernel/random/boot_id"), Some(VirtualFile::BootId));
         assert_eq!(VirtualFile::for_path(b"/proc/cpuinfo"), Some(VirtualFile::CpuInfo));
         assert_eq!(VirtualFile::for_path(b"/etc/passwd"), None);
+        assert!(VirtualFile::Urandom.serves(libc::O_RDONLY) && VirtualFile::Urandom.serves(libc::O_RDWR));
+        assert!(!VirtualFile::Urandom.serves(libc::O_WRONLY | libc::O_CLOEXEC));
         let mut a = DeterminismController::new(&cfg(1));
         assert_eq!(a.virtual_file(2, VirtualFile::Urandom, 10).len(), 10);
         assert_eq!(a.virtual_file(2, VirtualFile::CpuList, 0), b"0-1\n");

@@ -67,7 +67,7 @@ pub(crate) fn open<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, path: u64, fla
         sh.stats.continued += 1;
         return Reply::Continue;
     };
-    if flags & libc::O_ACCMODE == libc::O_WRONLY {
+    if !vf.serves(flags) {
         return Reply::Continue;
     }
     if !g.still_waiting() {
