@@ -12,6 +12,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", dir.join(f).display());
     }
     println!("cargo:rerun-if-env-changed=CC");
+    // Cargo always sets it; without it no vDSO is built, which the supervisor reports at run time.
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     let built = arch == "x86_64" && compile(&dir, &out);
     if !built {

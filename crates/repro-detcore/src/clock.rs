@@ -18,6 +18,15 @@ pub const MONOTONIC_START_NS: i64 = 10_000 * NSEC_PER_SEC;
 /// Reads in a row, with a frozen clock and nothing else happening, after which the guest is stopped.
 pub const STALL_READS: u32 = 20_000;
 
+/// Why a guest polling a frozen clock was stopped.
+pub fn stall_reason(reads: u32) -> String {
+    format!(
+        "the guest read the clock {reads} times in a row with nothing else in between while the clock is \
+         frozen (clock step 0), so it was waiting for time to pass, which never happens here; it was stopped. \
+         Make the wait a sleep, or rerun with a clock that ticks on reads (--clock-step-ns 1000)"
+    )
+}
+
 /// A `struct timespec` value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timespec {

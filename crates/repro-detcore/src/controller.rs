@@ -4,7 +4,46 @@ use crate::clock::{ClockKind, ClockRead, LogicalClock, Timespec};
 use crate::entropy::{format_uuid, EntropyStream, DOMAIN_BOOT_ID, DOMAIN_MAIN};
 use crate::files::{FileIdentity, FileTimeMap, FileTimes, InodeMap};
 use crate::identity::Identity;
+use crate::waits::Deadline;
 use crate::DetError;
+
+/// Bytes of /dev/urandom served per open (a pre-generated, finite stream).
+pub const URANDOM_BYTES: usize = 1 << 20;
+/// The most bytes one getrandom call returns (as the kernel: 32 MiB - 1).
+pub const GETRANDOM_MAX: usize = (1 << 25) - 1;
+/// Resolution of the coarse clocks (clock_getres), as the vDSO answers: 4 ms.
+const COARSE_RES_NS: i64 = 4_000_000;
+
+/// What a clock call of the guest gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClockAnswer {
+    /// This time (or resolution).
+    Time(Timespec),
+    /// EINVAL: a clock id the kernel does not know.
+    Invalid,
+    /// A dynamic (fd-based) clock: not mediated, the call runs natively; with the reason to record, if any.
+    Native(Option<String>),
+    /// The guest polled a frozen clock: it is stopped, for this reason.
+    Stop(String),
+}
+
+/// Calls that start something on the host's clock (or bypass the mediation): the supervisor lets them run,
+/// and the controller says whether the run stays reproducible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostTimer {
+    TimerfdCreate,
+    /// alarm(seconds).
+    Alarm {
+        seconds: u64,
+    },
+    /// setitimer: whether a new value was given, and its it_value (`None` when it could not be read).
+    Setitimer {
+        given: bool,
+        value: Option<Timespec>,
+    },
+    TimerCreate,
+    IoUringSetup,
+}
 
 /// What a run's determinism depends on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +93,12 @@ impl VirtualFile {
             | b"/sys/devices/system/cpu/present" => VirtualFile::CpuList,
             _ => return None,
         })
+    }
+
+    /// Whether an open with `flags` is served the generated file: reading is; a write-only open goes to the
+    /// host's file (which takes or refuses it as it would).
+    pub fn serves(self, flags: i32) -> bool {
+        flags & libc::O_ACCMODE != libc::O_WRONLY
     }
 }
 
@@ -164,6 +209,151 @@ impl DeterminismController {
         self.identity.sysinfo(&self.clock).to_bytes().to_vec()
     }
 
+    /// A read of a clock of `kind`; a frozen clock polled too long says to stop the guest.
+    pub fn read_clock(&mut self, kind: ClockKind) -> ClockAnswer {
+        match self.clock.read(kind) {
+            ClockRead::Value(t) => ClockAnswer::Time(t),
+            ClockRead::Stalled { reads } => ClockAnswer::Stop(crate::clock::stall_reason(reads)),
+        }
+    }
+
+    /// clock_gettime(clk_id): unknown ids are EINVAL, dynamic (fd-based) clocks run natively, unenforced.
+    pub fn clock_gettime_answer(&mut self, clk_id: i64) -> ClockAnswer {
+        match ClockKind::from_id(clk_id) {
+            Ok(kind) => self.read_clock(kind),
+            Err(_) if clk_id < 0 => ClockAnswer::Native(Some(format!(
+                "clock_gettime on a dynamic (fd-based) clock id {clk_id} is not mediated"
+            ))),
+            Err(_) => ClockAnswer::Invalid,
+        }
+    }
+
+    /// clock_getres: pinned resolutions (1 ns; the coarse clocks 4 ms), the same the vDSO answers.
+    pub fn clock_getres(&mut self, clk_id: i64) -> ClockAnswer {
+        self.note_event();
+        match ClockKind::from_id(clk_id) {
+            Ok(_) => {}
+            Err(_) if clk_id < 0 => return ClockAnswer::Native(None),
+            Err(_) => return ClockAnswer::Invalid,
+        }
+        let coarse = clk_id == libc::CLOCK_REALTIME_COARSE as i64 || clk_id == libc::CLOCK_MONOTONIC_COARSE as i64;
+        ClockAnswer::Time(Timespec { sec: 0, nsec: if coarse { COARSE_RES_NS } else { 1 } })
+    }
+
+    /// clock_nanosleep(clk_id, flags, t): absolute with TIMER_ABSTIME, else relative; no wall-clock wait.
+    pub fn clock_nanosleep(&mut self, clk_id: i64, flags: i32, t: Timespec) -> Result<(), DetError> {
+        if flags & libc::TIMER_ABSTIME != 0 {
+            self.sleep_until(clk_id, t)
+        } else {
+            ClockKind::from_id(clk_id)?;
+            self.sleep_for(t)
+        }
+    }
+
+    /// A timed wait that nothing can end times out: the clock jumps to its deadline.
+    pub fn time_out_wait(&mut self, deadline: Deadline) -> Result<(), DetError> {
+        match deadline {
+            Deadline::After(t) => self.sleep_for(t),
+            Deadline::At(clock, t) => self.sleep_until(clock, t),
+        }
+    }
+
+    /// times(2): logical ticks (100 Hz) since the pretend boot; the process used no CPU time (the tms
+    /// structure is all zeros).
+    pub fn times(&mut self) -> i64 {
+        self.note_event();
+        let mono = self.clock.peek(ClockKind::Monotonic);
+        mono.sec * 100 + mono.nsec / 10_000_000
+    }
+
+    /// getrusage(2): no resource was used (the 144-byte struct rusage is all zeros).
+    pub fn rusage(&mut self) -> [u8; 144] {
+        self.note_event();
+        [0u8; 144]
+    }
+
+    /// getcpu(2): (cpu, node); the guest always runs on CPU 0 of node 0.
+    pub fn getcpu(&mut self) -> (u32, u32) {
+        self.note_event();
+        (0, 0)
+    }
+
+    /// sched_getaffinity(len): the first `cpus` CPUs, as an 8-byte mask; `len` must be a positive multiple of 8.
+    pub fn sched_getaffinity(&mut self, len: usize) -> Result<Vec<u8>, DetError> {
+        self.note_event();
+        if len < 8 || !len.is_multiple_of(8) {
+            return Err(DetError::MaskLength(len));
+        }
+        Ok(self.identity.affinity_mask(8))
+    }
+
+    /// getrandom(len) by `task`: at most [`GETRANDOM_MAX`] bytes of its stream.
+    pub fn getrandom(&mut self, task: i32, len: usize) -> Vec<u8> {
+        self.random(task, len.min(GETRANDOM_MAX))
+    }
+
+    /// A timer on the host's clock (or an io_uring) the guest sets up: why the run is not reproducible, or
+    /// `None` when the call is harmless (disarming a timer).
+    pub fn host_timer(&self, t: HostTimer) -> Option<String> {
+        let armed = |name: &str| {
+            Some(format!(
+                "the guest armed a timer on the host's clock ({name}): its expiry and signal are not mediated"
+            ))
+        };
+        match t {
+            HostTimer::TimerfdCreate => Some(
+                "the guest created a timerfd (timerfd_create): timerfds run on the host's clock and are not mediated"
+                    .into(),
+            ),
+            HostTimer::Alarm { seconds: 0 } => None,
+            HostTimer::Alarm { .. } => armed("alarm"),
+            HostTimer::Setitimer { given: false, .. } => None,
+            HostTimer::Setitimer { value: Some(Timespec { sec: 0, nsec: 0 }), .. } => None,
+            HostTimer::Setitimer { .. } => armed("setitimer"),
+            HostTimer::TimerCreate => armed("timer_create"),
+            HostTimer::IoUringSetup => Some(
+                "the guest set up an io_uring (io_uring_setup): its operations bypass the syscall mediation".into(),
+            ),
+        }
+    }
+
+    /// rdtsc: a 1 GHz counter on the logical monotonic clock; it advances by the clock step like a read (a
+    /// frozen clock polled through rdtsc is not stopped: the counter just does not move).
+    pub fn rdtsc(&mut self) -> u64 {
+        let t = match self.clock.read(ClockKind::Monotonic) {
+            ClockRead::Value(t) => t,
+            ClockRead::Stalled { .. } => {
+                self.note_event();
+                self.clock.peek(ClockKind::Monotonic)
+            }
+        };
+        (t.sec as u64).wrapping_mul(1_000_000_000).wrapping_add(t.nsec as u64)
+    }
+
+    /// The virtual device, inode and times the stat family reports for a file of type `fmt` (`st_mode &
+    /// S_IFMT`). Only files whose times record writes (regular files, directories, symlinks on real file
+    /// systems) go through the order-preserving map; pipes, sockets, devices and entries of pseudo file systems
+    /// (`pseudo`: /proc, /sys, /dev...) carry times that follow the host clock, so they read as the logical now.
+    pub fn stat_view(&mut self, id: FileIdentity, times: FileTimes, fmt: u32, pseudo: bool) -> (u64, u64, FileTimes) {
+        let written = matches!(fmt, libc::S_IFREG | libc::S_IFDIR | libc::S_IFLNK) && !pseudo;
+        if written {
+            return self.file_view(id, times);
+        }
+        let (vdev, vino, _) = self.file_view(id, FileTimes { atime: 0, mtime: 0, ctime: 0 });
+        let now = self.clock.peek(ClockKind::Realtime);
+        let now = now.sec as i128 * crate::clock::NSEC_PER_SEC as i128 + now.nsec as i128;
+        (vdev, vino, FileTimes { atime: now, mtime: now, ctime: now })
+    }
+
+    /// statx's birth time of a file whose mapped change time is `ctime`: mapped like the other times, never
+    /// after the change time; 0 (unknown) stays 0.
+    pub fn birth_time(&mut self, id: FileIdentity, btime: i128, ctime: i128) -> i128 {
+        if btime == 0 {
+            return 0;
+        }
+        ctime.min(self.file_times.map(id, btime, ctime))
+    }
+
     /// The virtual identity and times of a file for the stat family.
     pub fn file_view(&mut self, id: FileIdentity, times: FileTimes) -> (u64, u64, FileTimes) {
         self.note_event();
@@ -224,6 +414,8 @@ mod tests {
         assert_eq!(VirtualFile::for_path(b"/proc/sys/kernel/random/boot_id"), Some(VirtualFile::BootId));
         assert_eq!(VirtualFile::for_path(b"/proc/cpuinfo"), Some(VirtualFile::CpuInfo));
         assert_eq!(VirtualFile::for_path(b"/etc/passwd"), None);
+        assert!(VirtualFile::Urandom.serves(libc::O_RDONLY) && VirtualFile::Urandom.serves(libc::O_RDWR));
+        assert!(!VirtualFile::Urandom.serves(libc::O_WRONLY | libc::O_CLOEXEC));
         let mut a = DeterminismController::new(&cfg(1));
         assert_eq!(a.virtual_file(2, VirtualFile::Urandom, 10).len(), 10);
         assert_eq!(a.virtual_file(2, VirtualFile::CpuList, 0), b"0-1\n");
@@ -235,6 +427,90 @@ mod tests {
         assert!(a.clock_gettime(99).is_err());
         assert!(a.sleep_until(99, Timespec { sec: 0, nsec: 0 }).is_err());
         assert_eq!(a.clock_gettime(0), Ok(ClockRead::Value(Timespec { sec: 1_600_000_000, nsec: 0 })));
+    }
+
+    #[test]
+    fn clock_answers() {
+        let mut a = DeterminismController::new(&cfg(1));
+        assert_eq!(a.clock_gettime_answer(0), ClockAnswer::Time(Timespec { sec: 1_600_000_000, nsec: 0 }));
+        assert_eq!(a.clock_gettime_answer(10), ClockAnswer::Invalid);
+        assert!(matches!(a.clock_gettime_answer(-5), ClockAnswer::Native(Some(_))), "an fd clock (CLOCKFD) is native");
+        assert_eq!(
+            a.clock_getres(libc::CLOCK_MONOTONIC_COARSE as i64),
+            ClockAnswer::Time(Timespec { sec: 0, nsec: 4_000_000 })
+        );
+        assert_eq!(a.clock_getres(0), ClockAnswer::Time(Timespec { sec: 0, nsec: 1 }));
+        assert_eq!(a.clock_getres(-5), ClockAnswer::Native(None));
+        assert_eq!(a.clock_getres(10), ClockAnswer::Invalid);
+        // The frozen clock (step 0) polled without anything else happening stops the guest, with the reason.
+        let mut stop = None;
+        for _ in 0..crate::clock::STALL_READS {
+            if let ClockAnswer::Stop(why) = a.clock_gettime_answer(1) {
+                stop = Some(why);
+            }
+        }
+        assert!(stop.expect("stopped").contains("--clock-step-ns"));
+    }
+
+    #[test]
+    fn sleeps_and_timed_waits_move_the_clock() {
+        let mut a = DeterminismController::new(&cfg(1));
+        a.clock_nanosleep(1, 0, Timespec { sec: 2, nsec: 0 }).unwrap();
+        assert_eq!(a.clock.peek(ClockKind::Realtime).sec, 1_600_000_002);
+        a.clock_nanosleep(0, libc::TIMER_ABSTIME, Timespec { sec: 1_600_000_010, nsec: 0 }).unwrap();
+        assert_eq!(a.clock.peek(ClockKind::Realtime).sec, 1_600_000_010);
+        assert_eq!(a.clock_nanosleep(42, 0, Timespec { sec: 1, nsec: 0 }).unwrap_err().errno(), libc::EINVAL);
+        a.time_out_wait(Deadline::After(Timespec { sec: 0, nsec: 500_000_000 })).unwrap();
+        assert_eq!(a.clock.peek(ClockKind::Realtime), Timespec { sec: 1_600_000_010, nsec: 500_000_000 });
+        a.time_out_wait(Deadline::At(1, Timespec { sec: 10_100, nsec: 0 })).unwrap();
+        assert_eq!(a.clock.peek(ClockKind::Monotonic), Timespec { sec: 10_100, nsec: 0 });
+        assert_eq!(a.times(), 10_100 * 100);
+    }
+
+    #[test]
+    fn identity_answers() {
+        let mut a = DeterminismController::new(&cfg(1));
+        assert_eq!(a.getcpu(), (0, 0));
+        assert_eq!(a.rusage(), [0u8; 144]);
+        assert_eq!(a.sched_getaffinity(128).unwrap(), [0b11, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(a.sched_getaffinity(4), Err(DetError::MaskLength(4)));
+        assert_eq!(a.sched_getaffinity(12).unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(a.getrandom(2, GETRANDOM_MAX + 10).len(), GETRANDOM_MAX);
+    }
+
+    #[test]
+    fn host_timers() {
+        let a = DeterminismController::new(&cfg(1));
+        assert!(a.host_timer(HostTimer::Alarm { seconds: 0 }).is_none(), "disarming is harmless");
+        assert!(a.host_timer(HostTimer::Alarm { seconds: 3 }).unwrap().contains("alarm"));
+        assert!(a.host_timer(HostTimer::Setitimer { given: false, value: None }).is_none());
+        let zero = Some(Timespec { sec: 0, nsec: 0 });
+        assert!(a.host_timer(HostTimer::Setitimer { given: true, value: zero }).is_none());
+        assert!(a.host_timer(HostTimer::Setitimer { given: true, value: None }).is_some(), "unreadable: armed");
+        assert!(a.host_timer(HostTimer::TimerfdCreate).unwrap().contains("timerfd"));
+        assert!(a.host_timer(HostTimer::IoUringSetup).unwrap().contains("io_uring"));
+    }
+
+    #[test]
+    fn stat_view_of_pseudo_files_is_the_logical_now() {
+        let mut a = DeterminismController::new(&cfg(1));
+        let id = FileIdentity { dev: 5, ino: 77 };
+        let old = FileTimes { atime: -5, mtime: -5, ctime: -5 };
+        let (d1, i1, t) = a.stat_view(id, old, libc::S_IFCHR, false);
+        let now = 1_600_000_000i128 * 1_000_000_000;
+        assert_eq!(t, FileTimes { atime: now, mtime: now, ctime: now });
+        let (d2, i2, t) = a.stat_view(id, old, libc::S_IFREG, true);
+        assert_eq!((d1, i1, t.mtime), (d2, i2, now), "same identity, pseudo file system: now");
+        let (_, _, t) = a.stat_view(id, old, libc::S_IFREG, false);
+        assert!(t.mtime < now, "an input file predates the run");
+        assert_eq!(a.birth_time(id, 0, t.ctime), 0);
+        assert!(a.birth_time(id, 1, t.ctime) <= t.ctime);
+    }
+
+    #[test]
+    fn rdtsc_follows_the_monotonic_clock() {
+        let mut a = DeterminismController::new(&cfg(1));
+        assert_eq!(a.rdtsc(), 10_000 * 1_000_000_000);
     }
 
     #[test]

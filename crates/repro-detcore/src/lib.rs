@@ -12,14 +12,18 @@ pub mod entropy;
 pub mod files;
 pub mod identity;
 pub mod rng;
+pub mod tapes;
+pub mod waits;
 
 pub use clock::{ClockKind, ClockRead, LogicalClock, Timespec};
-pub use controller::{ControllerConfig, DeterminismController};
+pub use controller::{ClockAnswer, ControllerConfig, DeterminismController, HostTimer, GETRANDOM_MAX, URANDOM_BYTES};
 pub use dirs::{DirEntry, DirListing, DirOrder};
 pub use entropy::{format_uuid, ChaCha20, EntropyStream};
 pub use files::{FileIdentity, FileTimeMap, FileTimes, InodeMap};
 pub use identity::{Identity, SysinfoValues, UtsName};
 pub use rng::SplitMix64;
+pub use tapes::{Divergence, NetReplay, ProcReplay};
+pub use waits::Deadline;
 
 /// Errors of the pure policy (bad inputs from the guest that the transport turns into an errno).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -33,4 +37,19 @@ pub enum DetError {
     /// A timespec with a negative or out-of-range field (nanosleep returns EINVAL).
     #[error("invalid timespec {sec}s {nsec}ns")]
     InvalidTimespec { sec: i64, nsec: i64 },
+    /// sched_getaffinity with a mask length that is not a positive multiple of 8 (EINVAL).
+    #[error("CPU mask length {0} is not a positive multiple of 8")]
+    MaskLength(usize),
+}
+
+impl DetError {
+    /// The errno the guest's syscall returns for this error.
+    pub fn errno(&self) -> i32 {
+        match self {
+            DetError::BufferTooSmall { .. }
+            | DetError::UnknownClock(_)
+            | DetError::InvalidTimespec { .. }
+            | DetError::MaskLength(_) => libc::EINVAL,
+        }
+    }
 }

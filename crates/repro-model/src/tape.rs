@@ -179,15 +179,33 @@ fn to_json<T: Serialize>(t: &T) -> Vec<u8> {
 mod wire {
     use super::*;
 
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+    /// Lower-case hexadecimal, two digits a byte (a table, not a formatter per byte: tapes carry megabytes).
     pub(super) fn hex(b: &[u8]) -> String {
-        b.iter().map(|x| format!("{x:02x}")).collect()
+        let mut s = String::with_capacity(b.len() * 2);
+        for &x in b {
+            s.push(DIGITS[(x >> 4) as usize] as char);
+            s.push(DIGITS[(x & 15) as usize] as char);
+        }
+        s
+    }
+
+    fn digit(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            b'A'..=b'F' => Some(c - b'A' + 10),
+            _ => None,
+        }
     }
 
     pub(super) fn unhex(s: &str) -> Option<Vec<u8>> {
-        if !s.len().is_multiple_of(2) {
+        let b = s.as_bytes();
+        if !b.len().is_multiple_of(2) {
             return None;
         }
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect()
+        b.chunks_exact(2).map(|p| Some(digit(p[0])? << 4 | digit(p[1])?)).collect()
     }
 
     fn split(b: Vec<u8>) -> (Option<String>, Option<String>) {
@@ -200,10 +218,17 @@ mod wire {
         }
     }
 
-    fn join(text: Option<String>, hexed: Option<String>, field: &str) -> Result<Vec<u8>, String> {
+    /// A `*_hex` field that is not hexadecimal (the error of decoding an item; serde reports it with its place).
+    #[derive(Debug, thiserror::Error)]
+    #[error("{field}_hex is not hexadecimal")]
+    pub struct NotHex {
+        field: &'static str,
+    }
+
+    fn join(text: Option<String>, hexed: Option<String>, field: &'static str) -> Result<Vec<u8>, NotHex> {
         match (text, hexed) {
             (Some(t), _) => Ok(t.into_bytes()),
-            (None, Some(h)) => unhex(&h).ok_or_else(|| format!("{field}_hex is not hexadecimal")),
+            (None, Some(h)) => unhex(&h).ok_or(NotHex { field }),
             (None, None) => Ok(Vec::new()),
         }
     }
@@ -232,8 +257,8 @@ mod wire {
     }
 
     impl TryFrom<NetEvent> for super::NetEvent {
-        type Error = String;
-        fn try_from(w: NetEvent) -> Result<Self, String> {
+        type Error = NotHex;
+        fn try_from(w: NetEvent) -> Result<Self, NotHex> {
             Ok(super::NetEvent {
                 socket: w.socket,
                 op: w.op,
@@ -265,8 +290,8 @@ mod wire {
     }
 
     impl TryFrom<ProcRead> for super::ProcRead {
-        type Error = String;
-        fn try_from(w: ProcRead) -> Result<Self, String> {
+        type Error = NotHex;
+        fn try_from(w: ProcRead) -> Result<Self, NotHex> {
             Ok(super::ProcRead { path: w.path, data: join(w.data, w.data_hex, "data")? })
         }
     }
@@ -369,6 +394,19 @@ mod wire {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_round_trips_every_byte() {
+        let all: Vec<u8> = (0..=255).collect();
+        let h = wire::hex(&all);
+        assert_eq!(&h[..8], "00010203");
+        assert_eq!(&h[h.len() - 4..], "feff");
+        assert_eq!(wire::unhex(&h).unwrap(), all);
+        assert_eq!(wire::unhex("FF0a").unwrap(), [255, 10]);
+        for bad in ["f", "+f", "gg", "é0"] {
+            assert_eq!(wire::unhex(bad), None, "{bad}");
+        }
+    }
 
     fn net() -> NetTape {
         NetTape {

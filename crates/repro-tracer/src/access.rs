@@ -14,8 +14,8 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use repro_sys::memory;
-use repro_sys::seccomp::Notification;
+use crate::decode::{PathUse, Syscall};
+use crate::guest::Guest;
 
 const OPEN: u8 = 1;
 const EXEC: u8 = 2;
@@ -78,11 +78,13 @@ const CONTENT: u8 = OPEN | EXEC | MAP;
 pub(crate) struct AccessLog {
     paths: HashMap<Vec<u8>, u8>,
     stream: Option<AccessStream>,
+    /// A write to the stream failed (the capture loses its head start, not a path: the log keeps them all).
+    pub stream_failed: bool,
 }
 
 impl AccessLog {
     pub(crate) fn new(stream: Option<AccessStream>) -> AccessLog {
-        AccessLog { paths: HashMap::new(), stream }
+        AccessLog { paths: HashMap::new(), stream, stream_failed: false }
     }
 
     fn add(&mut self, path: Vec<u8>, kind: u8) {
@@ -92,7 +94,9 @@ impl AccessLog {
                 // One write per line, so a reader never sees half a path; a failed write only loses a head start.
                 let mut line = path.clone();
                 line.push(b'\n');
-                let _ = (&**f).write_all(&line);
+                if (&**f).write_all(&line).is_err() {
+                    self.stream_failed = true;
+                }
             }
         }
         self.paths.insert(path, before | kind);
@@ -116,34 +120,30 @@ impl AccessLog {
 
     /// Notes the path of a notified syscall. Returns true when the syscall is one that is only notified for
     /// recording (the caller lets it run unchanged).
-    pub(crate) fn note(&mut self, n: &Notification) -> bool {
-        let a = n.args;
-        let tid = n.pid as i32;
-        let nr = n.nr as i64;
-        let at = |dirfd: u64| dirfd as i32;
-        let (dirfd, addr, kind, record_only) = match nr {
-            libc::SYS_open => (libc::AT_FDCWD, a[0], OPEN, false),
-            libc::SYS_openat => (at(a[0]), a[1], OPEN, false),
-            libc::SYS_stat | libc::SYS_lstat => (libc::AT_FDCWD, a[0], STAT, false),
-            libc::SYS_newfstatat | libc::SYS_statx => (at(a[0]), a[1], STAT, false),
-            libc::SYS_getdents64 => {
-                if let Some(p) = fd_path(tid, a[0] as i32) {
+    pub(crate) fn note<G: Guest>(&mut self, g: &mut G, call: Syscall) -> bool {
+        let (dirfd, addr, kind, record_only) = match call {
+            Syscall::Open { dirfd, path, .. } => (dirfd, path, OPEN, false),
+            Syscall::Stat { dirfd, path: Some(path), .. } => (dirfd, path, STAT, false),
+            Syscall::Getdents64 { fd, .. } => {
+                if let Some(p) = fd_path(g, fd) {
                     self.add(p, LIST);
                 }
                 return false;
             }
-            libc::SYS_execve => (libc::AT_FDCWD, a[0], EXEC, true),
-            libc::SYS_execveat => (at(a[0]), a[1], EXEC, true),
-            libc::SYS_readlink => (libc::AT_FDCWD, a[0], READLINK, true),
-            libc::SYS_readlinkat => (at(a[0]), a[1], READLINK, true),
-            libc::SYS_access => (libc::AT_FDCWD, a[0], STAT, true),
-            libc::SYS_faccessat | libc::SYS_faccessat2 => (at(a[0]), a[1], STAT, true),
-            libc::SYS_chdir => (libc::AT_FDCWD, a[0], CHDIR, true),
+            Syscall::PathUse { dirfd, path, kind } => {
+                let kind = match kind {
+                    PathUse::Exec => EXEC,
+                    PathUse::Readlink => READLINK,
+                    PathUse::Access => STAT,
+                    PathUse::Chdir => CHDIR,
+                };
+                (dirfd, path, kind, true)
+            }
             _ => return false,
         };
         if addr != 0 {
-            if let Ok(p) = memory::read_cstr(tid, addr, 4096) {
-                if let Some(abs) = absolute(tid, dirfd, &p) {
+            if let Ok(p) = g.read_cstr(addr, 4096) {
+                if let Some(abs) = absolute(g, dirfd, &p) {
                     self.add(abs, kind);
                 }
             }
@@ -167,26 +167,21 @@ impl AccessLog {
     }
 }
 
-/// The path of a task's descriptor.
-fn fd_path(tid: i32, fd: i32) -> Option<Vec<u8>> {
-    let p = std::fs::read_link(format!("/proc/{tid}/fd/{fd}")).ok()?;
-    let b = p.into_os_string().into_encoded_bytes();
+/// The path of a task's descriptor (none for a pipe, a socket...).
+fn fd_path<G: Guest>(g: &mut G, fd: i32) -> Option<Vec<u8>> {
+    let b = g.fd_target(fd).ok()?;
     (b.first() == Some(&b'/')).then_some(b)
 }
 
 /// `path` made absolute against the task's cwd or directory descriptor (`None` when that is unknown).
-fn absolute(tid: i32, dirfd: i32, path: &[u8]) -> Option<Vec<u8>> {
+fn absolute<G: Guest>(g: &mut G, dirfd: i32, path: &[u8]) -> Option<Vec<u8>> {
     if path.first() == Some(&b'/') {
         return Some(path.to_vec());
     }
     if path.is_empty() {
         return None;
     }
-    let base = if dirfd == libc::AT_FDCWD {
-        std::fs::read_link(format!("/proc/{tid}/cwd")).ok()?.into_os_string().into_encoded_bytes()
-    } else {
-        fd_path(tid, dirfd)?
-    };
+    let base = if dirfd == libc::AT_FDCWD { g.cwd().ok()? } else { fd_path(g, dirfd)? };
     Some(join(&base, path))
 }
 
@@ -207,11 +202,33 @@ mod tests {
     fn relative_paths_are_joined() {
         assert_eq!(join(b"/a/b", b"c"), b"/a/b/c");
         assert_eq!(join(b"/", b"./c"), b"/c");
-        let me = std::process::id() as i32;
-        let cwd = std::env::current_dir().unwrap();
-        assert_eq!(absolute(me, libc::AT_FDCWD, b"x").unwrap(), format!("{}/x", cwd.display()).into_bytes());
-        assert_eq!(absolute(me, libc::AT_FDCWD, b"/abs").unwrap(), b"/abs");
-        assert_eq!(absolute(me, libc::AT_FDCWD, b""), None);
+        let mut g = crate::guest::fake::FakeGuest::new(3);
+        g.cwd_path = b"/work".to_vec();
+        g.targets.insert(4, b"/etc".to_vec());
+        g.targets.insert(5, b"pipe:[3]".to_vec());
+        assert_eq!(absolute(&mut g, libc::AT_FDCWD, b"x").unwrap(), b"/work/x");
+        assert_eq!(absolute(&mut g, 4, b"./passwd").unwrap(), b"/etc/passwd");
+        assert_eq!(absolute(&mut g, 5, b"x"), None, "a pipe is no directory");
+        assert_eq!(absolute(&mut g, libc::AT_FDCWD, b"/abs").unwrap(), b"/abs");
+        assert_eq!(absolute(&mut g, libc::AT_FDCWD, b""), None);
+    }
+
+    #[test]
+    fn notified_calls_note_their_paths() {
+        use crate::decode::decode;
+        let mut g = crate::guest::fake::FakeGuest::new(3);
+        g.cwd_path = b"/w".to_vec();
+        g.put(0x100, b"bin/tool\0").put(0x200, b"/lib/x.so\0");
+        g.targets.insert(7, b"/data".to_vec());
+        let mut log = AccessLog::default();
+        assert!(log.note(&mut g, decode(libc::SYS_execve, [0x100, 0, 0, 0, 0, 0])), "record-only: let through");
+        assert!(!log.note(&mut g, decode(libc::SYS_openat, [0, 0x200, 0, 0, 0, 0])), "mediated: handled further");
+        assert!(!log.note(&mut g, decode(libc::SYS_getdents64, [7, 0, 0, 0, 0, 0])));
+        assert!(!log.note(&mut g, decode(libc::SYS_clock_gettime, [0; 6])));
+        let out: Vec<(String, Vec<String>)> =
+            log.finish().into_iter().map(|a| (a.path.display().to_string(), a.kinds)).collect();
+        let want = |p: &str, k: &str| (p.to_string(), vec![k.to_string()]);
+        assert_eq!(out, [want("/data", "list"), want("/lib/x.so", "open"), want("/w/bin/tool", "exec")]);
     }
 
     #[test]

@@ -1,11 +1,10 @@
 //! The rare events handled at ptrace stops: a new program image (vDSO and AT_RANDOM) and the rdtsc trap.
 
-use repro_detcore::ClockKind;
 use repro_sys::memory;
 use repro_sys::ptrace::{Event, InjectError, Stopped, Tracee};
 use repro_sys::shmem::PAGE;
 
-use crate::{lock, SharedRef};
+use crate::state::{lock, SharedRef};
 
 const AT_NULL: u64 = 0;
 const AT_RANDOM: u64 = 25;
@@ -180,7 +179,8 @@ fn install(
     let (kgadget, unmap, total, image_len, gadget) = {
         let sh = lock(shared);
         let Some(p) = sh.vdso.as_ref() else {
-            return Err(Failed::Other(sh.vdso_unavailable.clone().unwrap_or_default()));
+            let why = sh.vdso_unavailable.clone();
+            return Err(Failed::Other(why.unwrap_or_else(|| "the replacement vDSO is unavailable".into())));
         };
         (kernel_ehdr + p.kernel.gadget, p.kernel.unmap, p.total_len(), p.image_len, p.gadget)
     };
@@ -245,16 +245,9 @@ pub(crate) fn emulate_rdtsc(tracee: &Tracee<Stopped>, shared: &SharedRef) -> boo
         let mut sh = lock(shared);
         sh.sync_in();
         sh.stats.rdtsc += 1;
-        // A 1 GHz counter on the logical monotonic clock; it advances by the clock step like a read.
-        let t = match sh.ctl.clock.read(ClockKind::Monotonic) {
-            repro_detcore::ClockRead::Value(t) => t,
-            repro_detcore::ClockRead::Stalled { .. } => {
-                sh.ctl.note_event();
-                sh.ctl.clock.peek(ClockKind::Monotonic)
-            }
-        };
+        let ticks = sh.ctl.rdtsc();
         sh.sync_out();
-        (t.sec as u64).wrapping_mul(1_000_000_000).wrapping_add(t.nsec as u64)
+        ticks
     };
     regs.rax = ticks & 0xffff_ffff;
     regs.rdx = ticks >> 32;

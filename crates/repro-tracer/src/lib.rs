@@ -11,20 +11,48 @@
 //!   when that fails, disabled (AT_SYSINFO_EHDR = 0, so libc falls back to real syscalls, which the
 //!   filter mediates); the 16 AT_RANDOM bytes are rewritten from the seeded stream; rdtsc/rdtscp trap
 //!   with PR_SET_TSC and are emulated at the SIGSEGV stop.
+//!
+//! One syscall's path, in files:
+//!
+//! ```text
+//! guest --seccomp USER_NOTIF--> transport/notify.rs   recv, then respond (value, errno, continue, ADDFD, defer)
+//!                                     |         ^
+//!                               decode.rs       |     raw (nr, args) -> typed Syscall
+//!                                     v         |
+//!                             handlers/mod.rs dispatch by family: time, entropy, identity, files, waits,
+//!                                     |               net and proc_tape (the tapes), process
+//!                       Guest (guest.rs): memory, fds, paths, ids, "still pending"   (TaskGuest / FakeGuest)
+//!                                     v
+//!                 repro_detcore::DeterminismController decides (all policy; no kernel there)
+//! ```
+//! ptrace events (exec, fork, the rdtsc trap) go through the trace loop below and `exec.rs` to the same
+//! controller. To mediate a new syscall: a variant in `decode.rs` (and `decode::MEDIATED` if always notified),
+//! its answer in the family's file under `handlers/` with its policy as a controller method, a unit test over
+//! `FakeGuest`. A new tape: its record type in `repro_model::tape`, its mode in `tape.rs`, its calls in
+//! `handlers/net.rs` or `handlers/proc_tape.rs` (or a file of its own), its replay policy in
+//! `repro_detcore::tapes`.
 
 mod access;
 pub use access::AccessStream;
+mod decode;
 mod exec;
-mod notify;
+mod guest;
+mod handlers;
+mod reply;
+mod state;
+mod stats;
+pub use stats::SupervisorStats;
 pub mod tape;
+mod transport;
 pub mod vdso;
-mod waits;
 
 pub use access::AccessedPath;
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex};
+
+use state::{lock, Shared, SharedRef};
 
 use repro_detcore::{ControllerConfig, DeterminismController};
 use repro_sys::ptrace::{self, Event, Options};
@@ -60,11 +88,12 @@ pub struct DetConfig {
 }
 
 impl Default for DetConfig {
-    /// Seed 0, epoch 2023-11-14T22:13:20Z, a clock that ticks 1 µs per read, one CPU.
+    /// Seed 0, the default epoch of every run ([`repro_model::run::DEFAULT_EPOCH`], 2025-01-01T00:00:00Z), a clock
+    /// that ticks 1 µs per read, one CPU.
     fn default() -> Self {
         DetConfig {
             seed: 0,
-            epoch_unix_secs: 1_700_000_000,
+            epoch_unix_secs: repro_model::run::DEFAULT_EPOCH,
             clock_step_ns: 1000,
             cpus: 1,
             record_access: false,
@@ -94,56 +123,6 @@ pub struct GuestSpec<'a> {
 pub enum GuestExit {
     Exited(i32),
     Signaled(i32),
-}
-
-/// Counts of what the supervisor did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SupervisorStats {
-    /// Mediated syscalls answered by the supervisor, by syscall name.
-    pub mediated: BTreeMap<String, u64>,
-    /// Notifications let through to the kernel unchanged (e.g. openat of an ordinary file).
-    pub continued: u64,
-    /// Processes and threads created by the guest (fork, vfork, clone).
-    pub tasks_created: u64,
-    /// Program images started (execve), including the first.
-    pub execs: u64,
-    /// rdtsc/rdtscp instructions emulated.
-    pub rdtsc: u64,
-    /// Program images that got the replacement vDSO.
-    pub vdso_replaced: u64,
-    /// Program images whose vDSO was disabled instead (AT_SYSINFO_EHDR = 0: correct, clock reads are
-    /// mediated syscalls), and why.
-    pub vdso_disabled: u64,
-    pub vdso_disabled_why: BTreeSet<String>,
-    /// Clock reads the replacement vDSO answered in-process (also counted in `mediated` as
-    /// `vdso_clock_reads`: they are answered by the same policy, through the shared page).
-    pub vdso_clock_reads: u64,
-    /// Timed waits (poll, select, epoll, futex) that nothing could end, answered by jumping the
-    /// clock to their deadline instead of waiting.
-    pub waits_jumped: u64,
-}
-
-impl SupervisorStats {
-    /// Total mediated syscalls.
-    pub fn total_mediated(&self) -> u64 {
-        self.mediated.values().sum()
-    }
-
-    /// The stats as a JSON object.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "mediated": self.mediated,
-            "continued": self.continued,
-            "tasks_created": self.tasks_created,
-            "execs": self.execs,
-            "rdtsc": self.rdtsc,
-            "vdso_replaced": self.vdso_replaced,
-            "vdso_disabled": self.vdso_disabled,
-            "vdso_disabled_why": self.vdso_disabled_why,
-            "vdso_clock_reads": self.vdso_clock_reads,
-            "waits_jumped": self.waits_jumped,
-        })
-    }
 }
 
 /// The result of a supervised run.
@@ -178,77 +157,6 @@ pub enum TracerError {
     Sys { context: &'static str, pid: i32, source: std::io::Error },
 }
 
-/// State shared by the ptrace thread and the notify thread.
-pub(crate) struct Shared {
-    pub ctl: DeterminismController,
-    pub stats: SupervisorStats,
-    pub not_enforced: BTreeSet<String>,
-    /// Live guest tasks (so a stopped clock loop can kill them all).
-    pub live: HashSet<i32>,
-    pub dirs: std::collections::HashMap<(u64, u64), repro_detcore::DirListing>,
-    /// Devices of pseudo file systems (/proc, /sys, /dev...): their file times are the host's "now".
-    pub pseudo_devs: HashSet<u64>,
-    /// The replacement vDSO's shared clock page, or why there is none.
-    pub vdso: Option<vdso::ClockPage>,
-    pub vdso_unavailable: Option<String>,
-    /// Tasks being given the vDSO memfd at their exec stop (see exec::install).
-    pub vdso_fd_requests: HashSet<i32>,
-    /// Identities of the descriptors the guest inherited from outside (see waits::inherited_fds).
-    pub inherited_fds: HashSet<String>,
-    /// Pidfds of guest tasks, for borrowing their descriptors.
-    pub pidfds: std::collections::HashMap<i32, std::os::fd::OwnedFd>,
-    /// The paths the guest used, when recording.
-    pub access: Option<access::AccessLog>,
-    /// The tapes, when recording or replaying.
-    pub tape: Option<tape::TapeState>,
-}
-
-impl Shared {
-    /// Adopts the clock reads the vDSO answered in-process; call before using the clock.
-    pub(crate) fn sync_in(&mut self) {
-        if let Some(p) = self.vdso.as_mut() {
-            p.sync_in(&mut self.ctl.clock);
-        }
-    }
-
-    /// Publishes the controller's clock to the vDSO page; call after the clock may have moved.
-    pub(crate) fn sync_out(&mut self) {
-        if let Some(p) = self.vdso.as_mut() {
-            p.sync_out(&self.ctl.clock);
-        }
-    }
-
-    /// An exec kept the safe fallback (vDSO disabled) because ours could not be installed.
-    pub(crate) fn vdso_fallback(&mut self, why: String) {
-        self.stats.vdso_disabled += 1;
-        if self.stats.vdso_disabled_why.len() < 8 {
-            self.stats.vdso_disabled_why.insert(why);
-        }
-    }
-}
-
-/// Devices of the pseudo file systems whose timestamps follow the host clock rather than writes.
-fn pseudo_fs_devs() -> HashSet<u64> {
-    let dev_of = |p: &str| {
-        let c = CString::new(p).ok()?;
-        let st = repro_sys::fdops::newfstatat_raw(None, &c, 0).ok()?;
-        Some(u64::from_le_bytes(st[0..8].try_into().ok()?))
-    };
-    let root = dev_of("/");
-    ["/proc", "/sys", "/dev", "/dev/pts", "/dev/shm", "/dev/mqueue", "/run"]
-        .iter()
-        .filter_map(|p| dev_of(p))
-        .filter(|d| Some(*d) != root)
-        .collect()
-}
-
-pub(crate) type SharedRef = Arc<Mutex<Shared>>;
-
-pub(crate) fn lock(s: &SharedRef) -> std::sync::MutexGuard<'_, Shared> {
-    // A panic in the other thread must not make the run lose its results: use the data anyway.
-    s.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// When the run starts, on the coarse clock that file times come from: a file the guest writes in the same tick
 /// carries this very time and so counts as written during the run (with the precise clock it could look older
 /// than the run's start, and be pinned as an input: `touch x.c && make` would then rebuild nothing).
@@ -264,14 +172,14 @@ pub fn supervise(
     cfg: &DetConfig,
     on_spawn: &mut dyn FnMut(i32),
 ) -> Result<GuestOutcome, TracerError> {
-    let mut syscalls = notify::mediated_syscalls();
+    let mut syscalls: Vec<u32> = decode::MEDIATED.iter().map(|&n| n as u32).collect();
     if cfg.record_access {
         syscalls.extend(access::record_only_syscalls());
     }
     syscalls.extend(tape::net_syscalls(&cfg.tapes));
     let mut rules = if cfg.confine { repro_sys::confine::guest_rules() } else { Rules::new() };
     let filter = rules
-        .add_notify(&syscalls, &waits::conditional_syscalls())
+        .add_notify(&syscalls, &handlers::waits::conditional_syscalls())
         .and_then(|()| BpfFilter::compile(&rules))
         .map_err(|source| TracerError::Sys { context: "building the seccomp filter", pid: 0, source })?;
     let ctl = DeterminismController::new(&ControllerConfig {
@@ -289,7 +197,7 @@ pub fn supervise(
         Err(why) => (None, Some(format!("the replacement vDSO is unavailable: {why}"))),
     };
     // Before the guest exists: what it will inherit from us is connected to the world outside.
-    let inherited_fds = waits::inherited_fds();
+    let inherited_fds = handlers::waits::inherited_fds();
     let program_name = spec.program.to_string_lossy().into_owned();
     let pending = spawn::spawn_guest(&spec.program, &spec.argv, &spec.envp, &filter, true, spec.pre_exec)
         .map_err(|e| spawn_error(e, &program_name, 0))?;
@@ -300,6 +208,7 @@ pub fn supervise(
         | Options::PTRACE_O_TRACEVFORK
         | Options::PTRACE_O_EXITKILL;
     if let Err(source) = ptrace::seize(pid, options) {
+        // The guest is being discarded: only its death matters, and the error reported is the seize's.
         let _ = ptrace::kill_process(pid, libc::SIGKILL);
         let _ = ptrace::wait_any();
         return Err(TracerError::Sys { context: "PTRACE_SEIZE of the guest", pid, source });
@@ -310,29 +219,26 @@ pub fn supervise(
         source,
     })?;
     let shared: SharedRef = Arc::new(Mutex::new(Shared {
-        ctl,
-        stats: SupervisorStats::default(),
-        not_enforced: BTreeSet::new(),
         live: HashSet::from([pid]),
-        dirs: Default::default(),
-        pseudo_devs: pseudo_fs_devs(),
+        pseudo_devs: state::pseudo_fs_devs(),
         vdso,
         vdso_unavailable,
-        vdso_fd_requests: HashSet::new(),
-        pidfds: Default::default(),
         inherited_fds,
         access: cfg.record_access.then(|| access::AccessLog::new(cfg.access_stream.clone())),
         tape: tape::TapeState::new(&cfg.tapes),
+        ..Shared::new(ctl)
     }));
     let notifier = {
         let shared = shared.clone();
         let listener = Listener::new(listener_fd);
         std::thread::Builder::new()
             .name("repro-notify".into())
-            .spawn(move || notify::serve(listener, shared))
+            .spawn(move || transport::notify::serve(listener, shared))
             .map_err(|source| TracerError::Sys { context: "starting the notify thread", pid, source })?
     };
     if let Err(e) = pending.release() {
+        // The guest is being discarded (the error reported is the release's): kill, reap, and let the notify
+        // thread end; how it ended changes nothing.
         let _ = ptrace::kill_process(pid, libc::SIGKILL);
         while ptrace::wait_any().is_ok() {}
         let _ = notifier.join();
@@ -341,13 +247,20 @@ pub fn supervise(
     on_spawn(pid);
     // Like the notify thread, this thread switches with the guest at every ptrace stop (exec, fork,
     // the rdtsc trap): with rdtsc trapped here too, those switches do not rewrite CR4.TSD (see
-    // repro_sys::tsc). Nothing in the trace loop reads a clock; the setting is undone afterwards.
+    // repro_sys::tsc). Nothing in the trace loop reads a clock; the setting is undone afterwards. Either failing
+    // only costs speed.
     let _ = repro_sys::tsc::disable_for_this_thread();
     let exit = trace_loop(pid, &shared);
     let _ = repro_sys::tsc::enable_for_this_thread();
     let exit = exit?;
-    let _ = notifier.join();
+    let notify_panicked = notifier.join().is_err();
     let mut sh = lock(&shared);
+    if notify_panicked {
+        sh.not_enforced.insert("the supervisor's notify thread failed (a panic): some calls went unanswered".into());
+    }
+    if sh.access.as_ref().is_some_and(|a| a.stream_failed) {
+        sh.stats.warnings.insert("writing the access stream failed: a capture packs the paths only at the end".into());
+    }
     let reads = sh.vdso.as_ref().map_or(0, |p| p.reads());
     sh.stats.vdso_clock_reads = reads;
     if reads > 0 {
@@ -357,6 +270,7 @@ pub fn supervise(
         exit,
         not_enforced: sh.not_enforced.iter().cloned().collect(),
         stats: sh.stats.clone(),
+        // Not recording paths or tapes: none.
         accessed: sh.access.as_ref().map(|a| a.finish()).unwrap_or_default(),
         tapes: sh.tape.as_mut().map(|t| t.finish()).unwrap_or_default(),
         diverged: sh.tape.as_ref().and_then(|t| t.diverged.clone()),
@@ -395,8 +309,10 @@ fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
                 Some(gone) => ev = gone,
                 None => {
                     let tid = tracee.tid();
+                    // ESRCH: the task vanished (SIGKILL) since the stop; its exit event follows.
                     let _ = tracee.cont(None);
                     for sig in done.deferred {
+                        // ESRCH: the task is gone, and with it the signal's target.
                         let _ = ptrace::kill_task(tid, sig);
                     }
                     continue;
@@ -424,6 +340,7 @@ fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
                 let _ = tracee.cont(None);
             }
             Event::Signal { tracee, sig } => {
+                // Resuming fails only for a task that vanished (SIGKILL) since the stop: its exit event follows.
                 if sig == libc::SIGSEGV && exec::emulate_rdtsc(&tracee, shared) {
                     let _ = tracee.cont(None);
                 } else {
@@ -457,6 +374,7 @@ fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
 fn kill_remaining(shared: &SharedRef, top: i32) {
     let live: Vec<i32> = lock(shared).live.iter().copied().filter(|&t| t != top).collect();
     for t in live {
+        // ESRCH: already gone, which is what was wanted.
         let _ = ptrace::kill_task(t, libc::SIGKILL);
     }
 }

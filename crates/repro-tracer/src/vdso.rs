@@ -6,8 +6,6 @@
 //! clock (a read, a sleep, a jumped timeout) it publishes the change to the page
 //! ([`ClockPage::sync_out`]), so in-process and mediated reads form one clock.
 
-use std::ffi::CString;
-
 use repro_detcore::clock::{MONOTONIC_START_NS, NSEC_PER_SEC, STALL_READS};
 use repro_detcore::LogicalClock;
 use repro_sys::shmem::{SharedPage, PAGE};
@@ -58,14 +56,34 @@ pub(crate) struct ClockPage {
     last_elapsed: u64,
 }
 
+/// Why the replacement vDSO cannot be used in this run (the guest then gets none: its clock reads are syscalls).
+#[derive(Debug, thiserror::Error)]
+pub enum VdsoError {
+    #[error("the replacement vDSO was not built (no C compiler at build time)")]
+    NotBuilt,
+    #[error("no syscall instruction in the replacement vDSO")]
+    NoGadget,
+    #[error("reading /proc/self/maps: {0}")]
+    Maps(std::io::Error),
+    #[error("this kernel maps no vDSO (nothing to replace)")]
+    NoKernelVdso,
+    #[error("reading the kernel vDSO: {0}")]
+    ReadKernel(std::io::Error),
+    #[error("no syscall instruction in the kernel vDSO")]
+    NoKernelGadget,
+    #[error("creating the vDSO memfd: {0}")]
+    Memfd(std::io::Error),
+}
+
 fn find_gadget(b: &[u8]) -> Option<u64> {
     b.windows(2).position(|w| w == [0x0f, 0x05]).map(|p| p as u64)
 }
 
 /// Start and end of the mappings of this process whose name is one of `names` in /proc/self/maps.
-fn own_mappings(names: &[&str]) -> Vec<(String, u64, u64)> {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
-    maps.lines()
+fn own_mappings(names: &[&str]) -> Result<Vec<(String, u64, u64)>, VdsoError> {
+    let maps = std::fs::read_to_string("/proc/self/maps").map_err(VdsoError::Maps)?;
+    Ok(maps
+        .lines()
         .filter_map(|l| {
             let name = l.split_whitespace().nth(5)?;
             if !names.contains(&name) {
@@ -74,18 +92,16 @@ fn own_mappings(names: &[&str]) -> Vec<(String, u64, u64)> {
             let (a, b) = l.split_whitespace().next()?.split_once('-')?;
             Some((name.to_string(), u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?))
         })
-        .collect()
+        .collect())
 }
 
 /// The kernel vDSO of this process: a gadget, and the vvar+vDSO range relative to its ELF header.
-fn kernel_vdso() -> Result<KernelVdso, String> {
-    let maps = own_mappings(&["[vdso]", "[vvar]", "[vvar_vclock]"]);
-    let &(_, start, end) =
-        maps.iter().find(|(n, ..)| n == "[vdso]").ok_or("this kernel maps no vDSO (nothing to replace)")?;
+fn kernel_vdso() -> Result<KernelVdso, VdsoError> {
+    let maps = own_mappings(&["[vdso]", "[vvar]", "[vvar_vclock]"])?;
+    let &(_, start, end) = maps.iter().find(|(n, ..)| n == "[vdso]").ok_or(VdsoError::NoKernelVdso)?;
     let mut bytes = vec![0u8; (end - start) as usize];
-    let n = repro_sys::memory::read(std::process::id() as i32, start, &mut bytes)
-        .map_err(|e| format!("reading the kernel vDSO: {e}"))?;
-    let gadget = find_gadget(&bytes[..n]).ok_or("no syscall instruction in the kernel vDSO")?;
+    let n = repro_sys::memory::read(std::process::id() as i32, start, &mut bytes).map_err(VdsoError::ReadKernel)?;
+    let gadget = find_gadget(&bytes[..n]).ok_or(VdsoError::NoKernelGadget)?;
     // Unmap vvar pages too when they are contiguous with the vDSO, so nothing of the host clock stays mapped.
     let (mut lo, mut hi) = (start, end);
     let mut grew = true;
@@ -107,14 +123,13 @@ fn kernel_vdso() -> Result<KernelVdso, String> {
 
 impl ClockPage {
     /// Creates the memfd with the data page and the image; `Err` says why the vDSO cannot be replaced.
-    pub fn new(clock: &LogicalClock, epoch_unix_secs: i64) -> Result<Self, String> {
+    pub fn new(clock: &LogicalClock, epoch_unix_secs: i64) -> Result<Self, VdsoError> {
         if IMAGE.len() < 64 || &IMAGE[..4] != b"\x7fELF" {
-            return Err("the replacement vDSO was not built (no C compiler at build time)".into());
+            return Err(VdsoError::NotBuilt);
         }
-        let gadget = find_gadget(IMAGE).ok_or("no syscall instruction in the replacement vDSO")?;
+        let gadget = find_gadget(IMAGE).ok_or(VdsoError::NoGadget)?;
         let kernel = kernel_vdso()?;
-        let name = CString::new("repro-vdso").map_err(|e| e.to_string())?;
-        let page = SharedPage::new(&name, IMAGE).map_err(|e| format!("creating the vDSO memfd: {e}"))?;
+        let page = SharedPage::new(c"repro-vdso", IMAGE).map_err(VdsoError::Memfd)?;
         let image_len = (page.total_len() - PAGE) as u64;
         page.store(OFF_STEP, clock.step_ns());
         page.store(OFF_REALTIME_SEC, epoch_unix_secs as u64);
@@ -221,7 +236,7 @@ mod tests {
         assert_eq!(clock.elapsed_ns(), 3000);
         assert_eq!(clock.reads_in_row(), 3);
         // A mediated read continues from there, and the page sees it.
-        let _ = clock.read(repro_detcore::ClockKind::Realtime);
+        let _ = clock.read(repro_detcore::ClockKind::Realtime); // the read's value does not matter, its step does
         clock.sleep_for(repro_detcore::Timespec { sec: 1, nsec: 0 }).unwrap();
         p.sync_out(&clock);
         assert_eq!(p.page.load(OFF_ELAPSED), 1_000_004_000);

@@ -104,7 +104,9 @@ fn run(a: &Args) -> i32 {
                 eprintln!("[repro] determinism not enforced: {r}");
             }
             if let Some(p) = &a.stats {
-                let _ = std::fs::write(p, out.stats.to_json().to_string());
+                if let Err(e) = std::fs::write(p, out.stats.to_json().to_string()) {
+                    eprintln!("repro-supervise: cannot write the stats to {}: {e}", p.display());
+                }
             }
             let code = match out.exit {
                 GuestExit::Exited(c) => c,
@@ -140,14 +142,14 @@ fn main() -> ExitCode {
     let init = repro_sys::spawn::fork_run(|| {
         // PID 1 of the new namespace: a private /proc that shows it.
         use nix::mount::{mount, MsFlags};
-        let _ = mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>);
-        let _ = mount(
-            Some("proc"),
-            "/proc",
-            Some("proc"),
-            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-            None::<&str>,
-        );
+        // Without them the guest sees the host's /proc (its pids are then not the namespace's): said, not fatal.
+        if let Err(e) = mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>) {
+            eprintln!("repro-supervise: making / private: {e}");
+        }
+        let proc_flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+        if let Err(e) = mount(Some("proc"), "/proc", Some("proc"), proc_flags, None::<&str>) {
+            eprintln!("repro-supervise: mounting a fresh /proc: {e}");
+        }
         run(&a)
     });
     match init {

@@ -1,0 +1,341 @@
+//! Timed waits: poll, ppoll, select, pselect6, epoll_wait, epoll_pwait, epoll_pwait2 and futex waits with a
+//! timeout. The filter sends them to the supervisor only when they have a finite, non-zero timeout (see
+//! [`conditional_syscalls`]); infinite and non-blocking forms run natively.
+//!
+//! A timed wait that nothing can end is answered at once with a timeout, after jumping the logical clock to
+//! its deadline (no wall-clock waiting). "Nothing can end it" means: none of its descriptors is ready now (or,
+//! for a futex, the word still holds the expected value), and every other live guest task is asleep in a wait
+//! only another guest task can end. A task that is running, stopped, in the middle of a mediated syscall, or
+//! itself in a timed wait, could still end it (a pipe another guest process writes to): then the wait runs
+//! natively, in real time, and is never cut short. The conclusions (deadlines, which waits and descriptors
+//! count) are repro-detcore's (`repro_detcore::waits`); this file reads the guest and the kernel's view of it.
+
+use std::collections::HashSet;
+use std::os::fd::OwnedFd;
+
+use repro_detcore::waits::{internal_descriptor, untimed_wait};
+use repro_detcore::Deadline;
+use repro_sys::fdops;
+use repro_sys::seccomp::ArgCheck;
+
+use crate::decode::TimedWait;
+use crate::guest::Guest;
+use crate::reply::{Outcome, Refusal};
+use crate::state::Shared;
+
+/// The waits the filter sends to the supervisor, with the condition that keeps the others native.
+pub(crate) fn conditional_syscalls() -> Vec<(u32, ArgCheck)> {
+    vec![
+        (libc::SYS_poll as u32, ArgCheck::PositiveInt { arg: 2 }),
+        (libc::SYS_ppoll as u32, ArgCheck::NonNull { arg: 2 }),
+        (libc::SYS_select as u32, ArgCheck::NonNull { arg: 4 }),
+        (libc::SYS_pselect6 as u32, ArgCheck::NonNull { arg: 4 }),
+        (libc::SYS_epoll_wait as u32, ArgCheck::PositiveInt { arg: 3 }),
+        (libc::SYS_epoll_pwait as u32, ArgCheck::PositiveInt { arg: 3 }),
+        (libc::SYS_epoll_pwait2 as u32, ArgCheck::NonNull { arg: 3 }),
+        (libc::SYS_futex as u32, ArgCheck::FutexTimedWait),
+    ]
+}
+
+/// What the wait watches, to check whether it is already over.
+enum Watch {
+    /// pollfd array at `addr` with `n` entries.
+    Poll {
+        addr: u64,
+        n: usize,
+    },
+    /// fd_sets (read, write, except) for descriptors below `nfds`.
+    Select {
+        nfds: usize,
+        sets: [u64; 3],
+    },
+    Epoll {
+        epfd: i32,
+    },
+    /// The futex word at `addr` must still hold `val`.
+    Futex {
+        addr: u64,
+        val: u32,
+    },
+}
+
+/// Guest memory to rewrite when the wait times out: (address, bytes).
+type Writes = Vec<(u64, Vec<u8>)>;
+
+/// Anything unexpected while looking at the wait: let it run natively (it then waits in real time).
+const NATIVE: Refusal = Refusal::Native;
+
+fn timespec_at<G: Guest>(g: &mut G, addr: u64) -> Result<(i64, i64), Refusal> {
+    let t = super::read_timespec(g, addr).map_err(|_| NATIVE)?;
+    Ok((t.sec, t.nsec))
+}
+
+/// Answers a notified timed wait: jumps the clock and times it out, or lets it run natively.
+pub(crate) fn answer<G: Guest>(sh: &mut Shared, g: &mut G, w: TimedWait) -> Outcome {
+    let tid = g.tid();
+    let (deadline, watch, timeout_out) = match w {
+        TimedWait::Poll { fds, nfds, timeout_ms } => {
+            (Deadline::millis(timeout_ms), Watch::Poll { addr: fds, n: nfds }, None)
+        }
+        TimedWait::Ppoll { fds, nfds, tsp } => {
+            let (s, ns) = timespec_at(g, tsp)?;
+            (Deadline::relative(s, ns, 1), Watch::Poll { addr: fds, n: nfds }, Some(tsp))
+        }
+        TimedWait::Select { nfds, sets, timeout, micro } => {
+            let (s, sub) = timespec_at(g, timeout)?;
+            let unit = if micro { 1000 } else { 1 };
+            (Deadline::relative(s, sub, unit), Watch::Select { nfds, sets }, Some(timeout))
+        }
+        TimedWait::Epoll { epfd, timeout_ms } => (Deadline::millis(timeout_ms), Watch::Epoll { epfd }, None),
+        TimedWait::Epoll2 { epfd, tsp } => {
+            let (s, ns) = timespec_at(g, tsp)?;
+            (Deadline::relative(s, ns, 1), Watch::Epoll { epfd }, None)
+        }
+        TimedWait::Futex { uaddr, op, val, timeout, val3 } => {
+            let (s, ns) = timespec_at(g, timeout)?;
+            (Deadline::futex(op, val3, s, ns), Watch::Futex { addr: uaddr, val }, None)
+        }
+    };
+    let Some(deadline) = deadline else { return Err(NATIVE) };
+    // First establish that no other task can act, then look at the descriptors: in the other order a
+    // task could write to them between the two looks and then block, and the wait would be cut short.
+    if !others_blocked(sh, tid) {
+        return Err(NATIVE);
+    }
+    let outputs = match over_already(g, &watch, &sh.inherited_fds) {
+        Ok(Some(outputs)) => outputs,
+        _ => return Err(NATIVE),
+    };
+    // Everything read from the guest is only meaningful if the task is still waiting in this call.
+    if !g.still_waiting() {
+        return Err(libc::EINTR.into());
+    }
+    if sh.ctl.time_out_wait(deadline).is_err() {
+        return Err(NATIVE);
+    }
+    sh.stats.waits_jumped += 1;
+    // What the kernel writes back on a timeout: no revents, empty fd sets, no time left.
+    for (addr, bytes) in outputs {
+        g.write_bytes(addr, &bytes)?;
+    }
+    if let Some(t) = timeout_out {
+        g.write_bytes(t, &[0u8; 16])?;
+    }
+    if matches!(w, TimedWait::Futex { .. }) {
+        return Err(libc::ETIMEDOUT.into());
+    }
+    Ok(0)
+}
+
+/// `Ok(Some(writes))` when the wait would not end before its timeout by what is ready now, with the guest
+/// memory to rewrite when it times out; `Ok(None)` when it would return at once.
+///
+/// Only waits on descriptors the guest itself feeds count: a descriptor that something outside the guest can
+/// make ready (see [`internal_descriptor`]) makes the wait run natively.
+fn over_already<G: Guest>(g: &mut G, watch: &Watch, inherited: &HashSet<String>) -> Result<Option<Writes>, Refusal> {
+    let check = |g: &mut G, fd: i32| match g.fd_target(fd) {
+        Ok(t) if internal_descriptor(&String::from_utf8_lossy(&t), inherited) => Ok(()),
+        _ => Err(NATIVE),
+    };
+    let ready = |fds: &[(OwnedFd, i16)]| -> Result<bool, Refusal> {
+        let list: Vec<(&OwnedFd, i16)> = fds.iter().map(|(f, e)| (f, *e)).collect();
+        Ok(fdops::poll_now(&list).map_err(|_| NATIVE)?.iter().any(|&r| r != 0))
+    };
+    match *watch {
+        Watch::Poll { addr, n } => {
+            if n > 4096 {
+                return Err(NATIVE);
+            }
+            let mut raw = g.read_bytes(addr, n * 8).map_err(|_| NATIVE)?;
+            let mut fds = Vec::new();
+            for e in raw.chunks_exact(8) {
+                let fd = i32::from_le_bytes([e[0], e[1], e[2], e[3]]);
+                if fd >= 0 {
+                    check(g, fd)?;
+                    // An invalid descriptor is POLLNVAL, which ends the wait at once.
+                    let events = i16::from_le_bytes([e[4], e[5]]) | libc::POLLHUP | libc::POLLERR;
+                    fds.push((g.borrow_fd(fd).map_err(|_| NATIVE)?, events));
+                }
+            }
+            if ready(&fds)? {
+                return Ok(None);
+            }
+            for e in raw.chunks_exact_mut(8) {
+                e[6] = 0;
+                e[7] = 0;
+            }
+            Ok(Some(vec![(addr, raw)]))
+        }
+        Watch::Select { nfds, sets } => {
+            if nfds > 1024 {
+                return Err(NATIVE);
+            }
+            let words = nfds.div_ceil(64);
+            let mut fds = Vec::new();
+            let mut writes = Vec::new();
+            for (i, &set) in sets.iter().enumerate() {
+                if set == 0 || words == 0 {
+                    continue;
+                }
+                let raw = g.read_bytes(set, words * 8).map_err(|_| NATIVE)?;
+                let bit = |fd: usize| raw[fd / 8] >> (fd % 8) & 1 != 0;
+                let events = [libc::POLLIN, libc::POLLOUT, libc::POLLPRI][i];
+                for fd in (0..nfds).filter(|&fd| bit(fd)) {
+                    check(g, fd as i32)?;
+                    fds.push((g.borrow_fd(fd as i32).map_err(|_| NATIVE)?, events | libc::POLLHUP | libc::POLLERR));
+                }
+                writes.push((set, vec![0u8; words * 8]));
+            }
+            if ready(&fds)? {
+                return Ok(None);
+            }
+            Ok(Some(writes))
+        }
+        Watch::Epoll { epfd } => {
+            for fd in g.epoll_fds(epfd).map_err(|_| NATIVE)? {
+                check(g, fd)?;
+            }
+            let ep = g.borrow_fd(epfd).map_err(|_| NATIVE)?;
+            if ready(&[(ep, libc::POLLIN)])? {
+                return Ok(None);
+            }
+            Ok(Some(Vec::new()))
+        }
+        Watch::Futex { addr, val } => {
+            if addr % 4 != 0 {
+                return Err(NATIVE);
+            }
+            let mut w = [0u8; 4];
+            g.read_into(addr, &mut w).map_err(|_| NATIVE)?;
+            if u32::from_le_bytes(w) != val {
+                return Ok(None); // EAGAIN at once
+            }
+            Ok(Some(Vec::new()))
+        }
+    }
+}
+
+/// The identities (`/proc/<pid>/fd` link targets such as `pipe:[1234]`) of the descriptors the
+/// supervisor's process has, which the guest inherits: their other ends are outside the guest.
+pub(crate) fn inherited_fds() -> HashSet<String> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return HashSet::new() };
+    dir.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .map(|t| t.to_string_lossy().into_owned())
+        .filter(|t| !t.starts_with('/'))
+        .collect()
+}
+
+/// Whether every live guest task other than `me` is asleep in a wait that only another guest task
+/// (or the world outside) can end.
+fn others_blocked(sh: &Shared, me: i32) -> bool {
+    sh.live.iter().filter(|&&t| t != me).all(|&t| blocked_indefinitely(t))
+}
+
+/// Whether task `tid` sleeps in a wait only another task can end, as /proc shows it.
+fn blocked_indefinitely(tid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else {
+        return true; // gone: it can do nothing any more
+    };
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+    if state != Some('S') {
+        return false; // running, stopped at a ptrace event, in disk sleep, a zombie about to be reaped...
+    }
+    let Ok(sc) = std::fs::read_to_string(format!("/proc/{tid}/syscall")) else { return false };
+    let mut it = sc.split_whitespace();
+    let Some(Ok(nr)) = it.next().map(|s| s.parse::<i64>()) else { return false };
+    // An unparsable argument is a value no wait has (u64::MAX), so it never makes a wait look untimed.
+    let args: Vec<u64> =
+        it.take(6).map(|h| u64::from_str_radix(h.trim_start_matches("0x"), 16).unwrap_or(u64::MAX)).collect();
+    untimed_wait(nr, &args)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsRawFd;
+
+    use super::*;
+    use crate::decode::decode;
+    use crate::guest::fake::FakeGuest;
+    use crate::handlers::testing::{shared, EPOCH};
+    use crate::handlers::{dispatch, timespec_bytes};
+    use crate::reply::Reply;
+    use repro_detcore::{ClockKind, Timespec};
+
+    #[test]
+    fn a_timed_futex_wait_nothing_can_end_advances_the_logical_clock() {
+        let mut sh = shared(1, 0);
+        let mut g = FakeGuest::new(3);
+        g.put(0x1000, &7u32.to_le_bytes()).put(0x2000, &timespec_bytes(Timespec { sec: 5, nsec: 0 }));
+        let nr = libc::SYS_futex;
+        let r = dispatch(&mut sh, &mut g, nr, decode(nr, [0x1000, 0, 7, 0x2000, 0, 0]));
+        assert!(matches!(r, Reply::Error(libc::ETIMEDOUT)), "{r:?}");
+        assert_eq!(sh.ctl.clock.peek(ClockKind::Realtime), Timespec { sec: EPOCH + 5, nsec: 0 });
+        assert_eq!(sh.stats.waits_jumped, 1);
+        // The word changed: the wait ends at once (natively, EAGAIN), the clock stays.
+        let r = dispatch(&mut sh, &mut g, nr, decode(nr, [0x1000, 0, 8, 0x2000, 0, 0]));
+        assert!(matches!(r, Reply::Continue));
+        assert_eq!(sh.ctl.clock.peek(ClockKind::Realtime).sec, EPOCH + 5);
+        // Interrupted meanwhile: EINTR, the clock stays.
+        g.interrupted = true;
+        let r = dispatch(&mut sh, &mut g, nr, decode(nr, [0x1000, 0, 7, 0x2000, 0, 0]));
+        assert!(matches!(r, Reply::Error(libc::EINTR)));
+        assert_eq!(sh.ctl.clock.peek(ClockKind::Realtime).sec, EPOCH + 5);
+    }
+
+    #[test]
+    fn a_poll_on_an_empty_pipe_of_the_guest_times_out_at_once() {
+        let (r, w) = std::io::pipe().unwrap();
+        let mut sh = shared(1, 0);
+        let mut g = FakeGuest::new(3);
+        g.fds.insert(4, r.into());
+        g.targets.insert(4, b"pipe:[77]".to_vec());
+        let mut pollfd = 4i32.to_le_bytes().to_vec();
+        pollfd.extend(libc::POLLIN.to_le_bytes());
+        pollfd.extend([0xff, 0xff]);
+        g.put(0x1000, &pollfd);
+        let nr = libc::SYS_poll;
+        let out = dispatch(&mut sh, &mut g, nr, decode(nr, [0x1000, 1, 1500, 0, 0, 0]));
+        assert!(matches!(out, Reply::Value(0)), "{out:?}");
+        assert_eq!(g.get(0x1006, 2), [0, 0], "revents cleared");
+        assert_eq!(sh.ctl.clock.peek(ClockKind::Realtime), Timespec { sec: EPOCH + 1, nsec: 500_000_000 });
+        // Data in the pipe: the wait would end at once, so it runs natively.
+        use std::io::Write;
+        (&w).write_all(b"x").unwrap();
+        assert!(matches!(dispatch(&mut sh, &mut g, nr, decode(nr, [0x1000, 1, 1500, 0, 0, 0])), Reply::Continue));
+        // A socket may be fed from outside: never jumped.
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        g.fds.insert(4, sock.try_clone().unwrap().into());
+        g.targets.insert(4, format!("socket:[{}]", sock.as_raw_fd()).into_bytes());
+        assert!(matches!(dispatch(&mut sh, &mut g, nr, decode(nr, [0x1000, 1, 1500, 0, 0, 0])), Reply::Continue));
+        assert_eq!(sh.stats.waits_jumped, 1);
+    }
+
+    #[test]
+    fn select_clears_the_sets_and_the_timeout() {
+        let (r, _w) = std::io::pipe().unwrap();
+        let mut sh = shared(1, 0);
+        let mut g = FakeGuest::new(3);
+        g.fds.insert(3, r.into());
+        g.targets.insert(3, b"pipe:[1]".to_vec());
+        g.put(0x1000, &(1u64 << 3).to_le_bytes()).put(0x2000, &timespec_bytes(Timespec { sec: 0, nsec: 250_000 }));
+        let nr = libc::SYS_select;
+        let out = dispatch(&mut sh, &mut g, nr, decode(nr, [4, 0x1000, 0, 0, 0x2000, 0]));
+        assert!(matches!(out, Reply::Value(0)), "{out:?}");
+        assert_eq!(g.get(0x1000, 8), [0; 8]);
+        assert_eq!(g.get(0x2000, 16), [0; 16]);
+        assert_eq!(sh.ctl.clock.peek(ClockKind::Realtime), Timespec { sec: EPOCH, nsec: 250_000_000 }, "µs");
+    }
+
+    #[test]
+    fn a_running_or_unknown_task_is_not_blocked() {
+        // This very thread (not the process's main thread, which may be asleep waiting for the tests).
+        let me = std::fs::read_link("/proc/thread-self").unwrap();
+        let me: i32 = me.file_name().unwrap().to_str().unwrap().parse().unwrap();
+        assert!(!blocked_indefinitely(me), "this test is running");
+        assert!(blocked_indefinitely(i32::MAX), "no such task");
+        let mut sh = shared(1, 0);
+        sh.live.insert(me);
+        assert!(!others_blocked(&sh, 3), "another task runs: it could end the wait");
+        assert!(inherited_fds().iter().all(|t| !t.starts_with('/')));
+    }
+}

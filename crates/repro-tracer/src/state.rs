@@ -1,0 +1,123 @@
+//! The state the ptrace thread and the notify thread share: the controller, the stats, and what the handlers
+//! keep between calls.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::ffi::CString;
+use std::sync::{Arc, Mutex};
+
+use repro_detcore::{DeterminismController, DirListing};
+
+use crate::stats::SupervisorStats;
+use crate::{access, tape, vdso};
+
+/// State shared by the ptrace thread and the notify thread.
+pub(crate) struct Shared {
+    pub ctl: DeterminismController,
+    pub stats: SupervisorStats,
+    pub not_enforced: BTreeSet<String>,
+    /// Live guest tasks (so a stopped clock loop can kill them all).
+    pub live: HashSet<i32>,
+    /// Directory listings being served, by (device, inode).
+    pub dirs: HashMap<(u64, u64), DirListing>,
+    /// Devices of pseudo file systems (/proc, /sys, /dev...): their file times are the host's "now".
+    pub pseudo_devs: HashSet<u64>,
+    /// The replacement vDSO's shared clock page, or why there is none.
+    pub vdso: Option<vdso::ClockPage>,
+    pub vdso_unavailable: Option<String>,
+    /// Tasks being given the vDSO memfd at their exec stop (see exec::install).
+    pub vdso_fd_requests: HashSet<i32>,
+    /// Identities of the descriptors the guest inherited from outside (see handlers::waits::inherited_fds).
+    pub inherited_fds: HashSet<String>,
+    /// The paths the guest used, when recording.
+    pub access: Option<access::AccessLog>,
+    /// The tapes, when recording or replaying.
+    pub tape: Option<tape::TapeState>,
+}
+
+impl Shared {
+    /// The state of a run whose guest does not exist yet: no task, no vDSO page, nothing recorded.
+    pub(crate) fn new(ctl: DeterminismController) -> Shared {
+        Shared {
+            ctl,
+            stats: SupervisorStats::default(),
+            not_enforced: BTreeSet::new(),
+            live: HashSet::new(),
+            dirs: HashMap::new(),
+            pseudo_devs: HashSet::new(),
+            vdso: None,
+            vdso_unavailable: None,
+            vdso_fd_requests: HashSet::new(),
+            inherited_fds: HashSet::new(),
+            access: None,
+            tape: None,
+        }
+    }
+
+    /// Adopts the clock reads the vDSO answered in-process; call before using the clock.
+    pub(crate) fn sync_in(&mut self) {
+        if let Some(p) = self.vdso.as_mut() {
+            p.sync_in(&mut self.ctl.clock);
+        }
+    }
+
+    /// Publishes the controller's clock to the vDSO page; call after the clock may have moved.
+    pub(crate) fn sync_out(&mut self) {
+        if let Some(p) = self.vdso.as_mut() {
+            p.sync_out(&self.ctl.clock);
+        }
+    }
+
+    /// An exec kept the safe fallback (vDSO disabled) because ours could not be installed.
+    pub(crate) fn vdso_fallback(&mut self, why: String) {
+        self.stats.vdso_disabled += 1;
+        if self.stats.vdso_disabled_why.len() < 8 {
+            self.stats.vdso_disabled_why.insert(why);
+        }
+    }
+
+    /// Counts one answered syscall (no allocation once the name is known).
+    pub(crate) fn count(&mut self, name: &str) {
+        match self.stats.mediated.get_mut(name) {
+            Some(c) => *c += 1,
+            None => {
+                self.stats.mediated.insert(name.to_string(), 1);
+            }
+        }
+    }
+
+    /// Stops the guest: every live task is killed, and the run reports `why` as not enforced.
+    pub(crate) fn stop_guest(&mut self, why: String) {
+        self.not_enforced.insert(why);
+        self.kill_all();
+    }
+
+    /// Kills every live guest task.
+    pub(crate) fn kill_all(&self) {
+        for &t in &self.live {
+            // ESRCH: the task is already gone, which is what was wanted.
+            let _ = repro_sys::ptrace::kill_task(t, libc::SIGKILL);
+        }
+    }
+}
+
+/// Devices of the pseudo file systems whose timestamps follow the host clock rather than writes.
+pub(crate) fn pseudo_fs_devs() -> HashSet<u64> {
+    let dev_of = |p: &str| {
+        let c = CString::new(p).ok()?;
+        let st = repro_sys::fdops::newfstatat_raw(None, &c, 0).ok()?;
+        Some(u64::from_le_bytes(st[0..8].try_into().ok()?))
+    };
+    let root = dev_of("/");
+    ["/proc", "/sys", "/dev", "/dev/pts", "/dev/shm", "/dev/mqueue", "/run"]
+        .iter()
+        .filter_map(|p| dev_of(p))
+        .filter(|d| Some(*d) != root)
+        .collect()
+}
+
+pub(crate) type SharedRef = Arc<Mutex<Shared>>;
+
+pub(crate) fn lock(s: &SharedRef) -> std::sync::MutexGuard<'_, Shared> {
+    // A panic in the other thread must not make the run lose its results: use the data anyway.
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}

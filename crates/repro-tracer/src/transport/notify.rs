@@ -1,0 +1,98 @@
+//! The notify loop: receives the seccomp user notifications, decodes each into a typed syscall, has the
+//! handlers answer it, and writes the answer back.
+
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+
+use repro_sys::seccomp::{Listener, ListenerState, Notification};
+
+use crate::decode::decode;
+use crate::guest::{PidfdCache, TaskGuest};
+use crate::handlers::dispatch;
+use crate::reply::Reply;
+use crate::state::{lock, SharedRef};
+
+/// Serves notifications until no guest task is left under the filter.
+///
+/// The receive ioctl is tried first (one syscall per notification on the hot path); it fails at once
+/// when the filter has no task left or the task died, and only then is the listener polled to tell
+/// the two apart.
+pub(crate) fn serve(listener: Listener, shared: SharedRef) {
+    let listener = Arc::new(listener);
+    // Wake the supervisor on the guest's CPU: halves the round trip (Linux 6.6+). Without it (an older kernel)
+    // answers are only slower, so a failure is ignored.
+    let _ = listener.set_sync_wakeup();
+    // The guest runs with rdtsc trapped; with the same setting here, switching between the guest and
+    // this thread does not rewrite CR4 (a hypervisor exit each time in a VM; see repro_sys::tsc). Nothing
+    // below reads the TSC (no clocks are read on this thread); a failure only costs speed.
+    let _ = repro_sys::tsc::disable_for_this_thread();
+    let mut pidfds = PidfdCache::default();
+    loop {
+        let n = match listener.recv() {
+            Ok(n) => n,
+            Err(_) => match listener.wait(-1) {
+                Ok(ListenerState::Readable) | Ok(ListenerState::Timeout) => continue,
+                Ok(ListenerState::Hangup) | Err(_) => return,
+            },
+        };
+        match handle(&n, &listener, &shared, &mut pidfds) {
+            Reply::Defer(call) => {
+                let (l, s, id) = (listener.clone(), shared.clone(), n.id);
+                // The thread inherits this one's blocked signals (the init's signalfd set).
+                let spawned = std::thread::Builder::new()
+                    .name("repro-blocking-call".into())
+                    .spawn(move || respond(&l, &s, id, call(&s)));
+                if spawned.is_err() {
+                    respond(&listener, &shared, n.id, Reply::Error(libc::EAGAIN));
+                }
+            }
+            reply => respond(&listener, &shared, n.id, reply),
+        }
+    }
+}
+
+/// Answers one notification; the vDSO's shared clock page is synchronised with the controller around it.
+fn handle(n: &Notification, listener: &Listener, shared: &SharedRef, pidfds: &mut PidfdCache) -> Reply {
+    let nr = n.nr as i64;
+    let call = decode(nr, n.args);
+    let mut guest = TaskGuest::new(n.pid as i32, Some((listener, n.id)), pidfds);
+    let mut sh = lock(shared);
+    sh.sync_in();
+    let r = dispatch(&mut sh, &mut guest, nr, call);
+    sh.sync_out();
+    r
+}
+
+/// Sends the answer to notification `id`.
+fn respond(listener: &Listener, shared: &SharedRef, id: u64, reply: Reply) {
+    let r = match reply {
+        Reply::Value(v) => listener.respond_value(id, v),
+        Reply::Error(e) => listener.respond_error(id, e),
+        Reply::Continue => {
+            lock(shared).stats.continued += 1;
+            listener.respond_continue(id)
+        }
+        // If the descriptor cannot be installed (EMFILE...), the syscall fails with that error
+        // rather than leaving the task waiting for an answer.
+        Reply::AddFd { fd, cloexec } => match listener.addfd_send(id, fd.as_raw_fd(), cloexec) {
+            Err(e) if e.raw_os_error() != Some(libc::ENOENT) => {
+                listener.respond_error(id, e.raw_os_error().unwrap_or(libc::EIO))
+            }
+            r => r.map(|_| ()),
+        },
+        // Not produced by a deferred call itself.
+        Reply::Defer(_) => listener.respond_error(id, libc::EIO),
+    };
+    match r {
+        // ENOENT: the task was killed or a signal interrupted the syscall (it will be restarted); nothing waits
+        // for this answer any more.
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+        Err(e) => {
+            let mut sh = lock(shared);
+            if sh.stats.warnings.len() < 8 {
+                sh.stats.warnings.insert(format!("answering a notified syscall failed: {e}"));
+            }
+        }
+        Ok(()) => {}
+    }
+}
