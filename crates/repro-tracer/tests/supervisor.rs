@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 const HELPER: &str = env!("CARGO_BIN_EXE_repro-supervise");
 
@@ -54,8 +53,13 @@ fn guest(name: &str) -> PathBuf {
 }
 
 /// The tests were written for epoch 1700000000 (2023-11-14T22:13:20Z); a test's own `--epoch` comes later and wins.
+/// A guard against hangs, not a speed claim (bench/supervisor.sh measures speed): a supervised run that takes
+/// this long is killed and fails its test with timeout's status 124.
+const HANG_GUARD_SECS: &str = "120";
+
 fn supervised(flags: &[&str], cmd: &[&str]) -> Output {
-    Command::new(HELPER)
+    Command::new("timeout")
+        .args(["--kill-after=5", HANG_GUARD_SECS, HELPER])
         .args(["--epoch", "1700000000"])
         .args(flags)
         .arg("--")
@@ -125,13 +129,11 @@ fn check_deterministic(cmd: &[&str], seed_dependent: &[&str], epoch_dependent: &
 #[test]
 fn c_guest_sees_logical_time_seeded_entropy_and_pinned_identity() {
     let probe = guest("probe");
-    let started = Instant::now();
     let out = check_deterministic(
         &[probe.to_str().unwrap()],
         &["getrandom", "at_random"],
         &["libc realtime", "raw realtime", "gettimeofday", "time "],
     );
-    assert!(started.elapsed() < Duration::from_secs(20), "five runs with a 60 s sleep each must not wait");
     assert_eq!(line(&out, "vdso"), "vdso present");
     assert_eq!(line(&out, "pid"), "pid 2 ppid 1");
     assert_eq!(line(&out, "libc realtime").split(' ').nth(2).unwrap().split('.').next(), Some("1700000000"));
@@ -150,12 +152,11 @@ fn c_guest_sees_logical_time_seeded_entropy_and_pinned_identity() {
 }
 
 #[test]
-fn sleep_60_takes_well_under_a_second() {
-    let t = Instant::now();
-    let out = ok(supervised(&[], &["/bin/sh", "-c", "date +%s; sleep 60; date +%s"]));
-    assert!(t.elapsed() < Duration::from_millis(900), "took {:?}", t.elapsed());
+fn a_day_long_sleep_passes_on_the_guest_clock_only() {
+    // A day of sleep ends within the hang guard (two minutes) and the guest's clock moved by exactly a day.
+    let out = ok(supervised(&[], &["/bin/sh", "-c", "date +%s; sleep 86400; date +%s"]));
     let v: Vec<i64> = out.lines().map(|l| l.parse().unwrap()).collect();
-    assert_eq!(v[1] - v[0], 60);
+    assert_eq!(v[1] - v[0], 86400);
 }
 
 fn fill_in_random_order(dir: &Path, salt: u64) {
@@ -300,9 +301,7 @@ fn make_builds_a_small_project() {
 #[test]
 fn frozen_clock_poll_loop_is_stopped_with_an_explanation() {
     let p = guest("clockpoll");
-    let t = Instant::now();
     let o = supervised(&["--clock-step-ns", "0"], &[p.to_str().unwrap()]);
-    assert!(t.elapsed() < Duration::from_secs(30));
     assert_eq!(o.status.code(), Some(121));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("[repro] determinism not enforced: the guest read the clock 20000 times"), "{err}");
@@ -345,10 +344,9 @@ fn stats_of(flags: &[&str], cmd: &[&str]) -> (String, serde_json::Value) {
 #[test]
 fn a_million_clock_reads_through_the_vdso_are_logical_identical_and_in_process() {
     let p = guest("vdsoclock");
-    let t = Instant::now();
     let (a, stats) = stats_of(&[], &[p.to_str().unwrap()]);
-    // Through a mediated syscall each read cost ~20 µs (20 s in all); in-process it is nanoseconds.
-    assert!(t.elapsed() < Duration::from_secs(5), "1,000,000 clock reads took {:?}", t.elapsed());
+    // In process, not through a mediated syscall (~20 µs each): the stats show no clock_gettime left the
+    // process (the speed itself is bench/supervisor.sh's).
     assert_eq!(stats["vdso_replaced"], 1, "{stats}");
     assert!(stats["vdso_clock_reads"].as_u64().unwrap() >= 1_000_000, "{stats}");
     assert!(stats["mediated"].get("clock_gettime").is_none(), "reads left the process: {stats}");
@@ -407,10 +405,8 @@ fn mediated_and_in_process_clock_reads_are_one_clock() {
 #[test]
 fn timed_waits_nothing_can_end_jump_the_clock_and_a_pipe_writer_is_waited_for() {
     let p = guest("waits");
-    let t = Instant::now();
+    // Natively this program waits 13 s; here each wait reports the logical time it waited.
     let (out, stats) = stats_of(&[], &[p.to_str().unwrap()]);
-    // Natively this program waits 13 s.
-    assert!(t.elapsed() < Duration::from_secs(3), "took {:?}", t.elapsed());
     let want = [
         "poll 0 revents 0 after 5000 ms",
         "ppoll 0 after 1500 ms",
