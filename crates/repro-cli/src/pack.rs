@@ -173,7 +173,18 @@ fn variation(a: &ReplayArgs) -> Result<repro_pack::replay::Variation, CliError> 
         cpus: a.cpus,
         clock_step_ns: a.clock_step_ns,
         env,
-        dir_order: a.dir_order.clone(),
+        dir_order: a
+            .dir_order
+            .as_deref()
+            .map(|o| {
+                o.parse().map_err(|_| {
+                    CliError::usage(format!(
+                        "--dir-order '{o}': expected {}",
+                        repro_model::dirorder::DIR_ORDER_EXPECTED
+                    ))
+                })
+            })
+            .transpose()?,
         hostname: a.hostname.clone(),
     })
 }

@@ -4,9 +4,11 @@
 pub mod chaos;
 pub mod dirorder;
 pub mod exit;
+pub mod init;
 pub mod pathenc;
 pub mod run;
 pub mod secrets;
+pub mod settings;
 pub mod tape;
 
 pub use dirorder::DirOrder;

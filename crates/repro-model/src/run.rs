@@ -110,9 +110,9 @@ pub struct RunSettings {
     /// Logical nanoseconds each clock read advances the guest's clock; 0 freezes it between events.
     #[serde(default)]
     pub clock_step_ns: u64,
-    /// The order of directory listings: `sorted`, `reversed` or `shuffled:SEED`.
-    #[serde(default = "default_dir_order")]
-    pub dir_order: String,
+    /// The order of directory listings, written `sorted`, `reversed` or `shuffled:SEED`.
+    #[serde(default)]
+    pub dir_order: crate::DirOrder,
     /// The bound of the guest's writable layer (`--disk`): bytes of the working directory's overlay, /tmp and
     /// /home together.
     #[serde(default = "default_disk_bytes")]
@@ -128,10 +128,6 @@ impl RunSettings {
     pub fn redacted(&self) -> RunSettings {
         RunSettings { env: crate::secrets::redact_env(&self.env), ..self.clone() }
     }
-}
-
-fn default_dir_order() -> String {
-    "sorted".into()
 }
 
 /// The default `--disk`: 2 GiB.
@@ -296,6 +292,26 @@ mod tests {
         assert_eq!(v["signal"], 9);
         let back: RunOutcome = serde_json::from_value(v).unwrap();
         assert_eq!(back, o);
+    }
+
+    #[test]
+    fn a_run_json_written_before_the_typed_dir_order_reads_and_writes_back_the_same() {
+        // Written by `repro run --dir-order shuffled:7` before `dir_order` became a `DirOrder`.
+        let text = include_str!("testdata/run-before-issue13.json");
+        let r: RunRecord = serde_json::from_str(text).unwrap();
+        assert_eq!(r.settings.dir_order, crate::DirOrder::Shuffled(7));
+        let original: serde_json::Value = serde_json::from_str(text).unwrap();
+        assert_eq!(serde_json::to_value(&r).unwrap(), original);
+        // The oldest records have no dir_order at all: sorted.
+        let mut v = original.clone();
+        v["settings"].as_object_mut().unwrap().remove("dir_order");
+        let r: RunRecord = serde_json::from_value(v).unwrap();
+        assert_eq!(r.settings.dir_order, crate::DirOrder::Sorted);
+        // A bad one names what was expected.
+        let mut v = original;
+        v["settings"]["dir_order"] = "sideways".into();
+        let e = serde_json::from_value::<RunRecord>(v).unwrap_err().to_string();
+        assert!(e.contains("expected sorted, reversed or shuffled:SEED"), "{e}");
     }
 
     #[test]

@@ -312,7 +312,7 @@ fn build_manifest(
             epoch_unix: s.epoch.unix,
             epoch_rfc3339: s.epoch.rfc3339.clone(),
             clock_step_ns: s.clock_step_ns,
-            dir_order: s.dir_order.clone(),
+            dir_order: s.dir_order.to_string(),
             hostname: s.hostname.clone(),
         },
         resources: Resources { cpus: s.cpus, memory_bytes: s.memory_bytes },

@@ -21,6 +21,8 @@ pub mod init;
 pub mod parse;
 pub mod reaper;
 pub mod run;
+pub mod settings;
+pub mod signals;
 pub mod rundir;
 pub mod verify;
 

@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use repro_model::run::{BindMount, Enforcement, Epoch, Rlimit, RunOutcome, RunRecord, RunSettings, RUN_FORMAT};
-use repro_sys::ns::{self, flags, rlimit};
+use repro_model::run::{BindMount, Enforcement, Epoch, RunOutcome, RunRecord, RunSettings, RUN_FORMAT};
+use repro_model::DirOrder;
+use repro_sys::ns::{self, flags};
 
 use crate::cgroup::{Cgroup, Hierarchy};
 use crate::init::{
@@ -24,13 +25,7 @@ use crate::reaper::{self, ReapJob};
 use crate::rundir::{self, RunDir};
 use crate::SandboxError;
 
-/// Default memory limit: 4 GiB.
-pub const DEFAULT_MEMORY: u64 = 4 << 30;
-/// Guest hostname and domain name.
-pub const HOSTNAME: &str = "repro";
-pub const DOMAINNAME: &str = "repro.invalid";
-/// The guest's umask.
-pub const UMASK: u32 = 0o022;
+pub use crate::settings::{DEFAULT_CLOCK_STEP_NS, DEFAULT_MEMORY, DOMAINNAME, HOSTNAME, UMASK};
 
 /// The options of `repro run` as the user gave them (strings still unparsed).
 #[derive(Debug, Clone, Default)]
@@ -56,23 +51,11 @@ pub struct RunOptions {
     pub disk: Option<String>,
 }
 
-/// Default clock step: each clock read advances logical time by 1 µs (see docs/determinism.md).
-pub const DEFAULT_CLOCK_STEP_NS: u64 = 1000;
-
 /// A validated run, ready to execute.
 #[derive(Debug, Clone)]
 pub struct RunRequest {
     pub settings: RunSettings,
     pub state_dir: PathBuf,
-}
-
-/// Fixed resource limits of the guest.
-pub fn fixed_rlimits() -> Vec<(i32, &'static str, u64, u64)> {
-    vec![
-        (rlimit::NOFILE, "nofile", 1024, 4096),
-        (rlimit::STACK, "stack", 8 << 20, rlimit::INFINITY),
-        (rlimit::CORE, "core", 0, 0),
-    ]
 }
 
 impl RunRequest {
@@ -99,49 +82,35 @@ impl RunRequest {
         let specs: Vec<EnvSpec> = opts.env.iter().map(|e| parse::parse_env(e)).collect::<Result<_, _>>()?;
         let env = crate::env::guest_env(epoch.unix, &specs, |k| std::env::var(k).ok());
         let binds: Vec<BindMount> = opts.bind.iter().map(|b| parse::parse_bind(b, &cwd)).collect::<Result<_, _>>()?;
-        let allowed = ns::allowed_cpus();
-        let cpu_affinity: Vec<usize> = allowed.iter().copied().take(opts.cpus as usize).collect();
+        let hostname = match &opts.hostname {
+            Some(h) => check_hostname(h)?,
+            None => HOSTNAME.into(),
+        };
+        let dir_order = match &opts.dir_order {
+            Some(o) => o.parse::<DirOrder>().map_err(|_| {
+                SandboxError::usage(
+                    format!("--dir-order '{o}'"),
+                    format!("expected {}", repro_model::dirorder::DIR_ORDER_EXPECTED),
+                )
+            })?,
+            None => DirOrder::Sorted,
+        };
         let state_dir =
             rundir::state_dir(opts.state_dir.as_deref(), std::env::var("REPRO_STATE_DIR").ok().as_deref(), &cwd);
-        let settings = RunSettings {
-            command: opts.command.clone(),
-            cwd: cwd.to_string_lossy().into_owned(),
-            epoch,
-            seed: opts.seed,
-            cpus: opts.cpus,
-            cpu_affinity,
-            memory_bytes,
-            env,
-            binds,
-            keep_changes: opts.keep_changes,
-            hostname: match &opts.hostname {
-                Some(h) => check_hostname(h)?,
-                None => HOSTNAME.into(),
-            },
-            domainname: DOMAINNAME.into(),
-            umask: format!("{UMASK:04o}"),
-            aslr: false,
-            rlimits: fixed_rlimits()
-                .into_iter()
-                .map(|(_, name, soft, hard)| Rlimit { resource: name.into(), soft, hard })
-                .collect(),
-            user_namespace: true,
-            identity: Some(crate::identity::current()),
-            supervised: !opts.no_supervisor,
-            clock_step_ns: opts.clock_step_ns,
-            dir_order: match &opts.dir_order {
-                Some(o) if repro_detcore_order_is_valid(o) => o.clone(),
-                Some(o) => {
-                    return Err(SandboxError::usage(
-                        format!("--dir-order '{o}'"),
-                        "expected sorted, reversed or shuffled:SEED",
-                    ))
-                }
-                None => "sorted".into(),
-            },
-            disk_bytes,
-            disk_inodes: repro_model::run::disk_inodes_for(disk_bytes),
-        };
+        let settings =
+            crate::settings::for_host(opts.command.clone(), cwd.to_string_lossy().into_owned(), epoch, |s| {
+                s.seed = opts.seed;
+                s.cpus = opts.cpus;
+                s.memory_bytes = memory_bytes;
+                s.env = env;
+                s.binds = binds;
+                s.keep_changes = opts.keep_changes;
+                s.hostname = hostname;
+                s.supervised = !opts.no_supervisor;
+                s.clock_step_ns = opts.clock_step_ns;
+                s.dir_order = dir_order;
+                s.disk_bytes = disk_bytes;
+            });
         Ok(RunRequest { settings, state_dir })
     }
 }
@@ -154,10 +123,6 @@ fn check_hostname(h: &str) -> Result<String, SandboxError> {
     } else {
         Err(SandboxError::usage(format!("--hostname '{h}'"), "expected 1 to 63 letters, digits, '-' and '.'"))
     }
-}
-
-fn repro_detcore_order_is_valid(o: &str) -> bool {
-    o == "sorted" || o == "reversed" || o.strip_prefix("shuffled:").is_some_and(|n| n.parse::<u64>().is_ok())
 }
 
 /// The working directory becomes the guest's writable overlay: it cannot be the root or a kernel filesystem.
@@ -313,9 +278,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         etc: etc_files.iter().map(|(n, _)| (n.to_string(), in_run_dir(&format!(".etc/{n}")))).collect(),
         hostname: s.hostname.clone(),
         domainname: s.domainname.clone(),
-        umask: UMASK,
+        umask: crate::settings::umask_of(s)?,
         no_aslr: !s.aslr,
-        rlimits: fixed_rlimits().into_iter().map(|(r, _, soft, hard)| (r, soft, hard)).collect(),
+        rlimits: crate::settings::rlimits_for_init(&s.rlimits)?,
         cpus: s.cpu_affinity.clone(),
         user_namespace: true,
         trees: trees.iter().map(|(r, _)| *r).collect(),
@@ -325,7 +290,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
             epoch_unix_secs: s.epoch.unix,
             clock_step_ns: s.clock_step_ns,
             hostname: s.hostname.clone(),
-            dir_order: s.dir_order.clone(),
+            dir_order: s.dir_order,
             cpus: s.cpus,
             record_access: extras.record_access,
             access_stream: extras.access_stream.as_ref().map(|p| p.to_string_lossy().into_owned()),
