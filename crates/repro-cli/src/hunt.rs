@@ -9,15 +9,17 @@ use repro_hunt::config::{self, Config, Dimension, Space, SpaceOptions};
 use repro_hunt::runner::{self, Budget, Runner};
 use repro_hunt::{explain, hunt, HuntError};
 
+use repro_model::ExitCode;
+
 use crate::{print_json, CliError};
 
 impl From<HuntError> for CliError {
     fn from(e: HuntError) -> Self {
         let code = match e {
-            HuntError::Usage { .. } => crate::EXIT_USAGE,
-            _ => 125,
+            HuntError::Usage { .. } => ExitCode::Usage,
+            _ => ExitCode::Setup,
         };
-        CliError::new(code, e.to_string())
+        CliError::from_error(code, e)
     }
 }
 
@@ -97,8 +99,7 @@ fn prepare(
     let base = match pack {
         None => Config::baseline(base_epoch),
         Some(p) => {
-            let pack = repro_pack::read_pack(p, &repro_pack::Store::default_store(), None)
-                .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+            let pack = repro_pack::read_pack(p, &repro_pack::Store::default_store(), None).map_err(CliError::from)?;
             // Variables redacted at capture must be supplied (`--env NAME` or `--env NAME=VALUE`): they are passed
             // to every replay, never replayed with their markers.
             let supplied: Vec<&str> = a.env.iter().map(|e| e.split_once('=').map_or(e.as_str(), |(n, _)| n)).collect();
@@ -134,8 +135,8 @@ fn prepare(
     for e in &a.env {
         base_args.extend(["--env".to_string(), e.clone()]);
     }
-    let cwd =
-        std::env::current_dir().map_err(|e| CliError::new(125, format!("cannot read the current directory: {e}")))?;
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::new(ExitCode::Setup, format!("cannot read the current directory: {e}")))?;
     let state = repro_sandbox::rundir::state_dir(
         a.state_dir.as_deref(),
         std::env::var("REPRO_STATE_DIR").ok().as_deref(),
@@ -144,7 +145,7 @@ fn prepare(
     let id = repro_sandbox::rundir::new_id(time::OffsetDateTime::now_utc());
     let state_dir = state.join(format!("{kind}s")).join(id);
     std::fs::create_dir_all(&state_dir)
-        .map_err(|e| CliError::new(125, format!("cannot create {}: {e}", state_dir.display())))?;
+        .map_err(|e| CliError::new(ExitCode::Setup, format!("cannot create {}: {e}", state_dir.display())))?;
     let repro = std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
 
     Ok(Prepared {
@@ -230,9 +231,12 @@ pub fn hunt(a: HuntArgs) -> Result<i32, CliError> {
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
                 .status()
-                .map_err(|e| CliError::new(125, format!("cannot run repro capture: {e}")))?;
+                .map_err(|e| CliError::new(ExitCode::Setup, format!("cannot run repro capture: {e}")))?;
             if !out.exists() {
-                return Err(CliError::new(125, format!("repro capture did not write {} ({status})", out.display())));
+                return Err(CliError::new(
+                    ExitCode::Setup,
+                    format!("repro capture did not write {} ({status})", out.display()),
+                ));
             }
             report.pack = Some(out);
         }
@@ -288,7 +292,7 @@ pub fn explain(a: ExplainArgs) -> Result<i32, CliError> {
     } else {
         out!("{}", explain::render(&report));
     }
-    Ok(if report.nondeterministic { repro_sandbox::EXIT_NOT_DETERMINISTIC } else { 0 })
+    Ok(if report.nondeterministic { ExitCode::NotDeterministic.code() } else { ExitCode::Success.code() })
 }
 
 #[derive(Debug, Args)]
@@ -355,6 +359,7 @@ pub fn shrink(a: ShrinkArgs) -> Result<i32, CliError> {
 /// A fresh scratch directory for shrinking (removed afterwards).
 fn tempfile_dir() -> Result<PathBuf, CliError> {
     let base = std::env::temp_dir().join(format!("repro-shrink-{}", std::process::id()));
-    std::fs::create_dir_all(&base).map_err(|e| CliError::new(125, format!("cannot create {}: {e}", base.display())))?;
+    std::fs::create_dir_all(&base)
+        .map_err(|e| CliError::new(ExitCode::Setup, format!("cannot create {}: {e}", base.display())))?;
     Ok(base)
 }

@@ -8,12 +8,9 @@ use repro_pack::replay::{replay, ReplayOptions};
 use repro_pack::{PackError, Store};
 use repro_sandbox::run::Echo;
 
-use crate::{print_json, CliError};
+use repro_model::ExitCode;
 
-/// Exit status of `repro replay` when a run's signature differs from the recorded one.
-pub const EXIT_NOT_REPRODUCED: i32 = 1;
-/// Exit status of `repro replay` when the guest did something its tapes do not have (it was stopped).
-pub const EXIT_DIVERGED: i32 = 123;
+use crate::{print_json, CliError};
 
 /// `--network`: what the guest's network is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -26,7 +23,7 @@ pub enum NetworkArg {
 
 impl From<PackError> for CliError {
     fn from(e: PackError) -> Self {
-        CliError::new(e.exit_code(), e.to_string())
+        CliError::from_error(e.exit_code(), e)
     }
 }
 
@@ -330,19 +327,20 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
             r.runs.len() + 1,
             a.runs
         );
-        return Ok(128 + sig);
+        return Ok(ExitCode::signalled(sig));
     }
     let n = r.runs.len();
     let diverged = r.runs.iter().find_map(|run| run.diverged.clone());
     let code = if diverged.is_some() {
-        EXIT_DIVERGED
+        ExitCode::Diverged
     } else if r.reproduced as usize == n {
-        0
+        ExitCode::Success
     } else {
-        EXIT_NOT_REPRODUCED
-    };
+        ExitCode::Failure
+    }
+    .code();
     if a.json {
-        let mut v = serde_json::to_value(&r).map_err(|e| CliError::new(1, e.to_string()))?;
+        let mut v = serde_json::to_value(&r).map_err(|e| CliError::new(ExitCode::Failure, e.to_string()))?;
         v["exit_status"] = code.into();
         print_json(&v)?;
         return Ok(code);

@@ -7,11 +7,13 @@ use repro_model::run::{RunOutcome, RunRecord};
 use repro_sandbox::run::{Echo, RunOptions, RunRequest};
 use repro_sandbox::{rundir, SandboxError};
 
+use repro_model::ExitCode;
+
 use crate::{print_json, CliError};
 
 impl From<SandboxError> for CliError {
     fn from(e: SandboxError) -> Self {
-        CliError::new(e.exit_code(), e.to_string())
+        CliError::from_error(e.exit_code(), e)
     }
 }
 
@@ -157,7 +159,7 @@ fn verify(req: &RunRequest, exe: &std::path::Path, runs: u32, json: bool) -> Res
                 i + 1,
                 report.dir.display()
             );
-            return Ok(128 + sig);
+            return Ok(ExitCode::signalled(sig));
         }
         if i == 0 {
             for w in &report.record.enforcement.warnings {
@@ -168,15 +170,15 @@ fn verify(req: &RunRequest, exe: &std::path::Path, runs: u32, json: bool) -> Res
     }
     let report = repro_sandbox::verify::compare(&records);
     let code = if !report.identical {
-        repro_sandbox::EXIT_VERIFY_DIFFERS
+        ExitCode::VerifyDiffers
     } else if !report.not_enforced.is_empty() {
-        repro_sandbox::EXIT_NOT_DETERMINISTIC
+        ExitCode::NotDeterministic
     } else {
-        0
+        ExitCode::Success
     };
     if json {
-        let mut v = serde_json::to_value(&report).map_err(|e| CliError::new(1, e.to_string()))?;
-        v["exit_status"] = code.into();
+        let mut v = serde_json::to_value(&report).map_err(|e| CliError::new(ExitCode::Failure, e.to_string()))?;
+        v["exit_status"] = code.code().into();
         print_json(&v)?;
     } else {
         for n in &report.not_enforced {
@@ -184,7 +186,7 @@ fn verify(req: &RunRequest, exe: &std::path::Path, runs: u32, json: bool) -> Res
         }
         errout!("{}", repro_sandbox::verify::render(&report));
     }
-    Ok(code)
+    Ok(code.code())
 }
 
 /// Holds SIGINT/SIGTERM/SIGHUP from here on (as each run does while it lasts), so one that arrives between
@@ -221,8 +223,8 @@ pub struct RunsArgs {
 }
 
 fn state(flag: Option<PathBuf>) -> Result<PathBuf, CliError> {
-    let cwd =
-        std::env::current_dir().map_err(|e| CliError::new(125, format!("cannot read the current directory: {e}")))?;
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::new(ExitCode::Setup, format!("cannot read the current directory: {e}")))?;
     Ok(rundir::state_dir(flag.as_deref(), std::env::var("REPRO_STATE_DIR").ok().as_deref(), &cwd))
 }
 

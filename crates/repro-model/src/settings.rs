@@ -72,7 +72,11 @@ mod tests {
 
     #[test]
     fn defaults_hold_the_fixed_parts() {
-        let e = Epoch { unix: crate::run::DEFAULT_EPOCH, rfc3339: "2025-01-01T00:00:00Z".into(), source: EpochSource::Default };
+        let e = Epoch {
+            unix: crate::run::DEFAULT_EPOCH,
+            rfc3339: "2025-01-01T00:00:00Z".into(),
+            source: EpochSource::Default,
+        };
         let s = RunSettings::defaults(vec!["true".into()], "/w".into(), e);
         assert_eq!((s.hostname.as_str(), s.domainname.as_str(), s.umask.as_str()), ("repro", "repro.invalid", "0022"));
         assert_eq!(s.rlimits.iter().map(|r| r.resource.as_str()).collect::<Vec<_>>(), ["nofile", "stack", "core"]);

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use repro_model::run::{BindMount, Changes, Epoch, EpochSource, RunSettings};
-use repro_model::DirOrder;
 use repro_model::tape::{NetTape, ProcTape, TapeIo, TapeSettings};
+use repro_model::DirOrder;
 use repro_sandbox::run::{Echo, RunExtras, RunRequest};
 
 use crate::archive::Pack;
@@ -116,8 +116,11 @@ pub struct ReplayReport {
 /// ([`repro_sandbox::settings::for_host`]).
 pub fn settings(pack: &Pack, binds: Vec<BindMount>) -> RunSettings {
     let m = &pack.manifest;
-    let epoch =
-        Epoch { unix: m.determinism.epoch_unix, rfc3339: m.determinism.epoch_rfc3339.clone(), source: EpochSource::Flag };
+    let epoch = Epoch {
+        unix: m.determinism.epoch_unix,
+        rfc3339: m.determinism.epoch_rfc3339.clone(),
+        source: EpochSource::Flag,
+    };
     repro_sandbox::settings::for_host(m.command.argv.clone(), m.command.cwd.clone(), epoch, |s| {
         s.seed = m.determinism.seed;
         s.cpus = m.resources.cpus;

@@ -1,5 +1,7 @@
 use std::path::PathBuf;
 
+use repro_model::ExitCode;
+
 /// Errors of the sandbox, each with the exit status it maps to.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
@@ -36,10 +38,10 @@ impl SandboxError {
     pub fn exit_code(&self) -> i32 {
         match self {
             SandboxError::Usage { .. } | SandboxError::NoSuchRun(_) | SandboxError::Incomplete { .. } => {
-                crate::EXIT_USAGE
+                ExitCode::Usage.code()
             }
-            SandboxError::Corrupt { .. } => crate::EXIT_USAGE,
-            _ => crate::EXIT_SETUP,
+            SandboxError::Corrupt { .. } => ExitCode::Usage.code(),
+            _ => ExitCode::Setup.code(),
         }
     }
 }

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use repro_model::run::{BindMount, Enforcement, Epoch, RunOutcome, RunRecord, RunSettings, RUN_FORMAT};
-use repro_model::DirOrder;
+use repro_model::{DirOrder, ExitCode};
 use repro_sys::ns::{self, flags};
 
 use crate::cgroup::{Cgroup, Hierarchy};
@@ -446,7 +446,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         (Some(r), _) => (r.outcome, r.exit_status, r.determinism, r.accessed, r.tapes),
         (None, _) if setup_error.is_some() => (
             RunOutcome::SetupFailed { message: setup_error.unwrap_or_default() },
-            crate::EXIT_SETUP,
+            ExitCode::Setup.code(),
             Default::default(),
             Vec::new(),
             Default::default(),
@@ -454,7 +454,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         // Killed after a second interrupt: the run ended by the first one.
         (None, Some(sig)) if killed => (
             RunOutcome::Signaled { signal: sig, name: crate::init::signal_name(sig) },
-            128 + sig,
+            ExitCode::signalled(sig),
             Default::default(),
             Vec::new(),
             Default::default(),
@@ -472,7 +472,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
                     format!("the sandbox's init ended ({init_exit:?}) without reporting a result")
                 },
             },
-            crate::EXIT_SETUP,
+            ExitCode::Setup.code(),
             Default::default(),
             Vec::new(),
             Default::default(),
@@ -481,7 +481,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     // A run that was not deterministic is not evidence of anything, whatever the guest's status.
     let ran = matches!(outcome, RunOutcome::Exited { .. } | RunOutcome::Signaled { .. });
     if ran && !determinism.not_enforced.is_empty() {
-        exit_status = crate::EXIT_NOT_DETERMINISTIC;
+        exit_status = ExitCode::NotDeterministic.code();
     }
 
     // Tear down: nothing of the guest is left once its PID 1 has exited; the cgroup goes, then the scratch.

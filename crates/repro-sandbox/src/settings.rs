@@ -14,12 +14,7 @@ use crate::SandboxError;
 /// options of `run`, or what a pack recorded), then completed for this host: the guest is pinned to the first
 /// `cpus` CPUs it may use, its inode bound follows `disk_bytes`, and its identity is this caller's
 /// ([`crate::identity::current`]) unless `tune` set one.
-pub fn for_host(
-    command: Vec<String>,
-    cwd: String,
-    epoch: Epoch,
-    tune: impl FnOnce(&mut RunSettings),
-) -> RunSettings {
+pub fn for_host(command: Vec<String>, cwd: String, epoch: Epoch, tune: impl FnOnce(&mut RunSettings)) -> RunSettings {
     let mut s = RunSettings::defaults(command, cwd, epoch);
     tune(&mut s);
     s.cpu_affinity = ns::allowed_cpus().into_iter().take(s.cpus as usize).collect();
@@ -68,7 +63,11 @@ mod tests {
     use repro_model::run::EpochSource;
 
     fn epoch() -> Epoch {
-        Epoch { unix: repro_model::run::DEFAULT_EPOCH, rfc3339: "2025-01-01T00:00:00Z".into(), source: EpochSource::Default }
+        Epoch {
+            unix: repro_model::run::DEFAULT_EPOCH,
+            rfc3339: "2025-01-01T00:00:00Z".into(),
+            source: EpochSource::Default,
+        }
     }
 
     #[test]

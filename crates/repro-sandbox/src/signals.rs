@@ -51,7 +51,6 @@ pub fn signal_name(sig: i32) -> String {
     names.get(sig as usize).filter(|n| !n.is_empty()).map(|n| n.to_string()).unwrap_or_else(|| format!("SIG{sig}"))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,5 +61,4 @@ mod tests {
         assert_eq!(signal_name(2), "SIGINT");
         assert_eq!(signal_name(40), "SIG40");
     }
-
 }

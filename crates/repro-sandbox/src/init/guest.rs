@@ -4,9 +4,13 @@ use std::ffi::CString;
 use std::path::Path;
 
 use repro_model::run::{Determinism, RunOutcome};
+use repro_model::ExitCode;
 use repro_sys::ns::{self, ChildExit};
 
-use super::{libc_sig, signal_name, Accessed, DetSettings, InitConfig, TapeIo, TapeSettings, TapesOut, INIT_SIGNALS, STDERR_FD, STDOUT_FD};
+use super::{
+    libc_sig, signal_name, Accessed, DetSettings, InitConfig, TapeIo, TapeSettings, TapesOut, INIT_SIGNALS, STDERR_FD,
+    STDOUT_FD,
+};
 
 /// Finds the program the way a shell would, with the guest's PATH, inside the new root.
 fn resolve_program(cmd: &str, path_var: &str) -> Result<String, i32> {
@@ -34,7 +38,7 @@ fn resolve_program(cmd: &str, path_var: &str) -> Result<String, i32> {
 fn exec_failed(cmd: &str, errno: i32) -> (RunOutcome, i32) {
     let message = ns::strerror(errno);
     eprintln!("repro: cannot execute '{cmd}': {message}");
-    let code = if errno == 2 { crate::EXIT_NOT_FOUND } else { crate::EXIT_NOT_EXECUTABLE };
+    let code = if errno == 2 { ExitCode::NotFound.code() } else { ExitCode::NotExecutable.code() };
     (RunOutcome::ExecFailed { errno, message }, code)
 }
 
@@ -48,13 +52,13 @@ pub(super) fn run_guest(
     let path_var = cfg.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or(crate::env::PATH);
     let sigfd = match ns::signalfd(&INIT_SIGNALS) {
         Ok(f) => f,
-        Err(x) => return (RunOutcome::SetupFailed { message: x.to_string() }, crate::EXIT_SETUP),
+        Err(x) => return (RunOutcome::SetupFailed { message: x.to_string() }, ExitCode::Setup.code()),
     };
     // Resolve from the working directory, as the guest would.
     if let Err(x) = std::env::set_current_dir(&cfg.cwd) {
         let m = format!("cannot enter the working directory {}: {x}", cfg.cwd);
         eprintln!("repro: sandbox setup failed: {m}");
-        return (RunOutcome::SetupFailed { message: m }, crate::EXIT_SETUP);
+        return (RunOutcome::SetupFailed { message: m }, ExitCode::Setup.code());
     }
     let program = match resolve_program(&cmd, path_var) {
         Ok(p) => p,
@@ -70,7 +74,7 @@ pub(super) fn run_guest(
         Err(x) => {
             let m = format!("cannot build the guest's seccomp filter: {x}");
             eprintln!("repro: sandbox setup failed: {m}");
-            return (RunOutcome::SetupFailed { message: m }, crate::EXIT_SETUP);
+            return (RunOutcome::SetupFailed { message: m }, ExitCode::Setup.code());
         }
     };
     let setup = ns::GuestSetup {
@@ -118,7 +122,7 @@ type Failed = Box<dyn FnOnce(&str) -> (RunOutcome, i32)>;
 fn setup_failed(m: String) -> Failed {
     Box::new(move |_| {
         eprintln!("repro: sandbox setup failed: {m}");
-        (RunOutcome::SetupFailed { message: m }, crate::EXIT_SETUP)
+        (RunOutcome::SetupFailed { message: m }, ExitCode::Setup.code())
     })
 }
 
@@ -236,7 +240,7 @@ fn wait_guest(guest: i32, sigfd: &std::os::fd::OwnedFd) -> ChildExit {
                 Ok(Some((pid, exit))) if pid == guest => return exit,
                 Ok(Some(_)) => continue,
                 Ok(None) => break,
-                Err(_) => return ChildExit::Exited(crate::EXIT_SETUP),
+                Err(_) => return ChildExit::Exited(ExitCode::Setup.code()),
             }
         }
         match ns::read_signal(sigfd) {
@@ -244,15 +248,16 @@ fn wait_guest(guest: i32, sigfd: &std::os::fd::OwnedFd) -> ChildExit {
             Ok(sig) => {
                 let _ = ns::kill(guest, sig);
             }
-            Err(_) => return ChildExit::Exited(crate::EXIT_SETUP),
+            Err(_) => return ChildExit::Exited(ExitCode::Setup.code()),
         }
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn programs_resolve_through_path() {

@@ -12,6 +12,7 @@ use std::io::Write;
 use std::path::Path;
 
 use repro_model::run::{Determinism, RunOutcome};
+use repro_model::ExitCode;
 use repro_sys::ns;
 
 use guest::run_guest;
@@ -55,14 +56,14 @@ pub fn main(config: &Path) -> i32 {
         eprintln!(
             "repro: sandbox setup failed: no result descriptor {RESULT_FD} (repro __init is started by repro run)"
         );
-        return crate::EXIT_SETUP;
+        return ExitCode::Setup.code();
     };
     let mut result_file = fs::File::from(result_fd);
     let cfg: InitConfig = match read_config(config) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("repro: sandbox setup failed: cannot read the configuration ({}): {e}", config.display());
-            return crate::EXIT_SETUP;
+            return ExitCode::Setup.code();
         }
     };
     let stream = match cfg.determinism.as_ref().and_then(|d| d.access_stream.as_ref()) {
@@ -75,7 +76,7 @@ pub fn main(config: &Path) -> i32 {
     let (outcome, status) = match harden().and_then(|_| setup(&cfg)) {
         Err(msg) => {
             eprintln!("repro: sandbox setup failed: {msg}");
-            (RunOutcome::SetupFailed { message: msg }, crate::EXIT_SETUP)
+            (RunOutcome::SetupFailed { message: msg }, ExitCode::Setup.code())
         }
         Ok(()) => run_guest(&cfg, &mut determinism, (&mut accessed, stream), &mut tapes),
     };
@@ -147,4 +148,3 @@ fn receive_trees(cfg: &InitConfig) -> Result<Vec<(TreeRole, std::os::fd::OwnedFd
     let roles = cfg.trees.iter().zip(&sent).filter(|(_, t)| **t == 1).map(|(r, _)| *r);
     Ok(roles.zip(fds).collect())
 }
-

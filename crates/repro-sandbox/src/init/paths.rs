@@ -83,7 +83,6 @@ pub(super) fn through(r: &str, host: &str) -> String {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,5 +113,4 @@ mod tests {
         assert!(stays_inside(&via, &format!("{via}/var/rel/new"), "x").is_ok());
         assert_eq!(through(&via, &format!("{r}/var/lib")), format!("{via}/var/lib"));
     }
-
 }

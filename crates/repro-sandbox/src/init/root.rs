@@ -373,7 +373,6 @@ fn build_proc_sys(cfg: &InitConfig, r: &str) -> Result<(), String> {
     Ok(())
 }
 
-
 /// Resolves symbolic links of `path` inside `root` (at most a few levels), for files such as /etc/resolv.conf.
 fn resolve_in_root(root: &str, path: &str) -> String {
     let mut p = PathBuf::from(path);
@@ -443,7 +442,6 @@ fn mkdir_p(path: &str, mode: u32) -> Result<(), String> {
     fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(|x| format!("chmod {path}: {x}"))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,5 +452,4 @@ mod tests {
         assert_eq!(unescape_mountinfo("/plain\\"), "/plain\\");
         assert_eq!(unescape_mountinfo("/x\\09"), "/x\\09");
     }
-
 }
