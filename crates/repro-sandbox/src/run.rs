@@ -301,7 +301,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     };
     // The init cannot open files of the run directory (it is not the host's user): its configuration, result and
     // access stream are descriptors it inherits. The configuration (with the environment) never touches the disk.
-    let cfg_json = serde_json::to_vec(&cfg).map_err(|e| SandboxError::Setup(e.to_string()))?;
+    let cfg_json =
+        serde_json::to_vec(&cfg).map_err(|source| SandboxError::Encode { what: "the init's configuration", source })?;
     let cfg_fd = repro_sys::idmap::memfd(c"repro-init-config", &cfg_json)?;
     let result_fd = repro_sys::idmap::memfd(c"repro-init-result", b"")?;
     let access_fd = match &extras.access_stream {
@@ -348,7 +349,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     // The init sends the writable layer's directory over this socket; it stays queued there (and the layer
     // alive) until read after the run, and is freed by the kernel if we die first.
     let (layer_sock, layer_sock_init) = ns::socketpair()?;
-    let exe_c = CString::new(exe.as_os_str().as_encoded_bytes()).map_err(|e| SandboxError::Setup(e.to_string()))?;
+    let exe_c = CString::new(exe.as_os_str().as_encoded_bytes())
+        .map_err(|_| SandboxError::ExePath { path: exe.to_path_buf() })?;
     let argv = vec![
         CString::new("repro-init").unwrap_or_default(),
         CString::new("__init").unwrap_or_default(),
@@ -389,7 +391,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
             None
         }
         Ok(None) => None,
-        Err(m) => {
+        Err(e) => {
+            let m = e.to_string();
             eprintln!("repro: sandbox setup failed: {m}");
             Some(m)
         }
@@ -442,24 +445,24 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         err_pump.join().unwrap_or(Ok(0)).map_err(|e| SandboxError::io("cannot save", dir.join("stderr"), e))?;
 
     let result: Option<InitResult> = read_result(result_fd);
-    let (outcome, mut exit_status, determinism, accessed, tapes) = match (result, interrupted) {
-        (Some(r), _) => (r.outcome, r.exit_status, r.determinism, r.accessed, r.tapes),
-        (None, _) if setup_error.is_some() => (
-            RunOutcome::SetupFailed { message: setup_error.unwrap_or_default() },
+    let (outcome, mut exit_status, determinism, accessed, tapes) = match (result, interrupted, setup_error) {
+        (Some(r), _, _) => (r.outcome, r.exit_status, r.determinism, r.accessed, r.tapes),
+        (None, _, Some(message)) => (
+            RunOutcome::SetupFailed { message },
             ExitCode::Setup.code(),
             Default::default(),
             Vec::new(),
             Default::default(),
         ),
         // Killed after a second interrupt: the run ended by the first one.
-        (None, Some(sig)) if killed => (
+        (None, Some(sig), None) if killed => (
             RunOutcome::Signaled { signal: sig, name: crate::init::signal_name(sig) },
             ExitCode::signalled(sig),
             Default::default(),
             Vec::new(),
             Default::default(),
         ),
-        (None, _) => (
+        (None, _, None) => (
             RunOutcome::SetupFailed {
                 message: if init_exit == ns::ChildExit::Signaled(crate::init::libc_sig::KILL) {
                     format!(
@@ -527,7 +530,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         }
     };
     drop(layer_fd);
-    let mut cjson = serde_json::to_vec_pretty(&changes).map_err(|e| SandboxError::Setup(e.to_string()))?;
+    let mut cjson =
+        serde_json::to_vec_pretty(&changes).map_err(|source| SandboxError::Encode { what: "changes.json", source })?;
     cjson.push(b'\n');
     dir.write_atomic("changes.json", &cjson)?;
     if s.keep_changes {
@@ -579,7 +583,7 @@ fn enter_identity(
     trees: &[(TreeRole, PathBuf)],
     binds: &[repro_model::run::BindMount],
     tx: &OwnedFd,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, SandboxError> {
     use crate::identity::map_line;
     let writable = |i: usize| binds.get(i).is_some_and(|b| b.writable);
     let mut maps = vec![("uid_map", map_line(&identity.uid_map)), ("gid_map", map_line(&identity.gid_map))];
@@ -587,18 +591,21 @@ fn enter_identity(
         // Without privileges a gid map is only accepted once setgroups is denied.
         maps.insert(0, ("setgroups", "deny".to_string()));
     }
+    let failed = |what: String| {
+        move |e: Box<dyn std::error::Error + Send + Sync>| SandboxError::Identity { pid, what, source: e }
+    };
     for (file, content) in maps {
         let p = format!("/proc/{pid}/{file}");
-        ns::write_file(&p, &content).map_err(|e| format!("cannot write '{content}' to {p}: {e}"))?;
+        ns::write_file(&p, &content).map_err(|e| failed(format!("cannot write '{content}' to {p}"))(e.into()))?;
     }
     // First the run directory, opened through the init's root so that the descriptor is in its mount namespace.
     let p = format!("/proc/{pid}/root{}", run_dir.display());
-    let mut held = vec![OwnedFd::from(fs::File::open(&p).map_err(|e| format!("cannot open {p}: {e}"))?)];
+    let mut held = vec![OwnedFd::from(fs::File::open(&p).map_err(|e| failed(format!("cannot open {p}"))(e.into()))?)];
     let mut tags = Vec::new();
     let mut warning = None;
     if !trees.is_empty() {
         let p = format!("/proc/{pid}/ns/user");
-        let userns = fs::File::open(&p).map_err(|e| format!("cannot open {p}: {e}"))?;
+        let userns = fs::File::open(&p).map_err(|e| failed(format!("cannot open {p}"))(e.into()))?;
         let userns = OwnedFd::from(userns);
         for (role, path) in trees {
             let what = match role {
@@ -614,7 +621,7 @@ fn enter_identity(
                 // A read-only bind that cannot be idmapped is passed as a plain copy of its mount.
                 Err(_) if matches!(role, TreeRole::Bind(i) if !writable(*i)) => {
                     let tree = repro_sys::idmap::cloned_tree(&path.to_string_lossy())
-                        .map_err(|e| format!("--bind {}: {e}", path.display()))?;
+                        .map_err(|e| failed(format!("--bind {}", path.display()))(e.into()))?;
                     held.push(tree);
                     tags.push(1);
                 }
@@ -626,24 +633,17 @@ fn enter_identity(
                         path.display()
                     ));
                     let tree = repro_sys::idmap::cloned_tree(&path.to_string_lossy())
-                        .map_err(|e| format!("{what} {}: {e}", path.display()))?;
+                        .map_err(|e| failed(format!("{what} {}", path.display()))(e.into()))?;
                     held.push(tree);
                     tags.push(1);
                 }
-                Err(e) => {
-                    return Err(format!(
-                        "cannot idmap {what} {} for the guest's user namespace ({e}): the guest's root would not \
-                         own what host root owns there; idmapped mounts need Linux 5.12 or later and a filesystem \
-                         that supports them",
-                        path.display()
-                    ))
-                }
+                Err(e) => return Err(SandboxError::Idmap { pid, what, path: path.clone(), source: e }),
             }
         }
     }
     let raw: Vec<_> = held.iter().map(|f| f.as_raw_fd()).collect();
     repro_sys::idmap::send_fds(tx, &tags, &raw)
-        .map_err(|e| format!("cannot pass the idmapped mounts to the init: {e}"))?;
+        .map_err(|e| failed("cannot pass the idmapped mounts to the init".into())(e.into()))?;
     Ok(warning)
 }
 

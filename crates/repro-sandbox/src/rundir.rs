@@ -120,7 +120,8 @@ impl RunDir {
     /// Writes `run.json` and removes the `INCOMPLETE` marker. Everything written to the run directory before
     /// is made durable first (one syncfs), so a `run.json` that exists never refers to lost output.
     pub fn finish(&self, record: &RunRecord) -> Result<(), SandboxError> {
-        let mut json = serde_json::to_vec_pretty(record).map_err(|e| SandboxError::Setup(e.to_string()))?;
+        let mut json =
+            serde_json::to_vec_pretty(record).map_err(|source| SandboxError::Encode { what: "run.json", source })?;
         json.push(b'\n');
         write_atomic(&self.join(RUN_JSON), &json, true)?;
         fs::remove_file(self.join(INCOMPLETE))

@@ -15,6 +15,7 @@ use repro_model::run::{Determinism, RunOutcome};
 use repro_model::ExitCode;
 use repro_sys::ns;
 
+pub use error::InitError;
 use guest::run_guest;
 use root::build_root;
 
@@ -24,6 +25,7 @@ pub use repro_model::init::{Accessed, DetSettings, InitConfig, InitResult, TreeR
 pub use repro_model::tape::{TapeIo, TapeSettings, TapesOut};
 pub use root::{MASKED, NOT_BOUND, READ_ONLY};
 
+mod error;
 mod guest;
 mod paths;
 mod root;
@@ -76,7 +78,7 @@ pub fn main(config: &Path) -> i32 {
     let (outcome, status) = match harden().and_then(|_| setup(&cfg)) {
         Err(msg) => {
             eprintln!("repro: sandbox setup failed: {msg}");
-            (RunOutcome::SetupFailed { message: msg }, ExitCode::Setup.code())
+            (RunOutcome::SetupFailed { message: msg.to_string() }, ExitCode::Setup.code())
         }
         Ok(()) => run_guest(&cfg, &mut determinism, (&mut accessed, stream), &mut tapes),
     };
@@ -89,29 +91,32 @@ fn ns_fd(fd: i32) -> Option<std::os::fd::OwnedFd> {
     repro_sys::idmap::inherited(fd)
 }
 
-fn read_config(config: &Path) -> Result<InitConfig, String> {
+fn read_config(config: &Path) -> Result<InitConfig, InitError> {
     let arg = config.to_string_lossy();
-    let fd: i32 =
-        arg.strip_prefix("fd:").and_then(|n| n.parse().ok()).ok_or_else(|| format!("expected fd:N, got '{arg}'"))?;
-    let f = ns_fd(fd).ok_or_else(|| format!("descriptor {fd} is not open"))?;
+    let fd: i32 = arg
+        .strip_prefix("fd:")
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| InitError::Refused(format!("expected fd:N, got '{arg}'")))?;
+    let f = ns_fd(fd).ok_or_else(|| InitError::Refused(format!("descriptor {fd} is not open")))?;
     let mut data = Vec::new();
-    std::io::Read::read_to_end(&mut fs::File::from(f), &mut data).map_err(|e| e.to_string())?;
-    serde_json::from_slice(&data).map_err(|e| e.to_string())
+    std::io::Read::read_to_end(&mut fs::File::from(f), &mut data)
+        .map_err(|e| InitError::io("read", format!("descriptor {fd}"), e))?;
+    Ok(serde_json::from_slice(&data)?)
 }
 
 /// What the init does to itself before anything else, once `repro run` has placed it in the run's cgroup: no
 /// process of the guest may ptrace it or read its memory (non-dumpable, and no program it starts regains
 /// CAP_SYS_PTRACE, which would override that), and the guest sees the run's cgroup as the root of the hierarchy.
-fn harden() -> Result<(), String> {
+fn harden() -> Result<(), InitError> {
     use repro_sys::idmap;
-    idmap::set_non_dumpable().map_err(|e| e.to_string())?;
-    idmap::drop_bounding(idmap::CAP_SYS_PTRACE).map_err(|e| e.to_string())?;
-    ns::unshare(ns::flags::CGROUP).map_err(|e| format!("{e} (a cgroup namespace)"))?;
+    idmap::set_non_dumpable()?;
+    idmap::drop_bounding(idmap::CAP_SYS_PTRACE)?;
+    ns::unshare(ns::flags::CGROUP).map_err(|e| InitError::from(e).noted("a cgroup namespace"))?;
     Ok(())
 }
 
-fn setup(cfg: &InitConfig) -> Result<(), String> {
-    let e = |x: ns::SysError| x.to_string();
+fn setup(cfg: &InitConfig) -> Result<(), InitError> {
+    let e = InitError::from;
     ns::setsid().map_err(e)?;
     ns::sethostname(&cfg.hostname).map_err(e)?;
     ns::setdomainname(&cfg.domainname).map_err(e)?;
@@ -125,25 +130,30 @@ fn setup(cfg: &InitConfig) -> Result<(), String> {
 }
 
 /// The idmapped trees `repro run` sends on [`TREES_FD`] (one message, possibly without descriptors).
-fn receive_trees(cfg: &InitConfig) -> Result<Vec<(TreeRole, std::os::fd::OwnedFd)>, String> {
-    let sock = ns_fd(TREES_FD).ok_or_else(|| format!("no descriptor {TREES_FD} for the idmapped mounts"))?;
-    let (sent, mut fds) =
-        repro_sys::idmap::recv_fds(std::os::fd::AsRawFd::as_raw_fd(&sock)).map_err(|e| e.to_string())?;
+fn receive_trees(cfg: &InitConfig) -> Result<Vec<(TreeRole, std::os::fd::OwnedFd)>, InitError> {
+    let sock = ns_fd(TREES_FD)
+        .ok_or_else(|| InitError::Refused(format!("no descriptor {TREES_FD} for the idmapped mounts")))?;
+    let (sent, mut fds) = repro_sys::idmap::recv_fds(std::os::fd::AsRawFd::as_raw_fd(&sock))?;
     // The run directory first, placed where the configuration's paths expect it.
     if fds.is_empty() {
-        return Err("the run directory's descriptor is missing".into());
+        return Err(InitError::Refused("the run directory's descriptor is missing".into()));
     }
     // A received tree that landed on that number moves elsewhere first.
     for f in fds.iter_mut().skip(1) {
         if std::os::fd::AsRawFd::as_raw_fd(f) == RUN_DIR_FD {
-            *f = f.try_clone().map_err(|e| format!("dup: {e}"))?;
+            *f = f.try_clone().map_err(|e| InitError::io("dup", format!("descriptor {RUN_DIR_FD}"), e))?;
         }
     }
-    repro_sys::idmap::place_fd(fds.remove(0), RUN_DIR_FD).map_err(|e| e.to_string())?;
+    repro_sys::idmap::place_fd(fds.remove(0), RUN_DIR_FD)?;
     // Then one tag per planned tree: 1 when it was sent.
     let made = sent.iter().filter(|t| **t == 1).count();
     if sent.len() != cfg.trees.len() || made != fds.len() {
-        return Err(format!("expected {} idmapped mounts, received {} of {}", cfg.trees.len(), fds.len(), sent.len()));
+        return Err(InitError::Refused(format!(
+            "expected {} idmapped mounts, received {} of {}",
+            cfg.trees.len(),
+            fds.len(),
+            sent.len()
+        )));
     }
     let roles = cfg.trees.iter().zip(&sent).filter(|(_, t)| **t == 1).map(|(r, _)| *r);
     Ok(roles.zip(fds).collect())

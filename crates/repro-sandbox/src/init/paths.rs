@@ -1,17 +1,22 @@
 //! Walking paths inside the root being built without following links out of it.
 
+use super::error::InitError;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 /// Before the pivot an absolute symbolic link inside the root being built names a host path: a guest path that
 /// goes through one (say `/var/run -> /run`) would make the init create or mount on the host's side. Refuses
 /// `path` unless its deepest existing ancestor, links resolved, lies inside `root`.
-pub(super) fn stays_inside(root: &str, path: &str, what: &str) -> Result<(), String> {
+pub(super) fn stays_inside(root: &str, path: &str, what: &str) -> Result<(), InitError> {
     use std::ffi::OsString;
     let root = root.trim_end_matches('/');
-    let leaves =
-        || format!("{what} goes through a symbolic link that leaves the sandbox's root; give it without links");
-    let rel = path.strip_prefix(root).ok_or_else(|| format!("{what}: {path} is not under {root}"))?;
+    let leaves = || {
+        InitError::Refused(format!(
+            "{what} goes through a symbolic link that leaves the sandbox's root; give it without links"
+        ))
+    };
+    let rel =
+        path.strip_prefix(root).ok_or_else(|| InitError::Refused(format!("{what}: {path} is not under {root}")))?;
     // Walked by hand rather than canonicalized: `root` may be reached through the run directory's descriptor
     // (/proc/self/fd/N/...), whose host ancestors the guest's root may not search.
     let mut pending: std::collections::VecDeque<OsString> =
@@ -31,16 +36,16 @@ pub(super) fn stays_inside(root: &str, path: &str, what: &str) -> Result<(), Str
             Ok(m) if m.file_type().is_symlink() => {
                 links += 1;
                 if links > 40 {
-                    return Err(format!("{what} goes through too many symbolic links ({path})"));
+                    return Err(InitError::Refused(format!("{what} goes through too many symbolic links ({path})")));
                 }
-                let target = fs::read_link(&here).map_err(|x| format!("readlink {}: {x}", here.display()))?;
+                let target = fs::read_link(&here).map_err(|x| InitError::io("readlink", here.display(), x))?;
                 // Before the pivot an absolute link names a host path.
                 if target.is_absolute() {
                     return Err(leaves());
                 }
                 // A dangling link: what it names does not exist yet, and creating it would follow the link.
                 if fs::metadata(&here).is_err() {
-                    return Err(format!("{what} goes through a dangling symbolic link ({path})"));
+                    return Err(InitError::Refused(format!("{what} goes through a dangling symbolic link ({path})")));
                 }
                 inside.pop();
                 for c in target.components().rev().filter_map(|c| component_name(&c)) {
@@ -101,10 +106,19 @@ mod tests {
         let r = root.to_string_lossy();
         assert!(stays_inside(&r, &format!("{r}/var/lib/new/deeper"), "x").is_ok());
         assert!(stays_inside(&r, &format!("{r}/var/rel/new"), "x").is_ok());
-        assert!(stays_inside(&r, &format!("{r}/var/run/x"), "x").unwrap_err().contains("leaves the sandbox's root"));
-        assert!(stays_inside(&r, &format!("{r}/dangling/x"), "x").unwrap_err().contains("dangling"));
-        assert!(stays_inside(&r, &format!("{r}/absolute/x"), "x").unwrap_err().contains("leaves the sandbox's root"));
-        assert!(stays_inside(&r, &format!("{r}/var/up/x"), "x").unwrap_err().contains("leaves the sandbox's root"));
+        assert!(stays_inside(&r, &format!("{r}/var/run/x"), "x")
+            .unwrap_err()
+            .to_string()
+            .contains("leaves the sandbox's root"));
+        assert!(stays_inside(&r, &format!("{r}/dangling/x"), "x").unwrap_err().to_string().contains("dangling"));
+        assert!(stays_inside(&r, &format!("{r}/absolute/x"), "x")
+            .unwrap_err()
+            .to_string()
+            .contains("leaves the sandbox's root"));
+        assert!(stays_inside(&r, &format!("{r}/var/up/x"), "x")
+            .unwrap_err()
+            .to_string()
+            .contains("leaves the sandbox's root"));
         // Through a descriptor of the root's parent, as the init reaches the run directory.
         let dir = fs::File::open(d.path()).unwrap();
         let via = format!("/proc/self/fd/{}/root", std::os::fd::AsRawFd::as_raw_fd(&dir));

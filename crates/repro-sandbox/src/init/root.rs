@@ -1,6 +1,7 @@
 //! Assembling the guest's root before the pivot: the read-only root, the writable layer, /dev, /etc files,
 //! binds, a fresh proc and sysfs with runc's masks.
 
+use super::error::InitError;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -70,13 +71,13 @@ const KERNEL_FS: [&str; 16] = [
 /// 3. empty /run (and /var/run), /tmp and /home from the layer, the working directory's overlay;
 /// 4. /dev (nodev, noexec) with the standard nodes bound in, /etc files, `--bind`s;
 /// 5. a fresh proc and sysfs, runc's masks and read-only paths.
-pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd::OwnedFd)>) -> Result<(), String> {
-    let e = |x: ns::SysError| x.to_string();
+pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd::OwnedFd)>) -> Result<(), InitError> {
+    let e = InitError::from;
     let r = cfg.root.as_str();
     ns::mount("", "/", "", mflags::REC | mflags::PRIVATE, None).map_err(e)?;
     // An idmapped tree (the working directory or a pack's root) is attached at the stage first.
     let mut take = |role: TreeRole| trees.iter().position(|(r, _)| *r == role).map(|i| trees.remove(i).1);
-    let staged = |fd: std::os::fd::OwnedFd| -> Result<String, String> {
+    let staged = |fd: std::os::fd::OwnedFd| -> Result<String, InitError> {
         repro_sys::idmap::attach_tree(std::os::fd::AsRawFd::as_raw_fd(&fd), &cfg.stage).map_err(e)?;
         Ok(cfg.stage.clone())
     };
@@ -106,11 +107,11 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
         mflags::NOSUID | mflags::NODEV,
         Some(&format!("mode=755,size={},nr_inodes={}", cfg.disk_bytes, cfg.disk_inodes)),
     )
-    .map_err(|x| format!("the writable layer (--disk): {x}"))?;
+    .map_err(|x| InitError::from(x).within("the writable layer (--disk)"))?;
     for (d, mode) in [("upper", 0o755), ("work", 0o755), ("tmp", 0o1777), ("home", 0o755)] {
         mkdir_p(&format!("{layer}/{d}"), mode)?;
     }
-    let layer_dir = fs::File::open(layer).map_err(|x| format!("open {layer}: {x}"))?;
+    let layer_dir = fs::File::open(layer).map_err(|x| InitError::io("open", &layer, x))?;
     ns::send_fd(LAYER_FD, std::os::fd::AsRawFd::as_raw_fd(&layer_dir)).map_err(e)?;
     ns::close_raw(LAYER_FD);
     drop(layer_dir);
@@ -155,7 +156,7 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
     let (upper, work) = (format!("{layer}/upper"), format!("{layer}/work"));
     for p in [&lower, &upper, &work] {
         if p.contains(',') || p.contains(':') {
-            return Err(format!("the path '{p}' contains ',' or ':', which overlayfs cannot take"));
+            return Err(InitError::Refused(format!("the path '{p}' contains ',' or ':', which overlayfs cannot take")));
         }
     }
     let mut opts = format!("lowerdir={lower},upperdir={upper},workdir={work}");
@@ -164,7 +165,7 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
     }
     // nodev: a node the guest makes in its working directory cannot be opened; nosuid: no setuid binary either.
     ns::mount("overlay", &target, "overlay", mflags::NOSUID | mflags::NODEV, Some(&opts))
-        .map_err(|x| format!("{x} (options {opts})"))?;
+        .map_err(|x| InitError::from(x).noted(format!("options {opts}")))?;
     for h in &cfg.hide {
         let t = under(r, h);
         if Path::new(&t).is_dir() {
@@ -188,7 +189,7 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
             if let Some(parent) = Path::new(&t).parent() {
                 mkdir_p(&parent.to_string_lossy(), 0o755)?;
             }
-            fs::write(&t, b"").map_err(|x| format!("create {t}: {x}"))?;
+            fs::write(&t, b"").map_err(|x| InitError::io("create", &t, x))?;
         }
         if Path::new(&t).exists() {
             ns::mount(host, &t, "", mflags::BIND, None).map_err(e)?;
@@ -215,16 +216,16 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
                     .parent()
                     .map(|p| mkdir_p(&p.to_string_lossy(), 0o755))
                     .unwrap_or(Ok(()))
-                    .and_then(|_| fs::write(&t, b"").map_err(|x| x.to_string()))
+                    .and_then(|_| fs::write(&t, b"").map_err(|x| InitError::io("create", &t, x)))
             };
-            made.map_err(|_| {
-                format!(
+            made.map_err(|x| {
+                x.within(format!(
                     "--bind {}: the guest path {} does not exist and cannot be created in the read-only root (use a \
                      path under /tmp, /run, {} or the working directory, or one that exists)",
                     b.host,
                     b.guest,
                     crate::env::HOME
-                )
+                ))
             })?;
         }
         match tree {
@@ -242,10 +243,10 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
 
 /// Fills the empty tmpfs `r` from `source`: its top-level symbolic links as links, each top-level directory
 /// (except [`NOT_BOUND`]) as a recursive bind, each top-level regular file as a bind. Nothing else.
-fn populate_root(source: &str, r: &str) -> Result<(), String> {
+fn populate_root(source: &str, r: &str) -> Result<(), InitError> {
     use std::os::unix::fs::MetadataExt;
-    let e = |x: ns::SysError| x.to_string();
-    let entries = fs::read_dir(source).map_err(|x| format!("read {source}: {x}"))?;
+    let e = InitError::from;
+    let entries = fs::read_dir(source).map_err(|x| InitError::io("read", &source, x))?;
     let mut names: Vec<_> = entries.flatten().map(|d| d.file_name()).collect();
     names.sort();
     for name in names {
@@ -260,16 +261,16 @@ fn populate_root(source: &str, r: &str) -> Result<(), String> {
         let (src_s, dst_s) = (src.to_string_lossy().into_owned(), dst.to_string_lossy().into_owned());
         let Ok(meta) = fs::symlink_metadata(&src) else { continue };
         if meta.file_type().is_symlink() {
-            let target = fs::read_link(&src).map_err(|x| format!("readlink {src_s}: {x}"))?;
-            std::os::unix::fs::symlink(&target, &dst).map_err(|x| format!("symlink {dst_s}: {x}"))?;
+            let target = fs::read_link(&src).map_err(|x| InitError::io("readlink", &src_s, x))?;
+            std::os::unix::fs::symlink(&target, &dst).map_err(|x| InitError::io("symlink", &dst_s, x))?;
         } else if meta.is_dir() {
-            fs::create_dir(&dst).map_err(|x| format!("mkdir {dst_s}: {x}"))?;
+            fs::create_dir(&dst).map_err(|x| InitError::io("mkdir", &dst_s, x))?;
             fs::set_permissions(&dst, fs::Permissions::from_mode(meta.mode() & 0o7777))
-                .map_err(|x| format!("chmod {dst_s}: {x}"))?;
+                .map_err(|x| InitError::io("chmod", &dst_s, x))?;
             // Recursive: inside a user namespace a plain bind of a tree with (locked) submounts is refused.
             ns::mount(&src_s, &dst_s, "", mflags::BIND | mflags::REC, None).map_err(e)?;
         } else if meta.is_file() {
-            fs::write(&dst, b"").map_err(|x| format!("create {dst_s}: {x}"))?;
+            fs::write(&dst, b"").map_err(|x| InitError::io("create", &dst_s, x))?;
             ns::mount(&src_s, &dst_s, "", mflags::BIND | mflags::REC, None).map_err(e)?;
         }
     }
@@ -308,7 +309,7 @@ fn unescape_mountinfo(s: &str) -> String {
 /// A host kernel filesystem mounted somewhere inside a bound directory (outside /proc, /sys, /dev) would give
 /// the guest a host instance: each is detached, or, where the mount is locked (a user namespace), covered by an
 /// empty read-only tmpfs (a file by /dev/null).
-fn scrub_kernel_mounts(r: &str) -> Result<(), String> {
+fn scrub_kernel_mounts(r: &str) -> Result<(), InitError> {
     let prefix = format!("{}/", host_path(r).trim_end_matches('/'));
     let mut found: Vec<String> = mountinfo_entries()
         .into_iter()
@@ -322,14 +323,14 @@ fn scrub_kernel_mounts(r: &str) -> Result<(), String> {
         if ns::umount_detach(&mp).is_ok() {
             continue;
         }
-        mask(&mp).map_err(|x| format!("cannot hide the host's kernel filesystem at {mp}: {x}"))?;
+        mask(&mp).map_err(|x| x.within(format!("cannot hide the host's kernel filesystem at {mp}")))?;
     }
     Ok(())
 }
 
 /// Covers `path`: a directory with an empty read-only tmpfs, anything else with the host's /dev/null.
-fn mask(path: &str) -> Result<(), String> {
-    let e = |x: ns::SysError| x.to_string();
+fn mask(path: &str) -> Result<(), InitError> {
+    let e = InitError::from;
     let Ok(meta) = fs::metadata(path) else { return Ok(()) };
     if meta.is_dir() {
         ns::mount(
@@ -348,8 +349,8 @@ fn mask(path: &str) -> Result<(), String> {
 /// A fresh proc (of the guest's PID namespace) and sysfs (of its network namespace, read-only), with runc's
 /// masked and read-only paths. With the host's network a sysfs cannot be mounted for that namespace: the host's
 /// /sys is bound read-only instead (the guest's only /sys; nothing lies beneath it).
-fn build_proc_sys(cfg: &InitConfig, r: &str) -> Result<(), String> {
-    let e = |x: ns::SysError| x.to_string();
+fn build_proc_sys(cfg: &InitConfig, r: &str) -> Result<(), InitError> {
+    let e = InitError::from;
     let (proc, sys) = (under(r, "/proc"), under(r, "/sys"));
     ns::mount("proc", &proc, "proc", mflags::NOSUID | mflags::NODEV | mflags::NOEXEC, None).map_err(e)?;
     if cfg.host_network {
@@ -391,8 +392,8 @@ fn resolve_in_root(root: &str, path: &str) -> String {
 
 /// The guest's /dev: a tmpfs with nosuid, nodev and noexec (a node the guest makes there cannot be opened),
 /// with the standard nodes bound in from the host's /dev, a new devpts instance and a /dev/shm.
-fn build_dev(r: &str) -> Result<(), String> {
-    let e = |x: ns::SysError| x.to_string();
+fn build_dev(r: &str) -> Result<(), InitError> {
+    let e = InitError::from;
     let dev = under(r, "/dev");
     ns::mount(
         "tmpfs",
@@ -404,7 +405,7 @@ fn build_dev(r: &str) -> Result<(), String> {
     .map_err(e)?;
     for node in ["null", "zero", "full", "random", "urandom", "tty"] {
         let t = format!("{dev}/{node}");
-        fs::write(&t, b"").map_err(|x| format!("{t}: {x}"))?;
+        fs::write(&t, b"").map_err(|x| InitError::io("create", &t, x))?;
         ns::mount(&format!("/dev/{node}"), &t, "", mflags::BIND, None).map_err(e)?;
     }
     mkdir_p(&format!("{dev}/pts"), 0o755)?;
@@ -432,14 +433,15 @@ fn build_dev(r: &str) -> Result<(), String> {
         ("stdout", "/proc/self/fd/1"),
         ("stderr", "/proc/self/fd/2"),
     ] {
-        std::os::unix::fs::symlink(target, format!("{dev}/{link}")).map_err(|x| format!("{dev}/{link}: {x}"))?;
+        std::os::unix::fs::symlink(target, format!("{dev}/{link}"))
+            .map_err(|x| InitError::io("symlink", format!("{dev}/{link}"), x))?;
     }
     Ok(())
 }
 
-fn mkdir_p(path: &str, mode: u32) -> Result<(), String> {
-    fs::create_dir_all(path).map_err(|x| format!("mkdir {path}: {x}"))?;
-    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(|x| format!("chmod {path}: {x}"))
+fn mkdir_p(path: &str, mode: u32) -> Result<(), InitError> {
+    fs::create_dir_all(path).map_err(|x| InitError::io("mkdir", &path, x))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(|x| InitError::io("chmod", &path, x))
 }
 
 #[cfg(test)]
