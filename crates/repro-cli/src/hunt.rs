@@ -146,7 +146,7 @@ fn prepare(
     let state_dir = state.join(format!("{kind}s")).join(id);
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| CliError::new(ExitCode::Setup, format!("cannot create {}: {e}", state_dir.display())))?;
-    let repro = std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+    let repro = repro_sandbox::run::self_exe();
 
     Ok(Prepared {
         runner: Runner {
@@ -335,7 +335,7 @@ pub fn shrink(a: ShrinkArgs) -> Result<i32, CliError> {
         output,
         confirm: a.confirm,
         deadline: Some(Instant::now() + budget),
-        repro: std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
+        repro: repro_sandbox::run::self_exe(),
         work: work.clone(),
         limits,
     };
@@ -346,7 +346,9 @@ pub fn shrink(a: ShrinkArgs) -> Result<i32, CliError> {
         }
     };
     let result = shrink::shrink(&opts, &mut progress);
-    let _ = std::fs::remove_dir_all(&work);
+    if let Err(e) = std::fs::remove_dir_all(&work) {
+        errln!("repro: warning: cannot remove the shrink's scratch directory {}: {e}", work.display());
+    }
     let report = result?;
     if a.json {
         print_json(&report)?;

@@ -93,6 +93,7 @@ pub fn main() -> std::process::ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { ExitCode::Usage } else { ExitCode::Success };
+            // clap's message could not reach its stream: there is nowhere left to say so; the status still does.
             let _ = e.print();
             return std::process::ExitCode::from(code.code() as u8);
         }

@@ -49,6 +49,7 @@ pub fn flush_out() {
 }
 
 pub fn write_err(args: fmt::Arguments<'_>) {
+    // A closed stderr is ignored (see above): there is nowhere left to say so.
     let _ = std::io::stderr().lock().write_fmt(args);
 }
 

@@ -235,7 +235,7 @@ pub enum PackCommand {
 }
 
 fn exe() -> PathBuf {
-    std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe"))
+    repro_sandbox::run::self_exe()
 }
 
 /// `-o FILE` must be writable where it points before the command runs: a missing directory is a usage error

@@ -116,7 +116,7 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
         return Err(CliError::usage(format!("--runs {}: --verify needs at least 2 runs", a.runs)));
     }
     let req = RunRequest::prepare(&opts)?;
-    let exe = std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+    let exe = repro_sandbox::run::self_exe();
     if a.verify {
         return verify(&req, &exe, a.runs, a.json);
     }
@@ -168,7 +168,7 @@ fn verify(req: &RunRequest, exe: &std::path::Path, runs: u32, json: bool) -> Res
         }
         records.push((report.record, report.dir));
     }
-    let report = repro_sandbox::verify::compare(&records);
+    let report = repro_sandbox::verify::compare(&records)?;
     let code = if !report.identical {
         ExitCode::VerifyDiffers
     } else if !report.not_enforced.is_empty() {
@@ -193,7 +193,9 @@ fn verify(req: &RunRequest, exe: &std::path::Path, runs: u32, json: bool) -> Res
 /// two runs of `--verify` or `replay --runs`, or before the first run reads its signals, is seen by the next
 /// run as an interrupt: the loop then stops with 128 + the signal instead of dying half-way.
 pub(crate) fn hold_interrupts() {
-    let _ = repro_sys::ns::block_signals(&repro_sandbox::init::INIT_SIGNALS);
+    if let Err(e) = repro_sys::ns::block_signals(&repro_sandbox::init::INIT_SIGNALS) {
+        errln!("repro: warning: cannot hold SIGINT/SIGTERM/SIGHUP between runs: {e}");
+    }
 }
 
 fn outcome_text(r: &RunRecord) -> String {
@@ -368,12 +370,8 @@ pub fn show(a: ShowArgs) -> Result<i32, CliError> {
     outln!("memory    {} bytes{}", s.memory_bytes, if r.enforcement.cgroup.is_some() { "" } else { " (not enforced)" });
     outln!("output    stdout {} bytes, stderr {} bytes", r.stdout_bytes, r.stderr_bytes);
     outln!("changes   {}", changes_text(&r));
-    if let Ok(data) = std::fs::read(found.path.join("changes.json")) {
-        if let Ok(c) = serde_json::from_slice::<repro_model::run::Changes>(&data) {
-            for ch in &c.changes {
-                outln!("          {:<8} {}", format!("{:?}", ch.kind).to_lowercase(), ch.path);
-            }
-        }
+    for ch in &rundir::changes(&found.path)?.changes {
+        outln!("          {:<8} {}", format!("{:?}", ch.kind).to_lowercase(), ch.path);
     }
     for b in &s.binds {
         outln!("bind      {} -> {} ({})", b.host, b.guest, if b.writable { "rw" } else { "ro" });

@@ -18,6 +18,7 @@ pub fn for_caller(uid: u32, gid: u32) -> Identity {
         let one = |id| IdRange { inside: 0, outside: id, count: 1 };
         return Identity { uid_map: one(uid), gid_map: one(gid), source: "caller".into(), idmapped_mounts: false };
     }
+    // No /etc/subuid or /etc/subgid (or unreadable): the default range is used, and `source` says so.
     let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
     let uids = root_range(&read("/etc/subuid"));
     let gids = root_range(&read("/etc/subgid"));

@@ -183,10 +183,22 @@ pub fn spawn_beside<T: Send + 'static>(
     name: &str,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> std::io::Result<std::thread::JoinHandle<T>> {
+    let owned = name.to_string();
     std::thread::Builder::new().name(name.into()).spawn(move || {
-        let _ = ns::block_signals(&INIT_SIGNALS);
+        if let Err(e) = ns::block_signals(&INIT_SIGNALS) {
+            eprintln!(
+                "repro: warning: thread {owned}: cannot block the run's signals ({e}): a run may wait for a lost \
+                 SIGCHLD"
+            );
+        }
         f()
     })
+}
+
+/// repro's own executable, which a run starts again as `__init` and `__reap` (`/proc/self/exe` itself when the
+/// link cannot be read: it names the same file).
+pub fn self_exe() -> PathBuf {
+    fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe"))
 }
 
 /// Runs the request. `exe` is repro's own executable (for `__init` and `__reap`).
@@ -352,8 +364,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let exe_c = CString::new(exe.as_os_str().as_encoded_bytes())
         .map_err(|_| SandboxError::ExePath { path: exe.to_path_buf() })?;
     let argv = vec![
-        CString::new("repro-init").unwrap_or_default(),
-        CString::new("__init").unwrap_or_default(),
+        CString::from(c"repro-init"),
+        CString::from(c"__init"),
+        // Cannot fail: a number has no NUL byte.
         CString::new(format!("fd:{CONFIG_FD}")).unwrap_or_default(),
     ];
     let mut namespaces = flags::USER | flags::MOUNT | flags::PID | flags::UTS | flags::IPC;
@@ -490,6 +503,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     // Tear down: nothing of the guest is left once its PID 1 has exited; the cgroup goes, then the scratch.
     if let Some(cg) = &cgroup {
         cg.kill_all(std::time::Duration::from_secs(5));
+        // The reaper, waited for below, removes it if this fails (a process not gone yet).
         let _ = cg.remove();
     }
     reaper::remove_tree(&root);
@@ -497,6 +511,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     reaper::remove_tree(&etc);
     reaper::remove_tree(&stage);
     drop(reaper_pipe);
+    // Its status says nothing about the run: it only cleans up, and what it leaves `repro gc` removes.
     let _ = reaper.wait();
 
     // What the guest changed: read from the writable layer through the descriptor the init sent, then copied

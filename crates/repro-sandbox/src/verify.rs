@@ -5,6 +5,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use repro_model::run::{Changes, RunRecord};
+
+use crate::SandboxError;
 use serde::Serialize;
 
 /// One run of a verification.
@@ -60,7 +62,8 @@ pub struct VerifyReport {
 }
 
 /// Compares the runs in `dirs` (the first is the reference).
-pub fn compare(records: &[(RunRecord, PathBuf)]) -> VerifyReport {
+/// A file of a run directory that cannot be read is an error: a difference must not hide behind it.
+pub fn compare(records: &[(RunRecord, PathBuf)]) -> Result<VerifyReport, SandboxError> {
     let mut differences = Vec::new();
     let runs: Vec<VerifiedRun> = records
         .iter()
@@ -78,8 +81,7 @@ pub fn compare(records: &[(RunRecord, PathBuf)]) -> VerifyReport {
                 differences.push(Difference::ExitStatus { run, first: first.exit_status, this: rec.exit_status });
             }
             for stream in ["stdout", "stderr"] {
-                let a = fs::read(first_dir.join(stream)).unwrap_or_default();
-                let b = fs::read(dir.join(stream)).unwrap_or_default();
+                let (a, b) = (read(&first_dir.join(stream))?, read(&dir.join(stream))?);
                 if let Some(d) = first_line_difference(&a, &b) {
                     differences.push(Difference::Output {
                         run,
@@ -92,13 +94,13 @@ pub fn compare(records: &[(RunRecord, PathBuf)]) -> VerifyReport {
                     });
                 }
             }
-            differences.extend(file_differences(run, first_dir, dir));
+            differences.extend(file_differences(run, first_dir, dir)?);
         }
     }
     let mut not_enforced: Vec<String> = runs.iter().flat_map(|r| r.not_enforced.iter().cloned()).collect();
     not_enforced.sort();
     not_enforced.dedup();
-    VerifyReport { identical: differences.is_empty(), runs, differences, not_enforced }
+    Ok(VerifyReport { identical: differences.is_empty(), runs, differences, not_enforced })
 }
 
 /// Where two outputs first differ, by line.
@@ -137,18 +139,26 @@ pub fn first_line_difference(a: &[u8], b: &[u8]) -> Option<LineDifference> {
     None
 }
 
-fn file_differences(run: usize, first: &Path, this: &Path) -> Vec<Difference> {
-    let read = |d: &Path| -> Changes {
-        fs::read(d.join("changes.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+/// A file of a run directory.
+fn read(path: &Path) -> Result<Vec<u8>, SandboxError> {
+    fs::read(path).map_err(|e| SandboxError::io("cannot read", path, e))
+}
+
+fn file_differences(run: usize, first: &Path, this: &Path) -> Result<Vec<Difference>, SandboxError> {
+    let changes = |d: &Path| -> Result<Changes, SandboxError> {
+        let path = d.join("changes.json");
+        serde_json::from_slice(&read(&path)?)
+            .map_err(|e| SandboxError::Corrupt { path: path.clone(), message: e.to_string() })
     };
-    let (a, b) = (read(first), read(this));
+    let (a, b) = (changes(first)?, changes(this)?);
     let mut out = Vec::new();
     for ca in &a.changes {
         match b.changes.iter().find(|cb| cb.path == ca.path && cb.kind == ca.kind) {
             None => out.push(Difference::FilePresence { run, path: ca.path.clone(), in_first: true }),
             Some(cb) if cb.blake3 != ca.blake3 => {
-                let fa = fs::read(first.join("changes").join(&ca.path)).unwrap_or_default();
-                let fb = fs::read(this.join("changes").join(&cb.path)).unwrap_or_default();
+                // A file whose content is not in `changes/` (a directory, a link) differs from its first byte.
+                let fa = fs::read(first.join("changes").join(&ca.path)).ok().unwrap_or_default();
+                let fb = fs::read(this.join("changes").join(&cb.path)).ok().unwrap_or_default();
                 let offset = fa.iter().zip(fb.iter()).position(|(x, y)| x != y).unwrap_or(fa.len().min(fb.len()));
                 out.push(Difference::FileContent { run, path: ca.path.clone(), byte_offset: offset as u64 });
             }
@@ -160,7 +170,7 @@ fn file_differences(run: usize, first: &Path, this: &Path) -> Vec<Difference> {
             out.push(Difference::FilePresence { run, path: cb.path.clone(), in_first: false });
         }
     }
-    out
+    Ok(out)
 }
 
 /// The report as text: one line when identical, otherwise what differs.

@@ -48,6 +48,7 @@ pub(super) fn run_guest(
     (accessed, stream): (&mut Vec<Accessed>, Option<repro_tracer::AccessStream>),
     tapes: &mut TapesOut,
 ) -> (RunOutcome, i32) {
+    // `repro run` refuses an empty command; an empty name would fail below as not found.
     let cmd = cfg.argv.first().cloned().unwrap_or_default();
     let path_var = cfg.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or(crate::env::PATH);
     let sigfd = match ns::signalfd(&INIT_SIGNALS) {
@@ -64,6 +65,7 @@ pub(super) fn run_guest(
         Ok(p) => p,
         Err(errno) => return exec_failed(&cmd, errno),
     };
+    // Cannot fail: the NUL bytes are removed first.
     let cs = |s: &str| CString::new(s.replace('\0', "")).unwrap_or_default();
     let argv: Vec<CString> = cfg.argv.iter().map(|a| cs(a)).collect();
     let envp: Vec<CString> = cfg.env.iter().map(|(k, v)| cs(&format!("{k}={v}"))).collect();
@@ -196,6 +198,7 @@ fn supervised(
                 match ns::read_signal(&fd) {
                     Ok(libc_sig::CHLD) => {}
                     Ok(sig) => {
+                        // The guest may have exited already: nothing to forward to.
                         let _ = ns::kill(guest, sig);
                     }
                     Err(_) => return,
@@ -246,6 +249,7 @@ fn wait_guest(guest: i32, sigfd: &std::os::fd::OwnedFd) -> ChildExit {
         match ns::read_signal(sigfd) {
             Ok(libc_sig::CHLD) => {}
             Ok(sig) => {
+                // The guest may have exited already: nothing to forward to.
                 let _ = ns::kill(guest, sig);
             }
             Err(_) => return ChildExit::Exited(ExitCode::Setup.code()),

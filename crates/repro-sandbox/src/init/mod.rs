@@ -83,7 +83,15 @@ pub fn main(config: &Path) -> i32 {
         Ok(()) => run_guest(&cfg, &mut determinism, (&mut accessed, stream), &mut tapes),
     };
     let res = InitResult { outcome, exit_status: status, determinism, accessed, tapes };
-    let _ = result_file.write_all(&serde_json::to_vec(&res).unwrap_or_default());
+    // Without a result `repro run` reports the init ended without one; the reason is said here, on stderr.
+    match serde_json::to_vec(&res) {
+        Ok(json) => {
+            if let Err(e) = result_file.write_all(&json) {
+                eprintln!("repro: sandbox: cannot write the run's result to descriptor {RESULT_FD}: {e}");
+            }
+        }
+        Err(e) => eprintln!("repro: sandbox: cannot encode the run's result: {e}"),
+    }
     status
 }
 

@@ -94,6 +94,7 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
         mkdir_p(&under(r, d), mode)?;
     }
     // When the run directory lies inside a bound directory, the bind copied the root being built: drop it.
+    // Nothing is mounted there unless the run directory lies inside a bound directory.
     let _ = ns::umount_detach(&under(r, &host_path(r)));
     scrub_kernel_mounts(r)?;
     ns::make_readonly_recursive(r).map_err(e)?;
@@ -111,7 +112,7 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
     for (d, mode) in [("upper", 0o755), ("work", 0o755), ("tmp", 0o1777), ("home", 0o755)] {
         mkdir_p(&format!("{layer}/{d}"), mode)?;
     }
-    let layer_dir = fs::File::open(layer).map_err(|x| InitError::io("open", &layer, x))?;
+    let layer_dir = fs::File::open(layer).map_err(|x| InitError::io("open", layer, x))?;
     ns::send_fd(LAYER_FD, std::os::fd::AsRawFd::as_raw_fd(&layer_dir)).map_err(e)?;
     ns::close_raw(LAYER_FD);
     drop(layer_dir);
@@ -246,7 +247,7 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
 fn populate_root(source: &str, r: &str) -> Result<(), InitError> {
     use std::os::unix::fs::MetadataExt;
     let e = InitError::from;
-    let entries = fs::read_dir(source).map_err(|x| InitError::io("read", &source, x))?;
+    let entries = fs::read_dir(source).map_err(|x| InitError::io("read", source, x))?;
     let mut names: Vec<_> = entries.flatten().map(|d| d.file_name()).collect();
     names.sort();
     for name in names {
@@ -278,15 +279,18 @@ fn populate_root(source: &str, r: &str) -> Result<(), InitError> {
 }
 
 /// One line of /proc/self/mountinfo: the mount point (unescaped) and the filesystem type.
-fn mountinfo_entries() -> Vec<(String, String)> {
-    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    text.lines()
+/// Unreadable is an error: the host's kernel filesystems could not be found and hidden.
+fn mountinfo_entries() -> Result<Vec<(String, String)>, InitError> {
+    let text =
+        fs::read_to_string("/proc/self/mountinfo").map_err(|x| InitError::io("read", "/proc/self/mountinfo", x))?;
+    Ok(text
+        .lines()
         .filter_map(|l| {
             let fields: Vec<&str> = l.split(' ').collect();
             let sep = fields.iter().position(|f| *f == "-")?;
             Some((unescape_mountinfo(fields.get(4)?), fields.get(sep + 1)?.to_string()))
         })
-        .collect()
+        .collect())
 }
 
 /// Undoes mountinfo's octal escapes (`\040` for a space, `\011`, `\012`, `\134`).
@@ -311,7 +315,7 @@ fn unescape_mountinfo(s: &str) -> String {
 /// empty read-only tmpfs (a file by /dev/null).
 fn scrub_kernel_mounts(r: &str) -> Result<(), InitError> {
     let prefix = format!("{}/", host_path(r).trim_end_matches('/'));
-    let mut found: Vec<String> = mountinfo_entries()
+    let mut found: Vec<String> = mountinfo_entries()?
         .into_iter()
         .filter(|(mp, fstype)| mp.starts_with(&prefix) && KERNEL_FS.contains(&fstype.as_str()))
         .map(|(mp, _)| through(r, &mp))
@@ -440,8 +444,8 @@ fn build_dev(r: &str) -> Result<(), InitError> {
 }
 
 fn mkdir_p(path: &str, mode: u32) -> Result<(), InitError> {
-    fs::create_dir_all(path).map_err(|x| InitError::io("mkdir", &path, x))?;
-    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(|x| InitError::io("chmod", &path, x))
+    fs::create_dir_all(path).map_err(|x| InitError::io("mkdir", path, x))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).map_err(|x| InitError::io("chmod", path, x))
 }
 
 #[cfg(test)]
