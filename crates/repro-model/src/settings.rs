@@ -2,6 +2,7 @@
 //! unless an option says otherwise, defined once for `run`, `capture`, a pack's replay and `hunt`'s baseline.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use crate::run::{Epoch, Rlimit, RunSettings, DEFAULT_DISK_BYTES};
 use crate::DirOrder;
@@ -30,6 +31,46 @@ pub fn fixed_rlimits() -> Vec<Rlimit> {
 /// The umask as the record writes it (`0022`).
 pub fn umask_text(umask: u32) -> String {
     format!("{umask:04o}")
+}
+
+/// The options of `repro run` as the user gave them (strings still unparsed): `repro_sandbox::run::RunRequest::prepare`
+/// checks them against the host and makes the [`RunSettings`].
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub command: Vec<String>,
+    pub epoch: Option<String>,
+    pub seed: u64,
+    pub cpus: u32,
+    pub memory: Option<String>,
+    pub env: Vec<String>,
+    pub bind: Vec<String>,
+    pub keep_changes: bool,
+    pub state_dir: Option<PathBuf>,
+    /// Logical nanoseconds per clock read (`--clock-step-ns`).
+    pub clock_step_ns: u64,
+    /// Run without the determinism supervisor (`--no-supervisor`).
+    pub no_supervisor: bool,
+    /// The guest's host name (`--hostname`; default `repro`).
+    pub hostname: Option<String>,
+    /// The order of directory listings (`--dir-order`; default sorted).
+    pub dir_order: Option<String>,
+    /// The bound of the writable layer (`--disk`; default 2G).
+    pub disk: Option<String>,
+}
+
+/// What `repro capture` and `repro replay` add to a run.
+#[derive(Debug, Clone, Default)]
+pub struct RunExtras {
+    /// Record the paths the guest uses (needs the supervisor; repro-sandbox's `run::execute_with`).
+    pub record_access: bool,
+    /// Bind this directory as the guest's `/` instead of the host's (a pack's root).
+    pub root_source: Option<PathBuf>,
+    /// Share the host's network (`repro capture --network record`) instead of an empty network namespace.
+    pub host_network: bool,
+    /// The network and /proc tapes to record or replay (need the supervisor).
+    pub tapes: crate::tape::TapeSettings,
+    /// With `record_access`: an existing file to which the paths the guest reads are appended while it runs.
+    pub access_stream: Option<PathBuf>,
 }
 
 impl RunSettings {

@@ -26,30 +26,8 @@ use crate::rundir::{self, RunDir};
 use crate::SandboxError;
 
 pub use crate::settings::{DEFAULT_CLOCK_STEP_NS, DEFAULT_MEMORY, DOMAINNAME, HOSTNAME, UMASK};
-
-/// The options of `repro run` as the user gave them (strings still unparsed).
-#[derive(Debug, Clone, Default)]
-pub struct RunOptions {
-    pub command: Vec<String>,
-    pub epoch: Option<String>,
-    pub seed: u64,
-    pub cpus: u32,
-    pub memory: Option<String>,
-    pub env: Vec<String>,
-    pub bind: Vec<String>,
-    pub keep_changes: bool,
-    pub state_dir: Option<PathBuf>,
-    /// Logical nanoseconds per clock read (`--clock-step-ns`).
-    pub clock_step_ns: u64,
-    /// Run without the determinism supervisor (`--no-supervisor`).
-    pub no_supervisor: bool,
-    /// The guest's host name (`--hostname`; default `repro`).
-    pub hostname: Option<String>,
-    /// The order of directory listings (`--dir-order`; default sorted).
-    pub dir_order: Option<String>,
-    /// The bound of the writable layer (`--disk`; default 2G).
-    pub disk: Option<String>,
-}
+/// The options of a run and what `capture` and `replay` add are repro-model's; re-exported for their users.
+pub use repro_model::settings::{RunExtras, RunOptions};
 
 /// A validated run, ready to execute.
 #[derive(Debug, Clone)]
@@ -159,21 +137,6 @@ pub struct RunReport {
     /// The SIGINT/SIGTERM/SIGHUP that repro itself received during the run (forwarded to the guest): a
     /// caller running several runs (`--verify`, `replay --runs`) stops there.
     pub interrupted: Option<i32>,
-}
-
-/// What `repro capture` and `repro replay` add to a run.
-#[derive(Debug, Clone, Default)]
-pub struct RunExtras {
-    /// Record the paths the guest uses (needs the supervisor).
-    pub record_access: bool,
-    /// Bind this directory as the guest's `/` instead of the host's (a pack's root).
-    pub root_source: Option<PathBuf>,
-    /// Share the host's network (`repro capture --network record`) instead of an empty network namespace.
-    pub host_network: bool,
-    /// The network and /proc tapes to record or replay (need the supervisor).
-    pub tapes: crate::init::TapeSettings,
-    /// With `record_access`: an existing file to which the paths the guest reads are appended while it runs.
-    pub access_stream: Option<PathBuf>,
 }
 
 /// Starts a thread that may run beside [`execute_with`]: a run waits for its init through a signalfd, so a
