@@ -1,7 +1,5 @@
 use std::path::PathBuf;
 
-use repro_model::ExitCode;
-
 /// Errors of reading, writing and checking reproducer packs. Every variant names the pack or file and what is
 /// wrong with it; all of them are bad input for the command line (exit 2) except [`PackError::Io`] on writing.
 #[derive(Debug, thiserror::Error)]
@@ -62,8 +60,8 @@ impl PackError {
     pub fn exit_code(&self) -> i32 {
         match self {
             PackError::Sandbox(e) => e.exit_code(),
-            PackError::Io { .. } | PackError::Closure { .. } | PackError::NoSpace { .. } => ExitCode::Setup.code(),
-            _ => ExitCode::Usage.code(),
+            PackError::Io { .. } | PackError::Closure { .. } | PackError::NoSpace { .. } => 125,
+            _ => 2,
         }
     }
 
