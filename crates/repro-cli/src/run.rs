@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use repro_model::run::{RunOutcome, RunRecord};
 use repro_sandbox::run::{Echo, RunOptions, RunRequest};
+use repro_sandbox::verify::Verified;
 use repro_sandbox::{rundir, SandboxError};
 
 use repro_model::ExitCode;
@@ -146,36 +147,24 @@ fn report_enforcement(r: &RunRecord) {
 
 fn verify(req: &RunRequest, exe: &std::path::Path, runs: u32, json: bool) -> Result<i32, CliError> {
     hold_interrupts();
-    let mut records = Vec::new();
-    for i in 0..runs {
-        // The first run's output is shown; the others are only saved.
-        let echo = Echo { stdout: i == 0 && !json, stderr: i == 0 };
-        let report = repro_sandbox::run::execute(req, exe, echo)?;
-        if let Some(sig) = report.interrupted {
-            // Ctrl-C stops the whole verification: no next run, no comparison of an interrupted run.
-            errln!(
-                "repro: --verify interrupted by {} during run {} of {runs}: stopped, nothing compared (run {})",
-                repro_sandbox::init::signal_name(sig),
-                i + 1,
-                report.dir.display()
-            );
-            return Ok(ExitCode::signalled(sig));
+    let first_warnings = |report: &repro_sandbox::run::RunReport| {
+        for w in &report.record.enforcement.warnings {
+            errln!("repro: warning: {w}");
         }
-        if i == 0 {
-            for w in &report.record.enforcement.warnings {
-                errln!("repro: warning: {w}");
-            }
-        }
-        records.push((report.record, report.dir));
-    }
-    let report = repro_sandbox::verify::compare(&records)?;
-    let code = if !report.identical {
-        ExitCode::VerifyDiffers
-    } else if !report.not_enforced.is_empty() {
-        ExitCode::NotDeterministic
-    } else {
-        ExitCode::Success
     };
+    let report = match repro_sandbox::verify::verify(req, exe, runs, !json, first_warnings)? {
+        Verified::Compared(report) => report,
+        // Ctrl-C stops the whole verification: no next run, no comparison of an interrupted run.
+        Verified::Interrupted { signal, run, dir } => {
+            errln!(
+                "repro: --verify interrupted by {} during run {run} of {runs}: stopped, nothing compared (run {})",
+                repro_sandbox::init::signal_name(signal),
+                dir.display()
+            );
+            return Ok(ExitCode::signalled(signal));
+        }
+    };
+    let code = report.exit_code();
     if json {
         let mut v = serde_json::to_value(&report).map_err(|e| CliError::new(ExitCode::Failure, e.to_string()))?;
         v["exit_status"] = code.code().into();
@@ -189,11 +178,9 @@ fn verify(req: &RunRequest, exe: &std::path::Path, runs: u32, json: bool) -> Res
     Ok(code.code())
 }
 
-/// Holds SIGINT/SIGTERM/SIGHUP from here on (as each run does while it lasts), so one that arrives between
-/// two runs of `--verify` or `replay --runs`, or before the first run reads its signals, is seen by the next
-/// run as an interrupt: the loop then stops with 128 + the signal instead of dying half-way.
+/// [`repro_sandbox::run::hold_interrupts`], warning when it cannot.
 pub(crate) fn hold_interrupts() {
-    if let Err(e) = repro_sys::ns::block_signals(&repro_sandbox::init::INIT_SIGNALS) {
+    if let Err(e) = repro_sandbox::run::hold_interrupts() {
         errln!("repro: warning: cannot hold SIGINT/SIGTERM/SIGHUP between runs: {e}");
     }
 }

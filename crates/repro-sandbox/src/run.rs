@@ -158,6 +158,13 @@ pub fn spawn_beside<T: Send + 'static>(
     })
 }
 
+/// Holds SIGINT/SIGTERM/SIGHUP from here on (as each run does while it lasts), so one that arrives between two
+/// runs of `--verify` or `replay --runs`, or before the first run reads its signals, is seen by the next run as
+/// an interrupt: the loop then stops with 128 + the signal instead of dying half-way.
+pub fn hold_interrupts() -> Result<(), SandboxError> {
+    Ok(ns::block_signals(&INIT_SIGNALS)?)
+}
+
 /// repro's own executable, which a run starts again as `__init` and `__reap` (`/proc/self/exe` itself when the
 /// link cannot be read: it names the same file).
 pub fn self_exe() -> PathBuf {
@@ -673,4 +680,56 @@ pub fn env_lines(env: &BTreeMap<String, String>) -> Vec<String> {
 /// The epoch as shown to users.
 pub fn describe_epoch(e: &Epoch) -> String {
     format!("{} ({}, {:?})", e.rfc3339, e.unix, e.source)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> RunOptions {
+        RunOptions {
+            command: vec!["true".into()],
+            epoch: Some("0".into()),
+            cpus: 1,
+            clock_step_ns: DEFAULT_CLOCK_STEP_NS,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn prepared_settings_are_the_defaults_with_the_options() {
+        let o = RunOptions {
+            seed: 7,
+            dir_order: Some("shuffled:3".into()),
+            hostname: Some("box".into()),
+            disk: Some("64M".into()),
+            ..opts()
+        };
+        let s = RunRequest::prepare(&o).unwrap().settings;
+        assert_eq!((s.seed, s.epoch.unix, s.hostname.as_str()), (7, 0, "box"));
+        assert_eq!(s.dir_order, DirOrder::Shuffled(3));
+        assert_eq!((s.disk_bytes, s.disk_inodes), (64 << 20, repro_model::run::disk_inodes_for(64 << 20)));
+        assert_eq!((s.domainname.as_str(), s.umask.as_str()), (DOMAINNAME, "0022"));
+        assert_eq!(s.rlimits, repro_model::settings::fixed_rlimits());
+        assert_eq!(s.memory_bytes, DEFAULT_MEMORY);
+        assert!(s.supervised && s.identity.is_some() && s.cpu_affinity.len() <= 1);
+        let d = RunRequest::prepare(&opts()).unwrap().settings;
+        assert_eq!((d.dir_order, d.hostname.as_str()), (DirOrder::Sorted, HOSTNAME));
+    }
+
+    #[test]
+    fn bad_options_name_the_argument_and_the_expected_form() {
+        let cases = [
+            (RunOptions { dir_order: Some("sideways".into()), ..opts() }, "--dir-order 'sideways'", "shuffled:SEED"),
+            (RunOptions { hostname: Some("a b".into()), ..opts() }, "--hostname 'a b'", "letters, digits"),
+            (RunOptions { cpus: 0, ..opts() }, "--cpus", "at least 1"),
+            (RunOptions { command: vec![], ..opts() }, "CMD", "no command given"),
+        ];
+        for (o, argument, expected) in cases {
+            let e = RunRequest::prepare(&o).unwrap_err();
+            assert_eq!(e.exit_code(), ExitCode::Usage.code(), "{e}");
+            let text = e.to_string();
+            assert!(text.starts_with(argument) && text.contains(expected), "{text}");
+        }
+    }
 }

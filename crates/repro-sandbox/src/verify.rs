@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 
 use repro_model::run::{Changes, RunRecord};
 
+use repro_model::ExitCode;
+
+use crate::run::{Echo, RunReport, RunRequest};
 use crate::SandboxError;
 use serde::Serialize;
 
@@ -59,6 +62,55 @@ pub struct VerifyReport {
     pub differences: Vec<Difference>,
     /// Sources the supervisor could not mediate, from any run: the likely cause of a difference.
     pub not_enforced: Vec<String>,
+}
+
+/// How `run --verify` ended.
+#[derive(Debug)]
+pub enum Verified {
+    /// Every run ran, and they were compared.
+    Compared(VerifyReport),
+    /// SIGINT, SIGTERM or SIGHUP arrived during run number `run` (from 1): the verification stopped there and
+    /// nothing was compared.
+    Interrupted { signal: i32, run: u32, dir: PathBuf },
+}
+
+/// `run --verify`: runs `req` `runs` times from identical starting states and compares what they produced. The
+/// first run's output is shown (its stdout when `show_stdout`); `on_first` sees its report before the second run
+/// starts. Interrupts are held between runs ([`crate::run::hold_interrupts`]), so one stops the loop.
+pub fn verify(
+    req: &RunRequest,
+    exe: &Path,
+    runs: u32,
+    show_stdout: bool,
+    on_first: impl FnOnce(&RunReport),
+) -> Result<Verified, SandboxError> {
+    let mut on_first = Some(on_first);
+    let mut records = Vec::new();
+    for i in 0..runs {
+        let echo = Echo { stdout: i == 0 && show_stdout, stderr: i == 0 };
+        let report = crate::run::execute(req, exe, echo)?;
+        if let Some(signal) = report.interrupted {
+            return Ok(Verified::Interrupted { signal, run: i + 1, dir: report.dir });
+        }
+        if let Some(f) = on_first.take() {
+            f(&report);
+        }
+        records.push((report.record, report.dir));
+    }
+    Ok(Verified::Compared(compare(&records)?))
+}
+
+impl VerifyReport {
+    /// `run --verify`'s status: 122 when the runs differ, else 121 when a run was not deterministic, else 0.
+    pub fn exit_code(&self) -> ExitCode {
+        if !self.identical {
+            ExitCode::VerifyDiffers
+        } else if !self.not_enforced.is_empty() {
+            ExitCode::NotDeterministic
+        } else {
+            ExitCode::Success
+        }
+    }
 }
 
 /// Compares the runs in `dirs` (the first is the reference).
@@ -218,6 +270,28 @@ pub fn render(r: &VerifyReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn verify_status_says_differ_before_not_deterministic() {
+        let r = |identical: bool, not_enforced: Vec<String>| VerifyReport {
+            identical,
+            runs: Vec::new(),
+            differences: Vec::new(),
+            not_enforced,
+        };
+        assert_eq!(r(true, vec![]).exit_code(), ExitCode::Success);
+        assert_eq!(r(true, vec!["x".into()]).exit_code(), ExitCode::NotDeterministic);
+        assert_eq!(r(false, vec!["x".into()]).exit_code(), ExitCode::VerifyDiffers);
+    }
+
+    #[test]
+    fn an_unreadable_run_file_is_an_error_not_empty_output() {
+        let d = tempfile::tempdir().unwrap();
+        let e = file_differences(2, d.path(), d.path()).unwrap_err();
+        assert!(e.to_string().contains("changes.json"), "{e}");
+        std::fs::write(d.path().join("changes.json"), "{").unwrap();
+        assert!(matches!(file_differences(2, d.path(), d.path()), Err(SandboxError::Corrupt { .. })));
+    }
 
     #[test]
     fn first_difference_by_line() {
