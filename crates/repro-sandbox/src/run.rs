@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use repro_model::run::{BindMount, Enforcement, Epoch, RunOutcome, RunRecord, RunSettings, RUN_FORMAT};
+use repro_model::run::{BindMount, Enforcement, Epoch, Identity, RunOutcome, RunRecord, RunSettings, RUN_FORMAT};
 use repro_model::{DirOrder, ExitCode};
 use repro_sys::ns::{self, flags};
 
@@ -183,23 +183,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let s = &req.settings;
     let id = rundir::new_id(now);
     let dir = RunDir::create(&req.state_dir, &id)?;
-    let mut warnings = Vec::new();
-    if (s.cpus as usize) > s.cpu_affinity.len() {
-        warnings.push(format!(
-            "--cpus {}: only {} CPU(s) are available here; the guest is pinned to {:?}",
-            s.cpus,
-            s.cpu_affinity.len(),
-            s.cpu_affinity
-        ));
-    }
-    if s.disk_bytes > s.memory_bytes {
-        warnings.push(format!(
-            "--disk {} MiB is more than --memory {} MiB: the writable layer is memory, so the memory limit stops \
-             the guest's writes first (and the kernel kills the sandbox)",
-            s.disk_bytes >> 20,
-            s.memory_bytes >> 20
-        ));
-    }
+    let mut warnings = setting_warnings(s);
 
     let root = dir.join(".root");
     let layer = dir.join(".layer");
@@ -210,77 +194,13 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     }
     // The guest always has its own user namespace: its root is a host id without privileges (see identity.rs).
     let mut identity = s.identity.clone().unwrap_or_else(crate::identity::current);
-    // As root, the working directory (or a pack's root) and the `:rw` binds are idmapped for the guest.
-    let mut trees: Vec<(TreeRole, PathBuf)> = Vec::new();
-    if identity.idmapped_mounts {
-        match &extras.root_source {
-            Some(r) => trees.push((TreeRole::RootSource, r.clone())),
-            None => trees.push((TreeRole::Cwd, PathBuf::from(&s.cwd))),
-        }
-        for (i, b) in s.binds.iter().enumerate() {
-            trees.push((TreeRole::Bind(i), PathBuf::from(&b.host)));
-        }
-    }
-    let etc_files = [
-        ("hostname", format!("{}\n", s.hostname)),
-        (
-            "hosts",
-            format!(
-                "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{h}.{DOMAINNAME} {h}\n",
-                h = s.hostname
-            ),
-        ),
-        (
-            "resolv.conf",
-            "# repro: the sandbox has no network\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n".to_string(),
-        ),
-    ];
+    let trees = idmapped_trees(&identity, s, extras);
+    let etc_files = etc_files(&s.hostname);
     for (name, content) in &etc_files {
         fs::write(etc.join(name), content).map_err(|e| SandboxError::io("cannot write", etc.join(name), e))?;
     }
     let cwd = Path::new(&s.cwd);
-    let hide = if req.state_dir.starts_with(cwd) && req.state_dir != cwd {
-        vec![req.state_dir.to_string_lossy().into_owned()]
-    } else {
-        Vec::new()
-    };
-    // The init reaches the run directory through a descriptor (see `enter_identity`), not by its host path: the
-    // guest's root may not traverse the directories above it (a project under /root, mode 700).
-    let in_run_dir = |name: &str| format!("/proc/self/fd/{RUN_DIR_FD}/{name}");
-    let cfg = InitConfig {
-        argv: s.command.clone(),
-        env: s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        cwd: s.cwd.clone(),
-        root: in_run_dir(".root"),
-        layer: in_run_dir(".layer"),
-        disk_bytes: s.disk_bytes,
-        disk_inodes: s.disk_inodes,
-        hide,
-        binds: s.binds.clone(),
-        etc: etc_files.iter().map(|(n, _)| (n.to_string(), in_run_dir(&format!(".etc/{n}")))).collect(),
-        hostname: s.hostname.clone(),
-        domainname: s.domainname.clone(),
-        umask: crate::settings::umask_of(s)?,
-        no_aslr: !s.aslr,
-        rlimits: crate::settings::rlimits_for_init(&s.rlimits)?,
-        cpus: s.cpu_affinity.clone(),
-        user_namespace: true,
-        trees: trees.iter().map(|(r, _)| *r).collect(),
-        stage: in_run_dir(".stage"),
-        determinism: s.supervised.then_some(crate::init::DetSettings {
-            seed: s.seed,
-            epoch_unix_secs: s.epoch.unix,
-            clock_step_ns: s.clock_step_ns,
-            hostname: s.hostname.clone(),
-            dir_order: s.dir_order,
-            cpus: s.cpus,
-            record_access: extras.record_access,
-            access_stream: extras.access_stream.as_ref().map(|p| p.to_string_lossy().into_owned()),
-        }),
-        root_source: extras.root_source.as_ref().map(|p| p.to_string_lossy().into_owned()),
-        host_network: extras.host_network,
-        tapes: extras.tapes.clone(),
-    };
+    let cfg = init_config(req, extras, &trees, &etc_files)?;
     // The init cannot open files of the run directory (it is not the host's user): its configuration, result and
     // access stream are descriptors it inherits. The configuration (with the environment) never touches the disk.
     let cfg_json =
@@ -547,6 +467,115 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     Ok(RunReport { record, dir: dir.path, accessed, tapes, interrupted })
 }
 
+/// What the settings themselves warn about: more CPUs asked than there are, a `--disk` larger than `--memory`.
+fn setting_warnings(s: &RunSettings) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if (s.cpus as usize) > s.cpu_affinity.len() {
+        warnings.push(format!(
+            "--cpus {}: only {} CPU(s) are available here; the guest is pinned to {:?}",
+            s.cpus,
+            s.cpu_affinity.len(),
+            s.cpu_affinity
+        ));
+    }
+    if s.disk_bytes > s.memory_bytes {
+        warnings.push(format!(
+            "--disk {} MiB is more than --memory {} MiB: the writable layer is memory, so the memory limit stops \
+             the guest's writes first (and the kernel kills the sandbox)",
+            s.disk_bytes >> 20,
+            s.memory_bytes >> 20
+        ));
+    }
+    warnings
+}
+
+/// The trees `repro run` idmaps for the guest (as root): the working directory or a pack's root, and every bind.
+fn idmapped_trees(identity: &Identity, s: &RunSettings, extras: &RunExtras) -> Vec<(TreeRole, PathBuf)> {
+    let mut trees: Vec<(TreeRole, PathBuf)> = Vec::new();
+    if identity.idmapped_mounts {
+        match &extras.root_source {
+            Some(r) => trees.push((TreeRole::RootSource, r.clone())),
+            None => trees.push((TreeRole::Cwd, PathBuf::from(&s.cwd))),
+        }
+        for (i, b) in s.binds.iter().enumerate() {
+            trees.push((TreeRole::Bind(i), PathBuf::from(&b.host)));
+        }
+    }
+    trees
+}
+
+/// The guest's /etc/hostname, /etc/hosts and /etc/resolv.conf.
+fn etc_files(hostname: &str) -> [(&'static str, String); 3] {
+    [
+        ("hostname", format!("{}\n", hostname)),
+        (
+            "hosts",
+            format!(
+                "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{h}.{DOMAINNAME} {h}\n",
+                h = hostname
+            ),
+        ),
+        (
+            "resolv.conf",
+            "# repro: the sandbox has no network\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n".to_string(),
+        ),
+    ]
+}
+
+/// The init's configuration for `req`: the run directory is reached through [`RUN_DIR_FD`], the fixed parts come
+/// from the settings, the supervisor's from the settings and `extras`.
+fn init_config(
+    req: &RunRequest,
+    extras: &RunExtras,
+    trees: &[(TreeRole, PathBuf)],
+    etc_files: &[(&'static str, String)],
+) -> Result<InitConfig, SandboxError> {
+    let s = &req.settings;
+    let cwd = Path::new(&s.cwd);
+    let hide = if req.state_dir.starts_with(cwd) && req.state_dir != cwd {
+        vec![req.state_dir.to_string_lossy().into_owned()]
+    } else {
+        Vec::new()
+    };
+    // The init reaches the run directory through a descriptor (see `enter_identity`), not by its host path: the
+    // guest's root may not traverse the directories above it (a project under /root, mode 700).
+    let in_run_dir = |name: &str| format!("/proc/self/fd/{RUN_DIR_FD}/{name}");
+    Ok(InitConfig {
+        argv: s.command.clone(),
+        env: s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        cwd: s.cwd.clone(),
+        root: in_run_dir(".root"),
+        layer: in_run_dir(".layer"),
+        disk_bytes: s.disk_bytes,
+        disk_inodes: s.disk_inodes,
+        hide,
+        binds: s.binds.clone(),
+        etc: etc_files.iter().map(|(n, _)| (n.to_string(), in_run_dir(&format!(".etc/{n}")))).collect(),
+        hostname: s.hostname.clone(),
+        domainname: s.domainname.clone(),
+        umask: crate::settings::umask_of(s)?,
+        no_aslr: !s.aslr,
+        rlimits: crate::settings::rlimits_for_init(&s.rlimits)?,
+        cpus: s.cpu_affinity.clone(),
+        user_namespace: true,
+        trees: trees.iter().map(|(r, _)| *r).collect(),
+        stage: in_run_dir(".stage"),
+        determinism: s.supervised.then_some(crate::init::DetSettings {
+            seed: s.seed,
+            epoch_unix_secs: s.epoch.unix,
+            clock_step_ns: s.clock_step_ns,
+            hostname: s.hostname.clone(),
+            dir_order: s.dir_order,
+            cpus: s.cpus,
+            record_access: extras.record_access,
+            access_stream: extras.access_stream.as_ref().map(|p| p.to_string_lossy().into_owned()),
+        }),
+        root_source: extras.root_source.as_ref().map(|p| p.to_string_lossy().into_owned()),
+        host_network: extras.host_network,
+        tapes: extras.tapes.clone(),
+    })
+}
+
 /// What a run that filled its writable layer is told.
 fn disk_limit_message(bytes: u64, inodes: u64, space: ns::FsSpace) -> String {
     let what = if space.inodes_free == 0 { format!("its {inodes} inodes") } else { format!("{} MiB", bytes >> 20) };
@@ -715,6 +744,27 @@ mod tests {
         assert!(s.supervised && s.identity.is_some() && s.cpu_affinity.len() <= 1);
         let d = RunRequest::prepare(&opts()).unwrap().settings;
         assert_eq!((d.dir_order, d.hostname.as_str()), (DirOrder::Sorted, HOSTNAME));
+    }
+
+    #[test]
+    fn the_init_config_follows_the_settings() {
+        let mut req = RunRequest::prepare(&RunOptions { dir_order: Some("reversed".into()), ..opts() }).unwrap();
+        req.state_dir = PathBuf::from(&req.settings.cwd).join(".repro");
+        let extras = RunExtras { record_access: true, host_network: true, ..Default::default() };
+        let trees = [(TreeRole::Cwd, PathBuf::from(&req.settings.cwd))];
+        let cfg = init_config(&req, &extras, &trees, &etc_files("box")).unwrap();
+        let det = cfg.determinism.as_ref().unwrap();
+        assert_eq!((det.dir_order, det.record_access, det.seed), (DirOrder::Reversed, true, 0));
+        assert_eq!((cfg.umask, cfg.no_aslr, cfg.host_network), (UMASK, true, true));
+        assert_eq!(cfg.trees, [TreeRole::Cwd]);
+        // The state directory inside the working directory is hidden from the guest.
+        assert_eq!(cfg.hide, [req.state_dir.to_string_lossy().into_owned()]);
+        assert!(cfg.root.starts_with(&format!("/proc/self/fd/{RUN_DIR_FD}/")));
+        assert_eq!(cfg.etc.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["hostname", "hosts", "resolv.conf"]);
+        req.settings.supervised = false;
+        assert!(init_config(&req, &extras, &[], &[]).unwrap().determinism.is_none());
+        req.settings.rlimits.push(repro_model::run::Rlimit { resource: "cpu".into(), soft: 1, hard: 1 });
+        assert!(init_config(&req, &extras, &[], &[]).is_err());
     }
 
     #[test]
