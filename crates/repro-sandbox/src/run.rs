@@ -286,7 +286,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     drop((sync_r, cfg_fd, access_fd, trees_rx, layer_sock_init));
     // The id maps, then the idmapped trees (they need the namespace the maps define). A failure here ends the
     // run before the guest starts: the init is not released and exits.
-    let setup_error = match enter_identity(init_pid, &dir.path, &identity, &trees, &s.binds, &trees_tx) {
+    let setup_error = match crate::identity::enter(init_pid, &dir.path, &identity, &trees, &s.binds, &trees_tx) {
         Ok(Some(warning)) => {
             eprintln!("repro: warning: {warning}");
             warnings.push(warning);
@@ -537,7 +537,7 @@ fn init_config(
     } else {
         Vec::new()
     };
-    // The init reaches the run directory through a descriptor (see `enter_identity`), not by its host path: the
+    // The init reaches the run directory through a descriptor (see `identity::enter`), not by its host path: the
     // guest's root may not traverse the directories above it (a project under /root, mode 700).
     let in_run_dir = |name: &str| format!("/proc/self/fd/{RUN_DIR_FD}/{name}");
     Ok(InitConfig {
@@ -583,82 +583,6 @@ fn disk_limit_message(bytes: u64, inodes: u64, space: ns::FsSpace) -> String {
         "the --disk limit was reached: the guest's writable layer (working directory changes, /tmp, /home) is full \
          ({what}); writes failed with 'No space left on device'. Raise it with --disk SIZE"
     )
-}
-
-/// Writes the id maps of the init's user namespace and sends the init, on `tx`, the run directory and the idmapped
-/// trees (`trees`, made with that namespace). Errors are the message of a failed setup. A working directory (or pack root) on a
-/// filesystem that cannot be idmapped (overlayfs, as in a Docker container) is used as it is: the guest is still
-/// not host root, but host root's files there look like `nobody`'s to it; the warning returned says so. A `:rw`
-/// bind that cannot be idmapped fails the setup.
-fn enter_identity(
-    pid: i32,
-    run_dir: &Path,
-    identity: &repro_model::run::Identity,
-    trees: &[(TreeRole, PathBuf)],
-    binds: &[repro_model::run::BindMount],
-    tx: &OwnedFd,
-) -> Result<Option<String>, SandboxError> {
-    use crate::identity::map_line;
-    let writable = |i: usize| binds.get(i).is_some_and(|b| b.writable);
-    let mut maps = vec![("uid_map", map_line(&identity.uid_map)), ("gid_map", map_line(&identity.gid_map))];
-    if identity.uid_map.count == 1 {
-        // Without privileges a gid map is only accepted once setgroups is denied.
-        maps.insert(0, ("setgroups", "deny".to_string()));
-    }
-    let failed = |what: String| {
-        move |e: Box<dyn std::error::Error + Send + Sync>| SandboxError::Identity { pid, what, source: e }
-    };
-    for (file, content) in maps {
-        let p = format!("/proc/{pid}/{file}");
-        ns::write_file(&p, &content).map_err(|e| failed(format!("cannot write '{content}' to {p}"))(e.into()))?;
-    }
-    // First the run directory, opened through the init's root so that the descriptor is in its mount namespace.
-    let p = format!("/proc/{pid}/root{}", run_dir.display());
-    let mut held = vec![OwnedFd::from(fs::File::open(&p).map_err(|e| failed(format!("cannot open {p}"))(e.into()))?)];
-    let mut tags = Vec::new();
-    let mut warning = None;
-    if !trees.is_empty() {
-        let p = format!("/proc/{pid}/ns/user");
-        let userns = fs::File::open(&p).map_err(|e| failed(format!("cannot open {p}"))(e.into()))?;
-        let userns = OwnedFd::from(userns);
-        for (role, path) in trees {
-            let what = match role {
-                TreeRole::Cwd => "the working directory",
-                TreeRole::RootSource => "the pack's root",
-                TreeRole::Bind(_) => "--bind",
-            };
-            match repro_sys::idmap::idmapped_tree(&path.to_string_lossy(), &userns) {
-                Ok(tree) => {
-                    held.push(tree);
-                    tags.push(1);
-                }
-                // A read-only bind that cannot be idmapped is passed as a plain copy of its mount.
-                Err(_) if matches!(role, TreeRole::Bind(i) if !writable(*i)) => {
-                    let tree = repro_sys::idmap::cloned_tree(&path.to_string_lossy())
-                        .map_err(|e| failed(format!("--bind {}", path.display()))(e.into()))?;
-                    held.push(tree);
-                    tags.push(1);
-                }
-                // So is a working directory (or pack root) that cannot be: see the warning.
-                Err(e) if !matches!(role, TreeRole::Bind(_)) => {
-                    warning = Some(format!(
-                        "{what} {} cannot be idmapped ({e}): in the guest, host root's files there belong to \
-                         nobody and cannot be changed in place",
-                        path.display()
-                    ));
-                    let tree = repro_sys::idmap::cloned_tree(&path.to_string_lossy())
-                        .map_err(|e| failed(format!("{what} {}", path.display()))(e.into()))?;
-                    held.push(tree);
-                    tags.push(1);
-                }
-                Err(e) => return Err(SandboxError::Idmap { pid, what, path: path.clone(), source: e }),
-            }
-        }
-    }
-    let raw: Vec<_> = held.iter().map(|f| f.as_raw_fd()).collect();
-    repro_sys::idmap::send_fds(tx, &tags, &raw)
-        .map_err(|e| failed("cannot pass the idmapped mounts to the init".into())(e.into()))?;
-    Ok(warning)
 }
 
 /// The init's result, from the memfd it wrote.
