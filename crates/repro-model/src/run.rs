@@ -261,10 +261,19 @@ pub struct Changes {
     pub changes: Vec<Change>,
 }
 
+/// A change whose `path_hex` does not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the change of {path:?}: path_hex: {message}")]
+pub struct BadChangePath {
+    pub path: String,
+    pub message: String,
+}
+
 impl Change {
     /// The path this change is about, exact bytes included (see [`crate::pathenc`]).
-    pub fn rel_path(&self) -> Result<std::path::PathBuf, String> {
+    pub fn rel_path(&self) -> Result<std::path::PathBuf, BadChangePath> {
         crate::pathenc::decode(&self.path, self.path_hex.as_deref())
+            .map_err(|message| BadChangePath { path: self.path.clone(), message })
     }
 }
 
@@ -312,6 +321,23 @@ mod tests {
         v["settings"]["dir_order"] = "sideways".into();
         let e = serde_json::from_value::<RunRecord>(v).unwrap_err().to_string();
         assert!(e.contains("expected sorted, reversed or shuffled:SEED"), "{e}");
+    }
+
+    #[test]
+    fn a_change_with_a_bad_path_hex_is_refused_naming_it() {
+        let c = Change {
+            path: "a".into(),
+            path_hex: Some("zz".into()),
+            kind: ChangeKind::Added,
+            file: FileKind::File,
+            size: None,
+            blake3: None,
+        };
+        let e = c.rel_path().unwrap_err();
+        assert_eq!(e.path, "a");
+        assert!(e.to_string().starts_with("the change of \"a\": path_hex: "), "{e}");
+        let ok = Change { path_hex: Some("61".into()), ..c };
+        assert_eq!(ok.rel_path().unwrap(), std::path::PathBuf::from("a"));
     }
 
     #[test]

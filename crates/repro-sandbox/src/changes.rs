@@ -190,8 +190,10 @@ pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), SandboxError> {
 /// then files and links copied from `changes_dir`.
 pub fn apply(changes: &Changes, changes_dir: &Path, target: &Path) -> Result<(), SandboxError> {
     let rel = |c: &Change| {
-        c.rel_path()
-            .map_err(|m| SandboxError::Corrupt { path: changes_dir.join("..").join("changes.json"), message: m })
+        c.rel_path().map_err(|e| SandboxError::Corrupt {
+            path: changes_dir.join("..").join("changes.json"),
+            message: e.to_string(),
+        })
     };
     let mut deletions: Vec<&Change> = changes.changes.iter().filter(|c| c.kind == ChangeKind::Deleted).collect();
     // Deepest first, so directories are empty when removed.
