@@ -70,11 +70,16 @@ pub fn host_root(i: &Identity) -> (u32, u32) {
     (i.uid_map.outside, i.gid_map.outside)
 }
 
+/// An error of [`enter`]: `what` failed for init `pid`.
+fn failed<E: Into<Box<dyn std::error::Error + Send + Sync>>>(pid: i32, what: String) -> impl FnOnce(E) -> SandboxError {
+    move |e| SandboxError::Identity { pid, what, source: e.into() }
+}
+
 /// Writes the id maps of the init's user namespace and sends the init, on `tx`, the run directory and the idmapped
-/// trees (`trees`, made with that namespace). Errors are the message of a failed setup. A working directory (or pack root) on a
-/// filesystem that cannot be idmapped (overlayfs, as in a Docker container) is used as it is: the guest is still
-/// not host root, but host root's files there look like `nobody`'s to it; the warning returned says so. A `:rw`
-/// bind that cannot be idmapped fails the setup.
+/// trees (`trees`, made with that namespace). A working directory (or pack root) on a filesystem that cannot be
+/// idmapped (overlayfs, as in a Docker container) is used as it is: the guest is still not host root, but host
+/// root's files there look like `nobody`'s to it; the warning returned says so. A `:rw` bind that cannot be
+/// idmapped fails the setup.
 pub(crate) fn enter(
     pid: i32,
     run_dir: &Path,
@@ -89,21 +94,18 @@ pub(crate) fn enter(
         // Without privileges a gid map is only accepted once setgroups is denied.
         maps.insert(0, ("setgroups", "deny".to_string()));
     }
-    let failed = |what: String| {
-        move |e: Box<dyn std::error::Error + Send + Sync>| SandboxError::Identity { pid, what, source: e }
-    };
     for (file, content) in maps {
         let p = format!("/proc/{pid}/{file}");
-        ns::write_file(&p, &content).map_err(|e| failed(format!("cannot write '{content}' to {p}"))(e.into()))?;
+        ns::write_file(&p, &content).map_err(failed(pid, format!("cannot write '{content}' to {p}")))?;
     }
     // First the run directory, opened through the init's root so that the descriptor is in its mount namespace.
     let p = format!("/proc/{pid}/root{}", run_dir.display());
-    let mut held = vec![OwnedFd::from(fs::File::open(&p).map_err(|e| failed(format!("cannot open {p}"))(e.into()))?)];
+    let mut held = vec![OwnedFd::from(fs::File::open(&p).map_err(failed(pid, format!("cannot open {p}")))?)];
     let mut tags = Vec::new();
     let mut warning = None;
     if !trees.is_empty() {
         let p = format!("/proc/{pid}/ns/user");
-        let userns = fs::File::open(&p).map_err(|e| failed(format!("cannot open {p}"))(e.into()))?;
+        let userns = fs::File::open(&p).map_err(failed(pid, format!("cannot open {p}")))?;
         let userns = OwnedFd::from(userns);
         for (role, path) in trees {
             let what = match role {
@@ -119,7 +121,7 @@ pub(crate) fn enter(
                 // A read-only bind that cannot be idmapped is passed as a plain copy of its mount.
                 Err(_) if matches!(role, TreeRole::Bind(i) if !writable(*i)) => {
                     let tree = repro_sys::idmap::cloned_tree(&path.to_string_lossy())
-                        .map_err(|e| failed(format!("--bind {}", path.display()))(e.into()))?;
+                        .map_err(failed(pid, format!("--bind {}", path.display())))?;
                     held.push(tree);
                     tags.push(1);
                 }
@@ -131,7 +133,7 @@ pub(crate) fn enter(
                         path.display()
                     ));
                     let tree = repro_sys::idmap::cloned_tree(&path.to_string_lossy())
-                        .map_err(|e| failed(format!("{what} {}", path.display()))(e.into()))?;
+                        .map_err(failed(pid, format!("{what} {}", path.display())))?;
                     held.push(tree);
                     tags.push(1);
                 }
@@ -141,7 +143,7 @@ pub(crate) fn enter(
     }
     let raw: Vec<_> = held.iter().map(|f| f.as_raw_fd()).collect();
     repro_sys::idmap::send_fds(tx, &tags, &raw)
-        .map_err(|e| failed("cannot pass the idmapped mounts to the init".into())(e.into()))?;
+        .map_err(failed(pid, "cannot pass the idmapped mounts to the init".into()))?;
     Ok(warning)
 }
 
