@@ -3,7 +3,10 @@
 # `repro hunt --capture` to the first captured pack, against 100 native runs on the same cores (2 parallel jobs),
 # measured in the same run; then shrink of the pytest fixture (40 input files): time and final size.
 # `--write` replaces the "Flaky failures" section of docs/benchmarks.md.
+# Every timed command's status is checked (the program exits 0 or 1 by design; anything else, a hunt that finds
+# nothing or a capture that writes no pack, ends the script with an error).
 set -euo pipefail
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 root=$PWD
 cargo build --release --locked -p repro --quiet
@@ -32,25 +35,32 @@ int main(void) {
     return 0;
 }
 C
+# run_spin PROGRAM: runs it; its status must be 0 or 1 (an unlucky value), nothing else.
+run_spin() {
+    local st=0
+    "$1" > /dev/null 2>&1 || st=$?
+    [ "$st" -le 1 ] || { echo "bench: $1 exited $st" >&2; exit 1; }
+}
 gcc -O1 -DITERS=100000000 spin.c -o calib
-s=$(date +%s%N); ./calib >/dev/null || true; e=$(date +%s%N)
+s=$(date +%s%N); run_spin ./calib; e=$(date +%s%N)
 iters=$(( 100000000 * 20000000 / (e - s) ))
 gcc -O1 -DITERS=$iters spin.c -o spin
-s=$(date +%s%N); ./spin >/dev/null || true; e=$(date +%s%N)
+s=$(date +%s%N); run_spin ./spin; e=$(date +%s%N)
 one_ms=$(echo "scale=1; ($e - $s)/1000000" | bc)
 
-# 100 native runs on the same cores.
+# 100 native runs on the same cores (xargs fails when one of them exits with anything but 0 or 1).
 s=$(date +%s%N)
-seq 100 | xargs -P "$jobs" -I{} sh -c './spin >/dev/null 2>&1 || true'
+seq 100 | xargs -P "$jobs" -I{} sh -c './spin >/dev/null 2>&1; [ $? -le 1 ]' || { echo "bench: a native run failed" >&2; exit 1; }
 e=$(date +%s%N)
 native100_ms=$(( (e - s) / 1000000 ))
 
 # The hunt, to the first captured pack.
+# It exits 1 when it found a failure (and captured it), 0 when it found none: that is a failed measurement.
 s=$(date +%s%N)
-set +e
-"$repro" hunt --vary seed --seeds 2000 --max-runs 2000 --jobs "$jobs" --capture -o found.repro --json -- ./spin > hunt.json
-set -e
+st=0
+"$repro" hunt --vary seed --seeds 2000 --max-runs 2000 --jobs "$jobs" --capture -o found.repro --json -- ./spin > hunt.json || st=$?
 e=$(date +%s%N)
+[ "$st" -eq 1 ] && [ -s found.repro ] || { echo "bench: the hunt exited $st without a captured pack" >&2; exit 1; }
 hunt_ms=$(( (e - s) / 1000000 ))
 runs=$(python3 -c 'import json;print(json.load(open("hunt.json"))["runs"])')
 seed=$(python3 -c 'import json;r=json.load(open("hunt.json"));print(r["failures"][0]["first"]["seed"] if r["failures"] else "none")')
@@ -60,7 +70,10 @@ per_run_ratio=$(echo "scale=2; ($hunt_ms / $runs) / ($native100_ms / 100)" | bc)
 # Shrink of the pytest fixture.
 cp -r "$root/tests/fixtures/pytest-suite" suite
 cd suite
-"$repro" capture -o suite.repro -- python3 -m pytest -q -p no:cacheprovider test_inventory.py >/dev/null 2>&1 || true
+# The suite fails (exit 1): that is what is captured.
+st=0
+"$repro" capture -o suite.repro -- python3 -m pytest -q -p no:cacheprovider test_inventory.py >/dev/null 2>&1 || st=$?
+[ "$st" -eq 1 ] && [ -s suite.repro ] || { echo "bench: capturing the pytest suite exited $st (expected 1, a pack)" >&2; exit 1; }
 s=$(date +%s%N)
 "$repro" shrink suite.repro -o small.repro --json > shrink.json 2>/dev/null
 e=$(date +%s%N)

@@ -2,7 +2,10 @@
 # Reproducer packs: capture overhead relative to `repro run`, pack size, replay start-up, and ReproZip's pack size
 # and trace+pack time on the same commands (when `reprozip` is installed: pip install reprozip).
 # Usage: bench/pack.sh [path/to/repro]   (default: target/release/repro; build with cargo build --release -p repro)
-set -u
+# Every timed command's status is checked: `repro run` and `repro capture` must end as the command does natively
+# (these commands fail on purpose), a capture must write its pack, a replay must reproduce (exit 0).
+set -euo pipefail
+shopt -s inherit_errexit
 REPRO=${1:-${CARGO_TARGET_DIR:-target}/release/repro}
 REPRO=$(realpath "$REPRO")
 N=${N:-5}
@@ -10,7 +13,14 @@ W=$(mktemp -d /tmp/repro-bench-pack.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 export XDG_CACHE_HOME=$W/cache
 
-ms() { local s e; s=$(date +%s%N); "$@" >/dev/null 2>&1; e=$(date +%s%N); echo $(( (e - s) / 1000000 )); }
+# ms WANT CMD...: the wall time of CMD in milliseconds; any other exit status than WANT ends the script.
+ms() {
+  local want=$1 s e st=0
+  shift
+  s=$(date +%s%N); "$@" >/dev/null 2>&1 || st=$?; e=$(date +%s%N)
+  [ "$st" -eq "$want" ] || { echo "bench: exit $st, expected $want: $*" >&2; exit 1; }
+  echo $(( (e - s) / 1000000 ))
+}
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 setup() {
@@ -41,21 +51,26 @@ PY
 row() { # name dir cmd...
   local name=$1 dir=$2; shift 2
   cd "$dir" || return
-  local run cap pack size rep0 rep rz_t rz_s
-  run=$(for _ in $(seq "$N"); do ms "$REPRO" run -q -- "$@"; done | median)
+  local run cap pack size rep0 rep rz_t rz_s want=0
+  # The command's own status, natively: `repro run` and `repro capture` end with it.
+  "$@" >/dev/null 2>&1 || want=$?
+  [ "$want" -ne 0 ] || { echo "bench: $name succeeds natively; it must fail to be captured" >&2; exit 1; }
+  run=$(for _ in $(seq "$N"); do ms "$want" "$REPRO" run -q -- "$@"; done | median)
   # Cold: no frame, digest or credential-scan cache (the first capture of these files on this machine).
-  cold=$(for i in $(seq "$N"); do rm -rf "$XDG_CACHE_HOME/repro/frames" "$XDG_CACHE_HOME/repro/digests.json" "$XDG_CACHE_HOME/repro/secret-scan.json"; ms "$REPRO" capture -q -o "$W/$name-cold.repro" -- "$@"; done | median)
-  cap=$(for i in $(seq "$N"); do ms "$REPRO" capture -q -o "$W/$name-$i.repro" -- "$@"; done | median)
+  cold=$(for i in $(seq "$N"); do rm -rf "$XDG_CACHE_HOME/repro/frames" "$XDG_CACHE_HOME/repro/digests.json" "$XDG_CACHE_HOME/repro/secret-scan.json"; ms "$want" "$REPRO" capture -q -o "$W/$name-cold.repro" -- "$@"; done | median)
+  cap=$(for i in $(seq "$N"); do ms "$want" "$REPRO" capture -q -o "$W/$name-$i.repro" -- "$@"; done | median)
   pack="$W/$name-1.repro"
+  [ -s "$pack" ] || { echo "bench: $name: no pack written" >&2; exit 1; }
   size=$(stat -c %s "$pack")
   rm -rf "$XDG_CACHE_HOME/repro/roots"
   rep0=$("$REPRO" replay --json "$pack" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["prepare_ms"])')
   rep=$(for _ in $(seq "$N"); do "$REPRO" replay --json "$pack" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["prepare_ms"])'; done | median)
-  repro_total=$(for _ in $(seq "$N"); do ms "$REPRO" replay "$pack"; done | median)
+  repro_total=$(for _ in $(seq "$N"); do ms 0 "$REPRO" replay "$pack"; done | median)
   rz_t=n/a; rz_s=n/a
   if command -v reprozip >/dev/null; then
-    rz_t=$(for i in $(seq 3); do rm -rf "$W/rz"; s=$(date +%s%N); reprozip trace -d "$W/rz" --dont-identify-packages "$@" >/dev/null 2>&1; reprozip pack -d "$W/rz" "$W/$name.rpz" >/dev/null 2>&1; e=$(date +%s%N); echo $(( (e - s) / 1000000 )); done | median)
-    rz_s=$(stat -c %s "$W/$name.rpz" 2>/dev/null || echo n/a)
+    # trace ends with the traced command's (failing) status; the pack below checks what it recorded.
+    rz_t=$(for i in $(seq 3); do rm -rf "$W/rz"; s=$(date +%s%N); reprozip trace -d "$W/rz" --dont-identify-packages "$@" >/dev/null 2>&1 || true; reprozip pack -d "$W/rz" "$W/$name.rpz" >/dev/null 2>&1 || { echo "bench: reprozip pack failed for $name" >&2; exit 1; }; e=$(date +%s%N); echo $(( (e - s) / 1000000 )); done | median)
+    rz_s=$(stat -c %s "$W/$name.rpz")
     rm -rf "$W/rz" .reprozip-trace
   fi
   printf '| %s | %s | %s | %.2fx | %s | %.2fx | %s KiB | %s | %s / %s | %s | %s |\n' "$name" "$run" "$cap" "$(echo "$cap / $run" | bc -l)" \

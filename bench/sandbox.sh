@@ -3,6 +3,7 @@
 # `true`, measured in the same run. Prints a Markdown table; `--write` also replaces the "Sandbox start-up"
 # section of docs/benchmarks.md.
 set -euo pipefail
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 cargo build --release --locked -p repro --quiet
 repro="$PWD/target/release/repro"
@@ -11,11 +12,11 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 
-# Mean wall time of N runs of a command, in milliseconds.
+# Mean wall time of N runs of a command, in milliseconds; a run that fails ends the script.
 mean_ms() {
     local start end
     start=$(date +%s%N)
-    for _ in $(seq "$n"); do "$@" >/dev/null 2>&1 || true; done
+    for _ in $(seq "$n"); do "$@" >/dev/null 2>&1 || { echo "bench: failed: $*" >&2; exit 1; }; done
     end=$(date +%s%N)
     echo "scale=2; ($end - $start) / 1000000 / $n" | bc
 }

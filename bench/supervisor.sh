@@ -6,6 +6,7 @@
 # "## Determinism supervisor" section of docs/benchmarks.md (text after "<!-- notes -->" is kept).
 # Not a test: takes about three minutes on 2 cores. Run it on an idle machine (it prints the load).
 set -euo pipefail
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -86,7 +87,8 @@ REPS=1
 SLEEP=$(time_cmd "$SUP" -- sleep 60)
 PROBE=""
 if [ -r ../shared/probes/user_notif_cost.c ] && gcc -O2 -o "$WORK/probe" ../shared/probes/user_notif_cost.c 2>/dev/null; then
-  PROBE=$(for _ in 1 2 3 4 5; do "$WORK/probe"; done | sed -n 's/.*: \([0-9.]*\) us.*/\1/p' | sort -n | head -1)
+  PROBE=$(for _ in 1 2 3 4 5; do "$WORK/probe" || { echo "failed: the probe" >&2; exit 1; }; done | sed -n 's/.*: \([0-9.]*\) us.*/\1/p' | sort -n | head -1)
+  [ -n "$PROBE" ] || { echo "the probe printed no figure" >&2; exit 1; }
 fi
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "load average after: $LOAD_AFTER" >&2

@@ -27,7 +27,7 @@ fn yaml_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
     entries.sort();
     for p in entries {
-        let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let Some(name) = p.file_name().map(|n| n.to_string_lossy().into_owned()) else { continue };
         if name.starts_with('.') || name == "target" {
             continue;
         }
@@ -205,11 +205,7 @@ fn flow_text(n: &FlowNode) -> String {
         FlowKind::Delay(d) => format!("delay {d}"),
         FlowKind::Wait(w) => {
             let mut s = match (&w.workload, &w.signal) {
-                (Some(wl), _) => format!(
-                    "wait {} {}",
-                    wl.value,
-                    w.condition.map(|c| format!("{c:?}").to_lowercase()).unwrap_or_default()
-                ),
+                (Some(wl), _) => format!("wait {} {}", wl.value, w.condition.map_or("", Condition::name)),
                 (_, Some(sig)) => format!("wait signal {}", sig.value),
                 _ => "wait".into(),
             };
@@ -249,7 +245,7 @@ pub fn show_text(l: &LoadedExperiment) -> String {
         o.push(String::new());
         o.push("workloads:".into());
         for w in &e.workloads {
-            let t = w.timeout.map(|d| format!(" (timeout {d})")).unwrap_or_default();
+            let t = w.timeout.map(|d| format!(" (timeout {d})")).unwrap_or_default(); // none: nothing to show
             o.push(format!("  {} x{}{t}", w.name.value, w.instances));
             o.extend(wrap(&w.description, "    ", 80));
             for c in &w.checks {
@@ -340,8 +336,12 @@ pub fn preflight(exp: &LoadedExperiment, adapter: &LoadedAdapter) -> Result<Pref
     let env = runner::base_env(exp, adapter, "preflight", &tmp, 0, &tmp)
         .map_err(|e| ChaosError::Harness(format!("picking ports: {e}")));
     let checks = env.map(|env| runner::run_preflight(&exp.experiment, &adapter.adapter, &env, &tmp, |_| {}));
-    let _ = std::fs::remove_dir_all(&tmp);
+    let cleaned = std::fs::remove_dir_all(&tmp);
     let checks = checks?;
+    match cleaned {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(ChaosError::io(&tmp, e)),
+        _ => {}
+    }
     let failed: Vec<&str> = checks.iter().filter(|c| !c.passed).map(|c| c.id.as_str()).collect();
     Ok(if failed.is_empty() {
         PreflightReport {

@@ -56,27 +56,54 @@ pub struct Spec {
     pub host_network: bool,
 }
 
-fn msg(e: bollard::errors::Error) -> String {
+/// A failed call to the Docker engine.
+#[derive(Debug, thiserror::Error)]
+pub enum DockerError {
+    /// The engine answered with an error.
+    #[error("{message} (HTTP {status})")]
+    Server { status: u16, message: String },
+    /// The call did not get an answer (transport, decoding).
+    #[error("{0}")]
+    Client(#[source] bollard::errors::Error),
+    #[error("the Docker engine is not reachable: {0}")]
+    Unreachable(#[source] Box<DockerError>),
+    #[error("tokio runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot start the Docker client thread: {0}")]
+    Thread(#[source] std::io::Error),
+    #[error("the Docker client thread ended")]
+    ThreadEnded,
+}
+
+impl DockerError {
+    /// Whether the engine said the container is not paused (an unpause that had nothing to do).
+    pub fn is_not_paused(&self) -> bool {
+        matches!(self, DockerError::Server { message, .. } if message.contains("is not paused"))
+    }
+}
+
+fn msg(e: bollard::errors::Error) -> DockerError {
     match e {
         bollard::errors::Error::DockerResponseServerError { status_code, message } => {
-            format!("{message} (HTTP {status_code})")
+            DockerError::Server { status: status_code, message }
         }
-        other => other.to_string(),
+        other => DockerError::Client(other),
     }
 }
 
 impl Engine {
     /// Connects to the local engine (DOCKER_HOST or /var/run/docker.sock), negotiating the API version.
-    pub fn connect() -> Result<Engine, String> {
+    pub fn connect() -> Result<Engine, DockerError> {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Job>();
-        let (ready_tx, ready_rx) = std_mpsc::channel::<Result<(), String>>();
+        let (ready_tx, ready_rx) = std_mpsc::channel::<Result<(), DockerError>>();
         std::thread::Builder::new()
             .name("chaos-docker".into())
             .spawn(move || {
+                // Every `ready_tx.send` below may fail only when `connect` stopped waiting: nothing to tell then.
                 let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                     Ok(rt) => rt,
                     Err(e) => {
-                        let _ = ready_tx.send(Err(format!("tokio runtime: {e}")));
+                        let _ = ready_tx.send(Err(DockerError::Runtime(e)));
                         return;
                     }
                 };
@@ -105,16 +132,16 @@ impl Engine {
                     }
                 });
             })
-            .map_err(|e| format!("cannot start the Docker client thread: {e}"))?;
+            .map_err(DockerError::Thread)?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(Engine { tx }),
-            Ok(Err(e)) => Err(format!("the Docker engine is not reachable: {e}")),
-            Err(_) => Err("the Docker client thread ended".into()),
+            Ok(Err(e)) => Err(DockerError::Unreachable(Box::new(e))),
+            Err(_) => Err(DockerError::ThreadEnded),
         }
     }
 
     /// Runs `f` on the runtime thread and waits for its result.
-    pub fn call<T, F, Fut>(&self, f: F) -> Result<T, String>
+    pub fn call<T, F, Fut>(&self, f: F) -> Result<T, DockerError>
     where
         T: Send + 'static,
         F: FnOnce(Docker) -> Fut + Send + 'static,
@@ -123,14 +150,15 @@ impl Engine {
         let (tx, rx) = std_mpsc::channel();
         let job: Job = Box::new(move |d| {
             Box::pin(async move {
+                // The caller waits on `rx` until it gets this; a send fails only if it is gone.
                 let _ = tx.send(f(d).await.map_err(msg));
             })
         });
-        self.tx.send(job).map_err(|_| "the Docker client thread ended".to_string())?;
-        rx.recv().map_err(|_| "the Docker client thread ended".to_string())?
+        self.tx.send(job).map_err(|_| DockerError::ThreadEnded)?;
+        rx.recv().map_err(|_| DockerError::ThreadEnded)?
     }
 
-    pub fn version(&self) -> Result<serde_json::Value, String> {
+    pub fn version(&self) -> Result<serde_json::Value, DockerError> {
         let v = self.call(|d| async move { d.version().await })?;
         Ok(serde_json::json!({
             "version": v.version, "api_version": v.api_version, "os": v.os, "arch": v.arch,
@@ -139,13 +167,14 @@ impl Engine {
     }
 
     /// (image id, repo digests) of a local image; never pulls.
-    pub fn image(&self, reference: &str) -> Result<(String, Vec<String>), String> {
+    pub fn image(&self, reference: &str) -> Result<(String, Vec<String>), DockerError> {
         let r = reference.to_string();
         let i = self.call(move |d| async move { d.inspect_image(&r).await })?;
+        // The API marks every field optional; an absent id or digest list reads as empty (shown as such).
         Ok((i.id.unwrap_or_default(), i.repo_digests.unwrap_or_default()))
     }
 
-    pub fn create(&self, spec: &Spec) -> Result<String, String> {
+    pub fn create(&self, spec: &Spec) -> Result<String, DockerError> {
         let spec = spec.clone();
         self.call(move |d| async move {
             let mut bindings = HashMap::new();
@@ -178,54 +207,55 @@ impl Engine {
         })
     }
 
-    pub fn start(&self, id: &str) -> Result<(), String> {
+    pub fn start(&self, id: &str) -> Result<(), DockerError> {
         let id = id.to_string();
         self.call(move |d| async move {
             d.start_container(&id, None::<bollard::query_parameters::StartContainerOptions>).await
         })
     }
 
-    pub fn kill(&self, id: &str, signal: &str) -> Result<(), String> {
+    pub fn kill(&self, id: &str, signal: &str) -> Result<(), DockerError> {
         let (id, signal) = (id.to_string(), signal.to_string());
         self.call(move |d| async move { d.kill_container(&id, Some(KillContainerOptions { signal })).await })
     }
 
-    pub fn stop(&self, id: &str, timeout_secs: i32) -> Result<(), String> {
+    pub fn stop(&self, id: &str, timeout_secs: i32) -> Result<(), DockerError> {
         let id = id.to_string();
         self.call(move |d| async move {
             d.stop_container(&id, Some(StopContainerOptions { t: Some(timeout_secs), signal: None })).await
         })
     }
 
-    pub fn restart(&self, id: &str, timeout_secs: i32) -> Result<(), String> {
+    pub fn restart(&self, id: &str, timeout_secs: i32) -> Result<(), DockerError> {
         let id = id.to_string();
         self.call(move |d| async move {
             d.restart_container(&id, Some(RestartContainerOptions { t: Some(timeout_secs), signal: None })).await
         })
     }
 
-    pub fn pause(&self, id: &str) -> Result<(), String> {
+    pub fn pause(&self, id: &str) -> Result<(), DockerError> {
         let id = id.to_string();
         self.call(move |d| async move { d.pause_container(&id).await })
     }
 
-    pub fn unpause(&self, id: &str) -> Result<(), String> {
+    pub fn unpause(&self, id: &str) -> Result<(), DockerError> {
         let id = id.to_string();
         self.call(move |d| async move { d.unpause_container(&id).await })
     }
 
-    pub fn remove(&self, id: &str) -> Result<(), String> {
+    pub fn remove(&self, id: &str) -> Result<(), DockerError> {
         let id = id.to_string();
         self.call(move |d| async move {
             d.remove_container(&id, Some(RemoveContainerOptions { force: true, v: true, link: false })).await
         })
     }
 
-    pub fn state(&self, id: &str) -> Result<State, String> {
+    pub fn state(&self, id: &str) -> Result<State, DockerError> {
         let id = id.to_string();
         let i = self.call(move |d| async move {
             d.inspect_container(&id, None::<bollard::query_parameters::InspectContainerOptions>).await
         })?;
+        // Absent state fields read as "not running, no pid": what an engine that omits them means.
         let s = i.state.unwrap_or_default();
         Ok(State {
             running: s.running.unwrap_or(false),
@@ -238,7 +268,7 @@ impl Engine {
     }
 
     /// The container's stdout and stderr so far.
-    pub fn logs(&self, id: &str) -> Result<String, String> {
+    pub fn logs(&self, id: &str) -> Result<String, DockerError> {
         let id = id.to_string();
         self.call(move |d| async move {
             let opts = bollard::query_parameters::LogsOptions { stdout: true, stderr: true, ..Default::default() };
@@ -252,7 +282,7 @@ impl Engine {
     }
 
     /// Waits until the container is not running; its exit code.
-    pub fn wait(&self, id: &str) -> Result<i64, String> {
+    pub fn wait(&self, id: &str) -> Result<i64, DockerError> {
         let id = id.to_string();
         self.call(move |d| async move {
             let mut s = d.wait_container(&id, Some(WaitContainerOptions { condition: "not-running".into() }));
@@ -267,7 +297,7 @@ impl Engine {
     }
 
     /// Containers (also stopped ones) carrying `label=value`: (id, name, state).
-    pub fn list(&self, label: &str, value: &str) -> Result<Vec<(String, String, String)>, String> {
+    pub fn list(&self, label: &str, value: &str) -> Result<Vec<(String, String, String)>, DockerError> {
         let filter = format!("{label}={value}");
         let v = self.call(move |d| async move {
             let mut filters = HashMap::new();
@@ -278,6 +308,7 @@ impl Engine {
         Ok(v.into_iter()
             .map(|c| {
                 (
+                    // Optional in the API; an empty id, name or state is listed as such.
                     c.id.unwrap_or_default(),
                     c.names.unwrap_or_default().join(",").trim_start_matches('/').to_string(),
                     c.state.map(|s| s.to_string()).unwrap_or_default(),
@@ -294,7 +325,7 @@ impl Engine {
         value: &str,
         stop: Arc<std::sync::atomic::AtomicBool>,
         mut on_event: impl FnMut(serde_json::Value) + Send + 'static,
-    ) -> Result<std_mpsc::Receiver<()>, String> {
+    ) -> Result<std_mpsc::Receiver<()>, DockerError> {
         let filter = format!("{label}={value}");
         let (done_tx, done_rx) = std_mpsc::channel();
         let job: Job = Box::new(move |d| {
@@ -313,6 +344,7 @@ impl Engine {
                     };
                     match next {
                         Some(Ok(ev)) => {
+                            // An event without actor or attributes carries no names: recorded without them.
                             let actor = ev.actor.unwrap_or_default();
                             let attrs = actor.attributes.unwrap_or_default();
                             let mut attrs: Vec<(String, String)> = attrs.into_iter().collect();
@@ -330,16 +362,17 @@ impl Engine {
                             }));
                         }
                         Some(Err(e)) => {
-                            on_event(serde_json::json!({"error": msg(e)}));
+                            on_event(serde_json::json!({"error": msg(e).to_string()}));
                             break;
                         }
                         None => break,
                     }
                 }
+                // Whoever stopped the stream may have stopped waiting for its end too.
                 let _ = done_tx.send(());
             })
         });
-        self.tx.send(job).map_err(|_| "the Docker client thread ended".to_string())?;
+        self.tx.send(job).map_err(|_| DockerError::ThreadEnded)?;
         Ok(done_rx)
     }
 }

@@ -32,6 +32,16 @@ pub enum ChaosError {
     NotARun { path: PathBuf, reason: String },
     #[error("{0}")]
     Harness(String),
+    /// The run's evidence (its timeline, its log) could not be written: the run cannot be trusted.
+    #[error("cannot record the run's evidence: {}: {source}", path.display())]
+    Evidence {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The Docker engine failed (connecting, an API call).
+    #[error(transparent)]
+    Docker(#[from] crate::docker::DockerError),
 }
 
 impl ChaosError {

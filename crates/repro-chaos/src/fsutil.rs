@@ -19,6 +19,7 @@ pub fn write_atomic_durable(path: &Path, data: &[u8]) -> Result<()> {
 fn write_atomic_impl(path: &Path, data: &[u8], durable: bool) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir).map_err(|e| ChaosError::io(dir, e))?;
+    // A path without a file name (`/`, `..`) still gets a unique temporary name from the pid.
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
     let mut f = File::create(&tmp).map_err(|e| ChaosError::io(&tmp, e))?;
@@ -29,9 +30,8 @@ fn write_atomic_impl(path: &Path, data: &[u8], durable: bool) -> Result<()> {
     drop(f);
     fs::rename(&tmp, path).map_err(|e| ChaosError::io(path, e))?;
     if durable {
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
+        let synced = File::open(dir).and_then(|d| d.sync_all());
+        synced.map_err(|e| ChaosError::io(dir, e))?;
     }
     Ok(())
 }

@@ -104,14 +104,19 @@ pub fn run_hook(
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     let mut child = cmd.spawn()?;
     let pid = child.id() as i32;
-    let mut out = child.stdout.take().expect("piped stdout");
+    let Some(mut out) = child.stdout.take() else {
+        kill_group(pid, Signal::SIGKILL);
+        return Err(std::io::Error::other("the hook's stdout was not piped"));
+    };
     let reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
+        // A read error ends the output early; what was read is kept and the exit status tells the rest.
         let _ = out.read_to_end(&mut buf);
         String::from_utf8_lossy(&buf).into_owned()
     });
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
+        // The receiver waits for this unless run_hook already returned, which it does only after it.
         let _ = tx.send(child.wait());
     });
     let mut timed_out = false;
@@ -132,6 +137,7 @@ pub fn run_hook(
     };
     // Whatever the hook left behind in its group goes with it.
     kill_group(pid, Signal::SIGKILL);
+    // The reader only collects bytes; if it panicked the hook's output is reported as empty.
     let output = reader.join().unwrap_or_default();
     Ok(HookOutcome {
         code: status.and_then(|s| s.code()),
@@ -248,11 +254,14 @@ mod tests {
     #[test]
     fn hook_timeout_kills_group() {
         let d = tempfile::tempdir().unwrap();
-        let t = Instant::now();
-        let o = run_hook("sleep 30 & sleep 30", &BTreeMap::new(), d.path(), Duration::from_millis(200), None).unwrap();
+        // The hook's shell leads its own group: it writes its pid (the group's id) before it waits.
+        let script = "echo $$ > pgid; sleep 30 & sleep 30";
+        let o = run_hook(script, &BTreeMap::new(), d.path(), Duration::from_millis(200), None).unwrap();
         assert!(o.timed_out);
         assert!(!o.ok());
-        assert!(t.elapsed() < Duration::from_secs(5));
+        let pgid: i32 = std::fs::read_to_string(d.path().join("pgid")).unwrap().trim().parse().unwrap();
+        // run_hook returned after the timeout: the whole group (both sleeps) is gone, not only the shell.
+        assert!(!group_alive(pgid), "the hook's process group {pgid} outlived the timeout");
     }
 
     #[test]

@@ -7,6 +7,8 @@ use std::time::Instant;
 
 use serde_json::{Map, Value};
 
+use repro_model::timeline::Event;
+
 use crate::error::{ChaosError, Result};
 use crate::fsutil::rfc3339;
 
@@ -16,6 +18,8 @@ pub struct Timeline {
     files: Mutex<(File, File)>,
     echo: bool,
     pub path: PathBuf,
+    /// The first write or sync of the evidence that failed: the run cannot be trusted, and says so.
+    error: Mutex<Option<ChaosError>>,
 }
 
 impl Timeline {
@@ -31,6 +35,7 @@ impl Timeline {
             files: Mutex::new((t, log)),
             echo,
             path,
+            error: Mutex::new(None),
         })
     }
 
@@ -42,42 +47,58 @@ impl Timeline {
         self.start_wall
     }
 
-    /// Records an event. `fields` must be a JSON object (anything else is stored under `data`).
-    pub fn emit(&self, event: &str, fields: Value) {
+    fn record_error(&self, path: PathBuf, e: std::io::Error) {
+        let mut g = self.error.lock().unwrap_or_else(|e| e.into_inner());
+        if g.is_none() {
+            *g = Some(ChaosError::Evidence { path, source: e });
+        }
+    }
+
+    /// Records an event: one line of `timeline.jsonl` (`t`, `ts`, `event`, its fields) and one of
+    /// `logs/harness.log`. A failed write is kept and returned by [`Timeline::sync`].
+    pub fn emit(&self, event: Event) {
         let t = self.elapsed();
         let ts = rfc3339(time::OffsetDateTime::now_utc());
+        let (name, rest) = event.split();
         let mut obj = Map::new();
         obj.insert("t".into(), Value::from((t * 1000.0).round() / 1000.0));
         obj.insert("ts".into(), Value::from(ts.clone()));
-        obj.insert("event".into(), Value::from(event));
-        let rest = match fields {
-            Value::Object(m) => m,
-            Value::Null => Map::new(),
-            other => {
-                let mut m = Map::new();
-                m.insert("data".into(), other);
-                m
-            }
-        };
+        obj.insert("event".into(), Value::from(name.clone()));
         let rest_text = Value::Object(rest.clone()).to_string();
         obj.extend(rest);
         let mut line = Value::Object(obj).to_string();
         line.push('\n');
-        let human = format!("{ts} {event} {rest_text}\n");
+        let human = format!("{ts} {name} {rest_text}\n");
         let mut g = self.files.lock().unwrap_or_else(|e| e.into_inner());
         // One write per line: a crash leaves at most one torn last line, which readers skip.
-        let _ = g.0.write_all(line.as_bytes());
-        let _ = g.1.write_all(human.as_bytes());
+        if let Err(e) = g.0.write_all(line.as_bytes()) {
+            self.record_error(self.path.clone(), e);
+        }
+        if let Err(e) = g.1.write_all(human.as_bytes()) {
+            self.record_error(self.path.with_file_name("logs/harness.log"), e);
+        }
+        drop(g);
         if self.echo {
-            // Not eprint!, which panics when stderr is a closed pipe.
+            // Not eprint!, which panics when stderr is a closed pipe; the echo is a courtesy, the files are
+            // the record.
             let _ = std::io::stderr().lock().write_all(human.as_bytes());
         }
     }
 
-    pub fn sync(&self) {
+    /// Flushes both files to disk; Err with the first write or sync that failed during the run.
+    pub fn sync(&self) -> Result<()> {
         let g = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        let _ = g.0.sync_all();
-        let _ = g.1.sync_all();
+        if let Err(e) = g.0.sync_all() {
+            self.record_error(self.path.clone(), e);
+        }
+        if let Err(e) = g.1.sync_all() {
+            self.record_error(self.path.with_file_name("logs/harness.log"), e);
+        }
+        drop(g);
+        match self.error.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 }
 
@@ -99,5 +120,39 @@ pub fn value_text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_carry_t_ts_event_and_the_fields() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("logs")).unwrap();
+        let tl = Timeline::create(d.path(), false).unwrap();
+        tl.emit(Event::FlowFinished { ok: true });
+        tl.sync().unwrap();
+        let text = std::fs::read_to_string(&tl.path).unwrap();
+        let v: Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(v["event"], "flow.finished");
+        assert_eq!(v["ok"], true);
+        assert!(v["t"].is_f64() && v["ts"].is_string(), "{v}");
+        let log = std::fs::read_to_string(d.path().join("logs/harness.log")).unwrap();
+        assert!(log.contains(" flow.finished {\"ok\":true}"), "{log}");
+    }
+
+    #[test]
+    fn a_write_that_fails_is_not_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("logs")).unwrap();
+        // Every write to /dev/full fails with ENOSPC.
+        std::os::unix::fs::symlink("/dev/full", d.path().join("timeline.jsonl")).unwrap();
+        let tl = Timeline::create(d.path(), false).unwrap();
+        tl.emit(Event::harness_error("x"));
+        let err = tl.sync().unwrap_err();
+        assert!(matches!(&err, ChaosError::Evidence { path, .. } if path.ends_with("timeline.jsonl")), "{err}");
+        assert!(err.to_string().contains("cannot record the run's evidence"), "{err}");
     }
 }

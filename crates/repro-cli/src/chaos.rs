@@ -15,7 +15,8 @@ use repro_chaos::runner::{self, RunOptions};
 use crate::CliError;
 
 /// Exit code when the harness could not do its job (bad input included).
-const EXIT_ERROR: i32 = 2;
+/// Bad input and a broken harness (verdict ERROR).
+const EXIT_ERROR: i32 = repro_model::ExitCode::Usage.code();
 
 #[derive(Debug, Subcommand)]
 pub enum ChaosCommand {
@@ -161,7 +162,7 @@ pub struct LimitArgs {
     max_file_size: Option<u64>,
 }
 
-fn parse_max_duration(s: &str) -> Result<std::time::Duration, String> {
+fn parse_max_duration(s: &str) -> Result<std::time::Duration, repro_chaos::model::DurationError> {
     repro_chaos::model::parse_duration_checked(s)
 }
 
@@ -334,7 +335,7 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
             let d = repro_report::serve::Dashboard::bind(runs, port).map_err(rerr)?;
             outln!("{}", d.url());
             crate::out::flush_out();
-            d.serve().map_err(rerr)?;
+            d.serve(|e| errln!("repro: {e}")).map_err(rerr)?;
             Ok(0)
         }
     }

@@ -15,11 +15,7 @@ use crate::{print_json, CliError};
 
 impl From<HuntError> for CliError {
     fn from(e: HuntError) -> Self {
-        let code = match e {
-            HuntError::Usage { .. } => ExitCode::Usage,
-            _ => ExitCode::Setup,
-        };
-        CliError::from_error(code, e)
+        CliError::from_error(e.exit_code(), e)
     }
 }
 

@@ -77,23 +77,24 @@ impl fmt::Display for Dimension {
     }
 }
 
-/// The order in which the guest sees directory entries.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DirOrder {
-    Sorted,
-    Reversed,
-    Shuffled(u64),
-}
+pub use repro_model::DirOrder;
 
-impl fmt::Display for DirOrder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DirOrder::Sorted => f.write_str("sorted"),
-            DirOrder::Reversed => f.write_str("reversed"),
-            DirOrder::Shuffled(s) => write!(f, "shuffled:{s}"),
-        }
+/// A directory order in hunt's JSON reports as they have always been written: `"sorted"`, `"reversed"`,
+/// `{"shuffled": SEED}` (run records and packs write `shuffled:SEED`).
+fn serialize_dir_order<S: serde::Serializer>(o: &DirOrder, s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    #[serde(rename_all = "kebab-case")]
+    enum Reported {
+        Sorted,
+        Reversed,
+        Shuffled(u64),
     }
+    let r = match *o {
+        DirOrder::Sorted => Reported::Sorted,
+        DirOrder::Reversed => Reported::Reversed,
+        DirOrder::Shuffled(seed) => Reported::Shuffled(seed),
+    };
+    r.serialize(s)
 }
 
 /// One configuration of the inputs.
@@ -101,6 +102,7 @@ impl fmt::Display for DirOrder {
 pub struct Config {
     pub seed: u64,
     pub epoch: i64,
+    #[serde(serialize_with = "serialize_dir_order")]
     pub dir_order: DirOrder,
     /// Variables set on top of the sandbox's fixed environment (reported with secret values as markers).
     #[serde(serialize_with = "serialize_env_redacted")]
@@ -331,6 +333,11 @@ impl Space {
         for _ in 0..o.random_epochs {
             epochs.push(from + rng.below((to - from) as u64) as i64);
         }
+        if epochs.is_empty() {
+            // No edge in the range and no random date asked for: the range's start, so that every dimension has
+            // at least one value (config() indexes modulo the count).
+            epochs.push(from);
+        }
         let mut envs: Vec<Vec<(String, String)>> = vec![Vec::new()];
         if o.env_variants.is_empty() {
             for (k, v) in [
@@ -354,7 +361,7 @@ impl Space {
         }
         Space {
             dims: o.dims.clone(),
-            seeds: o.seeds.clone().unwrap_or_else(|| (0..1000).collect()),
+            seeds: o.seeds.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| (0..1000).collect()),
             epochs,
             dir_orders: vec![
                 DirOrder::Sorted,
@@ -380,7 +387,7 @@ impl Space {
             match d {
                 Dimension::Seed => c.seed = self.seeds[i % self.seeds.len()],
                 Dimension::Epoch => c.epoch = self.epochs[j % self.epochs.len()],
-                Dimension::DirOrder => c.dir_order = self.dir_orders[j % self.dir_orders.len()].clone(),
+                Dimension::DirOrder => c.dir_order = self.dir_orders[j % self.dir_orders.len()],
                 Dimension::Env => c.env = self.envs[j % self.envs.len()].clone(),
                 Dimension::Cpus => c.cpus = self.cpus[j % self.cpus.len()],
                 Dimension::Hostname => c.hostname = self.hostnames[j % self.hostnames.len()].clone(),
@@ -471,6 +478,19 @@ mod tests {
         let a = c.to_args();
         assert!(a.windows(2).any(|w| w == ["--dir-order", "shuffled:3"]));
         assert!(a.windows(2).any(|w| w == ["--env", "TZ=Asia/Kolkata"]));
+    }
+
+    #[test]
+    fn reports_write_directory_orders_as_before() {
+        let mut c = Config::baseline(5);
+        for (o, json) in [
+            (DirOrder::Sorted, serde_json::json!("sorted")),
+            (DirOrder::Reversed, serde_json::json!("reversed")),
+            (DirOrder::Shuffled(7), serde_json::json!({"shuffled": 7})),
+        ] {
+            c.dir_order = o;
+            assert_eq!(serde_json::to_value(&c).unwrap()["dir_order"], json);
+        }
     }
 
     #[test]

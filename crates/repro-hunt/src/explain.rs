@@ -68,7 +68,7 @@ pub fn values_for(d: Dimension, space: &Space, base: &Config) -> Vec<Config> {
     match d {
         Dimension::Seed => space.seeds.iter().map(|s| with(&|c| c.seed = *s)).collect(),
         Dimension::Epoch => space.epochs.iter().map(|e| with(&|c| c.epoch = *e)).collect(),
-        Dimension::DirOrder => space.dir_orders.iter().map(|o| with(&|c| c.dir_order = o.clone())).collect(),
+        Dimension::DirOrder => space.dir_orders.iter().map(|o| with(&|c| c.dir_order = *o)).collect(),
         Dimension::Env => space.envs.iter().skip(1).map(|e| with(&|c| c.env = e.clone())).collect(),
         Dimension::Cpus => space.cpus.iter().map(|n| with(&|c| c.cpus = *n)).collect(),
         Dimension::Hostname => space.hostnames.iter().map(|h| with(&|c| c.hostname = h.clone())).collect(),
@@ -104,9 +104,14 @@ pub fn explain(
         let verdicts: Vec<String> = control.iter().map(|o| format!("{:?}", o.verdict).to_lowercase()).collect();
         notes.push(format!("control outcomes: {}", verdicts.join(", ")));
         if let Some(other) = control.iter().find(|o| o.stdout_digest != first.stdout_digest) {
-            let a = std::fs::read(first.run_dir.join("stdout")).unwrap_or_default();
-            let b = std::fs::read(other.run_dir.join("stdout")).unwrap_or_default();
-            notes.push(first_difference("stdout", &a, &b, other.index + 1));
+            let read = |o: &Outcome| {
+                let p = o.run_dir.join("stdout");
+                std::fs::read(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+            };
+            match (read(first), read(other)) {
+                (Ok(a), Ok(b)) => notes.push(first_difference("stdout", &a, &b, other.index + 1)),
+                (Err(why), _) | (_, Err(why)) => notes.push(format!("stdout differs ({why})")),
+            }
         }
         let tasks = control.iter().map(|o| o.tasks_created).max().unwrap_or(0);
         if tasks > 0 {
@@ -172,7 +177,7 @@ pub fn explain(
 }
 
 /// "stdout differs between control runs 1 and N at line L: "a" vs "b"".
-fn first_difference(stream: &str, a: &[u8], b: &[u8], run: usize) -> String {
+pub(crate) fn first_difference(stream: &str, a: &[u8], b: &[u8], run: usize) -> String {
     let (ta, tb) = (String::from_utf8_lossy(a), String::from_utf8_lossy(b));
     let (la, lb): (Vec<&str>, Vec<&str>) = (ta.lines().collect(), tb.lines().collect());
     let i = (0..la.len().max(lb.len())).find(|i| la.get(*i) != lb.get(*i)).unwrap_or(0);
@@ -184,7 +189,7 @@ fn first_difference(stream: &str, a: &[u8], b: &[u8], run: usize) -> String {
     )
 }
 
-fn short_list(v: &[String], n: usize) -> String {
+pub(crate) fn short_list(v: &[String], n: usize) -> String {
     if v.len() <= n {
         v.join(", ")
     } else {
@@ -193,7 +198,7 @@ fn short_list(v: &[String], n: usize) -> String {
 }
 
 /// Bisects every pass/fail transition among the sampled epochs down to one second.
-fn bisect_epochs(
+pub(crate) fn bisect_epochs(
     outcomes: &[Outcome],
     control: &Outcome,
     batch: &mut Batch<'_>,
@@ -267,4 +272,90 @@ pub fn render(r: &ExplainReport) -> String {
     }
     out.push_str(&format!("{} runs in all\n", r.runs));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{DirOrder, SpaceOptions};
+    use crate::runner::Outcome;
+    use repro_model::manifest::Signature;
+
+    /// An outcome of `c` without a run: failing (exit 1) or passing, with `out` as its output digest.
+    fn outcome(index: usize, c: &Config, fail: bool, out: &str) -> Outcome {
+        let exit_status = i32::from(fail);
+        Outcome {
+            index,
+            config: c.clone(),
+            verdict: if fail { Verdict::Fail } else { Verdict::Pass },
+            exit_status,
+            signature: Signature { exit_status, stderr_tail: vec![], test_frameworks: vec![], failing_tests: vec![] },
+            stdout_digest: out.into(),
+            duration_ms: 1,
+            run_dir: std::path::PathBuf::from("/nonexistent"),
+            not_enforced: vec![],
+            tasks_created: 0,
+        }
+    }
+
+    fn space(dims: Vec<Dimension>) -> Space {
+        let o = SpaceOptions {
+            dims,
+            seeds: Some((0..8).collect()),
+            epoch_range: Some((1_000_000_000, 2_000_000_000)),
+            env_variants: vec![],
+            random_epochs: 4,
+        };
+        Space::new(&o, 7)
+    }
+
+    #[test]
+    fn the_epoch_decides_and_is_bisected_to_the_second() {
+        const T: i64 = 1_700_000_000;
+        let base = Config::baseline(1_500_000_000);
+        let s = space(vec![Dimension::Epoch, Dimension::Seed, Dimension::DirOrder]);
+        let mut seen = 0;
+        let mut batch = |cs: &[Config]| -> Result<Vec<Outcome>, crate::HuntError> {
+            seen += cs.len();
+            Ok(cs.iter().enumerate().map(|(i, c)| outcome(i, c, c.epoch >= T, "same")).collect())
+        };
+        let r = explain(&base, &s, 3, &mut batch).unwrap();
+        assert!(!r.nondeterministic);
+        assert_eq!(r.control_verdict, Verdict::Pass);
+        assert_eq!(r.runs, seen, "every run is counted");
+        let by = |d: Dimension| r.findings.iter().find(|f| f.dimension == d).unwrap();
+        assert!(by(Dimension::Epoch).changes_outcome);
+        assert!(!by(Dimension::Seed).changes_outcome && !by(Dimension::DirOrder).changes_outcome);
+        assert_eq!(r.epoch_boundaries.first(), Some(&Boundary { passes_at: T - 1, fails_at: T }));
+        assert!(render(&r).contains("epoch       DECIDES the outcome"), "{}", render(&r));
+    }
+
+    #[test]
+    fn a_control_that_varies_is_reported_as_nondeterministic() {
+        let base = Config::baseline(1_500_000_000);
+        let s = space(vec![Dimension::DirOrder]);
+        let mut n = 0;
+        let mut batch = |cs: &[Config]| -> Result<Vec<Outcome>, crate::HuntError> {
+            Ok(cs
+                .iter()
+                .map(|c| {
+                    n += 1;
+                    outcome(n, c, n % 2 == 0 || c.dir_order == DirOrder::Reversed, "same")
+                })
+                .collect())
+        };
+        let r = explain(&base, &s, 4, &mut batch).unwrap();
+        assert!(r.nondeterministic);
+        assert!(r.nondeterminism_notes.iter().any(|n| n == "control outcomes: pass, fail, pass, fail"), "{r:?}");
+    }
+
+    #[test]
+    fn a_failing_batch_stops_the_explanation_with_its_error() {
+        let base = Config::baseline(0);
+        let s = space(vec![Dimension::Seed]);
+        let mut batch =
+            |_: &[Config]| -> Result<Vec<Outcome>, crate::HuntError> { Err(crate::HuntError::usage("--x", "bad")) };
+        let e = explain(&base, &s, 1, &mut batch).unwrap_err();
+        assert_eq!(e.to_string(), "--x: bad");
+    }
 }

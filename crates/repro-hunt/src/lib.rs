@@ -8,27 +8,11 @@
 pub mod config;
 pub mod explain;
 pub mod hunt;
+#[cfg(test)]
+mod props;
 pub mod runner;
 pub mod shrink;
 
-/// Errors of hunting and explaining.
-#[derive(Debug, thiserror::Error)]
-pub enum HuntError {
-    /// A bad argument: names it and the expected form.
-    #[error("{argument}: {message}")]
-    Usage { argument: String, message: String },
-    #[error("cannot run {what}: {source}")]
-    Spawn {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("run {config} gave no usable record: {message}")]
-    BadRecord { config: String, message: String },
-}
+mod error;
 
-impl HuntError {
-    pub fn usage(argument: impl Into<String>, message: impl Into<String>) -> Self {
-        HuntError::Usage { argument: argument.into(), message: message.into() }
-    }
-}
+pub use error::HuntError;

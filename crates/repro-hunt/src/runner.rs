@@ -7,6 +7,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use repro_model::run::RunRecord;
+use repro_model::ExitCode;
 use repro_pack::signature::Signature;
 use serde::Serialize;
 
@@ -92,7 +93,10 @@ impl Runner {
                 config: describe(),
                 message: format!("{e}; repro said: {}", String::from_utf8_lossy(&out.stderr).trim()),
             })?;
-            let dir = PathBuf::from(v["runs"][0]["run_dir"].as_str().unwrap_or_default());
+            let dir = PathBuf::from(v["runs"][0]["run_dir"].as_str().ok_or_else(|| HuntError::BadRecord {
+                config: describe(),
+                message: "the replay report has no runs[0].run_dir".into(),
+            })?);
             let record: RunRecord = std::fs::read(dir.join("run.json"))
                 .ok()
                 .and_then(|d| serde_json::from_slice(&d).ok())
@@ -100,29 +104,39 @@ impl Runner {
                     config: describe(),
                     message: format!("no run.json in {}", dir.display()),
                 })?;
-            return Ok(outcome_of(index, config.clone(), &record, &dir));
+            return outcome_of(index, config.clone(), &record, &dir);
         }
         let record: RunRecord = serde_json::from_slice(&out.stdout).map_err(|e| HuntError::BadRecord {
             config: describe(),
             message: format!("{e}; repro said: {}", String::from_utf8_lossy(&out.stderr).trim()),
         })?;
         let run_dir = self.state_dir.join("runs").join(&record.id);
-        Ok(outcome_of(index, config.clone(), &record, &run_dir))
+        outcome_of(index, config.clone(), &record, &run_dir)
     }
 }
 
-/// The hunt's view of a finished run directory.
-pub fn outcome_of(index: usize, config: Config, record: &RunRecord, run_dir: &Path) -> Outcome {
-    let stdout = std::fs::read(run_dir.join("stdout")).unwrap_or_default();
-    let stderr = std::fs::read(run_dir.join("stderr")).unwrap_or_default();
-    let signature = Signature::compute(record.exit_status, &stdout, &stderr, &[]);
+/// The hunt's view of a finished run directory (output that is there but cannot be read is an error, not a run
+/// with empty output).
+pub fn outcome_of(index: usize, config: Config, record: &RunRecord, run_dir: &Path) -> Result<Outcome, HuntError> {
+    let read = |name: &str| {
+        let p = run_dir.join(name);
+        match std::fs::read(&p) {
+            // A run whose setup failed before its output was opened has none.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            r => r.map_err(|e| HuntError::io("cannot read the run's output", p, e)),
+        }
+    };
+    let (stdout, stderr) = (read("stdout")?, read("stderr")?);
+    let signature = repro_pack::signature::compute(record.exit_status, &stdout, &stderr, &[]);
     let verdict = match (&record.outcome, record.exit_status) {
         (repro_model::run::RunOutcome::SetupFailed { .. }, _) => Verdict::Error,
-        (_, 121) if !record.determinism.not_enforced.is_empty() => Verdict::Unenforced,
-        (_, 0) => Verdict::Pass,
+        (_, status) if status == ExitCode::NotDeterministic.code() && !record.determinism.not_enforced.is_empty() => {
+            Verdict::Unenforced
+        }
+        (_, status) if status == ExitCode::Success.code() => Verdict::Pass,
         _ => Verdict::Fail,
     };
-    Outcome {
+    Ok(Outcome {
         index,
         config,
         verdict,
@@ -133,7 +147,7 @@ pub fn outcome_of(index: usize, config: Config, record: &RunRecord, run_dir: &Pa
         run_dir: run_dir.to_path_buf(),
         not_enforced: record.determinism.not_enforced.clone(),
         tasks_created: record.determinism.tasks_created,
-    }
+    })
 }
 
 /// When to stop a batch.

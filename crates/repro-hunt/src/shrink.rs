@@ -134,7 +134,7 @@ struct Shrinker<'a> {
 }
 
 impl Shrinker<'_> {
-    fn manifest_of(&self, c: &Candidate) -> (Manifest, BTreeMap<String, BlobSource>) {
+    fn manifest_of(&self, c: &Candidate) -> Result<(Manifest, BTreeMap<String, BlobSource>), HuntError> {
         let orig = &self.pack.manifest;
         let mut m = orig.clone();
         m.command.argv = c.argv.clone();
@@ -150,7 +150,7 @@ impl Shrinker<'_> {
                     Some(FileState::Whole) => {}
                     Some(FileState::Empty) => set_content(&mut f, Vec::new(), &mut blobs),
                     Some(FileState::Prefix(n)) => {
-                        let data = self.content(&f);
+                        let data = self.content(&f)?;
                         set_content(&mut f, data[..(*n as usize).min(data.len())].to_vec(), &mut blobs);
                     }
                 }
@@ -161,17 +161,34 @@ impl Shrinker<'_> {
         for (_, d, _) in m.blob_refs() {
             blobs.entry(d.clone()).or_insert_with(|| BlobSource::File(self.blobs_dir.join(&d)));
         }
-        (m, blobs)
+        Ok((m, blobs))
     }
 
-    fn content(&self, f: &FileEntry) -> Vec<u8> {
-        f.blake3.as_ref().and_then(|d| std::fs::read(self.blobs_dir.join(d)).ok()).unwrap_or_default()
+    /// The content of a file of the pack (its blob, extracted and checked by `read_pack_checked`).
+    fn content(&self, f: &FileEntry) -> Result<Vec<u8>, HuntError> {
+        let Some(d) = &f.blake3 else { return Ok(Vec::new()) };
+        let path = self.blobs_dir.join(d);
+        std::fs::read(&path).map_err(|e| HuntError::io("cannot read the blob", path, e))
     }
 
     /// Whether the candidate still fails with the recorded signature, `confirm` times out of `confirm`.
     fn still_fails(&mut self, c: &Candidate) -> bool {
-        let (m, blobs) = self.manifest_of(c);
-        let key = digest(&serde_json::to_vec(&m).unwrap_or_default());
+        let (m, blobs) = match self.manifest_of(c) {
+            Ok(mb) => mb,
+            Err(e) => {
+                // A candidate that cannot be made is not kept; the shrinker goes on with the others.
+                (self.progress)(&format!("warning: candidate skipped: {e}"));
+                return false;
+            }
+        };
+        let json = match serde_json::to_vec(&m) {
+            Ok(json) => json,
+            Err(e) => {
+                (self.progress)(&format!("warning: candidate skipped: its manifest cannot be written: {e}"));
+                return false;
+            }
+        };
+        let key = digest(&json);
         if let Some(r) = self.memo.get(&key) {
             self.memo_hits += 1;
             return *r;
@@ -187,6 +204,7 @@ impl Shrinker<'_> {
         let store = Store::at(self.opts.work.join("cache/repro/cas"));
         let supplied = repro_model::secrets::redacted_names(&m.command.env);
         let ok = write_pack(&path, &m, &blobs, Some(&store), None).is_ok() && self.replay(&path, &supplied);
+        // Scratch in the work directory (removed with it): a candidate left behind costs only space.
         let _ = std::fs::remove_file(&path);
         self.replays += 1;
         self.memo.insert(key, ok);
@@ -213,9 +231,11 @@ impl Shrinker<'_> {
             .stderr(Stdio::null())
             .output();
         let Ok(out) = out else { return false };
+        // A replay that printed no report (it could not run) did not reproduce: Null has no `reproduced`.
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         // The cached root of a candidate is not needed again.
         if let Some(root) = v["root"].as_str() {
+            // Best effort: a root left behind is a cache entry `repro cache clean` removes.
             let _ = std::fs::remove_dir_all(root);
         }
         // Same signature is not enough: the failing tests must fail for the same reason (a test that now
@@ -226,6 +246,7 @@ impl Shrinker<'_> {
                 out.is_some_and(|o| failure_lines(&o) == self.failure_lines)
             })
         });
+        // Scratch run directories of the replays, in the work directory: best effort, removed with it.
         let _ = std::fs::remove_dir_all(self.opts.work.join("state"));
         same_reason && v["reproduced"].as_u64() == Some(self.opts.confirm as u64)
     }
@@ -258,7 +279,7 @@ pub fn failure_lines(stdout: &[u8]) -> Vec<String> {
     v
 }
 
-fn set_content(f: &mut FileEntry, data: Vec<u8>, blobs: &mut BTreeMap<String, BlobSource>) {
+pub(crate) fn set_content(f: &mut FileEntry, data: Vec<u8>, blobs: &mut BTreeMap<String, BlobSource>) {
     let d = digest(&data);
     f.kind = EntryKind::File;
     f.size = Some(data.len() as u64);
@@ -267,7 +288,7 @@ fn set_content(f: &mut FileEntry, data: Vec<u8>, blobs: &mut BTreeMap<String, Bl
 }
 
 /// The files that may be shrunk: regular, listed or sized entries under the working directory.
-fn shrinkable_paths(m: &Manifest) -> BTreeSet<String> {
+pub(crate) fn shrinkable_paths(m: &Manifest) -> BTreeSet<String> {
     let cwd = m.command.cwd.trim_end_matches('/').to_string() + "/";
     m.files
         .iter()
@@ -332,13 +353,12 @@ pub fn select_tests(argv: &[String], failing: &[String]) -> Option<Vec<String>> 
 pub fn shrink(opts: &ShrinkOptions, progress: &mut dyn FnMut(&str)) -> Result<ShrinkReport, HuntError> {
     let start = Instant::now();
     let blobs_dir = opts.work.join("blobs");
-    std::fs::create_dir_all(&blobs_dir)
-        .map_err(|e| HuntError::Spawn { what: blobs_dir.display().to_string(), source: e })?;
-    let blobs = repro_pack::extract::Beneath::open(&blobs_dir)
-        .map_err(|e| HuntError::Spawn { what: blobs_dir.display().to_string(), source: e })?;
+    std::fs::create_dir_all(&blobs_dir).map_err(|e| HuntError::io("cannot create", &blobs_dir, e))?;
+    let blobs =
+        repro_pack::extract::Beneath::open(&blobs_dir).map_err(|e| HuntError::io("cannot open", &blobs_dir, e))?;
     let pack =
         repro_pack::read_pack_checked(&opts.pack, &Store::default_store(), Some((&blobs, &blobs_dir)), &opts.limits)
-            .map_err(|e| HuntError::usage(format!("PACK '{}'", opts.pack.display()), e.to_string()))?;
+            .map_err(|e| HuntError::Pack { what: "cannot read PACK", path: opts.pack.clone(), source: Box::new(e) })?;
     let orig = pack.manifest.clone();
     // Variables redacted at capture are supplied from this environment to every replay (as `repro replay
     // --env NAME` does), never run with their markers.
@@ -356,7 +376,9 @@ pub fn shrink(opts: &ShrinkOptions, progress: &mut dyn FnMut(&str)) -> Result<Sh
         ));
     }
     let before = size_of(&orig, pack.compressed_bytes);
-    let recorded_stdout = std::fs::read(blobs_dir.join(&orig.result.stdout.blake3)).unwrap_or_default();
+    let stdout_blob = blobs_dir.join(&orig.result.stdout.blake3);
+    let recorded_stdout =
+        std::fs::read(&stdout_blob).map_err(|e| HuntError::io("cannot read the recorded stdout", stdout_blob, e))?;
     let mut s = Shrinker {
         opts,
         failure_lines: failure_lines(&recorded_stdout),
@@ -456,13 +478,9 @@ pub fn shrink(opts: &ShrinkOptions, progress: &mut dyn FnMut(&str)) -> Result<Sh
         (s.progress)(&format!("arguments: {} -> {} ({} replays)", args.len(), keep.len(), s.replays));
     }
     // The result: written atomically, then checked once more.
-    let (m, blobs) = s.manifest_of(&cur);
-    write_pack(&opts.output, &m, &blobs, None, Some(&repro_pack::store::FrameCache::default_cache())).map_err(|e| {
-        HuntError::Spawn {
-            what: format!("writing {}", opts.output.display()),
-            source: std::io::Error::other(e.to_string()),
-        }
-    })?;
+    let (m, blobs) = s.manifest_of(&cur)?;
+    write_pack(&opts.output, &m, &blobs, None, Some(&repro_pack::store::FrameCache::default_cache()))
+        .map_err(|e| HuntError::Pack { what: "cannot write", path: opts.output.clone(), source: Box::new(e) })?;
     let pack_bytes = std::fs::metadata(&opts.output).map(|m| m.len()).unwrap_or(0);
     let after = size_of(&m, pack_bytes);
     let removed_files: Vec<String> =

@@ -8,12 +8,13 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::extract::{Beneath, Limits};
-use crate::manifest::{Digest, Manifest, PACK_FORMAT};
+pub use crate::frame::ZSTD_LEVEL;
+use crate::frame::{frame, frames_of, parallel_map, tar_entry};
+use crate::manifest::{Digest, Manifest, ManifestCheck, ManifestError, PACK_FORMAT};
 use crate::store::{FrameCache, Store};
 use crate::PackError;
+use repro_model::tape::TAPE_VERSION;
 
-/// zstd level of packs: fast to write (capture time matters), still much smaller than ReproZip's gzip.
-pub const ZSTD_LEVEL: i32 = 3;
 /// The pack file's extension.
 pub const EXTENSION: &str = "repro";
 
@@ -22,37 +23,6 @@ pub const EXTENSION: &str = "repro";
 pub enum BlobSource {
     Bytes(Vec<u8>),
     File(PathBuf),
-}
-
-fn header(path: &str, size: u64) -> Result<tar::Header, io::Error> {
-    let mut h = tar::Header::new_ustar();
-    h.set_path(path)?;
-    h.set_size(size);
-    h.set_mode(0o644);
-    h.set_uid(0);
-    h.set_gid(0);
-    h.set_mtime(0);
-    h.set_entry_type(tar::EntryType::Regular);
-    h.set_cksum();
-    Ok(h)
-}
-
-/// The tar entry `path` holding `content`: header, content and zero padding to the 512-byte block.
-fn tar_entry(path: &str, content: &[u8]) -> Result<Vec<u8>, io::Error> {
-    let h = header(path, content.len() as u64)?;
-    let padded = content.len().div_ceil(512) * 512;
-    let mut out = Vec::with_capacity(512 + padded);
-    out.extend_from_slice(h.as_bytes());
-    out.extend_from_slice(content);
-    out.resize(512 + padded, 0);
-    Ok(out)
-}
-
-/// One zstd frame (level [`ZSTD_LEVEL`], content size and checksum in the frame) of `data`.
-fn frame(data: &[u8]) -> Result<Vec<u8>, io::Error> {
-    let mut c = zstd::bulk::Compressor::new(ZSTD_LEVEL)?;
-    c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))?;
-    c.compress(data)
 }
 
 /// The frame of blob `digest`: from the frame cache when it holds a good one, else read from `src` (checked
@@ -85,48 +55,7 @@ pub(crate) fn blob_frame(digest: &Digest, src: &BlobSource, frames: Option<&Fram
     Ok(f)
 }
 
-/// Entries larger than this are cut into frames of this size, compressed in parallel (a large executable would
-/// otherwise keep one core busy while the others wait).
-const CHUNK: usize = 4 << 20;
-
-/// `data` as one frame, or as consecutive frames of [`CHUNK`] bytes compressed by [`workers`] threads.
-fn frames_of(data: &[u8]) -> Result<Vec<u8>, io::Error> {
-    if data.len() <= CHUNK {
-        return frame(data);
-    }
-    let chunks: Vec<&[u8]> = data.chunks(CHUNK).collect();
-    let mut out = Vec::new();
-    for f in parallel_map(&chunks, |c| frame(c)) {
-        out.extend_from_slice(&f.unwrap_or_else(|| Err(io::Error::other("a compression thread failed")))?);
-    }
-    Ok(out)
-}
-
-/// `f` of each item, in order, computed by [`workers`] threads taking the next item as they finish one; `None`
-/// where a thread panicked.
-fn parallel_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<Option<R>> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let slots: Vec<std::sync::Mutex<Option<R>>> = items.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..workers().min(items.len()) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(item) = items.get(i) else { break };
-                let r = f(item);
-                if let Ok(mut slot) = slots[i].lock() {
-                    *slot = Some(r);
-                }
-            });
-        }
-    });
-    slots.into_iter().map(|m| m.into_inner().ok().flatten()).collect()
-}
-
-/// How many blobs are compressed at once, and how much of their content is held in memory per batch.
-fn workers() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 8)
-}
+/// How much blob content is held in memory per batch of compression.
 const BATCH_BYTES: u64 = 64 << 20;
 
 /// The frames of `blobs`, in order, computed by [`workers`] threads a batch at a time; `emit` gets each in order.
@@ -187,8 +116,10 @@ pub fn write_pack(
         .tempfile_in(&dir)
         .map_err(|e| PackError::io("cannot create a temporary file in", &dir, e))?;
     let werr = |e: io::Error| PackError::io("cannot write", out, e);
-    let mut manifest_json = serde_json::to_vec_pretty(manifest)
-        .map_err(|e| PackError::Manifest { path: out.to_path_buf(), detail: e.to_string() })?;
+    let mut manifest_json = serde_json::to_vec_pretty(manifest).map_err(|e| PackError::Manifest {
+        path: out.to_path_buf(),
+        source: ManifestError::Shape(format!("cannot be written as JSON: {e}")),
+    })?;
     manifest_json.push(b'\n');
     let file = tmp.as_file().try_clone().map_err(werr)?;
     let mut w = io::BufWriter::with_capacity(1 << 20, file);
@@ -251,6 +182,15 @@ pub fn read_pack(path: &Path, store: &Store, extract_to: Option<&Path>) -> Resul
     }
 }
 
+/// The name of a tar entry; one that cannot be decoded is refused.
+fn entry_name(path: &Path, entry: &tar::Entry<'_, impl Read>) -> Result<String, PackError> {
+    entry.path().map(|p| p.to_string_lossy().into_owned()).map_err(|e| PackError::BadEntry {
+        path: path.into(),
+        entry: "(a name that cannot be decoded)".into(),
+        why: e.to_string(),
+    })
+}
+
 /// What a tar entry type is, for an error.
 fn entry_type_name(t: tar::EntryType) -> &'static str {
     match t {
@@ -284,6 +224,7 @@ fn check_entry(
     }
     let t = entry.header().entry_type();
     if t == tar::EntryType::Link {
+        // Only for the message: the link is refused whatever its target.
         let target = entry.link_name().ok().flatten().map(|l| l.to_string_lossy().into_owned()).unwrap_or_default();
         let why = if earlier.contains(&target) {
             format!("a hard link to the earlier entry '{target}' (a pack stores each blob once, as a regular file)")
@@ -302,7 +243,7 @@ fn check_entry(
     Ok(())
 }
 
-/// Reads and checks a pack: the manifest parses and passes every check of [`Manifest::validate_untrusted`]
+/// Reads and checks a pack: the manifest parses and passes every check of [`ManifestCheck::validate_untrusted`]
 /// and the `limits`; each tar entry is a regular file named `manifest.json` (first) or `blobs/<digest>` of a
 /// blob the manifest names, whose size in the tar header is the one the manifest says (checked before its
 /// content is read) and whose content matches its name; every blob the manifest names is there (in the pack,
@@ -326,7 +267,7 @@ pub fn read_pack_checked(
         Some(e) => e.map_err(|e| classify(path, e))?,
         None => return Err(PackError::Truncated { path: path.into(), detail: "it holds no manifest.json".into() }),
     };
-    let first_name = first.path().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    let first_name = entry_name(path, &first)?;
     check_entry(path, &first_name, &first, &[])?;
     if first_name != "manifest.json" {
         return Err(PackError::UnexpectedEntry {
@@ -348,7 +289,7 @@ pub fn read_pack_checked(
     let mut buf = vec![0u8; 1 << 16];
     for entry in entries {
         let mut entry = entry.map_err(|e| classify(path, e))?;
-        let name = entry.path().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = entry_name(path, &entry)?;
         check_entry(path, &name, &entry, &names)?;
         let Some(digest) = name.strip_prefix("blobs/") else {
             return Err(PackError::UnexpectedEntry { path: path.into(), entry: name, why: "not a blob" });
@@ -543,14 +484,16 @@ fn read_manifest_entry(path: &Path, entry: tar::Entry<'_, impl Read>, max: u64) 
     Ok(mbytes)
 }
 
-/// Parses and validates manifest.json.
+/// Parses and validates manifest.json: a pack of a newer format, or whose tapes are of a newer version, is
+/// refused as such before its fields are read (a newer format may have fields this version does not know).
 pub fn parse_manifest(path: &Path, bytes: &[u8]) -> Result<Manifest, PackError> {
-    let v: serde_json::Value = serde_json::from_slice(bytes)
-        .map_err(|e| PackError::Manifest { path: path.into(), detail: format!("not JSON: {e}") })?;
-    let format = v.get("format").and_then(|f| f.as_u64()).ok_or_else(|| PackError::Manifest {
-        path: path.into(),
-        detail: "the field 'format' is missing or not a number".into(),
-    })?;
+    let refused = |source: ManifestError| PackError::Manifest { path: path.into(), source };
+    let v: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| refused(ManifestError::NotJson(e.to_string())))?;
+    let format = v
+        .get("format")
+        .and_then(|f| f.as_u64())
+        .ok_or_else(|| refused(ManifestError::field("format", "missing or not a number")))?;
     if format > PACK_FORMAT as u64 {
         return Err(PackError::UnsupportedFormat {
             path: path.into(),
@@ -558,8 +501,16 @@ pub fn parse_manifest(path: &Path, bytes: &[u8]) -> Result<Manifest, PackError> 
             supported: PACK_FORMAT,
         });
     }
-    let m: Manifest =
-        serde_json::from_value(v).map_err(|e| PackError::Manifest { path: path.into(), detail: e.to_string() })?;
-    m.validate_untrusted().map_err(|detail| PackError::Manifest { path: path.into(), detail })?;
+    if let Some(version) = v.get("tapes").and_then(|t| t.get("version")).and_then(|t| t.as_u64()) {
+        if version > u64::from(TAPE_VERSION) {
+            return Err(PackError::UnsupportedTapes { path: path.into(), found: version, supported: TAPE_VERSION });
+        }
+    }
+    let m: Manifest = serde_path_to_error::deserialize(v).map_err(|e| {
+        let field = e.path().to_string();
+        let why = e.into_inner().to_string();
+        refused(if field == "." { ManifestError::Shape(why) } else { ManifestError::field(field, why) })
+    })?;
+    m.validate_untrusted().map_err(refused)?;
     Ok(m)
 }

@@ -15,7 +15,6 @@ use crate::closure::{Access, Closure, ClosureOptions};
 use crate::manifest::*;
 use crate::prefetch::Prefetcher;
 use crate::secrets::{credential_file, redact, secret_values, ScanCache, SecretsMode};
-use crate::signature::Signature;
 use crate::store::{FrameCache, Store};
 use crate::PackError;
 
@@ -108,7 +107,7 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
     let rec = &report.record;
     // Credentials in the output are redacted before anything is derived from it (the signature too).
     let values = secret_values(&req.settings.env);
-    let mut found = SecretsRecord { mode: opts.secrets.name().into(), ..Default::default() };
+    let mut found = SecretsRecord { mode: opts.secrets, ..Default::default() };
     let mut output_notes = Vec::new();
     let mut outputs = Vec::new();
     for name in ["stdout", "stderr"] {
@@ -129,13 +128,14 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
             outputs.push(red);
         }
     }
+    // The loop above pushed exactly two outputs, stdout then stderr.
     let stderr = outputs.pop().unwrap_or_default();
     let stdout = outputs.pop().unwrap_or_default();
     let changes: Changes = serde_json::from_slice(&read(&report.dir.join("changes.json"))?)
         .map_err(|e| PackError::Closure { path: report.dir.join("changes.json"), detail: e.to_string() })?;
     let junit = junit_files(&changes, &report.dir.join("changes"));
     let junit_refs: Vec<&[u8]> = junit.iter().map(|v| v.as_slice()).collect();
-    let signature = Signature::compute(rec.exit_status, &stdout, &stderr, &junit_refs);
+    let signature = crate::signature::compute(rec.exit_status, &stdout, &stderr, &junit_refs);
     let mut out = CaptureReport { run: report.clone(), pack: None, signature: signature.clone(), files: 0, blobs: 0 };
     let failed = rec.exit_status != 0;
     if failed || opts.always {
@@ -160,7 +160,10 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
         let path = match &opts.output {
             Some(p) => p.clone(),
             None => {
-                let mut json = serde_json::to_vec_pretty(&manifest).unwrap_or_default();
+                let mut json = serde_json::to_vec_pretty(&manifest).map_err(|e| PackError::Closure {
+                    path: PathBuf::from(&manifest.command.cwd),
+                    detail: format!("cannot write the manifest as JSON: {e}"),
+                })?;
                 json.push(b'\n');
                 let id = digest(&json);
                 let prog = Path::new(&manifest.command.argv[0])
@@ -201,12 +204,12 @@ fn junit_files(changes: &Changes, dir: &Path) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn outcome_name(o: &RunOutcome) -> &'static str {
+fn outcome_of(o: &RunOutcome) -> Outcome {
     match o {
-        RunOutcome::Exited { .. } => "exited",
-        RunOutcome::Signaled { .. } => "signaled",
-        RunOutcome::ExecFailed { .. } => "exec_failed",
-        RunOutcome::SetupFailed { .. } => "setup_failed",
+        RunOutcome::Exited { .. } => Outcome::Exited,
+        RunOutcome::Signaled { .. } => Outcome::Signaled,
+        RunOutcome::ExecFailed { .. } => Outcome::ExecFailed,
+        RunOutcome::SetupFailed { .. } => Outcome::SetupFailed,
     }
 }
 
@@ -246,9 +249,23 @@ fn build_manifest(
     let s = &req.settings;
     let cwd = s.cwd.clone();
     let opts = closure_options(req);
-    let mut accesses: Vec<Access> =
-        report.accessed.iter().map(|a| Access { path: a.bytes(), kinds: a.kinds.clone() }).collect();
-    accesses.push(Access { path: cwd.clone().into(), kinds: vec!["chdir".into()] });
+    // The access stream names each use; a name this version does not know is an error, not a use dropped.
+    let kind = |path: &Path, k: &str| {
+        AccessKind::parse(k).ok_or_else(|| PackError::Closure {
+            path: path.into(),
+            detail: format!("the supervisor reported an unknown access '{k}'"),
+        })
+    };
+    let mut accesses: Vec<Access> = report
+        .accessed
+        .iter()
+        .map(|a| {
+            let path = a.bytes();
+            let kinds = a.kinds.iter().map(|k| kind(&path, k)).collect::<Result<_, _>>()?;
+            Ok(Access { path, kinds })
+        })
+        .collect::<Result<_, PackError>>()?;
+    accesses.push(Access { path: cwd.clone().into(), kinds: vec![AccessKind::Chdir] });
     let closure = Closure::build(&accesses, &opts)?;
     let (entries, mut blobs) = screen_files(closure.entries, closure.blobs, mode, &mut found)?;
     let out_ref = BlobRef::of(&stdout);
@@ -261,17 +278,12 @@ fn build_manifest(
         .map(|c| ChangedFile {
             path: c.path.clone(),
             path_hex: c.path_hex.clone(),
-            kind: match c.kind {
-                ChangeKind::Added => "added",
-                ChangeKind::Modified => "modified",
-                ChangeKind::Deleted => "deleted",
-            }
-            .into(),
+            kind: c.kind,
             blake3: c.blake3.clone(),
         })
         .collect();
     let cwd_path = Path::new(&cwd);
-    let mut tapes = Tapes { network_mode: "none".into(), ..Default::default() };
+    let mut tapes = Tapes { network_mode: NetworkMode::None, ..Default::default() };
     let t = &report.tapes;
     if let Some(net) = &t.network {
         let net = net.to_json();
@@ -285,7 +297,7 @@ fn build_manifest(
         }
         let r = BlobRef::of(&net);
         blobs.insert(r.blake3.clone(), BlobSource::Bytes(net));
-        tapes.network_mode = "record".into();
+        tapes.network_mode = NetworkMode::Record;
         tapes.network = Some(r);
         tapes.network_events = t.network_events;
     }
@@ -312,14 +324,14 @@ fn build_manifest(
             epoch_unix: s.epoch.unix,
             epoch_rfc3339: s.epoch.rfc3339.clone(),
             clock_step_ns: s.clock_step_ns,
-            dir_order: s.dir_order.to_string(),
+            dir_order: s.dir_order,
             hostname: s.hostname.clone(),
         },
         resources: Resources { cpus: s.cpus, memory_bytes: s.memory_bytes },
         system: facts.system,
         source: facts.source,
         result: RunResult {
-            outcome: outcome_name(&report.record.outcome).into(),
+            outcome: outcome_of(&report.record.outcome),
             exit_status: report.record.exit_status,
             stdout: out_ref,
             stderr: err_ref,
@@ -331,7 +343,7 @@ fn build_manifest(
         thin,
         secrets: found,
     };
-    manifest.validate().map_err(|detail| PackError::Closure { path: cwd_path.into(), detail })?;
+    manifest.validate().map_err(|e| PackError::Closure { path: cwd_path.into(), detail: e.to_string() })?;
     Ok((manifest, blobs))
 }
 
@@ -378,7 +390,18 @@ fn screen_files(
         let path = &e.path;
         let by_path = credential_file(path);
         let mut reasons: Vec<String> = by_path.iter().map(|w| w.to_string()).collect();
-        let findings = scans.findings(&d, || read_blob(blobs.get(&d))).unwrap_or_default();
+        let findings = match scans.findings(&d, || read_blob(blobs.get(&d))) {
+            Some(f) => f,
+            // Not among the pack's blobs: none of its content is packed.
+            None if !blobs.contains_key(&d) => Vec::new(),
+            // Nothing is packed unscanned.
+            None => {
+                return Err(PackError::Closure {
+                    path: path.into(),
+                    detail: "cannot read it to look for credentials".into(),
+                })
+            }
+        };
         reasons.extend(findings.iter().map(|f| f.to_string()));
         if reasons.is_empty() {
             continue;
@@ -424,6 +447,7 @@ fn screen_files(
 }
 
 fn system() -> System {
+    // Informative (replay does not need it): empty when unknown.
     let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default();
     let libc = Command::new("getconf")
         .arg("GNU_LIBC_VERSION")
@@ -452,10 +476,11 @@ fn git_state(cwd: &Path, state: &Path) -> Option<GitState> {
     }
     let mut args = vec!["diff", "HEAD", "--binary", "--", "."];
     args.extend(exclude.iter().map(String::as_str));
-    let diff = git(&top, &args).unwrap_or_default();
+    // When git cannot say what is uncommitted, the state is unknown (None), never "clean".
+    let diff = git(&top, &args)?;
     let mut args = vec!["ls-files", "--others", "--exclude-standard", "-z", "--", "."];
     args.extend(exclude.iter().map(String::as_str));
-    let untracked = git(&top, &args).unwrap_or_default();
+    let untracked = git(&top, &args)?;
     let mut h = blake3::Hasher::new();
     h.update(&diff);
     for name in untracked.split(|&b| b == 0).filter(|n| !n.is_empty()) {

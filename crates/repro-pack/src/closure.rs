@@ -16,7 +16,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::archive::BlobSource;
-use crate::manifest::{Digest, EntryKind, FileEntry};
+use crate::manifest::{AccessKind, Digest, EntryKind, FileEntry};
 use crate::store::DigestCache;
 use crate::PackError;
 
@@ -25,7 +25,7 @@ use crate::PackError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Access {
     pub path: PathBuf,
-    pub kinds: Vec<String>,
+    pub kinds: Vec<AccessKind>,
 }
 
 /// What to leave out and where guest paths live on the host.
@@ -160,19 +160,20 @@ impl Closure {
     /// Builds the closure of `accesses`.
     pub fn build(accesses: &[Access], opts: &ClosureOptions) -> Result<Closure, PackError> {
         let mut c = Closure::default();
-        let mut queue: VecDeque<(Vec<u8>, Vec<String>)> =
+        let mut queue: VecDeque<(Vec<u8>, Vec<AccessKind>)> =
             accesses.iter().map(|a| (a.path.as_os_str().as_bytes().to_vec(), a.kinds.clone())).collect();
         let mut execs_seen = std::collections::HashSet::new();
+        // No cache configured: an empty one that is never saved.
         let mut digests = opts.digest_cache.as_ref().map(DigestCache::load).unwrap_or_default();
         while let Some((path, kinds)) = queue.pop_front() {
             let Some(fin) = c.resolve(&path, opts)? else { continue };
             let host = opts.host(&fin);
             let Ok(md) = fs::symlink_metadata(&host) else { continue };
             let mode = md.permissions().mode() & 0o7777;
-            let reads = kinds.iter().any(|k| matches!(k.as_str(), "open" | "exec" | "map"));
+            let reads = kinds.iter().any(|k| k.reads());
             if md.is_dir() {
                 c.add(&fin, EntryKind::Dir, mode, None, None, None, &kinds);
-                if kinds.iter().any(|k| k == "list") {
+                if kinds.contains(&AccessKind::List) {
                     c.add_listing(&fin, &host, opts)?;
                 }
             } else if md.is_file() {
@@ -180,9 +181,9 @@ impl Closure {
                     let (d, size) = hash_file(&host, &md, &mut digests)?;
                     c.blobs.entry(d.clone()).or_insert_with(|| BlobSource::File(host.clone()));
                     c.add(&fin, EntryKind::File, mode, Some(size), Some(d), None, &kinds);
-                    if kinds.iter().any(|k| k == "exec") && execs_seen.insert(fin.clone()) {
+                    if kinds.contains(&AccessKind::Exec) && execs_seen.insert(fin.clone()) {
                         if let Some(interp) = shebang(&host).or_else(|| elf_interpreter(&host)) {
-                            queue.push_back((interp, vec!["exec".into()]));
+                            queue.push_back((interp, vec![AccessKind::Exec]));
                         }
                     }
                 } else {
@@ -204,7 +205,7 @@ impl Closure {
         size: Option<u64>,
         blake3: Option<Digest>,
         target: Option<&OsStr>,
-        access: &[String],
+        access: &[AccessKind],
     ) {
         let (target, target_hex) = match target.map(repro_model::pathenc::encode) {
             Some((t, h)) => (Some(t), h),
@@ -234,7 +235,7 @@ impl Closure {
         }
         for a in access {
             if !e.access.contains(a) {
-                e.access.push(a.clone());
+                e.access.push(*a);
             }
         }
         e.access.sort();
@@ -339,7 +340,7 @@ mod tests {
     use std::os::unix::fs::symlink;
 
     fn acc(p: &Path, kinds: &[&str]) -> Access {
-        Access { path: p.to_path_buf(), kinds: kinds.iter().map(|s| s.to_string()).collect() }
+        Access { path: p.to_path_buf(), kinds: kinds.iter().map(|s| AccessKind::parse(s).unwrap()).collect() }
     }
 
     #[test]
@@ -365,7 +366,7 @@ mod tests {
         assert_eq!(c.entries[&key("lib")].target.as_deref(), Some("usr/lib"));
         assert_eq!(c.entries[&key("usr/lib/libx.so.1")].kind, EntryKind::Symlink);
         let f = &c.entries[&key("usr/lib/libx.so.1.2")];
-        assert_eq!((f.kind, f.size, f.access.clone()), (EntryKind::File, Some(3), vec!["open".to_string()]));
+        assert_eq!((f.kind, f.size, f.access.clone()), (EntryKind::File, Some(3), vec![AccessKind::Open]));
         assert!(c.blobs.contains_key(f.blake3.as_ref().unwrap()));
         let s = &c.entries[&key("statted")];
         assert_eq!((s.kind, s.size, s.blake3.clone()), (EntryKind::Sized, Some(10), None));

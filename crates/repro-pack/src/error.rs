@@ -1,5 +1,8 @@
 use std::path::PathBuf;
 
+use repro_model::manifest::ManifestError;
+use repro_model::ExitCode;
+
 /// Errors of reading, writing and checking reproducer packs. Every variant names the pack or file and what is
 /// wrong with it; all of them are bad input for the command line (exit 2) except [`PackError::Io`] on writing.
 #[derive(Debug, thiserror::Error)]
@@ -27,10 +30,18 @@ pub enum PackError {
     MissingBlob { path: PathBuf, field: String, digest: String, store: String },
     #[error("pack '{path}': blob {digest} has {actual} bytes but {field} says {expected}")]
     SizeMismatch { path: PathBuf, field: String, digest: String, expected: u64, actual: u64 },
-    #[error("pack '{path}': manifest.json: {detail}")]
-    Manifest { path: PathBuf, detail: String },
+    /// The manifest is not JSON, not of the manifest's shape, or a field of it is refused (named by the source).
+    #[error("pack '{path}': manifest.json: {source}")]
+    Manifest {
+        path: PathBuf,
+        #[source]
+        source: ManifestError,
+    },
     #[error("pack '{path}' has format {found}, but this repro reads formats 1 to {supported}: upgrade repro")]
     UnsupportedFormat { path: PathBuf, found: u32, supported: u32 },
+    /// The pack's tapes are in a format this repro does not read (`tapes.version`).
+    #[error("pack '{path}': tapes.version {found}, this repro reads tape version {supported}: upgrade repro")]
+    UnsupportedTapes { path: PathBuf, found: u64, supported: u32 },
     #[error("pack '{path}': unexpected entry '{entry}' ({why})")]
     UnexpectedEntry { path: PathBuf, entry: String, why: &'static str },
     /// The run itself could not be set up (carries the sandbox's exit status).
@@ -60,8 +71,8 @@ impl PackError {
     pub fn exit_code(&self) -> i32 {
         match self {
             PackError::Sandbox(e) => e.exit_code(),
-            PackError::Io { .. } | PackError::Closure { .. } | PackError::NoSpace { .. } => 125,
-            _ => 2,
+            PackError::Io { .. } | PackError::Closure { .. } | PackError::NoSpace { .. } => ExitCode::Setup.code(),
+            _ => ExitCode::Usage.code(),
         }
     }
 

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 pub use repro_sys::beneath::Beneath;
 
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, ManifestCheck};
 use crate::PackError;
 
 /// Default limit of the bytes a pack may unpack to (`--max-unpacked-size`).
@@ -123,7 +123,7 @@ impl Staging {
         if fs::symlink_metadata(target).is_err() {
             self.dir.chmod(mode).map_err(|e| PackError::io("cannot chmod", self.tmp.path(), e))?;
             fs::rename(self.tmp.path(), target).map_err(fail)?;
-            // Renamed: nothing left to remove.
+            // Renamed: nothing left to remove (`keep` only disarms the removal; its path is gone).
             let _ = self.tmp.keep();
             return Ok(());
         }
@@ -137,6 +137,7 @@ impl Staging {
         for n in &names {
             if let Err(e) = self.dir.rename_noreplace(n, &to, n) {
                 for m in &moved {
+                    // Undoing after a failure that is reported below; what cannot be moved back stays in target.
                     let _ = to.rename_noreplace(m, &self.dir, m);
                 }
                 return Err(fail(e));

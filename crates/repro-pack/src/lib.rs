@@ -8,6 +8,7 @@ pub mod capture;
 pub mod closure;
 mod error;
 pub mod extract;
+pub mod frame;
 pub mod manifest;
 pub mod prefetch;
 pub mod replay;

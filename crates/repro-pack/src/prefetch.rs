@@ -40,6 +40,7 @@ impl Prefetcher {
         let thread = repro_sandbox::run::spawn_beside("repro-prefetch", move || {
             follow(&stream, &opts, &frames, (&digests, &scans), &flag)
         })
+        // Without the thread the capture only takes longer: the pack is written from the files either way.
         .ok();
         Prefetcher { stop, thread }
     }
@@ -48,7 +49,9 @@ impl Prefetcher {
     pub fn finish(mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            if t.join().is_err() {
+                eprintln!("[repro] warning: the prefetch thread failed; the pack is written without its caches");
+            }
         }
     }
 }
@@ -117,6 +120,7 @@ fn prefetch(guest: &str, opts: &ClosureOptions, frames: &FrameCache, cache: &mut
                 scans.remember(&d, crate::secrets::scan(&content));
             }
             if !frames.has(&d) {
+                // Cache warming: an error here recurs, and is reported, when the pack is written.
                 let _ = blob_frame(&d, &crate::archive::BlobSource::Bytes(content), Some(frames));
             }
             return;
@@ -130,6 +134,7 @@ fn prefetch(guest: &str, opts: &ClosureOptions, frames: &FrameCache, cache: &mut
         }
     }
     if !frames.has(&digest) {
+        // Cache warming: an error here recurs, and is reported, when the pack is written.
         let _ = blob_frame(&digest, &crate::archive::BlobSource::File(host), Some(frames));
     }
 }

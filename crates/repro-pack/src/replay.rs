@@ -11,6 +11,7 @@ use repro_model::DirOrder;
 use repro_sandbox::run::{Echo, RunExtras, RunRequest};
 
 use crate::archive::Pack;
+use crate::manifest::ManifestCheck;
 use crate::signature::Signature;
 use crate::store::{cache_dir, Store};
 use crate::PackError;
@@ -130,8 +131,7 @@ pub fn settings(pack: &Pack, binds: Vec<BindMount>) -> RunSettings {
         s.hostname = m.determinism.hostname.clone();
         s.supervised = m.determinism.supervised;
         s.clock_step_ns = m.determinism.clock_step_ns;
-        // Checked when the pack was read (the manifest's validation refuses any other text): never the default.
-        s.dir_order = m.determinism.dir_order.parse().unwrap_or_default();
+        s.dir_order = m.determinism.dir_order;
     })
 }
 
@@ -269,7 +269,10 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
         if redacted.iter().any(|o| o == "stderr") {
             stderr = crate::secrets::redact(&stderr, &values).0;
         }
-        let changes: Changes = serde_json::from_slice(&read("changes.json")?).unwrap_or_default();
+        let changes: Changes = serde_json::from_slice(&read("changes.json")?).map_err(|e| {
+            let e = std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+            PackError::io("cannot read the changes of the run", report.dir.join("changes.json"), e)
+        })?;
         let junit: Vec<Vec<u8>> = changes
             .changes
             .iter()
@@ -278,7 +281,7 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
             .filter(|d| String::from_utf8_lossy(&d[..d.len().min(4096)]).contains("<testsuite"))
             .collect();
         let refs: Vec<&[u8]> = junit.iter().map(|v| v.as_slice()).collect();
-        let signature = Signature::compute(report.record.exit_status, &stdout, &stderr, &refs);
+        let signature = crate::signature::compute(report.record.exit_status, &stdout, &stderr, &refs);
         let mut differences = recorded.differences(&signature);
         let diverged = report.tapes.diverged.clone();
         if let Some(d) = &diverged {

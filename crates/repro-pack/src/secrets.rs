@@ -13,27 +13,7 @@ use std::sync::OnceLock;
 
 use regex::bytes::Regex;
 
-/// What `repro capture` does with secrets it finds (`--secrets`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SecretsMode {
-    /// Files are left out of the pack (the manifest says which and why); output is redacted. The default.
-    #[default]
-    Exclude,
-    /// Files and output are kept with each credential replaced by a marker.
-    Redact,
-    /// Everything is written as it is (with a warning).
-    Keep,
-}
-
-impl SecretsMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            SecretsMode::Exclude => "exclude",
-            SecretsMode::Redact => "redact",
-            SecretsMode::Keep => "keep",
-        }
-    }
-}
+pub use repro_model::manifest::SecretsMode;
 
 /// Credential files recognized by path (suffix of the absolute path) and what they are.
 pub const CREDENTIAL_FILES: [(&str, &str); 5] = [
@@ -161,6 +141,7 @@ impl ScanCache {
 
     pub fn load(path: impl Into<PathBuf>) -> ScanCache {
         let path = path.into();
+        // A pure cache: missing or damaged, it starts empty and files are scanned again.
         let entries = fs::read(&path).ok().and_then(|d| serde_json::from_slice(&d).ok()).unwrap_or_default();
         ScanCache { path: Some(path), entries, dirty: false }
     }
@@ -191,16 +172,18 @@ impl ScanCache {
         if !self.dirty {
             return;
         }
+        // What another capture saved, if it can be read (a damaged cache is replaced).
         let mut all: BTreeMap<String, Vec<Finding>> =
             fs::read(p).ok().and_then(|d| serde_json::from_slice(&d).ok()).unwrap_or_default();
         all.extend(self.entries.iter().map(|(k, v)| (k.clone(), v.clone())));
         let Ok(json) = serde_json::to_vec(&all) else { return };
         let dir = p.parent().unwrap_or(Path::new("."));
+        // Best effort: a cache that cannot be saved only costs a scan next time.
         let _ = fs::create_dir_all(dir);
         if let Ok(mut tmp) = tempfile::NamedTempFile::new_in(dir) {
             use std::io::Write;
             if tmp.write_all(&json).is_ok() {
-                let _ = tmp.persist(p);
+                let _ = tmp.persist(p); // best effort, as above
             }
         }
     }

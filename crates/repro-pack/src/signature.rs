@@ -7,24 +7,11 @@
 use std::sync::OnceLock;
 
 use regex::Regex;
-use serde::{Deserialize, Serialize};
 
 /// How many non-empty stderr lines the signature keeps.
 pub const STDERR_TAIL_LINES: usize = 8;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Signature {
-    pub exit_status: i32,
-    /// The last non-empty lines of stderr, normalized.
-    pub stderr_tail: Vec<String>,
-    /// Test runners recognized in the output (`pytest`, `cargo-test`, `nextest`, `go-test`, `junit`).
-    #[serde(default)]
-    pub test_frameworks: Vec<String>,
-    /// Failing test ids, sorted.
-    #[serde(default)]
-    pub failing_tests: Vec<String>,
-}
+pub use repro_model::manifest::Signature;
 
 fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
     cell.get_or_init(|| Regex::new(pattern).unwrap_or_else(|e| panic!("built-in pattern {pattern}: {e}")))
@@ -94,6 +81,7 @@ pub fn failing_tests_in_junit(xml: &str) -> Vec<String> {
         }
         let (mut name, mut class) = (None, None);
         for a in attr.captures_iter(&c[1]) {
+            // The pattern always captures the value, quoted either way (an empty value is empty).
             let v = a.get(2).or(a.get(3)).map(|m| m.as_str().to_string()).unwrap_or_default();
             if &a[1] == "name" {
                 name = Some(v);
@@ -111,74 +99,28 @@ pub fn failing_tests_in_junit(xml: &str) -> Vec<String> {
     out
 }
 
-impl Signature {
-    /// The signature of a finished run. `junit` holds the JUnit XML files the command wrote.
-    pub fn compute(exit_status: i32, stdout: &[u8], stderr: &[u8], junit: &[&[u8]]) -> Signature {
-        let mut frameworks = Vec::new();
-        let mut tests = Vec::new();
-        for text in [stdout, stderr] {
-            for (fw, id) in failing_tests_in_output(&String::from_utf8_lossy(text)) {
-                frameworks.push(fw.to_string());
-                tests.push(id);
-            }
+/// The signature of a finished run. `junit` holds the JUnit XML files the command wrote.
+pub fn compute(exit_status: i32, stdout: &[u8], stderr: &[u8], junit: &[&[u8]]) -> Signature {
+    let mut frameworks = Vec::new();
+    let mut tests = Vec::new();
+    for text in [stdout, stderr] {
+        for (fw, id) in failing_tests_in_output(&String::from_utf8_lossy(text)) {
+            frameworks.push(fw.to_string());
+            tests.push(id);
         }
-        for doc in junit {
-            let found = failing_tests_in_junit(&String::from_utf8_lossy(doc));
-            if !found.is_empty() {
-                frameworks.push("junit".into());
-            }
-            tests.extend(found);
-        }
-        frameworks.sort();
-        frameworks.dedup();
-        tests.sort();
-        tests.dedup();
-        Signature { exit_status, stderr_tail: stderr_tail(stderr), test_frameworks: frameworks, failing_tests: tests }
     }
-
-    /// What differs between the recorded signature (`self`) and another, one line per difference; empty when they
-    /// match.
-    pub fn differences(&self, other: &Signature) -> Vec<String> {
-        let mut d = Vec::new();
-        if self.exit_status != other.exit_status {
-            d.push(format!("exit status: recorded {}, got {}", self.exit_status, other.exit_status));
+    for doc in junit {
+        let found = failing_tests_in_junit(&String::from_utf8_lossy(doc));
+        if !found.is_empty() {
+            frameworks.push("junit".into());
         }
-        if self.failing_tests != other.failing_tests {
-            d.push(format!(
-                "failing tests: recorded [{}], got [{}]",
-                self.failing_tests.join(", "),
-                other.failing_tests.join(", ")
-            ));
-        }
-        if self.stderr_tail != other.stderr_tail {
-            let n = self.stderr_tail.len().max(other.stderr_tail.len());
-            for i in 0..n {
-                let (a, b) = (self.stderr_tail.get(i), other.stderr_tail.get(i));
-                if a != b {
-                    d.push(format!(
-                        "stderr line {} of the tail: recorded {:?}, got {:?}",
-                        i + 1,
-                        a.map(String::as_str).unwrap_or("(none)"),
-                        b.map(String::as_str).unwrap_or("(none)")
-                    ));
-                    break;
-                }
-            }
-        }
-        d
+        tests.extend(found);
     }
-
-    /// A one-line summary: `exit 1; 2 failing tests; last stderr line: ...`.
-    pub fn summary(&self) -> String {
-        let mut s = format!("exit {}", self.exit_status);
-        if !self.failing_tests.is_empty() {
-            s.push_str(&format!("; failing: {}", self.failing_tests.join(", ")));
-        }
-        if let Some(last) = self.stderr_tail.last() {
-            s.push_str(&format!("; stderr: {last}"));
-        }
-        s
-    }
+    frameworks.sort();
+    frameworks.dedup();
+    tests.sort();
+    tests.dedup();
+    Signature { exit_status, stderr_tail: stderr_tail(stderr), test_frameworks: frameworks, failing_tests: tests }
 }
 
 #[cfg(test)]
@@ -255,13 +197,13 @@ test parse::tests::accepts ... ok
 
     #[test]
     fn compute_and_differences() {
-        let a = Signature::compute(1, b"FAILED t.py::test_a - x\n", b"Traceback\nAssertionError: 0x1f\n", &[]);
+        let a = compute(1, b"FAILED t.py::test_a - x\n", b"Traceback\nAssertionError: 0x1f\n", &[]);
         assert_eq!(a.failing_tests, ["t.py::test_a"]);
         assert_eq!(a.test_frameworks, ["pytest"]);
         assert_eq!(a.stderr_tail, ["Traceback", "AssertionError: <addr>"]);
-        let same = Signature::compute(1, b"FAILED t.py::test_a - y\n", b"Traceback\nAssertionError: 0x2e\n", &[]);
+        let same = compute(1, b"FAILED t.py::test_a - y\n", b"Traceback\nAssertionError: 0x2e\n", &[]);
         assert!(a.differences(&same).is_empty());
-        let other = Signature::compute(2, b"", b"Traceback\nKeyError\n", &[]);
+        let other = compute(2, b"", b"Traceback\nKeyError\n", &[]);
         let d = a.differences(&other);
         assert_eq!(d.len(), 3, "{d:?}");
         assert!(d[0].contains("recorded 1, got 2"));

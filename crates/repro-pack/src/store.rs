@@ -106,7 +106,7 @@ impl FrameCache {
     }
 
     fn path_of(&self, digest: &str) -> PathBuf {
-        sharded(&self.root, digest, &format!("{digest}.{}.zst", crate::archive::ZSTD_LEVEL))
+        sharded(&self.root, digest, &format!("{digest}.{}.zst", crate::frame::ZSTD_LEVEL))
     }
 
     /// Whether a frame of `digest` is kept (not checked).
@@ -127,6 +127,7 @@ impl FrameCache {
     pub fn put(&self, digest: &str, frame: &[u8]) {
         let dest = self.path_of(digest);
         let Some(dir) = dest.parent() else { return };
+        // Best effort, as documented: the frame is made again next time.
         let _ = fs::create_dir_all(dir).and_then(|_| {
             let mut tmp = tempfile::Builder::new().prefix(".partial-").tempfile_in(dir)?;
             tmp.write_all(frame)?;
@@ -183,6 +184,7 @@ impl DigestCache {
     /// Loads the cache kept at `path` (empty when it is missing or unreadable).
     pub fn load(path: impl Into<PathBuf>) -> DigestCache {
         let path = path.into();
+        // As documented: a missing or damaged cache is empty, and files are hashed again.
         let entries = fs::read(&path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default();
         DigestCache { path: Some(path), entries, dirty: false }
     }
@@ -210,6 +212,7 @@ impl DigestCache {
         let (Some(path), true) = (&self.path, self.dirty) else { return };
         let Some(dir) = path.parent() else { return };
         let Ok(json) = serde_json::to_vec(&self.entries) else { return };
+        // Best effort, as documented: an unsaved cache only costs hashing again.
         let _ = fs::create_dir_all(dir).and_then(|_| {
             let mut tmp = tempfile::Builder::new().prefix(".digests-").tempfile_in(dir)?;
             tmp.write_all(&json)?;

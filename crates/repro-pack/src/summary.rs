@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::archive::Pack;
-use crate::manifest::{EntryKind, Manifest};
+use crate::manifest::{EntryKind, Manifest, NetworkMode, Outcome};
 use crate::signature::Signature;
 use crate::store::Store;
 use crate::PackError;
@@ -31,7 +31,7 @@ pub struct InputGroup {
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct TapeSummary {
-    pub network_mode: String,
+    pub network_mode: NetworkMode,
     pub network_events: u64,
     pub proc_reads: u64,
 }
@@ -49,7 +49,7 @@ pub struct Summary {
     pub seed: u64,
     pub epoch: String,
     pub clock_step_ns: u64,
-    pub outcome: String,
+    pub outcome: Outcome,
     pub exit_status: i32,
     pub signature: Signature,
     pub sizes: Sizes,
@@ -92,7 +92,7 @@ pub fn summarize(pack: &Pack) -> Summary {
         seed: m.determinism.seed,
         epoch: m.determinism.epoch_rfc3339.clone(),
         clock_step_ns: m.determinism.clock_step_ns,
-        outcome: m.result.outcome.clone(),
+        outcome: m.result.outcome,
         exit_status: m.result.exit_status,
         signature: m.signature.clone(),
         sizes: Sizes {
@@ -102,7 +102,7 @@ pub fn summarize(pack: &Pack) -> Summary {
         },
         inputs,
         tapes: TapeSummary {
-            network_mode: m.tapes.network_mode.clone(),
+            network_mode: m.tapes.network_mode,
             network_events: m.tapes.network_events,
             proc_reads: m.tapes.proc_reads,
         },
@@ -215,8 +215,10 @@ pub fn unpack_limited(
     let blobs = staging.dir.subdir(".blobs", Some(0o700)).map_err(e("cannot create", ".blobs"))?;
     let pack = crate::archive::read_pack_checked(pack_path, store, Some((&blobs, &shown.join(".blobs"))), limits)?;
     let m = &pack.manifest;
-    let mut mj = serde_json::to_vec_pretty(m)
-        .map_err(|x| PackError::Manifest { path: pack_path.into(), detail: x.to_string() })?;
+    let mut mj = serde_json::to_vec_pretty(m).map_err(|x| PackError::Manifest {
+        path: pack_path.into(),
+        source: crate::manifest::ManifestError::Shape(format!("cannot be written as JSON: {x}")),
+    })?;
     mj.push(b'\n');
     let mut f = staging.dir.create_file("manifest.json", 0o644).map_err(e("cannot write", "manifest.json"))?;
     std::io::Write::write_all(&mut f, &mj).map_err(e("cannot write", "manifest.json"))?;

@@ -23,7 +23,7 @@ pub(crate) fn sample_manifest(files: Vec<FileEntry>, stdout: &[u8], stderr: &[u8
             epoch_unix: 1_700_000_000,
             epoch_rfc3339: "2023-11-14T22:13:20Z".into(),
             clock_step_ns: 1000,
-            dir_order: "sorted".into(),
+            dir_order: repro_model::DirOrder::Sorted,
             hostname: "repro".into(),
         },
         resources: Resources { cpus: 1, memory_bytes: 4 << 30 },
@@ -33,15 +33,15 @@ pub(crate) fn sample_manifest(files: Vec<FileEntry>, stdout: &[u8], stderr: &[u8
             lockfiles: vec![Lockfile { path: "requirements.txt".into(), blake3: digest(b"req") }],
         },
         result: RunResult {
-            outcome: "exited".into(),
+            outcome: Outcome::Exited,
             exit_status: 1,
             stdout: BlobRef::of(stdout),
             stderr: BlobRef::of(stderr),
             changes: vec![],
         },
-        signature: Signature::compute(1, stdout, stderr, &[]),
+        signature: crate::signature::compute(1, stdout, stderr, &[]),
         files,
-        tapes: Tapes { network_mode: "none".into(), ..Default::default() },
+        tapes: Tapes { network_mode: NetworkMode::None, ..Default::default() },
         thin: false,
         secrets: Default::default(),
     }
@@ -90,7 +90,7 @@ fn fixture() -> Fixture {
             blake3: None,
             target: None,
             target_hex: None,
-            access: vec!["stat".into()],
+            access: vec![AccessKind::Stat],
         },
         FileEntry {
             path: "/work/proj/fail.py".into(),
@@ -101,7 +101,7 @@ fn fixture() -> Fixture {
             blake3: Some(sd.clone()),
             target: None,
             target_hex: None,
-            access: vec!["open".into()],
+            access: vec![AccessKind::Open],
         },
     ];
     let (out, err) = (b"".to_vec(), b"boom\n".to_vec());
@@ -226,6 +226,95 @@ fn tampered_manifest_is_rejected() {
     });
     let msg = read_pack(&bad, &store(&f), None).unwrap_err().to_string();
     assert!(msg.contains("manifest.json") && msg.contains("cwdx"), "{msg}");
+}
+
+/// A manifest as `repro capture` wrote it before the tape version was recorded (copied from a pack captured by
+/// the code of that time): it still reads, as tape version 1, with every field typed.
+#[test]
+fn a_manifest_written_before_the_tape_version_reads() {
+    let json = include_bytes!("testdata/manifest-format1-before-tape-version.json");
+    assert!(!String::from_utf8_lossy(json).contains("\"version\""));
+    let m = crate::archive::parse_manifest(Path::new("old.repro"), json).unwrap();
+    assert_eq!(m.format, 1);
+    assert_eq!((m.tapes.version, m.tapes.network_mode), (1, NetworkMode::None));
+    assert_eq!(m.determinism.dir_order, repro_model::DirOrder::Sorted);
+    assert_eq!((m.result.outcome, m.result.exit_status), (Outcome::Exited, 3));
+    assert!(m.files.iter().any(|f| f.kind == EntryKind::File));
+    // What this version writes for it has the version, and reads back the same.
+    let again = serde_json::to_vec(&m).unwrap();
+    assert!(String::from_utf8_lossy(&again).contains("\"version\":1"));
+    assert_eq!(crate::archive::parse_manifest(Path::new("new.repro"), &again).unwrap(), m);
+    // Older still: no `tapes` at all.
+    let mut v: serde_json::Value = serde_json::from_slice(json).unwrap();
+    v.as_object_mut().unwrap().remove("tapes");
+    let m = crate::archive::parse_manifest(Path::new("older.repro"), &serde_json::to_vec(&v).unwrap()).unwrap();
+    assert_eq!(m.tapes, Tapes::unversioned());
+}
+
+#[test]
+fn a_pack_of_a_newer_tape_version_is_refused_naming_the_versions() {
+    let f = fixture();
+    let p = write(&f, "a.repro");
+    let bad = f.dir.path().join("future.repro");
+    let future = repro_model::tape::TAPE_VERSION + 1;
+    rewrite(&p, &bad, |name, data| {
+        if name == "manifest.json" {
+            let mut v: serde_json::Value = serde_json::from_slice(data).unwrap();
+            v["tapes"]["version"] = future.into();
+            // A newer tape format may come with fields this version does not know: still refused by version.
+            v["tapes"]["replies"] = serde_json::json!([]);
+            *data = serde_json::to_vec(&v).unwrap();
+        }
+    });
+    let e = read_pack(&bad, &store(&f), None).unwrap_err();
+    assert!(matches!(e, PackError::UnsupportedTapes { found, .. } if found == u64::from(future)), "{e}");
+    assert_eq!(e.exit_code(), 2);
+    let msg = e.to_string();
+    let want =
+        format!("pack '{}': tapes.version {future}, this repro reads tape version 1: upgrade repro", bad.display());
+    assert_eq!(msg, want);
+    // Version 0 never existed: refused as a bad field.
+    rewrite(&p, &bad, |name, data| {
+        if name == "manifest.json" {
+            let mut v: serde_json::Value = serde_json::from_slice(data).unwrap();
+            v["tapes"]["version"] = 0.into();
+            *data = serde_json::to_vec(&v).unwrap();
+        }
+    });
+    let msg = read_pack(&bad, &store(&f), None).unwrap_err().to_string();
+    assert!(msg.contains("manifest.json: tapes.version: 0 (this repro reads tape version 1 to 1)"), "{msg}");
+}
+
+#[test]
+fn a_bad_mode_in_a_stranger_s_manifest_names_its_field() {
+    let f = fixture();
+    let p = write(&f, "a.repro");
+    let bad = f.dir.path().join("bad.repro");
+    for (under, field, value, named) in [
+        ("determinism", "dir_order", "random", "determinism.dir_order: \"random\" is not a directory order"),
+        ("tapes", "network_mode", "host", "tapes.network_mode: unknown variant `host`"),
+        ("result", "outcome", "exploded", "result.outcome: unknown variant `exploded`"),
+    ] {
+        rewrite(&p, &bad, |name, data| {
+            if name == "manifest.json" {
+                let mut v: serde_json::Value = serde_json::from_slice(data).unwrap();
+                v[under][field] = value.into();
+                *data = serde_json::to_vec(&v).unwrap();
+            }
+        });
+        let e = read_pack(&bad, &store(&f), None).unwrap_err();
+        assert!(matches!(e, PackError::Manifest { .. }), "{e}");
+        assert!(e.to_string().contains(&format!("manifest.json: {named}")), "{e}");
+    }
+    rewrite(&p, &bad, |name, data| {
+        if name == "manifest.json" {
+            let mut v: serde_json::Value = serde_json::from_slice(data).unwrap();
+            v["files"][0]["access"] = serde_json::json!(["open", "write"]);
+            *data = serde_json::to_vec(&v).unwrap();
+        }
+    });
+    let e = read_pack(&bad, &store(&f), None).unwrap_err().to_string();
+    assert!(e.contains("manifest.json: files[0].access[1]: unknown variant `write`"), "{e}");
 }
 
 #[test]
@@ -414,7 +503,7 @@ fn a_large_blob_is_cut_into_frames_and_reads_back() {
         blake3: Some(d.clone()),
         target: None,
         target_hex: None,
-        access: vec!["open".into()],
+        access: vec![AccessKind::Open],
     });
     m.files.sort_by(|a, b| a.path.cmp(&b.path));
     let mut blobs = f.blobs.clone();
@@ -488,7 +577,7 @@ fn unpack_lays_out_files_that_share_content_with_each_other_and_with_the_output(
             blake3: Some(d),
             target: None,
             target_hex: None,
-            access: vec!["open".into()],
+            access: vec![AccessKind::Open],
         });
     }
     m.files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -543,7 +632,11 @@ fn layout_never_follows_a_link_of_the_pack() {
             },
         ];
         let m = sample_manifest(files, b"", b"");
-        assert!(m.validate_untrusted().unwrap_err().contains("files[/a/x]: its parent /a is a symbolic link"));
+        assert!(m
+            .validate_untrusted()
+            .unwrap_err()
+            .to_string()
+            .contains("files[/a/x]: its parent /a is a symbolic link"));
         let pack =
             Pack { path: "p".into(), manifest: m, id: String::new(), compressed_bytes: 0, blobs: BTreeMap::new() };
         let staging = extract::Staging::beside(&d.path().join("out")).unwrap();
@@ -562,13 +655,17 @@ fn validation_names_the_field() {
     let base = || sample_manifest(vec![], b"", b"");
     let mut m = base();
     m.command.cwd = "/work/../../etc".into();
-    assert!(m.validate_untrusted().unwrap_err().starts_with("command.cwd: '/work/../../etc': it has a '..' component"));
+    assert!(m
+        .validate_untrusted()
+        .unwrap_err()
+        .to_string()
+        .starts_with("command.cwd: '/work/../../etc': it has a '..' component"));
     let mut m = base();
     m.resources.memory_bytes = 0;
-    assert!(m.validate_untrusted().unwrap_err().starts_with("resources.memory_bytes: 0"));
+    assert!(m.validate_untrusted().unwrap_err().to_string().starts_with("resources.memory_bytes: 0"));
     let mut m = base();
     m.command.env.insert("A=B".into(), "x".into());
-    assert!(m.validate_untrusted().unwrap_err().starts_with("command.env: the name 'A=B'"));
+    assert!(m.validate_untrusted().unwrap_err().to_string().starts_with("command.env: the name 'A=B'"));
     let mut m = base();
     m.files = vec![FileEntry {
         path: "/etc".into(),
@@ -581,7 +678,7 @@ fn validation_names_the_field() {
         target_hex: None,
         access: vec![],
     }];
-    assert!(m.validate_untrusted().unwrap_err().starts_with("files[/etc]: a symbolic link where"));
+    assert!(m.validate_untrusted().unwrap_err().to_string().starts_with("files[/etc]: a symbolic link where"));
     let mut m = base();
     m.files = vec![FileEntry {
         path: "/x".into(),
@@ -594,7 +691,7 @@ fn validation_names_the_field() {
         target_hex: None,
         access: vec![],
     }];
-    assert!(m.validate_untrusted().unwrap_err().starts_with("files[/x].mode"));
+    assert!(m.validate_untrusted().unwrap_err().to_string().starts_with("files[/x].mode"));
     assert_eq!(base().validate_untrusted(), Ok(()));
 }
 
@@ -664,7 +761,7 @@ fn names_that_are_not_utf8_round_trip_and_unpack_exactly() {
     f.manifest.result.changes.push(ChangedFile {
         path: "out-\u{fffd}".into(),
         path_hex: Some(hex(b"out-\xff")),
-        kind: "added".into(),
+        kind: repro_model::run::ChangeKind::Added,
         blake3: None,
     });
     assert_eq!(f.manifest.validate_untrusted(), Ok(()));
@@ -712,7 +809,7 @@ fn path_hex_is_validated() {
         ("\u{fffd}", hex(b"\xff"), "files[\u{fffd}]: it is not absolute"),
     ];
     for (path, h, want) in cases {
-        let err = with(path, h.clone()).unwrap_err();
+        let err = with(path, h.clone()).unwrap_err().to_string();
         assert!(err.contains(want), "{path} {h}: {err}");
     }
     // `..` in the exact bytes where the text shows it too is refused by the bytes' own check as well.
@@ -723,7 +820,10 @@ fn path_hex_is_validated() {
     assert!(bad_guest_bytes(&e).unwrap().contains("NUL"));
     // Too long a component, counted in bytes.
     let long = [&b"/"[..], &[0xffu8; 256][..]].concat();
-    assert!(with(&String::from_utf8_lossy(&long), hex(&long)).unwrap_err().contains("longer than 255 bytes"));
+    assert!(with(&String::from_utf8_lossy(&long), hex(&long))
+        .unwrap_err()
+        .to_string()
+        .contains("longer than 255 bytes"));
     // Two entries with the same text but other bytes are two entries; the same bytes twice are refused.
     let mut m = sample_manifest(
         vec![
@@ -736,7 +836,7 @@ fn path_hex_is_validated() {
     );
     assert_eq!(m.validate_untrusted(), Ok(()));
     m.files[2].path_hex = Some(hex(b"/a\xfe"));
-    assert!(m.validate_untrusted().unwrap_err().contains("out of order or repeated"));
+    assert!(m.validate_untrusted().unwrap_err().to_string().contains("out of order or repeated"));
     // An entry under a link of the pack, by bytes.
     let mut m = sample_manifest(
         vec![
@@ -752,7 +852,7 @@ fn path_hex_is_validated() {
         b"",
     );
     m.files[1].mode = 0o777;
-    assert!(m.validate_untrusted().unwrap_err().contains("its parent /l\u{fffd} is a symbolic link"));
+    assert!(m.validate_untrusted().unwrap_err().to_string().contains("its parent /l\u{fffd} is a symbolic link"));
     // A link's target_hex: hex, consistent with target, only on a link with a target.
     for (t, h, want) in [
         (Some("\u{fffd}"), Some("zz".to_string()), "files[/l].target_hex: 'zz'"),
@@ -767,7 +867,7 @@ fn path_hex_is_validated() {
             ..entry("/l", None, if t.is_some() { EntryKind::Symlink } else { EntryKind::Listed }, None)
         };
         let m = sample_manifest(vec![entry("/", None, EntryKind::Dir, None), l], b"", b"");
-        let err = m.validate_untrusted().unwrap_err();
+        let err = m.validate_untrusted().unwrap_err().to_string();
         assert!(err.contains(want), "{err}");
     }
     // result.changes[]: relative, normal bytes.
@@ -777,8 +877,13 @@ fn path_hex_is_validated() {
         ("\u{fffd}", "zz".into(), "result.changes[\u{fffd}].path_hex: 'zz'"),
     ] {
         let mut m = sample_manifest(vec![], b"", b"");
-        m.result.changes.push(ChangedFile { path: path.into(), path_hex: Some(h), kind: "added".into(), blake3: None });
-        let err = m.validate_untrusted().unwrap_err();
+        m.result.changes.push(ChangedFile {
+            path: path.into(),
+            path_hex: Some(h),
+            kind: repro_model::run::ChangeKind::Added,
+            blake3: None,
+        });
+        let err = m.validate_untrusted().unwrap_err().to_string();
         assert!(err.contains(want), "{err}");
     }
 }

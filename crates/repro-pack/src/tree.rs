@@ -53,7 +53,7 @@ fn components(guest: &[u8]) -> Vec<&[u8]> {
 /// directory. Every name is created below `root` through directory descriptors, without following any link
 /// (not even one the pack itself made: an entry "under" a link of the pack fails), files with `O_EXCL`; modes
 /// keep only the permission bits (no setuid, setgid or sticky). The manifest was checked by
-/// [`crate::manifest::Manifest::validate_untrusted`]; this does not rely on it.
+/// [`crate::manifest::ManifestCheck::validate_untrusted`]; this does not rely on it.
 pub fn materialize(pack: &Pack, blobs: &Beneath, root: &Beneath, shown: &Path) -> Result<(), PackError> {
     let m = &pack.manifest;
     let err = |what: &'static str, guest: &str| {
@@ -81,7 +81,10 @@ pub fn materialize(pack: &Pack, blobs: &Beneath, root: &Beneath, shown: &Path) -
                 d.chmod(f.mode | 0o700).map_err(err("cannot chmod", &f.path))?;
             }
             EntryKind::Symlink => {
-                let t = f.target_bytes().unwrap_or_default();
+                let t = f
+                    .target_bytes()
+                    .ok_or_else(|| std::io::Error::other("a symbolic link without a target"))
+                    .map_err(err("cannot create the link", &f.path))?;
                 parent.symlink(OsStr::from_bytes(&t), name).map_err(err("cannot create the link", &f.path))?;
             }
             EntryKind::File => {

@@ -16,8 +16,22 @@ pub enum ReportError {
     Malformed { path: PathBuf, message: String },
     #[error(transparent)]
     Chaos(#[from] repro_chaos::ChaosError),
-    #[error("dashboard: {0}")]
-    Serve(String),
+    #[error("dashboard: no run directories given")]
+    NoRuns,
+    #[error("dashboard: cannot listen on 127.0.0.1:{port}: {source}")]
+    Listen {
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("dashboard: accept: {0}")]
+    Accept(#[source] std::io::Error),
+    #[error("dashboard: answering {peer}: {source}")]
+    Answer {
+        peer: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl ReportError {

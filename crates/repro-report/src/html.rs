@@ -1,10 +1,10 @@
 //! The HTML report, the Markdown share page and the dashboard page. Self-contained: inline CSS and SVG,
 //! no scripts, nothing fetched.
 use std::collections::BTreeSet;
-use std::fmt::Write;
 
 use serde_json::Value;
 
+use crate::error::ReportError;
 use crate::run::{self, Lanes, Run, Series};
 use crate::svg::{self, esc, fmt_secs, fmt_value, LineChart, TimelineStyle};
 
@@ -65,7 +65,7 @@ pub fn charts(run: &Run, width: f64, small: f64, others: bool) -> Charts {
         let found = fams.iter().find(|f| f.0 == m.target);
         let empty = Vec::new();
         let series = found.and_then(|f| f.1.get(&m.family)).unwrap_or(&empty);
-        let errors = found.map(|f| f.2.clone()).unwrap_or_default();
+        let errors = found.map(|f| f.2.clone()).unwrap_or_default(); // a target never scraped has no errors
         let subtitle = if series.is_empty() {
             format!("{}: never scraped", m.target)
         } else {
@@ -195,8 +195,8 @@ fn check_table(run: &Run, o: &mut String) {
         let details: Vec<String> = c["details"]
             .as_array()
             .map(|a| a.iter().map(repro_chaos::timeline::value_text).collect())
-            .unwrap_or_default();
-        let _ = writeln!(
+            .unwrap_or_default(); // a check recorded without details
+        putln!(
             o,
             "<tr><td><code>{}</code></td><td>{}</td><td class=\"{class}\">{}</td><td>{}</td><td>{}</td></tr>",
             esc(c["id"].as_str().unwrap_or("?")),
@@ -237,7 +237,7 @@ fn manifest_table(run: &Run, o: &mut String) {
     }
     o.push_str("<h2>Manifest</h2>\n<table class=\"manifest\">\n");
     for (k, v) in rows {
-        let _ = writeln!(o, "<tr><th>{}</th><td><code>{}</code></td></tr>", esc(&k), esc(&v));
+        putln!(o, "<tr><th>{}</th><td><code>{}</code></td></tr>", esc(&k), esc(&v));
     }
     o.push_str("</table>\n");
 }
@@ -245,9 +245,9 @@ fn manifest_table(run: &Run, o: &mut String) {
 fn header(run: &Run, o: &mut String, level: &str) {
     let e = &run.experiment;
     let v = run.verdict_word();
-    let _ = writeln!(o, "<{level}>{}</{level}>", esc(&e.title));
+    putln!(o, "<{level}>{}</{level}>", esc(&e.title));
     let seed = repro_chaos::timeline::value_text(&run.manifest["seed"]);
-    let _ = writeln!(
+    putln!(
         o,
         "<p class=\"meta\"><code>{}</code> v{} · run <code>{}</code> · adapter <code>{}</code>{} · {}</p>",
         esc(&e.id.value),
@@ -257,7 +257,7 @@ fn header(run: &Run, o: &mut String, level: &str) {
         if seed.is_empty() || seed == "null" { String::new() } else { format!(" · seed {}", esc(&seed)) },
         esc(&fmt_secs(run.duration()))
     );
-    let _ = writeln!(
+    putln!(
         o,
         "<p><span class=\"verdict {}\">{}</span> <span class=\"reason\">{}</span></p>",
         verdict_class(&v),
@@ -273,14 +273,14 @@ pub fn report(run: &Run) -> String {
     let mut o = head(&format!("{} · {} · {}", e.id.value, run.id, run.verdict_word()));
     o.push_str("<body>\n<main>\n");
     header(run, &mut o, "h1");
-    let _ = writeln!(o, "<h2>Hypothesis</h2>\n<blockquote>{}</blockquote>", esc(e.hypothesis.trim()));
+    putln!(o, "<h2>Hypothesis</h2>\n<blockquote>{}</blockquote>", esc(e.hypothesis.trim()));
     if !e.description.trim().is_empty() {
-        let _ = writeln!(o, "<p>{}</p>", esc(e.description.trim()));
+        putln!(o, "<p>{}</p>", esc(e.description.trim()));
     }
     o.push_str("<h2>Checks</h2>\n");
     check_table(run, &mut o);
     o.push_str("<h2>Timeline</h2>\n<p class=\"meta\">One lane per target and instance (state over time); operations as bands; watcher signals (◆) and check results (●) as marks. Hover for details.</p>\n");
-    let _ = writeln!(o, "<div class=\"scroll\">{}</div>", ch.timeline);
+    putln!(o, "<div class=\"scroll\">{}</div>", ch.timeline);
     if !ch.listed.is_empty() {
         o.push_str("<h2>Metrics of the experiment</h2>\n<div class=\"grid\">\n");
         for c in &ch.listed {
@@ -291,7 +291,7 @@ pub fn report(run: &Run) -> String {
     if !ch.others.is_empty() || !ch.constants.is_empty() {
         o.push_str("<h2>Other scraped families</h2>\n");
         if !ch.others.is_empty() {
-            let _ = writeln!(
+            putln!(
                 o,
                 "<p class=\"meta\">{} families that changed during the run.</p>\n<div class=\"grid\">",
                 ch.others.len()
@@ -302,13 +302,13 @@ pub fn report(run: &Run) -> String {
             o.push_str("</div>\n");
         }
         if !ch.constants.is_empty() {
-            let _ = writeln!(
+            putln!(
                 o,
                 "<details><summary>{} families that held one value the whole run</summary>\n<table>\n<tr><th>target</th><th>family</th><th>series</th><th>value</th></tr>",
                 ch.constants.len()
             );
             for k in &ch.constants {
-                let _ = writeln!(
+                putln!(
                     o,
                     "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
                     esc(&k.target),
@@ -321,7 +321,7 @@ pub fn report(run: &Run) -> String {
         }
     }
     manifest_table(run, &mut o);
-    let _ = writeln!(
+    putln!(
         o,
         "<footer>Made by <code>repro chaos report</code> from the run directory <code>{}</code> only.</footer>",
         esc(&run.id)
@@ -331,9 +331,9 @@ pub fn report(run: &Run) -> String {
 }
 
 fn card(o: &mut String, c: &Chart) {
-    let _ = write!(o, "<div class=\"card\" id=\"{}\">{}", esc(&c.slug), c.svg);
+    put!(o, "<div class=\"card\" id=\"{}\">{}", esc(&c.slug), c.svg);
     if !c.description.is_empty() {
-        let _ = write!(o, "<p>{}</p>", esc(&c.description));
+        put!(o, "<p>{}</p>", esc(&c.description));
     }
     o.push_str("</div>\n");
 }
@@ -343,8 +343,8 @@ pub fn share(run: &Run) -> Vec<(String, String)> {
     let ch = charts(run, 960.0, 420.0, false);
     let e = &run.experiment;
     let mut md = String::new();
-    let _ = writeln!(md, "## {}: **{}**\n", e.title, run.verdict_word());
-    let _ = writeln!(
+    putln!(md, "## {}: **{}**\n", e.title, run.verdict_word());
+    putln!(
         md,
         "`{}` v{} · run `{}` · adapter `{}` · {}\n",
         e.id.value,
@@ -353,14 +353,14 @@ pub fn share(run: &Run) -> Vec<(String, String)> {
         run.adapter,
         fmt_secs(run.duration())
     );
-    let _ = writeln!(md, "> {}\n", e.hypothesis.split_whitespace().collect::<Vec<_>>().join(" "));
-    let _ = writeln!(md, "{}\n", run.verdict_reason());
+    putln!(md, "> {}\n", e.hypothesis.split_whitespace().collect::<Vec<_>>().join(" "));
+    putln!(md, "{}\n", run.verdict_reason());
     let checks = run.checks();
     if !checks.is_empty() {
         md.push_str("| check | outcome | issue |\n|---|---|---|\n");
         for c in &checks {
             let (outcome, _) = outcome_cell(c);
-            let _ = writeln!(
+            putln!(
                 md,
                 "| `{}` | {} | {} |",
                 c["id"].as_str().unwrap_or("?").replace('|', "\\|"),
@@ -377,15 +377,15 @@ pub fn share(run: &Run) -> Vec<(String, String)> {
         md.push_str("### Metrics\n\n");
         for c in &ch.listed {
             let name = format!("{}.svg", c.slug);
-            let _ = writeln!(md, "![{}]({name})", c.title);
+            putln!(md, "![{}]({name})", c.title);
             if !c.description.is_empty() {
-                let _ = writeln!(md, "\n{}", c.description);
+                putln!(md, "\n{}", c.description);
             }
             md.push('\n');
             files.push((name, c.svg.clone()));
         }
     }
-    let _ = writeln!(md, "<sub>made by `repro chaos share` from the run directory `{}`</sub>", run.id);
+    putln!(md, "<sub>made by `repro chaos share` from the run directory `{}`</sub>", run.id);
     let mut out = vec![("README.md".to_string(), md)];
     out.extend(files);
     out
@@ -393,11 +393,10 @@ pub fn share(run: &Run) -> Vec<(String, String)> {
 
 /// The dashboard page: a table of the runs, then one column per run (verdict, checks, timeline, metrics).
 /// `links[i]` is where run `i`'s full report is served.
-pub fn dashboard(runs: &[Result<Run, String>], links: &[String]) -> String {
+pub fn dashboard(runs: &[Result<Run, ReportError>], links: &[String]) -> String {
     let mut o = head("repro chaos dashboard");
     o.push_str("<body>\n<main style=\"max-width:none\">\n<h1>repro chaos dashboard</h1>\n");
-    let _ =
-        writeln!(o, "<p class=\"meta\">{} runs, read from their run directories on every page load.</p>", runs.len());
+    putln!(o, "<p class=\"meta\">{} runs, read from their run directories on every page load.</p>", runs.len());
     o.push_str("<table class=\"summary\">\n<tr><th>#</th><th>experiment</th><th>run</th><th>adapter</th><th>verdict</th><th>checks ok</th><th>checks not ok</th><th>duration</th><th>operations</th></tr>\n");
     for (i, r) in runs.iter().enumerate() {
         match r {
@@ -406,7 +405,7 @@ pub fn dashboard(runs: &[Result<Run, String>], links: &[String]) -> String {
                 let ok = checks.iter().filter(|c| c["outcome"].as_str() == Some("ok")).count();
                 let l = run::lanes(run);
                 let v = run.verdict_word();
-                let _ = writeln!(
+                putln!(
                     o,
                     "<tr><td>{}</td><td><code>{}</code></td><td><a href=\"{}\">{}</a></td><td>{}</td><td><span class=\"verdict {}\">{}</span></td><td>{ok}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                     i + 1,
@@ -422,13 +421,13 @@ pub fn dashboard(runs: &[Result<Run, String>], links: &[String]) -> String {
                 );
             }
             Err(e) => {
-                let _ = writeln!(o, "<tr><td>{}</td><td colspan=\"8\" class=\"bad\">{}</td></tr>", i + 1, esc(e));
+                putln!(o, "<tr><td>{}</td><td colspan=\"8\" class=\"bad\">{}</td></tr>", i + 1, esc(&e.to_string()));
             }
         }
     }
     o.push_str("</table>\n");
     let n = runs.len().max(1);
-    let _ = writeln!(
+    putln!(
         o,
         "<div class=\"scroll\"><div class=\"runs\" style=\"grid-template-columns: repeat({n}, minmax(560px, 1fr))\">"
     );
@@ -444,9 +443,9 @@ pub fn dashboard(runs: &[Result<Run, String>], links: &[String]) -> String {
             .map(|c| format!("{} ({})", c["id"].as_str().unwrap_or("?"), outcome_cell(c).0))
             .collect();
         if !failed.is_empty() {
-            let _ = writeln!(o, "<p class=\"meta\">not ok: {}</p>", esc(&failed.join(", ")));
+            putln!(o, "<p class=\"meta\">not ok: {}</p>", esc(&failed.join(", ")));
         }
-        let _ = writeln!(o, "<div class=\"scroll\">{}</div>", ch.timeline);
+        putln!(o, "<div class=\"scroll\">{}</div>", ch.timeline);
         for c in &ch.listed {
             card(&mut o, c);
         }

@@ -7,7 +7,6 @@
 //! `chaos_timeline_events_total{event}` (a counter), `chaos_check_passed{check, scope}` and
 //! `chaos_run_verdict{verdict}`.
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
@@ -218,9 +217,9 @@ pub fn export(run: &Run) -> String {
 
     let mut o = String::new();
     for (name, f) in &b.families {
-        let _ = writeln!(o, "# TYPE {name} {}", f.kind);
+        putln!(o, "# TYPE {name} {}", f.kind);
         if !f.help.is_empty() {
-            let _ = writeln!(o, "# HELP {name} {}", f.help.replace('\\', "\\\\").replace('\n', "\\n"));
+            putln!(o, "# HELP {name} {}", f.help.replace('\\', "\\\\").replace('\n', "\\n"));
         }
         for ((sample, labels), points) in &f.series {
             let mut pts = points.clone();
@@ -235,7 +234,7 @@ pub fn export(run: &Run) -> String {
             }
             let l: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{}\"", esc_label(v))).collect();
             for (ms, v) in dedup {
-                let _ = writeln!(
+                putln!(
                     o,
                     "{sample}{{{}}} {} {}.{:03}",
                     l.join(","),

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use repro_chaos::model::Experiment;
+use repro_model::chaos::Experiment;
 use serde_json::Value;
 
 use crate::error::{ReportError, Result};
@@ -163,31 +163,39 @@ impl Run {
             .to_string();
         let mut metrics = BTreeMap::new();
         let mdir = dir.join("system/metrics");
-        if let Ok(rd) = std::fs::read_dir(&mdir) {
-            let mut files: Vec<PathBuf> = rd.flatten().map(|e| e.path()).collect();
+        let rd = match std::fs::read_dir(&mdir) {
+            Ok(rd) => Some(rd),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None, // nothing was scraped
+            Err(e) => return Err(ReportError::io(&mdir, e)),
+        };
+        if let Some(rd) = rd {
+            let mut files: Vec<PathBuf> = Vec::new();
+            for e in rd {
+                files.push(e.map_err(|e| ReportError::io(&mdir, e))?.path());
+            }
             files.sort();
             for f in files {
-                let name = f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let Some(name) = f.file_name().map(|n| n.to_string_lossy().into_owned()) else { continue };
                 let Some(target) = name.strip_suffix(".jsonl") else { continue };
                 let scrapes = read_scrapes(&f)?;
                 let types_path = mdir.join(format!("{target}.types.json"));
                 let types = if types_path.is_file() {
-                    read_json(&types_path)?
-                        .as_object()
-                        .map(|m| {
-                            m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("untyped").to_string())).collect()
-                        })
-                        .unwrap_or_default()
+                    let v = read_json(&types_path)?;
+                    let m = v.as_object().ok_or_else(|| ReportError::Malformed {
+                        path: types_path.clone(),
+                        message: "expected an object of family types".into(),
+                    })?;
+                    m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or("untyped").to_string())).collect()
                 } else {
                     BTreeMap::new()
                 };
                 metrics.insert(target.to_string(), TargetMetrics { scrapes, types });
             }
         }
-        let id = manifest["run"]
-            .as_str()
-            .map(str::to_string)
-            .unwrap_or_else(|| dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        let id = manifest["run"].as_str().map(str::to_string).unwrap_or_else(|| match dir.file_name() {
+            Some(n) => n.to_string_lossy().into_owned(),
+            None => dir.display().to_string(),
+        });
         Ok(Run { dir: dir.to_path_buf(), id, experiment, adapter, manifest, verdict, incomplete, timeline, metrics })
     }
 
@@ -206,7 +214,7 @@ impl Run {
         }
     }
 
-    /// The checks of verdict.json.
+    /// The checks of verdict.json (none while the run has no verdict).
     pub fn checks(&self) -> Vec<Value> {
         self.verdict.as_ref().and_then(|v| v["checks"].as_array().cloned()).unwrap_or_default()
     }
@@ -301,7 +309,7 @@ fn list_field(e: &Value, k: &str) -> Vec<String> {
     e.get(k)
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
-        .unwrap_or_default()
+        .unwrap_or_default() // an event without the field
 }
 
 struct LaneState {

@@ -19,13 +19,12 @@ impl Dashboard {
     /// Checks that every run directory can be read, then binds 127.0.0.1:`port` (0: any free port).
     pub fn bind(runs: Vec<PathBuf>, port: u16) -> Result<Dashboard> {
         if runs.is_empty() {
-            return Err(ReportError::Serve("no run directories given".into()));
+            return Err(ReportError::NoRuns);
         }
         for r in &runs {
             Run::read(r)?;
         }
-        let listener = TcpListener::bind(("127.0.0.1", port))
-            .map_err(|e| ReportError::Serve(format!("cannot listen on 127.0.0.1:{port}: {e}")))?;
+        let listener = TcpListener::bind(("127.0.0.1", port)).map_err(|source| ReportError::Listen { port, source })?;
         Ok(Dashboard { runs, listener })
     }
 
@@ -36,14 +35,17 @@ impl Dashboard {
         }
     }
 
-    /// Serves until the process is interrupted.
-    pub fn serve(self) -> Result<()> {
+    /// Serves until the process is interrupted. A connection that fails (a client that hangs up, a request
+    /// that times out) ends only itself: it is given to `on_error` and the server goes on.
+    pub fn serve(self, mut on_error: impl FnMut(ReportError)) -> Result<()> {
         for conn in self.listener.incoming() {
-            match conn {
-                Ok(stream) => {
-                    let _ = self.handle(stream);
-                }
-                Err(e) => return Err(ReportError::Serve(format!("accept: {e}"))),
+            let stream = conn.map_err(ReportError::Accept)?;
+            let peer = match stream.peer_addr() {
+                Ok(a) => a.to_string(),
+                Err(e) => format!("a client ({e})"),
+            };
+            if let Err(source) = self.handle(stream) {
+                on_error(ReportError::Answer { peer, source });
             }
         }
         Ok(())
@@ -53,8 +55,7 @@ impl Dashboard {
     pub fn page(&self, path: &str) -> (u16, &'static str, String) {
         let path = path.split('?').next().unwrap_or("/");
         if path == "/" || path == "/index.html" {
-            let runs: Vec<std::result::Result<Run, String>> =
-                self.runs.iter().map(|r| Run::read(r).map_err(|e| e.to_string())).collect();
+            let runs: Vec<Result<Run>> = self.runs.iter().map(|r| Run::read(r)).collect();
             let links: Vec<String> = (1..=self.runs.len()).map(|i| format!("/run/{i}/")).collect();
             return (200, "text/html; charset=utf-8", html::dashboard(&runs, &links));
         }

@@ -1,7 +1,6 @@
 //! SVG charts drawn by hand: the timeline (a lane per target and instance, operation bands, marks) and
 //! line charts of scraped series. Output depends only on the input: coordinates are printed with a fixed
 //! number of decimals and everything is iterated in a fixed order, so the same run gives the same bytes.
-use std::fmt::Write;
 
 use crate::run::{Band, LaneKind, Lanes, MarkKind, Series};
 
@@ -128,7 +127,7 @@ fn axis(out: &mut String, x0: f64, x1: f64, y_top: f64, y_bottom: f64, end: f64,
         }
         let x = x0 + (x1 - x0) * t / span;
         let anchor = if i == 0 { "start" } else { "middle" };
-        let _ = write!(
+        put!(
             out,
             r##"<line x1="{x}" y1="{yt}" x2="{x}" y2="{yb}" stroke="#e4e4e4"/><text x="{x}" y="{ty}" text-anchor="{anchor}" fill="#666">{l}</text>"##,
             x = c(x),
@@ -180,7 +179,7 @@ pub fn timeline(l: &Lanes, style: &TimelineStyle) -> String {
     }
     let height = ly + 14.0;
     let mut o = String::new();
-    let _ = write!(
+    put!(
         o,
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart timeline" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="11" role="img" aria-label="timeline">"#,
         w = c(style.width),
@@ -203,13 +202,7 @@ pub fn timeline(l: &Lanes, style: &TimelineStyle) -> String {
     for (i, (name, colour)) in labels.iter().enumerate() {
         let y = top + row * i as f64;
         if i % 2 == 0 {
-            let _ = write!(
-                o,
-                r##"<rect x="0" y="{}" width="{}" height="{}" fill="#f7f7f9"/>"##,
-                c(y),
-                c(style.width),
-                c(row)
-            );
+            put!(o, r##"<rect x="0" y="{}" width="{}" height="{}" fill="#f7f7f9"/>"##, c(y), c(style.width), c(row));
         }
         let shown: String = if name.chars().count() > 24 {
             format!("{}…", name.chars().take(23).collect::<String>())
@@ -217,7 +210,7 @@ pub fn timeline(l: &Lanes, style: &TimelineStyle) -> String {
             name.clone()
         };
         let italic = if i == 0 || i + 2 >= labels.len() { r#" font-style="italic""# } else { "" };
-        let _ = write!(
+        put!(
             o,
             r#"<text x="6" y="{}" fill="{colour}"{italic}><title>{}</title>{}</text>"#,
             c(y + row * 0.68),
@@ -236,7 +229,7 @@ pub fn timeline(l: &Lanes, style: &TimelineStyle) -> String {
         for s in &lane.segments {
             let xa = xt(s.start);
             let w = (xt(s.end) - xa).max(1.0);
-            let _ = write!(
+            put!(
                 o,
                 r#"<rect class="seg" x="{}" y="{}" width="{}" height="{}" fill="{}" rx="2"><title>{}: {} from {} to {}</title></rect>"#,
                 c(xa),
@@ -258,7 +251,7 @@ pub fn timeline(l: &Lanes, style: &TimelineStyle) -> String {
         let x = xt(m.t);
         match m.kind {
             MarkKind::Signal => {
-                let _ = write!(
+                put!(
                     o,
                     r##"<path class="mark signal" d="M{} {}l5 5l-5 5l-5 -5z" fill="#9b59b6"><title>{} at {}</title></path>"##,
                     c(x),
@@ -269,7 +262,7 @@ pub fn timeline(l: &Lanes, style: &TimelineStyle) -> String {
             }
             MarkKind::CheckOk | MarkKind::CheckFailed => {
                 let fill = if m.kind == MarkKind::CheckOk { "#2e9d4f" } else { "#d64545" };
-                let _ = write!(
+                put!(
                     o,
                     r#"<circle class="mark check" cx="{}" cy="{}" r="4" fill="{fill}" fill-opacity="0.8"><title>{} at {}</title></circle>"#,
                     c(x),
@@ -279,7 +272,7 @@ pub fn timeline(l: &Lanes, style: &TimelineStyle) -> String {
                 );
             }
             MarkKind::Error => {
-                let _ = write!(
+                put!(
                     o,
                     r##"<path class="mark error" d="M{a} {b}l8 8m0 -8l-8 8" stroke="#d64545" stroke-width="2.5"><title>{} at {}</title></path>"##,
                     esc(&m.label),
@@ -293,7 +286,7 @@ pub fn timeline(l: &Lanes, style: &TimelineStyle) -> String {
     // Legend.
     for (x, y, i) in placed {
         let (label, colour, opacity) = &entries[i];
-        let _ = write!(
+        put!(
             o,
             r##"<rect x="{}" y="{}" width="12" height="10" fill="{colour}" fill-opacity="{opacity}" rx="2"/><text x="{}" y="{}" fill="#444">{}</text>"##,
             c(x),
@@ -320,7 +313,7 @@ fn band(o: &mut String, b: &Band, xt: &dyn Fn(f64) -> f64, run_end: f64, top: f6
         fmt_secs(b.start),
         fmt_secs(b.end_or(run_end))
     );
-    let _ = write!(
+    put!(
         o,
         r#"<rect class="band" x="{}" y="{}" width="{}" height="{}" fill="{BAND_FILL}" fill-opacity="0.10"/>"#,
         c(xa),
@@ -328,7 +321,7 @@ fn band(o: &mut String, b: &Band, xt: &dyn Fn(f64) -> f64, run_end: f64, top: f6
         c(w),
         c(bottom - top - row)
     );
-    let _ = write!(
+    put!(
         o,
         r#"<rect class="op" x="{}" y="{}" width="{}" height="{}" fill="{BAND_FILL}" fill-opacity="0.6" rx="2"><title>{}</title></rect>"#,
         c(xa),
@@ -337,7 +330,7 @@ fn band(o: &mut String, b: &Band, xt: &dyn Fn(f64) -> f64, run_end: f64, top: f6
         c(row - 6.0),
         esc(&label)
     );
-    let _ = write!(
+    put!(
         o,
         r##"<text x="{}" y="{}" fill="#333" font-size="10">{}</text>"##,
         c(xa + w + 3.0),
@@ -426,20 +419,20 @@ pub fn line_chart(ch: &LineChart) -> String {
     let yb = top + plot_h;
     let yv = |v: f64| yb - plot_h * ((v - lo) / (hi - lo));
     let mut o = String::new();
-    let _ = write!(
+    put!(
         o,
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart metric" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="10" role="img" aria-label="{t}">"#,
         w = c(ch.width),
         h = c(total_h),
         t = esc(ch.title)
     );
-    let _ = write!(
+    put!(
         o,
         r##"<text x="4" y="12" font-size="12" font-weight="bold" fill="#222">{}</text><text x="4" y="24" fill="#666">{}</text>"##,
         esc(ch.title),
         esc(ch.subtitle)
     );
-    let _ = write!(
+    put!(
         o,
         r##"<rect x="{}" y="{}" width="{}" height="{}" fill="#fbfbfd" stroke="#ddd"/>"##,
         c(x0),
@@ -450,7 +443,7 @@ pub fn line_chart(ch: &LineChart) -> String {
     for b in ch.bands {
         let xa = xt(b.start);
         let w = (xt(b.end_or(ch.end)) - xa).max(1.5);
-        let _ = write!(
+        put!(
             o,
             r#"<rect class="band" x="{}" y="{}" width="{}" height="{}" fill="{BAND_FILL}" fill-opacity="0.15"><title>{} #{} ({})</title></rect>"#,
             c(xa),
@@ -464,7 +457,7 @@ pub fn line_chart(ch: &LineChart) -> String {
     }
     axis(&mut o, x0, x1, top, yb, end, 5.0);
     for (v, dy) in [(lo, 0.0), ((lo + hi) / 2.0, 3.0), (hi, 8.0)] {
-        let _ = write!(
+        put!(
             o,
             r##"<text x="{}" y="{}" text-anchor="end" fill="#666">{}</text>"##,
             c(x0 - 3.0),
@@ -473,7 +466,7 @@ pub fn line_chart(ch: &LineChart) -> String {
         );
     }
     for (t, e) in ch.errors {
-        let _ = write!(
+        put!(
             o,
             r##"<line class="scrape-error" x1="{x}" y1="{}" x2="{x}" y2="{}" stroke="#d64545" stroke-width="1.5"><title>scrape failed at {}: {}</title></line>"##,
             c(yb - 6.0),
@@ -499,18 +492,18 @@ pub fn line_chart(ch: &LineChart) -> String {
         let width_px = (x1 - x0).max(1.0);
         for r in runs.iter().filter(|r| !r.is_empty()).map(|r| thin(r, width_px)) {
             if r.len() == 1 {
-                let _ = write!(o, r#"<circle cx="{}" cy="{}" r="2" fill="{colour}"/>"#, c(r[0].0), c(r[0].1));
+                put!(o, r#"<circle cx="{}" cy="{}" r="2" fill="{colour}"/>"#, c(r[0].0), c(r[0].1));
                 continue;
             }
             let pts: Vec<String> = r.iter().map(|(x, y)| format!("{},{}", c(*x), c(*y))).collect();
-            let _ = write!(
+            put!(
                 o,
                 r#"<polyline class="series" points="{}" fill="none" stroke="{colour}" stroke-width="1.5"><title>{}</title></polyline>"#,
                 pts.join(" "),
                 esc(&s.label())
             );
         }
-        let last = s.points.last().map(|p| fmt_value(p.1)).unwrap_or_default();
+        let last = s.points.last().map(|p| fmt_value(p.1)).unwrap_or_default(); // no point: no last value
         let label = s.label();
         let label: String = if label.chars().count() > 52 {
             format!("{}…", label.chars().take(51).collect::<String>())
@@ -518,7 +511,7 @@ pub fn line_chart(ch: &LineChart) -> String {
             label
         };
         let ly = legend_top + 12.0 * i as f64;
-        let _ = write!(
+        put!(
             o,
             r##"<rect x="4" y="{}" width="10" height="3" fill="{colour}"/><text x="18" y="{}" fill="#333">{} = {}</text>"##,
             c(ly - 4.0),
@@ -528,7 +521,7 @@ pub fn line_chart(ch: &LineChart) -> String {
         );
     }
     if ch.series.len() > shown.len() {
-        let _ = write!(
+        put!(
             o,
             r##"<text x="4" y="{}" fill="#666">and {} more series</text>"##,
             c(legend_top + 12.0 * shown.len() as f64),

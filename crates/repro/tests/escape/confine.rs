@@ -360,6 +360,7 @@ int main(void) {
     return 0;
 }
 "#;
+    crate::common::require_cmd("gcc");
     for caller in CALLERS {
         for mode in MODES {
             let dir = workdir(caller);

@@ -50,6 +50,7 @@ pub fn repro_as(caller: Caller, dir: &Path) -> Command {
     let mut c = match caller {
         Caller::Root => Command::new(repro_path()),
         Caller::Unprivileged => {
+            crate::common::require_cmd("setpriv");
             let mut c = Command::new("setpriv");
             c.args([format!("--reuid={NOBODY}"), format!("--regid={NOBODY}"), "--clear-groups".into()]);
             c.arg(shared_binary());

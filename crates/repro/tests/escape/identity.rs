@@ -5,7 +5,6 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
 
 use crate::common::{caller_memory_cgroup, stderr, stdout};
 use crate::harness::*;
@@ -178,9 +177,8 @@ for f in ("mem", "environ"):
             let w = workdir(c);
             std::fs::write(w.path().join("t.py"), script).unwrap();
             std::fs::set_permissions(w.path().join("t.py"), std::fs::Permissions::from_mode(0o644)).unwrap();
-            let started = Instant::now();
+            // A hung run is killed by sh_as_bounded's `timeout` (exit 124), which `ok` refuses.
             let o = sh_as_bounded(c, w.path(), extra, "python3 t.py");
-            assert!(started.elapsed() < Duration::from_secs(50), "{c:?} {extra:?}: the run hung");
             let out = ok(&o, &format!("{c:?} {extra:?}"));
             assert!(out.contains("ATTACH -1 1\n") && out.contains("SEIZE -1 1\n"), "{c:?} {extra:?}: {out}");
             assert!(!out.contains("readable"), "{c:?} {extra:?}: {out}");

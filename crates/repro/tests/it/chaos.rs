@@ -5,7 +5,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{assert_code, repro, repro_path, stderr, stdout, Workdir};
+use crate::common::{
+    assert_code, repro, repro_path, require_cmd, require_cmds, require_postgres, stderr, stdout, wait_bounded, Workdir,
+    HANG_GUARD,
+};
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/chaos")
@@ -20,7 +23,8 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
-/// `repro chaos run EXP --state-dir <wd>/state -q [extra]` in the work dir.
+/// `repro chaos run EXP --state-dir <wd>/state -q [extra]` in the work dir, killed (no exit code) after
+/// [`HANG_GUARD`].
 fn chaos_run(wd: &Workdir, exp: &Path, extra: &[&str]) -> Output {
     let mut c = repro();
     c.current_dir(wd.path())
@@ -29,8 +33,19 @@ fn chaos_run(wd: &Workdir, exp: &Path, extra: &[&str]) -> Output {
         .arg("--state-dir")
         .arg(wd.path().join("state"))
         .arg("-q")
-        .args(extra);
+        .args(extra)
+        .timeout(HANG_GUARD);
     c.output().expect("repro runs")
+}
+
+/// The harness's time (`t`, seconds since the run started) of the timeline's last event.
+fn last_t(tl: &[Value]) -> f64 {
+    tl.last().and_then(|e| e["t"].as_f64()).unwrap_or_else(|| panic!("a last event with a time: {tl:?}"))
+}
+
+/// The Debian packages of the process-redis adapter (its preflight would say the same, less plainly).
+fn require_redis() {
+    require_cmds(&["redis-server", "redis-cli", "prometheus-redis-exporter"]);
 }
 
 /// The run directory: the last line of `chaos run`'s output.
@@ -64,11 +79,10 @@ fn simple(id: &str, script: &str, extra: &str) -> String {
 
 #[test]
 fn hello_world_passes_and_leaves_a_complete_run_directory() {
+    // Its speed (under 1 s) is measured by bench/chaos.sh, not here.
     let wd = Workdir::new();
-    let started = Instant::now();
     let o = chaos_run(&wd, &examples().join("hello-world.yaml"), &["--seed", "0"]);
     assert_code(&o, 0);
-    assert!(started.elapsed() < Duration::from_secs(5));
     let out = stdout(&o);
     assert!(out.contains("  ok    hello-0/exited-ok\n"), "{out}");
     assert!(out.contains("  ok    hello-0/said-hello\n"), "{out}");
@@ -297,13 +311,13 @@ fn sigint_runs_the_undo_and_ends_with_130_and_an_interrupted_run() {
     };
     let stat = std::fs::read_to_string(format!("/proc/{frozen_pid}/stat")).unwrap();
     assert!(stat.split(") ").nth(1).unwrap().starts_with('T'), "the target is stopped: {stat}");
-    let t0 = Instant::now();
     let killed = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(killed.success());
-    let out = child.wait_with_output().unwrap();
-    assert!(t0.elapsed() < Duration::from_secs(2), "SIGINT ended the run within 2 s: {:?}", t0.elapsed());
+    // How fast SIGINT ends a run is measured by bench/chaos.sh; here: it ends, and without the 60 s delay.
+    let out = wait_bounded(child, "chaos run after SIGINT");
     assert_code(&out, 130);
     let tl = timeline(&dir);
+    assert!(last_t(&tl) < 60.0, "the run did not wait out its 60 s delay: {tl:?}");
     let undo = events(&tl, "operation.undo");
     assert_eq!(undo.len(), 1, "{tl:?}");
     assert_eq!(undo[0]["operation"], "freeze-it");
@@ -544,6 +558,7 @@ fn list_show_and_issue_filter() {
 
 #[test]
 fn smoke_example_passes() {
+    require_cmd("python3");
     let wd = Workdir::new();
     let o = chaos_run(&wd, &examples().join("smoke.yaml"), &["--seed", "5"]);
     assert_code(&o, 0);
@@ -565,6 +580,7 @@ fn lines(p: &Path) -> usize {
 
 #[test]
 fn redis_keeps_acknowledged_writes_across_kill_9() {
+    require_redis();
     let wd = Workdir::new();
     let o = chaos_run(&wd, &examples().join("redis-kill-acked-writes.yaml"), &[]);
     assert_code(&o, 0);
@@ -587,6 +603,7 @@ fn redis_keeps_acknowledged_writes_across_kill_9() {
 
 #[test]
 fn redis_clients_time_out_while_frozen_and_recover() {
+    require_redis();
     let wd = Workdir::new();
     let o = chaos_run(&wd, &examples().join("redis-freeze.yaml"), &[]);
     assert_code(&o, 0);
@@ -600,6 +617,8 @@ fn redis_clients_time_out_while_frozen_and_recover() {
 
 #[test]
 fn postgres_keeps_committed_rows_across_kill_9_of_the_postmaster() {
+    require_postgres();
+    require_cmd("prometheus-postgres-exporter");
     let wd = Workdir::new();
     let o = chaos_run(&wd, &examples().join("postgres-kill-postmaster.yaml"), &[]);
     assert_code(&o, 0);
@@ -621,6 +640,7 @@ fn postgres_keeps_committed_rows_across_kill_9_of_the_postmaster() {
 /// experiment with fsync off and the data thrown away on restart must FAIL (the checks can fail).
 #[test]
 fn redis_losing_writes_is_caught() {
+    require_redis();
     let wd = Workdir::new();
     let adapter = std::fs::read_to_string(examples().join("adapters/process-redis.yaml"))
         .unwrap()
@@ -753,24 +773,23 @@ fn timeouts_workload_and_experiment() {
             header("wl-timeout")
         ),
     );
-    let started = Instant::now();
     let o = chaos_run(&wd, &exp, &[]);
     assert_code(&o, 1);
-    assert!(started.elapsed() < Duration::from_secs(10));
     assert!(stdout(&o).contains("  FAIL  w-0/exited-ok\n          no exit code recorded\n"), "{}", stdout(&o));
     let tl = timeline(&run_dir(&o));
     assert!(events(&tl, "instance.state").iter().any(|e| e["state"] == "TimedOut"));
+    assert!(last_t(&tl) < 30.0, "the instance was killed, not waited for: {tl:?}");
     // The experiment's timeout ends the flow: ERROR.
     let exp = write(
         wd.path(),
         "exp-timeout.yaml",
         &format!("{}flow:\n  delay: 30s\n", header("exp-timeout").replace("timeout: 1m", "timeout: 300ms")),
     );
-    let started = Instant::now();
     let o = chaos_run(&wd, &exp, &[]);
     assert_code(&o, 2);
-    assert!(started.elapsed() < Duration::from_secs(10));
     assert!(stdout(&o).contains("ERROR\n  the experiment's timeout of 300ms ended the flow"), "{}", stdout(&o));
+    let tl = timeline(&run_dir(&o));
+    assert!(last_t(&tl) < 30.0, "the flow's 30 s delay was cut: {tl:?}");
     // Something that is not a run directory is bad input.
     let o = repro().args(["chaos", "evaluate"]).arg(wd.path()).output().unwrap();
     assert_code(&o, 2);

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::Value;
 
-use crate::common::{assert_code, repro, stderr, stdout, Workdir};
+use crate::common::{assert_code, repro, require_cmd, require_docker, stderr, stdout, Workdir};
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/chaos")
@@ -21,7 +21,13 @@ struct Images {
 }
 
 impl Images {
+    /// Builds the images (`build-images.sh`: Debian's busybox-static, and redis-server for the redis image).
     fn build(which: &[&str]) -> Images {
+        require_docker();
+        require_cmd("busybox");
+        if which.contains(&"redis") {
+            require_cmd("redis-server");
+        }
         static N: AtomicU32 = AtomicU32::new(0);
         let id = format!("{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst));
         let imgs = Images {
@@ -230,6 +236,7 @@ checks:
 
 #[test]
 fn docker_image_missing_locally_is_a_preflight_error_and_nothing_is_pulled() {
+    require_docker();
     let wd = Workdir::new();
     let text = std::fs::read_to_string(examples().join("adapters/docker-busybox.yaml"))
         .unwrap()

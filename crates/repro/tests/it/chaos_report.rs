@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use crate::common::{assert_code, repro, repro_path, stderr, stdout, Workdir};
+use crate::common::{assert_code, repro, repro_path, require_cmd, require_cmds, stderr, stdout, Workdir};
 
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/chaos")
@@ -14,6 +14,8 @@ fn examples() -> PathBuf {
 
 /// Runs an example and returns its run directory.
 fn run_example(wd: &Workdir, name: &str) -> PathBuf {
+    // The smoke example serves with python3 -m http.server.
+    require_cmd("python3");
     let o = repro()
         .current_dir(wd.path())
         .args(["chaos", "run"])
@@ -141,6 +143,7 @@ fn report_is_self_contained_and_byte_identical_for_the_same_run_directory() {
 
 #[test]
 fn report_loads_in_chromium_without_console_errors_and_its_screenshot_shows_the_timeline() {
+    require_cmds(&["chromium", "python3"]);
     let wd = Workdir::new();
     // The console check catches a page that logs: a control page with a console error.
     let control = wd.path().join("control.html");
@@ -167,6 +170,7 @@ fn report_loads_in_chromium_without_console_errors_and_its_screenshot_shows_the_
 
 #[test]
 fn export_is_openmetrics_that_promtool_turns_into_blocks() {
+    require_cmd("promtool");
     let wd = Workdir::new();
     let dir = run_example(&wd, "smoke");
     let o = chaos(&["export"], &dir);
@@ -245,6 +249,7 @@ impl Drop for Killed {
 
 #[test]
 fn dashboard_serves_runs_side_by_side_on_loopback_and_loads_in_chromium() {
+    require_cmds(&["chromium", "python3"]);
     let wd = Workdir::new();
     let a = run_example(&wd, "smoke");
     let b = run_example(&wd, "hello-world");

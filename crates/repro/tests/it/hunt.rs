@@ -217,6 +217,7 @@ fn hunt_captures_the_first_failure_as_a_pack_that_replays() {
 /// The pytest fixture: 40 data files, one test per file, and one date-dependent test that reads one file.
 #[test]
 fn shrink_keeps_the_failure_and_drops_what_it_does_not_need() {
+    require_python_module("pytest", "python3-pytest");
     let w = Workdir::new();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pytest-suite");
     assert!(std::process::Command::new("cp")

@@ -112,6 +112,7 @@ fn success_writes_no_pack_unless_always() {
 
 #[test]
 fn shell_pipeline_and_c_program() {
+    require_cmd("gcc");
     let e = PackEnv::new();
     e.write("data.txt", "x1\nx2\ny\n");
     let script =
@@ -213,6 +214,7 @@ fn damaged_packs_are_rejected_with_exit_2() {
 /// the pack alone.
 #[test]
 fn replay_inside_a_different_root() {
+    require_cmds(&["ldd", "unshare", "busybox"]);
     let e = PackEnv::new();
     e.write("fail.py", FAIL_PY);
     e.write("data.json", "{\"v\": 3}");

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{assert_code, repro, repro_path, stderr, stdout};
+use crate::common::{assert_code, repro, repro_path, require_cmds, require_docker, stderr, stdout};
 
 /// The repository of the image; its tag is the content digest.
 const IMAGE_REPO: &str = "repro-test/pypy-root";
@@ -35,16 +35,6 @@ if cfg['retries'] != 5:\n    raise SystemExit(f\"retries is {cfg['retries']}, ex
 
 fn docker(args: &[&str]) -> Output {
     Command::new("docker").args(args).output().expect("docker runs")
-}
-
-/// The engine must be there (CI has one): say so plainly instead of failing somewhere later.
-fn require_docker() {
-    let o = Command::new("docker").args(["version", "--format", "{{.Server.Version}}"]).output();
-    match o {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => panic!("this test needs a Docker engine (CI has one); `docker version` failed:\n{}", stderr(&o)),
-        Err(e) => panic!("this test needs a Docker engine (CI has one); cannot run `docker`: {e}"),
-    }
 }
 
 /// The files of the image, by path inside it (relative, sorted).
@@ -297,7 +287,10 @@ fn json(o: &Output) -> Value {
 
 #[test]
 fn pack_replays_in_a_docker_container_with_another_python() {
+    // The engine, and what the image is made of (pypy3, busybox-static) and with (ldd): say so plainly instead
+    // of failing somewhere later.
     require_docker();
+    require_cmds(&["pypy3", "busybox", "ldd", "python3"]);
     let started = Instant::now();
     let wd = tempfile::Builder::new().prefix("repro-it-").tempdir().unwrap();
     let aside = tempfile::Builder::new().prefix("repro-packs-").tempdir().unwrap();

@@ -25,6 +25,7 @@ fn guest_sees_only_loopback_and_no_route() {
 /// A host in a network namespace made by this test answers the host, but the guest cannot reach it.
 #[test]
 fn guest_cannot_reach_a_host_in_a_test_network_namespace() {
+    require_cmds(&["ip", "python3"]);
     let tag = format!("rpt{}", std::process::id() % 100000);
     let netns = format!("{tag}ns");
     let (veth_h, veth_n) = (format!("{tag}h"), format!("{tag}n"));
@@ -128,6 +129,7 @@ fn environment_is_replaced_not_inherited() {
 
 #[test]
 fn epoch_defaults_to_the_git_head_commit_time() {
+    require_cmd("git");
     let w = Workdir::new();
     let git = |args: &[&str]| {
         let ok = std::process::Command::new("git")
@@ -392,6 +394,7 @@ fn bad_input_is_a_usage_error() {
 /// enforced (an unprivileged user cannot create a cgroup here).
 #[test]
 fn unprivileged_user_gets_a_user_namespace() {
+    require_cmd("setpriv");
     use std::os::unix::fs::PermissionsExt;
     let w = Workdir::new();
     // A copy of the binary and a directory that the unprivileged user can reach.

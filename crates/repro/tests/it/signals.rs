@@ -84,9 +84,9 @@ fn a_second_sigterm_kills_a_guest_that_ignores_the_first() {
     std::thread::sleep(Duration::from_millis(300));
     assert!(run.child.try_wait().unwrap().is_none(), "the guest ignores SIGTERM: the run goes on");
     signal(run.child.id(), "TERM");
-    let started = Instant::now();
+    // The guest ignores SIGTERM and reads stdin forever: only the second SIGTERM's kill can end the run.
+    poll("the run ends after the second SIGTERM", HANG_GUARD, || run.child.try_wait().unwrap().is_some());
     let status = run.child.wait().unwrap();
-    assert!(started.elapsed() < Duration::from_secs(10));
     assert_eq!(status.code(), Some(143), "the run ended by the first SIGTERM");
     let mut err = String::new();
     std::io::Read::read_to_string(run.child.stderr.as_mut().unwrap(), &mut err).unwrap();

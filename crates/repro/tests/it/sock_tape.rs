@@ -251,8 +251,8 @@ fn a_recording_does_not_wait_on_one_guest_thread_while_another_must_answer() {
     let e = Env::new();
     e.write("self.py", THREADED_SELF_TALK);
     let p = e.pack();
-    let started = std::time::Instant::now();
-    // Under `timeout`: a recording that made the blocking accept on the supervisor's only thread never ended.
+    // Under `timeout`: a recording that made the blocking accept on the supervisor's only thread never ended
+    // (`timeout` would end it with 124, not the guest's 1).
     let mut c = std::process::Command::new("timeout");
     c.current_dir(e.w.path())
         .env("XDG_CACHE_HOME", e.aside.path().join("cache"))
@@ -261,7 +261,6 @@ fn a_recording_does_not_wait_on_one_guest_thread_while_another_must_answer() {
     let o = c.output().unwrap();
     assert_code(&o, 1);
     assert_eq!(stdout(&o), format!("got {} bytes\n", THREADED_SELF_TALK.len()));
-    assert!(started.elapsed() < std::time::Duration::from_secs(30), "took {:?}", started.elapsed());
     let tape = e.tape();
     let ops = ops(&tape);
     assert!(ops.contains(&"accept".to_string()) && ops.contains(&"read".to_string()), "{tape}");

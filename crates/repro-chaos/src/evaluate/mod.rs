@@ -1,7 +1,7 @@
 //! Checks and verdicts, computed only from a run directory.
+use repro_model::ExitCode;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -11,8 +11,11 @@ use crate::fsutil::{read_jsonl, sha256_hex};
 use crate::limits::Limits;
 use crate::load::{parse_adapter_with, parse_experiment_with};
 use crate::model::*;
-use crate::proc::run_hook;
-use crate::timeline::event_matches;
+
+mod checks;
+
+pub use checks::{aggregate, metric_series, sample_value};
+use checks::{experiment_check, workload_checks};
 
 /// Marker file present while a run is in progress; a killed harness leaves it behind.
 pub const INCOMPLETE_MARKER: &str = "INCOMPLETE";
@@ -44,9 +47,9 @@ impl Verdict {
     /// PASS 0, XFAIL 0, FAIL 1, ERROR 2, n/a 0.
     pub fn exit_code(self) -> i32 {
         match self {
-            Verdict::Pass | Verdict::Xfail | Verdict::NotApplicable => 0,
-            Verdict::Fail => 1,
-            Verdict::Error => 2,
+            Verdict::Pass | Verdict::Xfail | Verdict::NotApplicable => ExitCode::Success.code(),
+            Verdict::Fail => ExitCode::Failure.code(),
+            Verdict::Error => ExitCode::Usage.code(),
         }
     }
 }
@@ -295,11 +298,18 @@ impl RunData {
     }
 }
 
-fn read_recorded(path: &Path) -> Vec<CheckResult> {
-    std::fs::read_to_string(path).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default()
+/// The check results the harness recorded in `path` (preflight, adapter checks); none if it recorded none.
+/// A file that cannot be read or parsed is an error: the run's own record is damaged.
+fn read_recorded(path: &Path) -> Result<Vec<CheckResult>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        Err(e) => return Err(ChaosError::io(path, e)),
+    };
+    serde_json::from_str(&text).map_err(|e| ChaosError::io(path, e.into()))
 }
 
-fn tail(text: &str, n: usize) -> Vec<String> {
+pub(crate) fn tail(text: &str, n: usize) -> Vec<String> {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let start = lines.len().saturating_sub(n);
     lines[start..].iter().map(|l| l.to_string()).collect()
@@ -309,7 +319,8 @@ fn tail(text: &str, n: usize) -> Vec<String> {
 /// marks the run complete.
 pub fn evaluate(data: &RunData, in_progress: bool) -> Evaluation {
     let run_dir = &data.run_dir;
-    let mut checks: Vec<CheckResult> = read_recorded(&run_dir.join("system/preflight.json"));
+    let recorded_preflight = read_recorded(&run_dir.join("system/preflight.json"));
+    let recorded_adapter_checks = read_recorded(&run_dir.join("system/adapter-checks.json"));
     let tl = &data.timeline;
     let experiment = json!({
         "id": data.experiment.id.value,
@@ -331,10 +342,16 @@ pub fn evaluate(data: &RunData, in_progress: bool) -> Evaluation {
         run_dir: run_dir.clone(),
         evaluated_at: crate::fsutil::rfc3339(crate::fsutil::now()),
     };
+    let (mut checks, adapter_checks) = match (recorded_preflight, recorded_adapter_checks) {
+        (Ok(p), Ok(a)) => (p, a),
+        (Err(e), _) | (_, Err(e)) => {
+            return finish(Verdict::Error, format!("the run's records are damaged: {e}"), vec![]);
+        }
+    };
     if !in_progress && run_dir.join(INCOMPLETE_MARKER).exists() {
         let why = std::fs::read_to_string(run_dir.join(crate::runner::INTERRUPTED_MARKER))
             .map(|t| format!(" ({})", t.trim()))
-            .unwrap_or_default();
+            .unwrap_or_default(); // no marker: the harness was killed before it could say why
         return finish(
             Verdict::Error,
             format!("the run is incomplete: the harness did not finish it, so there is no verdict{why}"),
@@ -354,7 +371,7 @@ pub fn evaluate(data: &RunData, in_progress: bool) -> Evaluation {
         return finish(Verdict::Error, format!("preflight check {id} failed; the flow did not run"), checks);
     }
     if !errors.is_empty() {
-        checks.extend(read_recorded(&run_dir.join("system/adapter-checks.json")));
+        checks.extend(adapter_checks);
         return finish(Verdict::Error, errors.join("; "), checks);
     }
     let mut results = Vec::new();
@@ -371,218 +388,14 @@ pub fn evaluate(data: &RunData, in_progress: bool) -> Evaluation {
             details,
         ));
     }
-    results.extend(read_recorded(&run_dir.join("system/adapter-checks.json")));
+    results.extend(adapter_checks);
     apply_expectations(&mut results, &data.experiment.expectations);
     let (verdict, reason) = verdict_of(&results);
     checks.extend(results);
     finish(verdict, reason, checks)
 }
 
-fn instance_dirs(run_dir: &Path, w: &Workload) -> Vec<(String, PathBuf)> {
-    let base = run_dir.join("workloads").join(&w.name.value).join("instances");
-    let mut out: Vec<(usize, String, PathBuf)> = std::fs::read_dir(&base)
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| e.path().is_dir())
-                .filter_map(|e| {
-                    let name = e.file_name().to_string_lossy().into_owned();
-                    let idx = name.rsplit('-').next()?.parse().ok()?;
-                    Some((idx, name, e.path()))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    out.sort();
-    out.into_iter().map(|(_, n, p)| (n, p)).collect()
-}
-
-/// The variables a workload check sees, rebased on the run directory where it is now.
-fn instance_env(data: &RunData, w: &Workload, name: &str, dir: &Path) -> BTreeMap<String, String> {
-    let mut env = read_env_file(&dir.join("env"));
-    let out = dir.join("output");
-    env.insert("CHAOS_RUN_DIR".into(), data.run_dir.display().to_string());
-    env.insert("CHAOS_EXPERIMENT".into(), data.experiment.id.value.clone());
-    env.insert("CHAOS_EXPERIMENT_WORKLOAD".into(), w.name.value.clone());
-    env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCE".into(), name.to_string());
-    env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_OUTPUT_DIR".into(), out.display().to_string());
-    env.insert("CHAOS_EXPERIMENT_WORKLOAD_INSTANCE_DIR".into(), dir.display().to_string());
-    env
-}
-
-fn workload_checks(data: &RunData, w: &Workload) -> Vec<CheckResult> {
-    let dirs = instance_dirs(&data.run_dir, w);
-    let mut out = Vec::new();
-    for c in &w.checks {
-        let key = format!("{}/{}", w.name.value, c.name.value);
-        if dirs.is_empty() {
-            out.push(CheckResult::new(
-                "workload",
-                key.clone(),
-                key,
-                false,
-                vec![format!("no instance of {} ran", w.name.value)],
-            ));
-            continue;
-        }
-        for (name, dir) in &dirs {
-            let id = format!("{name}/{}", c.name.value);
-            let out_dir = dir.join("output");
-            let (passed, details) = match c.kind.value {
-                WorkloadCheckKind::ExitCode => {
-                    let want = c.equals.unwrap_or(0);
-                    match std::fs::read_to_string(out_dir.join(".chaos/exit_code")) {
-                        Ok(t) => match t.trim().parse::<i32>() {
-                            Ok(code) if code == want => (true, vec![]),
-                            Ok(code) => (false, vec![format!("exit code {code}, want {want}")]),
-                            Err(_) => (false, vec![format!("unreadable exit code {:?}", t.trim())]),
-                        },
-                        Err(_) => (false, vec!["no exit code recorded".into()]),
-                    }
-                }
-                WorkloadCheckKind::Shell => {
-                    let env = instance_env(data, w, name, dir);
-                    let cwd = if out_dir.is_dir() { out_dir.clone() } else { data.run_dir.clone() };
-                    shell_check(c.run.as_deref().unwrap_or("false"), &env, &cwd, c.timeout)
-                }
-            };
-            out.push(CheckResult::new("workload", id, key.clone(), passed, details));
-        }
-    }
-    out
-}
-
-fn shell_check(script: &str, env: &BTreeMap<String, String>, cwd: &Path, timeout: Option<Dur>) -> (bool, Vec<String>) {
-    let timeout = timeout.map(|d| d.0).unwrap_or(Duration::from_secs(60));
-    match run_hook(script, env, cwd, timeout, None) {
-        Ok(o) if o.ok() => (true, tail(&o.output, 20)),
-        Ok(o) => {
-            let mut d = tail(&o.output, 20);
-            d.push(o.describe());
-            (false, d)
-        }
-        Err(e) => (false, vec![format!("could not run the check: {e}")]),
-    }
-}
-
-fn experiment_check(data: &RunData, c: &Check) -> (bool, Vec<String>) {
-    match c.kind.value {
-        CheckKind::Shell => {
-            let mut env = BTreeMap::new();
-            env.insert("CHAOS_RUN_DIR".to_string(), data.run_dir.display().to_string());
-            env.insert("CHAOS_EXPERIMENT".to_string(), data.experiment.id.value.clone());
-            shell_check(c.run.as_deref().unwrap_or("false"), &env, &data.run_dir, c.timeout)
-        }
-        CheckKind::Metric => metric_check(&data.run_dir, c),
-        CheckKind::Timeline => timeline_check(&data.timeline, c),
-    }
-}
-
-/// A scraped sample value as recorded: a number, or "NaN", "+Inf", "-Inf" (or a number in a string).
-pub fn sample_value(v: &Value) -> Option<f64> {
-    match v {
-        Value::Number(n) => n.as_f64(),
-        Value::String(s) => match s.as_str() {
-            "NaN" => Some(f64::NAN),
-            "+Inf" => Some(f64::INFINITY),
-            "-Inf" => Some(f64::NEG_INFINITY),
-            _ => s.parse().ok(),
-        },
-        _ => None,
-    }
-}
-
-/// The matching series summed per scrape, in scrape order.
-pub fn metric_series(scrapes: &[Value], metric: &str, labels: &BTreeMap<String, String>) -> Vec<f64> {
-    let mut out = Vec::new();
-    for s in scrapes {
-        let Some(samples) = s["samples"].as_array() else { continue };
-        let mut sum = None;
-        for x in samples {
-            if x["name"].as_str() != Some(metric) {
-                continue;
-            }
-            let ok = labels.iter().all(|(k, v)| x["labels"].get(k).and_then(Value::as_str) == Some(v.as_str()));
-            if !ok {
-                continue;
-            }
-            if let Some(v) = sample_value(&x["value"]) {
-                sum = Some(sum.unwrap_or(0.0) + v);
-            }
-        }
-        if let Some(v) = sum {
-            out.push(v);
-        }
-    }
-    out
-}
-
-pub fn aggregate(values: &[f64], how: Aggregate) -> Option<f64> {
-    let first = *values.first()?;
-    Some(match how {
-        Aggregate::Last => *values.last()?,
-        Aggregate::First => first,
-        Aggregate::Min => values.iter().copied().fold(f64::INFINITY, f64::min),
-        Aggregate::Max => values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-        Aggregate::Increase => {
-            let mut inc = 0.0;
-            for w in values.windows(2) {
-                inc += if w[1] >= w[0] { w[1] - w[0] } else { w[1] };
-            }
-            inc
-        }
-    })
-}
-
-fn metric_check(run_dir: &Path, c: &Check) -> (bool, Vec<String>) {
-    let target = c.target.as_deref().unwrap_or("");
-    let metric = c.metric.as_deref().unwrap_or("");
-    let path = run_dir.join("system/metrics").join(format!("{target}.jsonl"));
-    let scrapes = match read_jsonl(&path) {
-        Ok(s) => s,
-        Err(_) => return (false, vec![format!("no scrapes of {target}: {} is missing", path.display())]),
-    };
-    let ok_scrapes = scrapes.iter().filter(|s| s.get("samples").is_some()).count();
-    let series = metric_series(&scrapes, metric, &c.labels);
-    let how = c.aggregate.unwrap_or(Aggregate::Last);
-    let op = c.op.unwrap_or(Cmp::Eq);
-    let want = c.value.unwrap_or(0.0);
-    let sel = if c.labels.is_empty() {
-        metric.to_string()
-    } else {
-        let l: Vec<String> = c.labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
-        format!("{metric}{{{}}}", l.join(","))
-    };
-    match aggregate(&series, how) {
-        None => (false, vec![format!("{sel} is in none of the {ok_scrapes} scrapes of {target}")]),
-        Some(v) => {
-            let passed = op.apply(v, want);
-            let how_s = serde_json::to_value(how).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
-            (passed, vec![format!("{how_s} of {sel} over {} scrapes = {v}, want {} {want}", series.len(), op.symbol())])
-        }
-    }
-}
-
-fn timeline_check(tl: &[Value], c: &Check) -> (bool, Vec<String>) {
-    if let Some(ev) = &c.event {
-        let found = tl.iter().find(|e| event_matches(e, ev, &c.where_));
-        let desc = if c.where_.is_empty() { ev.clone() } else { format!("{ev} {:?}", c.where_) };
-        return match (found, c.happened) {
-            (Some(e), true) => (true, vec![format!("{desc} at t={}", e["t"])]),
-            (None, true) => (false, vec![format!("no {desc} in the timeline")]),
-            (None, false) => (true, vec![]),
-            (Some(e), false) => (false, vec![format!("{desc} happened at t={}", e["t"])]),
-        };
-    }
-    let mut from = 0;
-    for m in &c.order {
-        match tl[from..].iter().position(|e| event_matches(e, &m.event, &m.where_)) {
-            Some(i) => from += i + 1,
-            None => return (false, vec![format!("no {} {:?} after the events before it", m.event, m.where_)]),
-        }
-    }
-    (true, vec![])
-}
-
+/// The directories of the workload's instances, in instance order; none if no instance started.
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -635,29 +448,6 @@ mod tests {
     }
 
     #[test]
-    fn aggregates_with_counter_reset() {
-        let v = [5.0, 7.0, 2.0, 4.0];
-        assert_eq!(aggregate(&v, Aggregate::Increase), Some(6.0));
-        assert_eq!(aggregate(&v, Aggregate::Min), Some(2.0));
-        assert_eq!(aggregate(&v, Aggregate::Max), Some(7.0));
-        assert_eq!(aggregate(&v, Aggregate::Last), Some(4.0));
-        assert_eq!(aggregate(&[], Aggregate::Last), None);
-    }
-
-    #[test]
-    fn series_sums_matching_labels() {
-        let scrapes = vec![
-            json!({"samples": [{"name": "m", "labels": {"a": "1"}, "value": 2}, {"name": "m", "labels": {"a": "2"}, "value": 3}]}),
-            json!({"error": "down"}),
-            json!({"samples": [{"name": "m", "labels": {"a": "1"}, "value": "NaN"}]}),
-        ];
-        assert_eq!(metric_series(&scrapes, "m", &BTreeMap::new()).len(), 2);
-        let mut l = BTreeMap::new();
-        l.insert("a".to_string(), "2".to_string());
-        assert_eq!(metric_series(&scrapes, "m", &l), vec![3.0]);
-    }
-
-    #[test]
     fn env_file_round_trip() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("env");
@@ -665,5 +455,33 @@ mod tests {
         let e = read_env_file(&p);
         assert_eq!(e["A"], "it's x");
         assert_eq!(e["B"], "a=b");
+    }
+
+    pub(super) fn run_data(dir: &Path) -> RunData {
+        let text = "apiVersion: repro.dev/chaos/v1\nid: t\nversion: 1\ntitle: t\nhypothesis: h\ntimeout: 1m\nworkloads:\n  - name: w\n    kind: shell\n    run: 'true'\n    checks:\n      - {name: ok, kind: exit-code}\nflow: w\n";
+        RunData {
+            run_dir: dir.to_path_buf(),
+            experiment: crate::load::parse_experiment(Path::new("e.yaml"), text).unwrap(),
+            experiment_text: text.into(),
+            experiment_path: dir.join("experiment.yaml"),
+            adapter: crate::load::builtin_process_adapter().adapter,
+            adapter_text: String::new(),
+            timeline: vec![],
+        }
+    }
+
+    #[test]
+    fn damaged_records_are_an_error_naming_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let data = run_data(d.path());
+        let ev = evaluate(&data, true);
+        assert_eq!(ev.verdict, Verdict::Fail, "{}", ev.reason);
+        assert!(ev.checks.iter().any(|c| c.details.iter().any(|l| l == "no instance of w ran")), "{:?}", ev.checks);
+        std::fs::create_dir_all(d.path().join("system")).unwrap();
+        std::fs::write(d.path().join("system/preflight.json"), "[{\"truncated").unwrap();
+        let ev = evaluate(&data, true);
+        assert_eq!(ev.verdict, Verdict::Error);
+        assert!(ev.reason.starts_with("the run's records are damaged: "), "{}", ev.reason);
+        assert!(ev.reason.contains("system/preflight.json: "), "{}", ev.reason);
     }
 }

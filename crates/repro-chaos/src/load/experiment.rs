@@ -1,0 +1,334 @@
+//! What an experiment's types cannot say: references between its parts, the fields each kind needs, unique
+//! names, and what the whole multiplies out to against the [`Limits`].
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::{invalid, valid_name};
+use crate::error::Result;
+use crate::limits::Limits;
+use crate::model::*;
+
+/// Checks what the types cannot (references, required fields per kind, unique names) and the default [`Limits`].
+pub fn validate_experiment(path: &Path, e: &Experiment) -> Result<()> {
+    validate_experiment_with(path, e, &Limits::default())
+}
+
+/// Like [`validate_experiment`], with the given limits.
+pub fn validate_experiment_with(path: &Path, e: &Experiment, limits: &Limits) -> Result<()> {
+    if e.api_version.value != API_VERSION {
+        return invalid(
+            path,
+            e.api_version.line,
+            e.api_version.column,
+            "apiVersion",
+            format!("expected {API_VERSION:?}, got {:?}", e.api_version.value),
+        );
+    }
+    if !valid_name(&e.id) {
+        return invalid(
+            path,
+            e.id.line,
+            e.id.column,
+            "id",
+            format!("expected a name of letters, digits, '-', '_' or '.', got {:?}", e.id.value),
+        );
+    }
+    let mut names: BTreeSet<String> = BTreeSet::new();
+    for (i, w) in e.workloads.iter().enumerate() {
+        let f = format!("workloads[{i}]");
+        if !valid_name(&w.name) || !names.insert(w.name.value.clone()) {
+            return invalid(
+                path,
+                w.name.line,
+                w.name.column,
+                format!("{f}.name"),
+                format!("expected a unique name of letters, digits, '-', '_' or '.', got {:?}", w.name.value),
+            );
+        }
+        if w.instances == 0 {
+            return invalid(path, w.name.line, w.name.column, format!("{f}.instances"), "expected at least 1 instance");
+        }
+        let mut check_names = BTreeSet::new();
+        for (j, c) in w.checks.iter().enumerate() {
+            let cf = format!("{f}.checks[{j}]");
+            if !valid_name(&c.name) || !check_names.insert(c.name.value.clone()) {
+                return invalid(
+                    path,
+                    c.name.line,
+                    c.name.column,
+                    format!("{cf}.name"),
+                    format!("expected a unique check name, got {:?}", c.name.value),
+                );
+            }
+            match c.kind.value {
+                WorkloadCheckKind::Shell if c.run.is_none() => {
+                    return invalid(
+                        path,
+                        c.kind.line,
+                        c.kind.column,
+                        format!("{cf}.run"),
+                        "a shell check needs `run`, the script (exit 0 means pass)",
+                    );
+                }
+                WorkloadCheckKind::ExitCode if c.run.is_some() => {
+                    return invalid(
+                        path,
+                        c.kind.line,
+                        c.kind.column,
+                        format!("{cf}.run"),
+                        "an exit-code check takes `equals`, not `run`",
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    for (i, o) in e.operations.iter().enumerate() {
+        let f = format!("operations[{i}]");
+        if !valid_name(&o.name) || !names.insert(o.name.value.clone()) {
+            return invalid(
+                path,
+                o.name.line,
+                o.name.column,
+                format!("{f}.name"),
+                format!("expected a name unique among workloads and operations, got {:?}", o.name.value),
+            );
+        }
+        if let Some(fault) = Fault::from_name(&o.uses) {
+            if o.target.is_none() {
+                return invalid(
+                    path,
+                    o.uses.line,
+                    o.uses.column,
+                    format!("{f}.target"),
+                    format!("the built-in fault {} needs a `target`: an adapter target or a workload", fault.name()),
+                );
+            }
+            if fault == Fault::Outage && o.duration.is_none() {
+                return invalid(
+                    path,
+                    o.uses.line,
+                    o.uses.column,
+                    format!("{f}.duration"),
+                    format!("an outage needs `duration`: {DURATION_EXPECTED}"),
+                );
+            }
+        }
+    }
+    let workloads: Vec<&str> = e.workloads.iter().map(|w| w.name.value.as_str()).collect();
+    let leaves: Vec<&str> = names.iter().map(String::as_str).collect();
+    if let Some(flow) = &e.flow {
+        validate_flow(path, flow, &leaves, &workloads)?;
+    }
+    let mut check_names = BTreeSet::new();
+    for (i, c) in e.checks.iter().enumerate() {
+        let f = format!("checks[{i}]");
+        if !valid_name(&c.name) || !check_names.insert(c.name.value.clone()) {
+            return invalid(
+                path,
+                c.name.line,
+                c.name.column,
+                format!("{f}.name"),
+                format!("expected a unique check name, got {:?}", c.name.value),
+            );
+        }
+        let (l, col) = (c.kind.line, c.kind.column);
+        match c.kind.value {
+            CheckKind::Shell if c.run.is_none() => {
+                return invalid(
+                    path,
+                    l,
+                    col,
+                    format!("{f}.run"),
+                    "a shell check needs `run`, the script (exit 0 means pass)",
+                );
+            }
+            CheckKind::Metric => {
+                for (name, missing) in [
+                    ("target", c.target.is_none()),
+                    ("metric", c.metric.is_none()),
+                    ("op", c.op.is_none()),
+                    ("value", c.value.is_none()),
+                ] {
+                    if missing {
+                        return invalid(
+                            path,
+                            l,
+                            col,
+                            format!("{f}.{name}"),
+                            "a metric check needs target, metric, op and value (aggregate defaults to last)",
+                        );
+                    }
+                }
+            }
+            CheckKind::Timeline if c.event.is_none() == c.order.is_empty() => {
+                return invalid(
+                    path,
+                    l,
+                    col,
+                    format!("{f}.event"),
+                    "a timeline check needs exactly one of `event` (with optional `where` and `happened`) or `order`",
+                );
+            }
+            _ => {}
+        }
+    }
+    for (i, x) in e.expectations.iter().enumerate() {
+        if x.checks.is_empty() {
+            return invalid(
+                path,
+                x.issue.line,
+                x.issue.column,
+                format!("expectations[{i}].checks"),
+                "expected at least one check (workload/check or experiment/check)",
+            );
+        }
+        for (j, c) in x.checks.iter().enumerate() {
+            if !c.contains('/') {
+                return invalid(
+                    path,
+                    c.line,
+                    c.column,
+                    format!("expectations[{i}].checks[{j}]"),
+                    format!(
+                        "expected `scope/check` such as counter/exited-ok or experiment/recovered, got {:?}",
+                        c.value
+                    ),
+                );
+            }
+        }
+    }
+    check_sizes(path, e, limits)
+}
+
+/// What the experiment multiplies out to: instances in total, check runs, flow steps and parallel branches.
+fn check_sizes(path: &Path, e: &Experiment, limits: &Limits) -> Result<()> {
+    let mut total: u64 = 0;
+    let mut check_runs: u64 = (e.checks.len() as u64).saturating_add(e.preflight.len() as u64);
+    for (i, w) in e.workloads.iter().enumerate() {
+        let n = u64::from(w.instances);
+        if n > limits.instances {
+            let msg = Limits::exceeded(n, limits.instances, "instances");
+            return invalid(path, w.name.line, w.name.column, format!("workloads[{i}].instances"), msg);
+        }
+        total = total.saturating_add(n);
+        if total > limits.instances {
+            let msg = format!(
+                "{n} instances bring the experiment's total to {total}, which {}",
+                Limits::exceeded("", limits.instances, "instances").trim_start()
+            );
+            return invalid(path, w.name.line, w.name.column, format!("workloads[{i}].instances"), msg);
+        }
+        check_runs = check_runs.saturating_add((w.checks.len() as u64).saturating_mul(n));
+        if check_runs > limits.checks {
+            let msg = format!(
+                "{} checks x {n} instances bring the check runs to {check_runs}, which {}",
+                w.checks.len(),
+                Limits::exceeded("", limits.checks, "check runs").trim_start()
+            );
+            return invalid(path, w.name.line, w.name.column, format!("workloads[{i}].checks"), msg);
+        }
+    }
+    if check_runs > limits.checks {
+        let msg = Limits::exceeded(check_runs, limits.checks, "check runs");
+        return invalid(path, e.id.line, e.id.column, "checks", msg);
+    }
+    if let Some(flow) = &e.flow {
+        flow_size(path, flow, e, limits)?;
+    }
+    Ok(())
+}
+
+/// Returns (steps, branches at once) of a flow node, or the located error of the innermost node over a limit.
+fn flow_size(path: &Path, node: &FlowNode, e: &Experiment, limits: &Limits) -> Result<(u64, u64)> {
+    let (steps, width) = match &node.kind {
+        FlowKind::Leaf(name) => {
+            let n = e.workloads.iter().find(|w| &w.name.value == name).map_or(1, |w| u64::from(w.instances).max(1));
+            (n, 1)
+        }
+        FlowKind::Serial(v) | FlowKind::Parallel(v) => {
+            let mut steps = 0u64;
+            let mut width = 0u64;
+            for n in v {
+                let (s, w) = flow_size(path, n, e, limits)?;
+                steps = steps.saturating_add(s);
+                width = if matches!(node.kind, FlowKind::Parallel(_)) { width.saturating_add(w) } else { width.max(w) };
+            }
+            (steps, width.max(1))
+        }
+        FlowKind::Wait(_) | FlowKind::Delay(_) => (1, 1),
+        FlowKind::Repeat { mode, body } => {
+            let (s, w) = flow_size(path, body, e, limits)?;
+            match mode {
+                RepeatMode::Times(n) => (s.saturating_mul(u64::from(*n)), w),
+                // Counted once here; the runner counts every real iteration against the same limit.
+                RepeatMode::For(_) => (s, w),
+            }
+        }
+    };
+    if width > limits.parallel {
+        let msg = Limits::exceeded(format!("{width} branches at once"), limits.parallel, "parallel branches");
+        return invalid(path, node.line, node.column, "flow", msg);
+    }
+    if steps > limits.steps {
+        let msg = Limits::exceeded(format!("{steps} flow steps"), limits.steps, "steps");
+        return invalid(path, node.line, node.column, "flow", msg);
+    }
+    Ok((steps, width))
+}
+
+fn validate_flow(path: &Path, node: &FlowNode, leaves: &[&str], workloads: &[&str]) -> Result<()> {
+    match &node.kind {
+        FlowKind::Leaf(name) => {
+            if !leaves.contains(&name.as_str()) {
+                return invalid(
+                    path,
+                    node.line,
+                    node.column,
+                    "flow",
+                    format!("unknown operation or workload `{name}`, expected one of: {}", leaves.join(", ")),
+                );
+            }
+        }
+        FlowKind::Serial(v) | FlowKind::Parallel(v) => {
+            for n in v {
+                validate_flow(path, n, leaves, workloads)?;
+            }
+        }
+        FlowKind::Wait(w) => match (&w.workload, &w.signal) {
+            (Some(wl), None) => {
+                if !workloads.contains(&wl.value.as_str()) {
+                    return invalid(
+                        path,
+                        wl.line,
+                        wl.column,
+                        "flow.wait.workload",
+                        format!("unknown workload `{}`, expected one of: {}", wl.value, workloads.join(", ")),
+                    );
+                }
+                if w.condition.is_none() {
+                    return invalid(
+                        path,
+                        wl.line,
+                        wl.column,
+                        "flow.wait.condition",
+                        "a workload wait needs `condition`: started or finished",
+                    );
+                }
+            }
+            (None, Some(_)) => {}
+            _ => {
+                return invalid(
+                    path,
+                    node.line,
+                    node.column,
+                    "flow.wait",
+                    "a wait needs exactly one of `workload` (with `condition`) or `signal`",
+                );
+            }
+        },
+        FlowKind::Delay(_) => {}
+        FlowKind::Repeat { body, .. } => validate_flow(path, body, leaves, workloads)?,
+    }
+    Ok(())
+}

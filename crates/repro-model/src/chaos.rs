@@ -1,1 +1,0 @@
-//! The experiment schema of `repro chaos`.

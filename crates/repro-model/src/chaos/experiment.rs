@@ -1,0 +1,408 @@
+//! The experiment (`kind` absent, `apiVersion: repro.dev/chaos/v1`): workloads, operations, checks,
+//! expectations. The flow is in [`super::flow`], the adapter in [`super::adapter`].
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::ser::Serializer;
+use serde::{Deserialize, Serialize};
+
+use super::at::At;
+use super::duration::Dur;
+use super::flow::FlowNode;
+use super::limits::count_limited;
+
+/// The only accepted `apiVersion`.
+pub const API_VERSION: &str = "repro.dev/chaos/v1";
+
+fn default_adapter() -> String {
+    "process".to_string()
+}
+fn one() -> u32 {
+    1
+}
+fn yes() -> bool {
+    true
+}
+
+fn instances_limited<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    count_limited(d, "instances")
+}
+
+/// A fault-injection experiment.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Experiment {
+    #[serde(rename = "apiVersion")]
+    pub api_version: At<String>,
+    pub id: At<String>,
+    pub version: u32,
+    pub title: String,
+    pub hypothesis: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_adapter")]
+    pub default_adapter: String,
+    pub timeout: Dur,
+    #[serde(default)]
+    pub issues: Vec<String>,
+    #[serde(default)]
+    pub workloads: Vec<Workload>,
+    #[serde(default)]
+    pub operations: Vec<Operation>,
+    #[serde(default)]
+    pub flow: Option<FlowNode>,
+    #[serde(default)]
+    pub checks: Vec<Check>,
+    #[serde(default)]
+    pub metrics: Vec<MetricRef>,
+    #[serde(default)]
+    pub expectations: Vec<Expectation>,
+    #[serde(default)]
+    pub preflight: Vec<ShellCheck>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    Shell,
+}
+
+/// Something to run, `instances` times, each instance named `<name>-<i>`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Workload {
+    pub name: At<String>,
+    #[serde(default)]
+    pub description: String,
+    pub kind: WorkloadKind,
+    #[serde(default = "one", deserialize_with = "instances_limited")]
+    pub instances: u32,
+    #[serde(default)]
+    pub timeout: Option<Dur>,
+    pub run: String,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub checks: Vec<WorkloadCheck>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadCheckKind {
+    ExitCode,
+    Shell,
+}
+
+/// A check run once per instance of its workload.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct WorkloadCheck {
+    pub name: At<String>,
+    #[serde(default)]
+    pub description: String,
+    pub kind: At<WorkloadCheckKind>,
+    /// `exit-code`: the expected exit code (default 0).
+    #[serde(default)]
+    pub equals: Option<i32>,
+    /// `shell`: the script; exit 0 means pass.
+    #[serde(default)]
+    pub run: Option<String>,
+    #[serde(default)]
+    pub timeout: Option<Dur>,
+}
+
+/// Which of a target's candidates an operation hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Select {
+    One,
+    All,
+    Count(u32),
+}
+
+impl<'de> Deserialize<'de> for Select {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        const EXP: &str = "`one`, `all` or a positive count";
+        impl Visitor<'_> for V {
+            type Value = Select;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(EXP)
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Select, E> {
+                match u32::try_from(v) {
+                    Ok(n) if n > 0 => Ok(Select::Count(n)),
+                    _ => Err(E::custom(format!("expected {EXP}, got {v}"))),
+                }
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Select, E> {
+                match u64::try_from(v) {
+                    Ok(n) => self.visit_u64(n),
+                    Err(_) => Err(E::custom(format!("expected {EXP}, got {v}"))),
+                }
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Select, E> {
+                match v {
+                    "one" => Ok(Select::One),
+                    "all" => Ok(Select::All),
+                    other => match other.parse::<u64>() {
+                        Ok(n) => self.visit_u64(n),
+                        Err(_) => Err(E::custom(format!("expected {EXP}, got {other:?}"))),
+                    },
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Serialize for Select {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Select::One => s.serialize_str("one"),
+            Select::All => s.serialize_str("all"),
+            Select::Count(n) => s.serialize_u32(*n),
+        }
+    }
+}
+
+impl fmt::Display for Select {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Select::One => f.write_str("one"),
+            Select::All => f.write_str("all"),
+            Select::Count(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// The built-in faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    Kill,
+    Restart,
+    RestartInPlace,
+    Freeze,
+    Outage,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 5] = [Fault::Kill, Fault::Restart, Fault::RestartInPlace, Fault::Freeze, Fault::Outage];
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::Kill => "kill",
+            Fault::Restart => "restart",
+            Fault::RestartInPlace => "restart-in-place",
+            Fault::Freeze => "freeze",
+            Fault::Outage => "outage",
+        }
+    }
+    pub fn from_name(name: &str) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
+/// Something the experiment does to the system during the flow.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Operation {
+    pub name: At<String>,
+    #[serde(default)]
+    pub description: String,
+    /// A built-in fault (`kill`, `restart`, `restart-in-place`, `freeze`, `outage`) or an adapter operation.
+    pub uses: At<String>,
+    /// An adapter target or a workload; adapter operations may leave it out.
+    #[serde(default)]
+    pub target: Option<At<String>>,
+    #[serde(default = "select_one")]
+    pub select: Select,
+    #[serde(default)]
+    pub duration: Option<Dur>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+fn select_one() -> Select {
+    Select::One
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckKind {
+    Shell,
+    Metric,
+    Timeline,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Aggregate {
+    Last,
+    First,
+    Min,
+    Max,
+    /// Last minus first, counting a drop (a counter reset) as a restart from zero.
+    Increase,
+}
+
+impl Aggregate {
+    /// The name written in YAML.
+    pub fn name(self) -> &'static str {
+        match self {
+            Aggregate::Last => "last",
+            Aggregate::First => "first",
+            Aggregate::Min => "min",
+            Aggregate::Max => "max",
+            Aggregate::Increase => "increase",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Cmp {
+    #[serde(rename = "==")]
+    Eq,
+    #[serde(rename = "!=")]
+    Ne,
+    #[serde(rename = "<")]
+    Lt,
+    #[serde(rename = "<=")]
+    Le,
+    #[serde(rename = ">")]
+    Gt,
+    #[serde(rename = ">=")]
+    Ge,
+}
+
+impl Cmp {
+    pub fn apply(self, a: f64, b: f64) -> bool {
+        match self {
+            Cmp::Eq => a == b,
+            Cmp::Ne => a != b,
+            Cmp::Lt => a < b,
+            Cmp::Le => a <= b,
+            Cmp::Gt => a > b,
+            Cmp::Ge => a >= b,
+        }
+    }
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Cmp::Eq => "==",
+            Cmp::Ne => "!=",
+            Cmp::Lt => "<",
+            Cmp::Le => "<=",
+            Cmp::Gt => ">",
+            Cmp::Ge => ">=",
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Cmp {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(match s.as_str() {
+            "==" | "eq" => Cmp::Eq,
+            "!=" | "ne" => Cmp::Ne,
+            "<" | "lt" => Cmp::Lt,
+            "<=" | "le" => Cmp::Le,
+            ">" | "gt" => Cmp::Gt,
+            ">=" | "ge" => Cmp::Ge,
+            other => return Err(de::Error::custom(format!("expected one of ==, !=, <, <=, >, >=, got {other:?}"))),
+        })
+    }
+}
+
+/// One event pattern of a timeline check.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct EventMatch {
+    pub event: String,
+    /// Fields the event must have, compared as text (arrays match if they contain the value).
+    #[serde(default, rename = "where")]
+    pub where_: BTreeMap<String, String>,
+}
+
+/// An experiment-level check.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Check {
+    pub name: At<String>,
+    #[serde(default)]
+    pub description: String,
+    pub kind: At<CheckKind>,
+    // shell
+    #[serde(default)]
+    pub run: Option<String>,
+    #[serde(default)]
+    pub timeout: Option<Dur>,
+    // metric
+    /// The scraped target (`system/metrics/<target>.jsonl`).
+    #[serde(default)]
+    pub target: Option<String>,
+    #[serde(default)]
+    pub metric: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub aggregate: Option<Aggregate>,
+    #[serde(default)]
+    pub op: Option<Cmp>,
+    #[serde(default)]
+    pub value: Option<f64>,
+    // timeline
+    #[serde(default)]
+    pub event: Option<String>,
+    #[serde(default, rename = "where")]
+    pub where_: BTreeMap<String, String>,
+    /// `true` (default): the event happened; `false`: it did not.
+    #[serde(default = "yes")]
+    pub happened: bool,
+    /// These events happened, in this order.
+    #[serde(default)]
+    pub order: Vec<EventMatch>,
+}
+
+/// A metric family the experiment is about.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct MetricRef {
+    pub target: String,
+    pub family: String,
+    #[serde(default)]
+    pub description: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExpectationKind {
+    /// Must fail: a pass is an XPASS, which fails the run.
+    #[default]
+    Known,
+    /// May pass or fail.
+    Flaky,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Expectation {
+    pub issue: At<String>,
+    #[serde(default)]
+    pub kind: ExpectationKind,
+    /// `workload/check`, `experiment/check`, `preflight/check` or `adapter/check`; `*` and `?` globs allowed.
+    pub checks: Vec<At<String>>,
+    #[serde(default)]
+    pub description: String,
+}
+
+/// A named shell script: a preflight check or a post-run adapter check.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ShellCheck {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub run: String,
+    #[serde(default)]
+    pub timeout: Option<Dur>,
+}
