@@ -9,11 +9,13 @@ use repro_hunt::config::{self, Config, Dimension, Space, SpaceOptions};
 use repro_hunt::runner::{self, Budget, Runner};
 use repro_hunt::{explain, hunt, HuntError};
 
+use repro_model::ExitCode;
+
 use crate::{print_json, CliError};
 
 impl From<HuntError> for CliError {
     fn from(e: HuntError) -> Self {
-        CliError::new(e.exit_code(), e.to_string())
+        CliError::from_error(e.exit_code(), e)
     }
 }
 
@@ -93,8 +95,7 @@ fn prepare(
     let base = match pack {
         None => Config::baseline(base_epoch),
         Some(p) => {
-            let pack = repro_pack::read_pack(p, &repro_pack::Store::default_store(), None)
-                .map_err(|e| CliError::new(e.exit_code(), e.to_string()))?;
+            let pack = repro_pack::read_pack(p, &repro_pack::Store::default_store(), None).map_err(CliError::from)?;
             // Variables redacted at capture must be supplied (`--env NAME` or `--env NAME=VALUE`): they are passed
             // to every replay, never replayed with their markers.
             let supplied: Vec<&str> = a.env.iter().map(|e| e.split_once('=').map_or(e.as_str(), |(n, _)| n)).collect();
@@ -130,8 +131,8 @@ fn prepare(
     for e in &a.env {
         base_args.extend(["--env".to_string(), e.clone()]);
     }
-    let cwd =
-        std::env::current_dir().map_err(|e| CliError::new(125, format!("cannot read the current directory: {e}")))?;
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::new(ExitCode::Setup, format!("cannot read the current directory: {e}")))?;
     let state = repro_sandbox::rundir::state_dir(
         a.state_dir.as_deref(),
         std::env::var("REPRO_STATE_DIR").ok().as_deref(),
@@ -140,8 +141,8 @@ fn prepare(
     let id = repro_sandbox::rundir::new_id(time::OffsetDateTime::now_utc());
     let state_dir = state.join(format!("{kind}s")).join(id);
     std::fs::create_dir_all(&state_dir)
-        .map_err(|e| CliError::new(125, format!("cannot create {}: {e}", state_dir.display())))?;
-    let repro = std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+        .map_err(|e| CliError::new(ExitCode::Setup, format!("cannot create {}: {e}", state_dir.display())))?;
+    let repro = repro_sandbox::run::self_exe();
 
     Ok(Prepared {
         runner: Runner {
@@ -226,9 +227,12 @@ pub fn hunt(a: HuntArgs) -> Result<i32, CliError> {
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
                 .status()
-                .map_err(|e| CliError::new(125, format!("cannot run repro capture: {e}")))?;
+                .map_err(|e| CliError::new(ExitCode::Setup, format!("cannot run repro capture: {e}")))?;
             if !out.exists() {
-                return Err(CliError::new(125, format!("repro capture did not write {} ({status})", out.display())));
+                return Err(CliError::new(
+                    ExitCode::Setup,
+                    format!("repro capture did not write {} ({status})", out.display()),
+                ));
             }
             report.pack = Some(out);
         }
@@ -284,7 +288,7 @@ pub fn explain(a: ExplainArgs) -> Result<i32, CliError> {
     } else {
         out!("{}", explain::render(&report));
     }
-    Ok(if report.nondeterministic { repro_sandbox::EXIT_NOT_DETERMINISTIC } else { 0 })
+    Ok(if report.nondeterministic { ExitCode::NotDeterministic.code() } else { ExitCode::Success.code() })
 }
 
 #[derive(Debug, Args)]
@@ -327,7 +331,7 @@ pub fn shrink(a: ShrinkArgs) -> Result<i32, CliError> {
         output,
         confirm: a.confirm,
         deadline: Some(Instant::now() + budget),
-        repro: std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
+        repro: repro_sandbox::run::self_exe(),
         work: work.clone(),
         limits,
     };
@@ -338,7 +342,9 @@ pub fn shrink(a: ShrinkArgs) -> Result<i32, CliError> {
         }
     };
     let result = shrink::shrink(&opts, &mut progress);
-    let _ = std::fs::remove_dir_all(&work);
+    if let Err(e) = std::fs::remove_dir_all(&work) {
+        errln!("repro: warning: cannot remove the shrink's scratch directory {}: {e}", work.display());
+    }
     let report = result?;
     if a.json {
         print_json(&report)?;
@@ -351,6 +357,7 @@ pub fn shrink(a: ShrinkArgs) -> Result<i32, CliError> {
 /// A fresh scratch directory for shrinking (removed afterwards).
 fn tempfile_dir() -> Result<PathBuf, CliError> {
     let base = std::env::temp_dir().join(format!("repro-shrink-{}", std::process::id()));
-    std::fs::create_dir_all(&base).map_err(|e| CliError::new(125, format!("cannot create {}: {e}", base.display())))?;
+    std::fs::create_dir_all(&base)
+        .map_err(|e| CliError::new(ExitCode::Setup, format!("cannot create {}: {e}", base.display())))?;
     Ok(base)
 }

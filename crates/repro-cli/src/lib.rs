@@ -9,14 +9,11 @@ mod hunt;
 mod pack;
 mod run;
 
-use std::process::ExitCode;
+use repro_model::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
 pub use error::CliError;
-
-/// Exit status for a usage error (bad option or argument).
-pub const EXIT_USAGE: i32 = 2;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -91,20 +88,21 @@ pub enum Command {
 }
 
 /// Entry point used by the `repro` binary.
-pub fn main() -> ExitCode {
+pub fn main() -> std::process::ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let code = if e.use_stderr() { ExitCode::Usage } else { ExitCode::Success };
+            // clap's message could not reach its stream: there is nowhere left to say so; the status still does.
             let _ = e.print();
-            return ExitCode::from(code as u8);
+            return std::process::ExitCode::from(code.code() as u8);
         }
     };
     match dispatch(cli) {
-        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Ok(code) => std::process::ExitCode::from(code.clamp(0, 255) as u8),
         Err(err) => {
             errln!("repro: {err}");
-            ExitCode::from(err.code.clamp(0, 255) as u8)
+            std::process::ExitCode::from(err.code.clamp(0, 255) as u8)
         }
     }
 }
@@ -130,7 +128,7 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
             } else {
                 out!("{}", repro_sandbox::doctor::render(&report));
             }
-            Ok(if report.usable { 0 } else { 1 })
+            Ok(if report.usable { ExitCode::Success } else { ExitCode::Failure }.code())
         }
         Command::Chaos(cmd) => chaos::dispatch(cmd),
         Command::Completions { shell } => {
@@ -148,7 +146,8 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
 
 /// Prints a value as pretty JSON on stdout.
 pub(crate) fn print_json<T: serde::Serialize>(v: &T) -> Result<(), CliError> {
-    let s = serde_json::to_string_pretty(v).map_err(|e| CliError::new(1, format!("cannot encode JSON: {e}")))?;
+    let s = serde_json::to_string_pretty(v)
+        .map_err(|e| CliError::new(ExitCode::Failure, format!("cannot encode JSON: {e}")))?;
     outln!("{s}");
     Ok(())
 }

@@ -4,9 +4,6 @@
 use std::fmt;
 use std::io::Write;
 
-/// Exit status when stdout was closed early: 128 + SIGPIPE.
-pub const EXIT_CLOSED_PIPE: i32 = 141;
-
 /// `print!` that never panics.
 macro_rules! out {
     ($($t:tt)*) => { $crate::out::write_out(format_args!($($t)*)) };
@@ -52,13 +49,14 @@ pub fn flush_out() {
 }
 
 pub fn write_err(args: fmt::Arguments<'_>) {
+    // A closed stderr is ignored (see above): there is nowhere left to say so.
     let _ = std::io::stderr().lock().write_fmt(args);
 }
 
 fn closed(e: &std::io::Error) -> ! {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
-        std::process::exit(EXIT_CLOSED_PIPE);
+        std::process::exit(repro_model::ExitCode::ClosedPipe.code());
     }
     write_err(format_args!("repro: cannot write to stdout: {e}\n"));
-    std::process::exit(1);
+    std::process::exit(repro_model::ExitCode::Failure.code());
 }

@@ -8,12 +8,9 @@ use repro_pack::replay::{replay, ReplayOptions};
 use repro_pack::{PackError, Store};
 use repro_sandbox::run::Echo;
 
-use crate::{print_json, CliError};
+use repro_model::ExitCode;
 
-/// Exit status of `repro replay` when a run's signature differs from the recorded one.
-pub const EXIT_NOT_REPRODUCED: i32 = 1;
-/// Exit status of `repro replay` when the guest did something its tapes do not have (it was stopped).
-pub const EXIT_DIVERGED: i32 = 123;
+use crate::{print_json, CliError};
 
 /// `--network`: what the guest's network is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -26,7 +23,7 @@ pub enum NetworkArg {
 
 impl From<PackError> for CliError {
     fn from(e: PackError) -> Self {
-        CliError::new(e.exit_code(), e.to_string())
+        CliError::from_error(e.exit_code(), e)
     }
 }
 
@@ -173,7 +170,18 @@ fn variation(a: &ReplayArgs) -> Result<repro_pack::replay::Variation, CliError> 
         cpus: a.cpus,
         clock_step_ns: a.clock_step_ns,
         env,
-        dir_order: a.dir_order.clone(),
+        dir_order: a
+            .dir_order
+            .as_deref()
+            .map(|o| {
+                o.parse().map_err(|_| {
+                    CliError::usage(format!(
+                        "--dir-order '{o}': expected {}",
+                        repro_model::dirorder::DIR_ORDER_EXPECTED
+                    ))
+                })
+            })
+            .transpose()?,
         hostname: a.hostname.clone(),
     })
 }
@@ -227,7 +235,7 @@ pub enum PackCommand {
 }
 
 fn exe() -> PathBuf {
-    std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe"))
+    repro_sandbox::run::self_exe()
 }
 
 /// `-o FILE` must be writable where it points before the command runs: a missing directory is a usage error
@@ -319,19 +327,20 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
             r.runs.len() + 1,
             a.runs
         );
-        return Ok(128 + sig);
+        return Ok(ExitCode::signalled(sig));
     }
     let n = r.runs.len();
     let diverged = r.runs.iter().find_map(|run| run.diverged.clone());
     let code = if diverged.is_some() {
-        EXIT_DIVERGED
+        ExitCode::Diverged
     } else if r.reproduced as usize == n {
-        0
+        ExitCode::Success
     } else {
-        EXIT_NOT_REPRODUCED
-    };
+        ExitCode::Failure
+    }
+    .code();
     if a.json {
-        let mut v = serde_json::to_value(&r).map_err(|e| CliError::new(1, e.to_string()))?;
+        let mut v = serde_json::to_value(&r).map_err(|e| CliError::new(ExitCode::Failure, e.to_string()))?;
         v["exit_status"] = code.into();
         print_json(&v)?;
         return Ok(code);

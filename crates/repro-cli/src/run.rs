@@ -5,13 +5,16 @@ use std::path::PathBuf;
 use clap::Args;
 use repro_model::run::{RunOutcome, RunRecord};
 use repro_sandbox::run::{Echo, RunOptions, RunRequest};
+use repro_sandbox::verify::Verified;
 use repro_sandbox::{rundir, SandboxError};
+
+use repro_model::ExitCode;
 
 use crate::{print_json, CliError};
 
 impl From<SandboxError> for CliError {
     fn from(e: SandboxError) -> Self {
-        CliError::new(e.exit_code(), e.to_string())
+        CliError::from_error(e.exit_code(), e)
     }
 }
 
@@ -114,7 +117,7 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
         return Err(CliError::usage(format!("--runs {}: --verify needs at least 2 runs", a.runs)));
     }
     let req = RunRequest::prepare(&opts)?;
-    let exe = std::fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+    let exe = repro_sandbox::run::self_exe();
     if a.verify {
         return verify(&req, &exe, a.runs, a.json);
     }
@@ -144,39 +147,27 @@ fn report_enforcement(r: &RunRecord) {
 
 fn verify(req: &RunRequest, exe: &std::path::Path, runs: u32, json: bool) -> Result<i32, CliError> {
     hold_interrupts();
-    let mut records = Vec::new();
-    for i in 0..runs {
-        // The first run's output is shown; the others are only saved.
-        let echo = Echo { stdout: i == 0 && !json, stderr: i == 0 };
-        let report = repro_sandbox::run::execute(req, exe, echo)?;
-        if let Some(sig) = report.interrupted {
-            // Ctrl-C stops the whole verification: no next run, no comparison of an interrupted run.
-            errln!(
-                "repro: --verify interrupted by {} during run {} of {runs}: stopped, nothing compared (run {})",
-                repro_sandbox::init::signal_name(sig),
-                i + 1,
-                report.dir.display()
-            );
-            return Ok(128 + sig);
+    let first_warnings = |report: &repro_sandbox::run::RunReport| {
+        for w in &report.record.enforcement.warnings {
+            errln!("repro: warning: {w}");
         }
-        if i == 0 {
-            for w in &report.record.enforcement.warnings {
-                errln!("repro: warning: {w}");
-            }
-        }
-        records.push((report.record, report.dir));
-    }
-    let report = repro_sandbox::verify::compare(&records);
-    let code = if !report.identical {
-        repro_sandbox::EXIT_VERIFY_DIFFERS
-    } else if !report.not_enforced.is_empty() {
-        repro_sandbox::EXIT_NOT_DETERMINISTIC
-    } else {
-        0
     };
+    let report = match repro_sandbox::verify::verify(req, exe, runs, !json, first_warnings)? {
+        Verified::Compared(report) => report,
+        // Ctrl-C stops the whole verification: no next run, no comparison of an interrupted run.
+        Verified::Interrupted { signal, run, dir } => {
+            errln!(
+                "repro: --verify interrupted by {} during run {run} of {runs}: stopped, nothing compared (run {})",
+                repro_sandbox::init::signal_name(signal),
+                dir.display()
+            );
+            return Ok(ExitCode::signalled(signal));
+        }
+    };
+    let code = report.exit_code();
     if json {
-        let mut v = serde_json::to_value(&report).map_err(|e| CliError::new(1, e.to_string()))?;
-        v["exit_status"] = code.into();
+        let mut v = serde_json::to_value(&report).map_err(|e| CliError::new(ExitCode::Failure, e.to_string()))?;
+        v["exit_status"] = code.code().into();
         print_json(&v)?;
     } else {
         for n in &report.not_enforced {
@@ -184,14 +175,14 @@ fn verify(req: &RunRequest, exe: &std::path::Path, runs: u32, json: bool) -> Res
         }
         errout!("{}", repro_sandbox::verify::render(&report));
     }
-    Ok(code)
+    Ok(code.code())
 }
 
-/// Holds SIGINT/SIGTERM/SIGHUP from here on (as each run does while it lasts), so one that arrives between
-/// two runs of `--verify` or `replay --runs`, or before the first run reads its signals, is seen by the next
-/// run as an interrupt: the loop then stops with 128 + the signal instead of dying half-way.
+/// [`repro_sandbox::run::hold_interrupts`], warning when it cannot.
 pub(crate) fn hold_interrupts() {
-    let _ = repro_sys::ns::block_signals(&repro_sandbox::init::INIT_SIGNALS);
+    if let Err(e) = repro_sandbox::run::hold_interrupts() {
+        errln!("repro: warning: cannot hold SIGINT/SIGTERM/SIGHUP between runs: {e}");
+    }
 }
 
 fn outcome_text(r: &RunRecord) -> String {
@@ -221,8 +212,8 @@ pub struct RunsArgs {
 }
 
 fn state(flag: Option<PathBuf>) -> Result<PathBuf, CliError> {
-    let cwd =
-        std::env::current_dir().map_err(|e| CliError::new(125, format!("cannot read the current directory: {e}")))?;
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::new(ExitCode::Setup, format!("cannot read the current directory: {e}")))?;
     Ok(rundir::state_dir(flag.as_deref(), std::env::var("REPRO_STATE_DIR").ok().as_deref(), &cwd))
 }
 
@@ -366,12 +357,8 @@ pub fn show(a: ShowArgs) -> Result<i32, CliError> {
     outln!("memory    {} bytes{}", s.memory_bytes, if r.enforcement.cgroup.is_some() { "" } else { " (not enforced)" });
     outln!("output    stdout {} bytes, stderr {} bytes", r.stdout_bytes, r.stderr_bytes);
     outln!("changes   {}", changes_text(&r));
-    if let Ok(data) = std::fs::read(found.path.join("changes.json")) {
-        if let Ok(c) = serde_json::from_slice::<repro_model::run::Changes>(&data) {
-            for ch in &c.changes {
-                outln!("          {:<8} {}", format!("{:?}", ch.kind).to_lowercase(), ch.path);
-            }
-        }
+    for ch in &rundir::changes(&found.path)?.changes {
+        outln!("          {:<8} {}", format!("{:?}", ch.kind).to_lowercase(), ch.path);
     }
     for b in &s.binds {
         outln!("bind      {} -> {} ({})", b.host, b.guest, if b.writable { "rw" } else { "ro" });

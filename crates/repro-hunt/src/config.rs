@@ -125,8 +125,8 @@ impl Config {
             dir_order: DirOrder::Sorted,
             env: Vec::new(),
             cpus: 1,
-            hostname: "repro".into(),
-            clock_step_ns: 1000,
+            hostname: repro_model::settings::HOSTNAME.into(),
+            clock_step_ns: repro_model::settings::DEFAULT_CLOCK_STEP_NS,
         }
     }
 

@@ -4,10 +4,12 @@
 pub mod chaos;
 pub mod dirorder;
 pub mod exit;
+pub mod init;
 pub mod manifest;
 pub mod pathenc;
 pub mod run;
 pub mod secrets;
+pub mod settings;
 pub mod tape;
 pub mod timeline;
 

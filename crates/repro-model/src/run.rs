@@ -110,9 +110,9 @@ pub struct RunSettings {
     /// Logical nanoseconds each clock read advances the guest's clock; 0 freezes it between events.
     #[serde(default)]
     pub clock_step_ns: u64,
-    /// The order of directory listings: `sorted`, `reversed` or `shuffled:SEED`.
-    #[serde(default = "default_dir_order")]
-    pub dir_order: String,
+    /// The order of directory listings, written `sorted`, `reversed` or `shuffled:SEED`.
+    #[serde(default)]
+    pub dir_order: crate::DirOrder,
     /// The bound of the guest's writable layer (`--disk`): bytes of the working directory's overlay, /tmp and
     /// /home together.
     #[serde(default = "default_disk_bytes")]
@@ -128,10 +128,6 @@ impl RunSettings {
     pub fn redacted(&self) -> RunSettings {
         RunSettings { env: crate::secrets::redact_env(&self.env), ..self.clone() }
     }
-}
-
-fn default_dir_order() -> String {
-    "sorted".into()
 }
 
 /// The default `--disk`: 2 GiB.
@@ -265,10 +261,19 @@ pub struct Changes {
     pub changes: Vec<Change>,
 }
 
+/// A change whose `path_hex` does not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the change of {path:?}: path_hex: {message}")]
+pub struct BadChangePath {
+    pub path: String,
+    pub message: String,
+}
+
 impl Change {
     /// The path this change is about, exact bytes included (see [`crate::pathenc`]).
-    pub fn rel_path(&self) -> Result<std::path::PathBuf, String> {
+    pub fn rel_path(&self) -> Result<std::path::PathBuf, BadChangePath> {
         crate::pathenc::decode(&self.path, self.path_hex.as_deref())
+            .map_err(|message| BadChangePath { path: self.path.clone(), message })
     }
 }
 
@@ -296,6 +301,43 @@ mod tests {
         assert_eq!(v["signal"], 9);
         let back: RunOutcome = serde_json::from_value(v).unwrap();
         assert_eq!(back, o);
+    }
+
+    #[test]
+    fn a_run_json_written_before_the_typed_dir_order_reads_and_writes_back_the_same() {
+        // Written by `repro run --dir-order shuffled:7` before `dir_order` became a `DirOrder`.
+        let text = include_str!("testdata/run-before-issue13.json");
+        let r: RunRecord = serde_json::from_str(text).unwrap();
+        assert_eq!(r.settings.dir_order, crate::DirOrder::Shuffled(7));
+        let original: serde_json::Value = serde_json::from_str(text).unwrap();
+        assert_eq!(serde_json::to_value(&r).unwrap(), original);
+        // The oldest records have no dir_order at all: sorted.
+        let mut v = original.clone();
+        v["settings"].as_object_mut().unwrap().remove("dir_order");
+        let r: RunRecord = serde_json::from_value(v).unwrap();
+        assert_eq!(r.settings.dir_order, crate::DirOrder::Sorted);
+        // A bad one names what was expected.
+        let mut v = original;
+        v["settings"]["dir_order"] = "sideways".into();
+        let e = serde_json::from_value::<RunRecord>(v).unwrap_err().to_string();
+        assert!(e.contains("expected sorted, reversed or shuffled:SEED"), "{e}");
+    }
+
+    #[test]
+    fn a_change_with_a_bad_path_hex_is_refused_naming_it() {
+        let c = Change {
+            path: "a".into(),
+            path_hex: Some("zz".into()),
+            kind: ChangeKind::Added,
+            file: FileKind::File,
+            size: None,
+            blake3: None,
+        };
+        let e = c.rel_path().unwrap_err();
+        assert_eq!(e.path, "a");
+        assert!(e.to_string().starts_with("the change of \"a\": path_hex: "), "{e}");
+        let ok = Change { path_hex: Some("61".into()), ..c };
+        assert_eq!(ok.rel_path().unwrap(), std::path::PathBuf::from("a"));
     }
 
     #[test]

@@ -324,10 +324,7 @@ fn build_manifest(
             epoch_unix: s.epoch.unix,
             epoch_rfc3339: s.epoch.rfc3339.clone(),
             clock_step_ns: s.clock_step_ns,
-            // Through the text: the settings' order has been checked (and may be text or typed).
-            dir_order: s.dir_order.to_string().parse().map_err(|e: repro_model::dirorder::BadDirOrder| {
-                PackError::Usage { argument: "--dir-order".into(), message: e.to_string() }
-            })?,
+            dir_order: s.dir_order,
             hostname: s.hostname.clone(),
         },
         resources: Resources { cpus: s.cpus, memory_bytes: s.memory_bytes },

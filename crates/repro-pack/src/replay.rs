@@ -5,8 +5,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use repro_model::run::{BindMount, Changes, Epoch, EpochSource, Rlimit, RunSettings};
+use repro_model::run::{BindMount, Changes, Epoch, EpochSource, RunSettings};
 use repro_model::tape::{NetTape, ProcTape, TapeIo, TapeSettings};
+use repro_model::DirOrder;
 use repro_sandbox::run::{Echo, RunExtras, RunRequest};
 
 use crate::archive::Pack;
@@ -24,7 +25,7 @@ pub struct Variation {
     pub clock_step_ns: Option<u64>,
     /// Variables set on top of the recorded environment.
     pub env: Vec<(String, String)>,
-    pub dir_order: Option<String>,
+    pub dir_order: Option<DirOrder>,
     pub hostname: Option<String>,
 }
 
@@ -59,8 +60,8 @@ impl Variation {
         for (k, v) in &self.env {
             s.env.insert(k.clone(), v.clone());
         }
-        if let Some(v) = &self.dir_order {
-            s.dir_order = v.clone();
+        if let Some(v) = self.dir_order {
+            s.dir_order = v;
         }
         if let Some(v) = &self.hostname {
             s.hostname = v.clone();
@@ -112,41 +113,26 @@ pub struct ReplayReport {
     pub interrupted: Option<i32>,
 }
 
-/// The sandbox settings of a replay of `pack`.
+/// The sandbox settings of a replay of `pack`: what the pack recorded, the rest as `repro run` sets it
+/// ([`repro_sandbox::settings::for_host`]).
 pub fn settings(pack: &Pack, binds: Vec<BindMount>) -> RunSettings {
     let m = &pack.manifest;
-    let allowed = repro_sys::ns::allowed_cpus();
-    RunSettings {
-        command: m.command.argv.clone(),
-        cwd: m.command.cwd.clone(),
-        epoch: Epoch {
-            unix: m.determinism.epoch_unix,
-            rfc3339: m.determinism.epoch_rfc3339.clone(),
-            source: EpochSource::Flag,
-        },
-        seed: m.determinism.seed,
-        cpus: m.resources.cpus,
-        cpu_affinity: allowed.iter().copied().take(m.resources.cpus as usize).collect(),
-        memory_bytes: m.resources.memory_bytes,
-        env: m.command.env.clone(),
-        binds,
-        keep_changes: false,
-        hostname: m.determinism.hostname.clone(),
-        domainname: repro_sandbox::run::DOMAINNAME.into(),
-        umask: format!("{:04o}", repro_sandbox::run::UMASK),
-        aslr: false,
-        rlimits: repro_sandbox::run::fixed_rlimits()
-            .into_iter()
-            .map(|(_, name, soft, hard)| Rlimit { resource: name.into(), soft, hard })
-            .collect(),
-        user_namespace: true,
-        identity: Some(repro_sandbox::identity::current()),
-        supervised: m.determinism.supervised,
-        clock_step_ns: m.determinism.clock_step_ns,
-        dir_order: m.determinism.dir_order.into(),
-        disk_bytes: repro_model::run::DEFAULT_DISK_BYTES,
-        disk_inodes: repro_model::run::disk_inodes_for(repro_model::run::DEFAULT_DISK_BYTES),
-    }
+    let epoch = Epoch {
+        unix: m.determinism.epoch_unix,
+        rfc3339: m.determinism.epoch_rfc3339.clone(),
+        source: EpochSource::Flag,
+    };
+    repro_sandbox::settings::for_host(m.command.argv.clone(), m.command.cwd.clone(), epoch, |s| {
+        s.seed = m.determinism.seed;
+        s.cpus = m.resources.cpus;
+        s.memory_bytes = m.resources.memory_bytes;
+        s.env = m.command.env.clone();
+        s.binds = binds;
+        s.hostname = m.determinism.hostname.clone();
+        s.supervised = m.determinism.supervised;
+        s.clock_step_ns = m.determinism.clock_step_ns;
+        s.dir_order = m.determinism.dir_order;
+    })
 }
 
 /// `--with PATH`: the host path, and where it goes in the guest (the same place relative to the pack's working

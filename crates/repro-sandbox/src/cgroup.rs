@@ -23,6 +23,7 @@ impl Hierarchy {
 
     pub fn detect_at(root: &Path) -> Hierarchy {
         if root.join("cgroup.controllers").exists() {
+            // Unreadable: no controllers, so the memory limit is reported as not enforced.
             let controllers = fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
             if controllers.split_whitespace().any(|c| c == "memory") {
                 return Hierarchy::V2(root.to_path_buf());
@@ -73,10 +74,12 @@ impl Cgroup {
         let cg = Cgroup { path, v2 };
         let limit = if v2 { "memory.max" } else { "memory.limit_in_bytes" };
         if let Err(e) = cg.write(limit, &memory_bytes.to_string()) {
+            // Best-effort cleanup: the failure to set the limit is what is reported.
             let _ = cg.remove();
             return Err(e);
         }
         if v2 {
+            // Absent without swap accounting: the memory limit holds without it.
             let _ = cg.write("memory.swap.max", "0");
         }
         Ok(cg)
@@ -98,6 +101,7 @@ impl Cgroup {
 
     /// The processes in the cgroup.
     pub fn pids(&self) -> Vec<i32> {
+        // A cgroup already removed has no processes.
         fs::read_to_string(self.path.join("cgroup.procs"))
             .unwrap_or_default()
             .lines()
@@ -109,6 +113,7 @@ impl Cgroup {
     pub fn kill_all(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         if self.v2 {
+            // Older kernels have no cgroup.kill: the loop below kills each process.
             let _ = self.write("cgroup.kill", "1");
         }
         loop {
@@ -117,6 +122,7 @@ impl Cgroup {
                 return true;
             }
             for p in pids {
+                // It may have exited already (ESRCH); the loop looks again until the deadline.
                 let _ = repro_sys::ns::kill(p, libc_sigkill());
             }
             if Instant::now() > deadline {

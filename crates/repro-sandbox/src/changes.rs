@@ -138,6 +138,7 @@ fn deleted(lower_path: &Path, rel: &Path, meta: &fs::Metadata, out: &mut Vec<Cha
 }
 
 fn list_sorted(dir: &Path) -> Vec<std::ffi::OsString> {
+    // A lower directory the caller cannot list has no entries to report as deleted; its own deletion still is.
     let mut v: Vec<_> = fs::read_dir(dir).map(|r| r.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
     v.sort();
     v
@@ -189,8 +190,10 @@ pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), SandboxError> {
 /// then files and links copied from `changes_dir`.
 pub fn apply(changes: &Changes, changes_dir: &Path, target: &Path) -> Result<(), SandboxError> {
     let rel = |c: &Change| {
-        c.rel_path()
-            .map_err(|m| SandboxError::Corrupt { path: changes_dir.join("..").join("changes.json"), message: m })
+        c.rel_path().map_err(|e| SandboxError::Corrupt {
+            path: changes_dir.join("..").join("changes.json"),
+            message: e.to_string(),
+        })
     };
     let mut deletions: Vec<&Change> = changes.changes.iter().filter(|c| c.kind == ChangeKind::Deleted).collect();
     // Deepest first, so directories are empty when removed.
@@ -212,11 +215,13 @@ pub fn apply(changes: &Changes, changes_dir: &Path, target: &Path) -> Result<(),
             FileKind::Dir => {
                 fs::create_dir_all(&dst).map_err(|e| SandboxError::io("cannot create", &dst, e))?;
                 if let Ok(m) = fs::metadata(&src) {
-                    let _ = fs::set_permissions(&dst, fs::Permissions::from_mode(kept_mode(m.mode())));
+                    fs::set_permissions(&dst, fs::Permissions::from_mode(kept_mode(m.mode())))
+                        .map_err(|e| SandboxError::io("cannot set the mode of", &dst, e))?;
                 }
             }
             FileKind::Symlink => {
                 let link = fs::read_link(&src).map_err(|e| SandboxError::io("cannot read link", &src, e))?;
+                // Nothing there is fine; what cannot be removed makes the symlink below fail with its error.
                 let _ = fs::remove_file(&dst);
                 std::os::unix::fs::symlink(&link, &dst).map_err(|e| SandboxError::io("cannot create link", &dst, e))?;
             }

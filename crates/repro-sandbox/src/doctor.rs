@@ -123,6 +123,7 @@ pub fn run() -> Report {
 }
 
 fn kernel() -> Check {
+    // Unreadable: an empty release, reported below as a kernel too old to tell.
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
     let arch = std::env::consts::ARCH;
     let (major, minor) = parse_release(&release);
@@ -145,6 +146,7 @@ pub fn parse_release(r: &str) -> (u32, u32) {
 }
 
 fn overlay(root: bool) -> Check {
+    // Unreadable: reported below as overlayfs missing.
     let fs = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
     if !fs.lines().any(|l| l.trim_end().ends_with("overlay")) {
         return check(
@@ -158,6 +160,7 @@ fn overlay(root: bool) -> Check {
     // As in a run: the upper and work directories on a tmpfs of their own (the --disk layer).
     let dirs = ["lower", "layer", "merged"].map(|d| base.join(d));
     for d in &dirs {
+        // A directory that cannot be made fails the probe below, which is what is reported.
         let _ = std::fs::create_dir_all(d);
     }
     let layer = dirs[1].to_string_lossy().into_owned();
@@ -175,10 +178,12 @@ fn overlay(root: bool) -> Check {
         }
         if !root {
             // Map ourselves to root, as a run does: files of unmapped owners would refuse the overlay.
+            // A map that cannot be written fails the mounts below, which is what is reported.
             let _ = ns::write_file("/proc/self/setgroups", "deny");
             let _ = ns::write_file("/proc/self/uid_map", &format!("0 {uid} 1"));
             let _ = ns::write_file("/proc/self/gid_map", &format!("0 {gid} 1"));
         }
+        // In the probe's own mount namespace: a failure here shows as a failed mount below.
         let _ = ns::mount("", "/", "", ns::mflags::REC | ns::mflags::PRIVATE, None);
         if ns::mount("tmpfs", &layer, "tmpfs", 0, Some("size=1m,nr_inodes=64")).is_err()
             || std::fs::create_dir(format!("{layer}/upper")).is_err()
@@ -222,6 +227,7 @@ fn cgroups() -> Check {
             let probe = format!("doctor-{}", std::process::id());
             match crate::cgroup::Cgroup::create(&h, &probe, 64 << 20) {
                 Ok(cg) => {
+                    // The check is about creating one; an empty probe cgroup left behind holds nothing.
                     let _ = cg.remove();
                     check("cgroups", Status::Ok, format!("{}: --memory is enforced", h.describe()), None)
                 }
@@ -257,6 +263,7 @@ fn ptrace() -> Check {
 }
 
 fn seccomp() -> Check {
+    // Unreadable: no actions, reported below as user notification missing.
     let actions = std::fs::read_to_string("/proc/sys/kernel/seccomp/actions_avail").unwrap_or_default();
     let mode = proc_status_field("Seccomp:").unwrap_or_else(|| "?".into());
     let filtered =

@@ -156,6 +156,7 @@ pub fn gc(state: &Path, opts: &GcOptions, now_unix: i64) -> Result<GcReport, San
                     if p.is_dir() {
                         crate::reaper::remove_tree(&p);
                     } else {
+                        // What cannot be removed stays and is found by the next `repro gc`.
                         let _ = fs::remove_file(&p);
                     }
                 }

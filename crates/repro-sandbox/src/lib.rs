@@ -22,19 +22,8 @@ pub mod parse;
 pub mod reaper;
 pub mod run;
 pub mod rundir;
+pub mod settings;
+pub mod signals;
 pub mod verify;
 
 pub use error::SandboxError;
-
-/// Exit status when repro itself failed to set up the sandbox.
-pub const EXIT_SETUP: i32 = 125;
-/// Exit status when the command exists but cannot be executed.
-pub const EXIT_NOT_EXECUTABLE: i32 = 126;
-/// Exit status when the command does not exist.
-pub const EXIT_NOT_FOUND: i32 = 127;
-/// Exit status when the supervisor could not enforce determinism (even if the guest exited 0).
-pub const EXIT_NOT_DETERMINISTIC: i32 = 121;
-/// Exit status of `run --verify` when the runs differ.
-pub const EXIT_VERIFY_DIFFERS: i32 = 122;
-/// Exit status for a usage error.
-pub const EXIT_USAGE: i32 = 2;

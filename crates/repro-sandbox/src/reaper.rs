@@ -51,6 +51,7 @@ impl ReapJob {
 /// The reaper's entry point: waits for EOF on stdin, then cleans up. Returns the exit status.
 pub fn main(job: &ReapJob) -> i32 {
     // Terminal signals are for the run, not for its cleanup.
+    // Without the mask a terminal signal may end the cleanup early; what it leaves, `repro gc` removes.
     let _ = repro_sys::ns::block_signals(&[1, 2, 3, 15]);
     let mut sink = [0u8; 64];
     let mut stdin = std::io::stdin();
@@ -84,6 +85,7 @@ pub fn cleanup(job: &ReapJob) {
         // A scratch file (the init's configuration, which holds the guest's real environment) or a directory.
         match std::fs::symlink_metadata(path) {
             Ok(m) if !m.is_dir() => {
+                // Best effort: what cannot be removed is left for `repro gc`.
                 let _ = std::fs::remove_file(path);
             }
             _ => remove_tree(path),
@@ -97,16 +99,19 @@ pub fn remove_tree(dir: &Path) {
     if std::fs::remove_dir_all(dir).is_ok() || !dir.exists() {
         return;
     }
+    // Best effort (a guest may have left a directory without write permission): removal below says the rest.
     let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
             if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
                 remove_tree(&e.path());
             } else {
+                // Best effort: what cannot be removed is left for `repro gc`.
                 let _ = std::fs::remove_file(e.path());
             }
         }
     }
+    // Best effort: a directory that is not empty now is left for `repro gc`.
     let _ = std::fs::remove_dir(dir);
 }
 

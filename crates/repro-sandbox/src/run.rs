@@ -11,8 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use repro_model::run::{BindMount, Enforcement, Epoch, Rlimit, RunOutcome, RunRecord, RunSettings, RUN_FORMAT};
-use repro_sys::ns::{self, flags, rlimit};
+use repro_model::run::{BindMount, Enforcement, Epoch, Identity, RunOutcome, RunRecord, RunSettings, RUN_FORMAT};
+use repro_model::{DirOrder, ExitCode};
+use repro_sys::ns::{self, flags};
 
 use crate::cgroup::{Cgroup, Hierarchy};
 use crate::init::{
@@ -24,55 +25,15 @@ use crate::reaper::{self, ReapJob};
 use crate::rundir::{self, RunDir};
 use crate::SandboxError;
 
-/// Default memory limit: 4 GiB.
-pub const DEFAULT_MEMORY: u64 = 4 << 30;
-/// Guest hostname and domain name.
-pub const HOSTNAME: &str = "repro";
-pub const DOMAINNAME: &str = "repro.invalid";
-/// The guest's umask.
-pub const UMASK: u32 = 0o022;
-
-/// The options of `repro run` as the user gave them (strings still unparsed).
-#[derive(Debug, Clone, Default)]
-pub struct RunOptions {
-    pub command: Vec<String>,
-    pub epoch: Option<String>,
-    pub seed: u64,
-    pub cpus: u32,
-    pub memory: Option<String>,
-    pub env: Vec<String>,
-    pub bind: Vec<String>,
-    pub keep_changes: bool,
-    pub state_dir: Option<PathBuf>,
-    /// Logical nanoseconds per clock read (`--clock-step-ns`).
-    pub clock_step_ns: u64,
-    /// Run without the determinism supervisor (`--no-supervisor`).
-    pub no_supervisor: bool,
-    /// The guest's host name (`--hostname`; default `repro`).
-    pub hostname: Option<String>,
-    /// The order of directory listings (`--dir-order`; default sorted).
-    pub dir_order: Option<String>,
-    /// The bound of the writable layer (`--disk`; default 2G).
-    pub disk: Option<String>,
-}
-
-/// Default clock step: each clock read advances logical time by 1 µs (see docs/determinism.md).
-pub const DEFAULT_CLOCK_STEP_NS: u64 = 1000;
+pub use crate::settings::{DEFAULT_CLOCK_STEP_NS, DEFAULT_MEMORY, DOMAINNAME, HOSTNAME, UMASK};
+/// The options of a run and what `capture` and `replay` add are repro-model's; re-exported for their users.
+pub use repro_model::settings::{RunExtras, RunOptions};
 
 /// A validated run, ready to execute.
 #[derive(Debug, Clone)]
 pub struct RunRequest {
     pub settings: RunSettings,
     pub state_dir: PathBuf,
-}
-
-/// Fixed resource limits of the guest.
-pub fn fixed_rlimits() -> Vec<(i32, &'static str, u64, u64)> {
-    vec![
-        (rlimit::NOFILE, "nofile", 1024, 4096),
-        (rlimit::STACK, "stack", 8 << 20, rlimit::INFINITY),
-        (rlimit::CORE, "core", 0, 0),
-    ]
 }
 
 impl RunRequest {
@@ -99,49 +60,35 @@ impl RunRequest {
         let specs: Vec<EnvSpec> = opts.env.iter().map(|e| parse::parse_env(e)).collect::<Result<_, _>>()?;
         let env = crate::env::guest_env(epoch.unix, &specs, |k| std::env::var(k).ok());
         let binds: Vec<BindMount> = opts.bind.iter().map(|b| parse::parse_bind(b, &cwd)).collect::<Result<_, _>>()?;
-        let allowed = ns::allowed_cpus();
-        let cpu_affinity: Vec<usize> = allowed.iter().copied().take(opts.cpus as usize).collect();
+        let hostname = match &opts.hostname {
+            Some(h) => check_hostname(h)?,
+            None => HOSTNAME.into(),
+        };
+        let dir_order = match &opts.dir_order {
+            Some(o) => o.parse::<DirOrder>().map_err(|_| {
+                SandboxError::usage(
+                    format!("--dir-order '{o}'"),
+                    format!("expected {}", repro_model::dirorder::DIR_ORDER_EXPECTED),
+                )
+            })?,
+            None => DirOrder::Sorted,
+        };
         let state_dir =
             rundir::state_dir(opts.state_dir.as_deref(), std::env::var("REPRO_STATE_DIR").ok().as_deref(), &cwd);
-        let settings = RunSettings {
-            command: opts.command.clone(),
-            cwd: cwd.to_string_lossy().into_owned(),
-            epoch,
-            seed: opts.seed,
-            cpus: opts.cpus,
-            cpu_affinity,
-            memory_bytes,
-            env,
-            binds,
-            keep_changes: opts.keep_changes,
-            hostname: match &opts.hostname {
-                Some(h) => check_hostname(h)?,
-                None => HOSTNAME.into(),
-            },
-            domainname: DOMAINNAME.into(),
-            umask: format!("{UMASK:04o}"),
-            aslr: false,
-            rlimits: fixed_rlimits()
-                .into_iter()
-                .map(|(_, name, soft, hard)| Rlimit { resource: name.into(), soft, hard })
-                .collect(),
-            user_namespace: true,
-            identity: Some(crate::identity::current()),
-            supervised: !opts.no_supervisor,
-            clock_step_ns: opts.clock_step_ns,
-            dir_order: match &opts.dir_order {
-                Some(o) if repro_detcore_order_is_valid(o) => o.clone(),
-                Some(o) => {
-                    return Err(SandboxError::usage(
-                        format!("--dir-order '{o}'"),
-                        "expected sorted, reversed or shuffled:SEED",
-                    ))
-                }
-                None => "sorted".into(),
-            },
-            disk_bytes,
-            disk_inodes: repro_model::run::disk_inodes_for(disk_bytes),
-        };
+        let settings =
+            crate::settings::for_host(opts.command.clone(), cwd.to_string_lossy().into_owned(), epoch, |s| {
+                s.seed = opts.seed;
+                s.cpus = opts.cpus;
+                s.memory_bytes = memory_bytes;
+                s.env = env;
+                s.binds = binds;
+                s.keep_changes = opts.keep_changes;
+                s.hostname = hostname;
+                s.supervised = !opts.no_supervisor;
+                s.clock_step_ns = opts.clock_step_ns;
+                s.dir_order = dir_order;
+                s.disk_bytes = disk_bytes;
+            });
         Ok(RunRequest { settings, state_dir })
     }
 }
@@ -154,10 +101,6 @@ fn check_hostname(h: &str) -> Result<String, SandboxError> {
     } else {
         Err(SandboxError::usage(format!("--hostname '{h}'"), "expected 1 to 63 letters, digits, '-' and '.'"))
     }
-}
-
-fn repro_detcore_order_is_valid(o: &str) -> bool {
-    o == "sorted" || o == "reversed" || o.strip_prefix("shuffled:").is_some_and(|n| n.parse::<u64>().is_ok())
 }
 
 /// The working directory becomes the guest's writable overlay: it cannot be the root or a kernel filesystem.
@@ -196,21 +139,6 @@ pub struct RunReport {
     pub interrupted: Option<i32>,
 }
 
-/// What `repro capture` and `repro replay` add to a run.
-#[derive(Debug, Clone, Default)]
-pub struct RunExtras {
-    /// Record the paths the guest uses (needs the supervisor).
-    pub record_access: bool,
-    /// Bind this directory as the guest's `/` instead of the host's (a pack's root).
-    pub root_source: Option<PathBuf>,
-    /// Share the host's network (`repro capture --network record`) instead of an empty network namespace.
-    pub host_network: bool,
-    /// The network and /proc tapes to record or replay (need the supervisor).
-    pub tapes: crate::init::TapeSettings,
-    /// With `record_access`: an existing file to which the paths the guest reads are appended while it runs.
-    pub access_stream: Option<PathBuf>,
-}
-
 /// Starts a thread that may run beside [`execute_with`]: a run waits for its init through a signalfd, so a
 /// SIGCHLD (or SIGINT/SIGTERM/SIGHUP) delivered to a thread that does not block it would be lost and the run would
 /// never end. The thread blocks those signals before `f`.
@@ -218,10 +146,29 @@ pub fn spawn_beside<T: Send + 'static>(
     name: &str,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> std::io::Result<std::thread::JoinHandle<T>> {
+    let owned = name.to_string();
     std::thread::Builder::new().name(name.into()).spawn(move || {
-        let _ = ns::block_signals(&INIT_SIGNALS);
+        if let Err(e) = ns::block_signals(&INIT_SIGNALS) {
+            eprintln!(
+                "repro: warning: thread {owned}: cannot block the run's signals ({e}): a run may wait for a lost \
+                 SIGCHLD"
+            );
+        }
         f()
     })
+}
+
+/// Holds SIGINT/SIGTERM/SIGHUP from here on (as each run does while it lasts), so one that arrives between two
+/// runs of `--verify` or `replay --runs`, or before the first run reads its signals, is seen by the next run as
+/// an interrupt: the loop then stops with 128 + the signal instead of dying half-way.
+pub fn hold_interrupts() -> Result<(), SandboxError> {
+    Ok(ns::block_signals(&INIT_SIGNALS)?)
+}
+
+/// repro's own executable, which a run starts again as `__init` and `__reap` (`/proc/self/exe` itself when the
+/// link cannot be read: it names the same file).
+pub fn self_exe() -> PathBuf {
+    fs::read_link("/proc/self/exe").unwrap_or_else(|_| PathBuf::from("/proc/self/exe"))
 }
 
 /// Runs the request. `exe` is repro's own executable (for `__init` and `__reap`).
@@ -236,23 +183,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let s = &req.settings;
     let id = rundir::new_id(now);
     let dir = RunDir::create(&req.state_dir, &id)?;
-    let mut warnings = Vec::new();
-    if (s.cpus as usize) > s.cpu_affinity.len() {
-        warnings.push(format!(
-            "--cpus {}: only {} CPU(s) are available here; the guest is pinned to {:?}",
-            s.cpus,
-            s.cpu_affinity.len(),
-            s.cpu_affinity
-        ));
-    }
-    if s.disk_bytes > s.memory_bytes {
-        warnings.push(format!(
-            "--disk {} MiB is more than --memory {} MiB: the writable layer is memory, so the memory limit stops \
-             the guest's writes first (and the kernel kills the sandbox)",
-            s.disk_bytes >> 20,
-            s.memory_bytes >> 20
-        ));
-    }
+    let mut warnings = setting_warnings(s);
 
     let root = dir.join(".root");
     let layer = dir.join(".layer");
@@ -263,80 +194,17 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     }
     // The guest always has its own user namespace: its root is a host id without privileges (see identity.rs).
     let mut identity = s.identity.clone().unwrap_or_else(crate::identity::current);
-    // As root, the working directory (or a pack's root) and the `:rw` binds are idmapped for the guest.
-    let mut trees: Vec<(TreeRole, PathBuf)> = Vec::new();
-    if identity.idmapped_mounts {
-        match &extras.root_source {
-            Some(r) => trees.push((TreeRole::RootSource, r.clone())),
-            None => trees.push((TreeRole::Cwd, PathBuf::from(&s.cwd))),
-        }
-        for (i, b) in s.binds.iter().enumerate() {
-            trees.push((TreeRole::Bind(i), PathBuf::from(&b.host)));
-        }
-    }
-    let etc_files = [
-        ("hostname", format!("{}\n", s.hostname)),
-        (
-            "hosts",
-            format!(
-                "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{h}.{DOMAINNAME} {h}\n",
-                h = s.hostname
-            ),
-        ),
-        (
-            "resolv.conf",
-            "# repro: the sandbox has no network\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n".to_string(),
-        ),
-    ];
+    let trees = idmapped_trees(&identity, s, extras);
+    let etc_files = etc_files(&s.hostname);
     for (name, content) in &etc_files {
         fs::write(etc.join(name), content).map_err(|e| SandboxError::io("cannot write", etc.join(name), e))?;
     }
     let cwd = Path::new(&s.cwd);
-    let hide = if req.state_dir.starts_with(cwd) && req.state_dir != cwd {
-        vec![req.state_dir.to_string_lossy().into_owned()]
-    } else {
-        Vec::new()
-    };
-    // The init reaches the run directory through a descriptor (see `enter_identity`), not by its host path: the
-    // guest's root may not traverse the directories above it (a project under /root, mode 700).
-    let in_run_dir = |name: &str| format!("/proc/self/fd/{RUN_DIR_FD}/{name}");
-    let cfg = InitConfig {
-        argv: s.command.clone(),
-        env: s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        cwd: s.cwd.clone(),
-        root: in_run_dir(".root"),
-        layer: in_run_dir(".layer"),
-        disk_bytes: s.disk_bytes,
-        disk_inodes: s.disk_inodes,
-        hide,
-        binds: s.binds.clone(),
-        etc: etc_files.iter().map(|(n, _)| (n.to_string(), in_run_dir(&format!(".etc/{n}")))).collect(),
-        hostname: s.hostname.clone(),
-        domainname: s.domainname.clone(),
-        umask: UMASK,
-        no_aslr: !s.aslr,
-        rlimits: fixed_rlimits().into_iter().map(|(r, _, soft, hard)| (r, soft, hard)).collect(),
-        cpus: s.cpu_affinity.clone(),
-        user_namespace: true,
-        trees: trees.iter().map(|(r, _)| *r).collect(),
-        stage: in_run_dir(".stage"),
-        determinism: s.supervised.then_some(crate::init::DetSettings {
-            seed: s.seed,
-            epoch_unix_secs: s.epoch.unix,
-            clock_step_ns: s.clock_step_ns,
-            hostname: s.hostname.clone(),
-            dir_order: s.dir_order.clone(),
-            cpus: s.cpus,
-            record_access: extras.record_access,
-            access_stream: extras.access_stream.as_ref().map(|p| p.to_string_lossy().into_owned()),
-        }),
-        root_source: extras.root_source.as_ref().map(|p| p.to_string_lossy().into_owned()),
-        host_network: extras.host_network,
-        tapes: extras.tapes.clone(),
-    };
+    let cfg = init_config(req, extras, &trees, &etc_files)?;
     // The init cannot open files of the run directory (it is not the host's user): its configuration, result and
     // access stream are descriptors it inherits. The configuration (with the environment) never touches the disk.
-    let cfg_json = serde_json::to_vec(&cfg).map_err(|e| SandboxError::Setup(e.to_string()))?;
+    let cfg_json =
+        serde_json::to_vec(&cfg).map_err(|source| SandboxError::Encode { what: "the init's configuration", source })?;
     let cfg_fd = repro_sys::idmap::memfd(c"repro-init-config", &cfg_json)?;
     let result_fd = repro_sys::idmap::memfd(c"repro-init-result", b"")?;
     let access_fd = match &extras.access_stream {
@@ -383,10 +251,12 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     // The init sends the writable layer's directory over this socket; it stays queued there (and the layer
     // alive) until read after the run, and is freed by the kernel if we die first.
     let (layer_sock, layer_sock_init) = ns::socketpair()?;
-    let exe_c = CString::new(exe.as_os_str().as_encoded_bytes()).map_err(|e| SandboxError::Setup(e.to_string()))?;
+    let exe_c = CString::new(exe.as_os_str().as_encoded_bytes())
+        .map_err(|_| SandboxError::ExePath { path: exe.to_path_buf() })?;
     let argv = vec![
-        CString::new("repro-init").unwrap_or_default(),
-        CString::new("__init").unwrap_or_default(),
+        CString::from(c"repro-init"),
+        CString::from(c"__init"),
+        // Cannot fail: a number has no NUL byte.
         CString::new(format!("fd:{CONFIG_FD}")).unwrap_or_default(),
     ];
     let mut namespaces = flags::USER | flags::MOUNT | flags::PID | flags::UTS | flags::IPC;
@@ -416,7 +286,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     drop((sync_r, cfg_fd, access_fd, trees_rx, layer_sock_init));
     // The id maps, then the idmapped trees (they need the namespace the maps define). A failure here ends the
     // run before the guest starts: the init is not released and exits.
-    let setup_error = match enter_identity(init_pid, &dir.path, &identity, &trees, &s.binds, &trees_tx) {
+    let setup_error = match crate::identity::enter(init_pid, &dir.path, &identity, &trees, &s.binds, &trees_tx) {
         Ok(Some(warning)) => {
             eprintln!("repro: warning: {warning}");
             warnings.push(warning);
@@ -424,7 +294,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
             None
         }
         Ok(None) => None,
-        Err(m) => {
+        Err(e) => {
+            let m = e.to_string();
             eprintln!("repro: sandbox setup failed: {m}");
             Some(m)
         }
@@ -477,24 +348,24 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         err_pump.join().unwrap_or(Ok(0)).map_err(|e| SandboxError::io("cannot save", dir.join("stderr"), e))?;
 
     let result: Option<InitResult> = read_result(result_fd);
-    let (outcome, mut exit_status, determinism, accessed, tapes) = match (result, interrupted) {
-        (Some(r), _) => (r.outcome, r.exit_status, r.determinism, r.accessed, r.tapes),
-        (None, _) if setup_error.is_some() => (
-            RunOutcome::SetupFailed { message: setup_error.unwrap_or_default() },
-            crate::EXIT_SETUP,
+    let (outcome, mut exit_status, determinism, accessed, tapes) = match (result, interrupted, setup_error) {
+        (Some(r), _, _) => (r.outcome, r.exit_status, r.determinism, r.accessed, r.tapes),
+        (None, _, Some(message)) => (
+            RunOutcome::SetupFailed { message },
+            ExitCode::Setup.code(),
             Default::default(),
             Vec::new(),
             Default::default(),
         ),
         // Killed after a second interrupt: the run ended by the first one.
-        (None, Some(sig)) if killed => (
+        (None, Some(sig), None) if killed => (
             RunOutcome::Signaled { signal: sig, name: crate::init::signal_name(sig) },
-            128 + sig,
+            ExitCode::signalled(sig),
             Default::default(),
             Vec::new(),
             Default::default(),
         ),
-        (None, _) => (
+        (None, _, None) => (
             RunOutcome::SetupFailed {
                 message: if init_exit == ns::ChildExit::Signaled(crate::init::libc_sig::KILL) {
                     format!(
@@ -507,7 +378,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
                     format!("the sandbox's init ended ({init_exit:?}) without reporting a result")
                 },
             },
-            crate::EXIT_SETUP,
+            ExitCode::Setup.code(),
             Default::default(),
             Vec::new(),
             Default::default(),
@@ -516,12 +387,13 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     // A run that was not deterministic is not evidence of anything, whatever the guest's status.
     let ran = matches!(outcome, RunOutcome::Exited { .. } | RunOutcome::Signaled { .. });
     if ran && !determinism.not_enforced.is_empty() {
-        exit_status = crate::EXIT_NOT_DETERMINISTIC;
+        exit_status = ExitCode::NotDeterministic.code();
     }
 
     // Tear down: nothing of the guest is left once its PID 1 has exited; the cgroup goes, then the scratch.
     if let Some(cg) = &cgroup {
         cg.kill_all(std::time::Duration::from_secs(5));
+        // The reaper, waited for below, removes it if this fails (a process not gone yet).
         let _ = cg.remove();
     }
     reaper::remove_tree(&root);
@@ -529,6 +401,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     reaper::remove_tree(&etc);
     reaper::remove_tree(&stage);
     drop(reaper_pipe);
+    // Its status says nothing about the run: it only cleans up, and what it leaves `repro gc` removes.
     let _ = reaper.wait();
 
     // What the guest changed: read from the writable layer through the descriptor the init sent, then copied
@@ -562,7 +435,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         }
     };
     drop(layer_fd);
-    let mut cjson = serde_json::to_vec_pretty(&changes).map_err(|e| SandboxError::Setup(e.to_string()))?;
+    let mut cjson =
+        serde_json::to_vec_pretty(&changes).map_err(|source| SandboxError::Encode { what: "changes.json", source })?;
     cjson.push(b'\n');
     dir.write_atomic("changes.json", &cjson)?;
     if s.keep_changes {
@@ -593,6 +467,115 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     Ok(RunReport { record, dir: dir.path, accessed, tapes, interrupted })
 }
 
+/// What the settings themselves warn about: more CPUs asked than there are, a `--disk` larger than `--memory`.
+fn setting_warnings(s: &RunSettings) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if (s.cpus as usize) > s.cpu_affinity.len() {
+        warnings.push(format!(
+            "--cpus {}: only {} CPU(s) are available here; the guest is pinned to {:?}",
+            s.cpus,
+            s.cpu_affinity.len(),
+            s.cpu_affinity
+        ));
+    }
+    if s.disk_bytes > s.memory_bytes {
+        warnings.push(format!(
+            "--disk {} MiB is more than --memory {} MiB: the writable layer is memory, so the memory limit stops \
+             the guest's writes first (and the kernel kills the sandbox)",
+            s.disk_bytes >> 20,
+            s.memory_bytes >> 20
+        ));
+    }
+    warnings
+}
+
+/// The trees `repro run` idmaps for the guest (as root): the working directory or a pack's root, and every bind.
+fn idmapped_trees(identity: &Identity, s: &RunSettings, extras: &RunExtras) -> Vec<(TreeRole, PathBuf)> {
+    let mut trees: Vec<(TreeRole, PathBuf)> = Vec::new();
+    if identity.idmapped_mounts {
+        match &extras.root_source {
+            Some(r) => trees.push((TreeRole::RootSource, r.clone())),
+            None => trees.push((TreeRole::Cwd, PathBuf::from(&s.cwd))),
+        }
+        for (i, b) in s.binds.iter().enumerate() {
+            trees.push((TreeRole::Bind(i), PathBuf::from(&b.host)));
+        }
+    }
+    trees
+}
+
+/// The guest's /etc/hostname, /etc/hosts and /etc/resolv.conf.
+fn etc_files(hostname: &str) -> [(&'static str, String); 3] {
+    [
+        ("hostname", format!("{}\n", hostname)),
+        (
+            "hosts",
+            format!(
+                "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{h}.{DOMAINNAME} {h}\n",
+                h = hostname
+            ),
+        ),
+        (
+            "resolv.conf",
+            "# repro: the sandbox has no network\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n".to_string(),
+        ),
+    ]
+}
+
+/// The init's configuration for `req`: the run directory is reached through [`RUN_DIR_FD`], the fixed parts come
+/// from the settings, the supervisor's from the settings and `extras`.
+fn init_config(
+    req: &RunRequest,
+    extras: &RunExtras,
+    trees: &[(TreeRole, PathBuf)],
+    etc_files: &[(&'static str, String)],
+) -> Result<InitConfig, SandboxError> {
+    let s = &req.settings;
+    let cwd = Path::new(&s.cwd);
+    let hide = if req.state_dir.starts_with(cwd) && req.state_dir != cwd {
+        vec![req.state_dir.to_string_lossy().into_owned()]
+    } else {
+        Vec::new()
+    };
+    // The init reaches the run directory through a descriptor (see `identity::enter`), not by its host path: the
+    // guest's root may not traverse the directories above it (a project under /root, mode 700).
+    let in_run_dir = |name: &str| format!("/proc/self/fd/{RUN_DIR_FD}/{name}");
+    Ok(InitConfig {
+        argv: s.command.clone(),
+        env: s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        cwd: s.cwd.clone(),
+        root: in_run_dir(".root"),
+        layer: in_run_dir(".layer"),
+        disk_bytes: s.disk_bytes,
+        disk_inodes: s.disk_inodes,
+        hide,
+        binds: s.binds.clone(),
+        etc: etc_files.iter().map(|(n, _)| (n.to_string(), in_run_dir(&format!(".etc/{n}")))).collect(),
+        hostname: s.hostname.clone(),
+        domainname: s.domainname.clone(),
+        umask: crate::settings::umask_of(s)?,
+        no_aslr: !s.aslr,
+        rlimits: crate::settings::rlimits_for_init(&s.rlimits)?,
+        cpus: s.cpu_affinity.clone(),
+        user_namespace: true,
+        trees: trees.iter().map(|(r, _)| *r).collect(),
+        stage: in_run_dir(".stage"),
+        determinism: s.supervised.then_some(crate::init::DetSettings {
+            seed: s.seed,
+            epoch_unix_secs: s.epoch.unix,
+            clock_step_ns: s.clock_step_ns,
+            hostname: s.hostname.clone(),
+            dir_order: s.dir_order,
+            cpus: s.cpus,
+            record_access: extras.record_access,
+            access_stream: extras.access_stream.as_ref().map(|p| p.to_string_lossy().into_owned()),
+        }),
+        root_source: extras.root_source.as_ref().map(|p| p.to_string_lossy().into_owned()),
+        host_network: extras.host_network,
+        tapes: extras.tapes.clone(),
+    })
+}
+
 /// What a run that filled its writable layer is told.
 fn disk_limit_message(bytes: u64, inodes: u64, space: ns::FsSpace) -> String {
     let what = if space.inodes_free == 0 { format!("its {inodes} inodes") } else { format!("{} MiB", bytes >> 20) };
@@ -600,86 +583,6 @@ fn disk_limit_message(bytes: u64, inodes: u64, space: ns::FsSpace) -> String {
         "the --disk limit was reached: the guest's writable layer (working directory changes, /tmp, /home) is full \
          ({what}); writes failed with 'No space left on device'. Raise it with --disk SIZE"
     )
-}
-
-/// Writes the id maps of the init's user namespace and sends the init, on `tx`, the run directory and the idmapped
-/// trees (`trees`, made with that namespace). Errors are the message of a failed setup. A working directory (or pack root) on a
-/// filesystem that cannot be idmapped (overlayfs, as in a Docker container) is used as it is: the guest is still
-/// not host root, but host root's files there look like `nobody`'s to it; the warning returned says so. A `:rw`
-/// bind that cannot be idmapped fails the setup.
-fn enter_identity(
-    pid: i32,
-    run_dir: &Path,
-    identity: &repro_model::run::Identity,
-    trees: &[(TreeRole, PathBuf)],
-    binds: &[repro_model::run::BindMount],
-    tx: &OwnedFd,
-) -> Result<Option<String>, String> {
-    use crate::identity::map_line;
-    let writable = |i: usize| binds.get(i).is_some_and(|b| b.writable);
-    let mut maps = vec![("uid_map", map_line(&identity.uid_map)), ("gid_map", map_line(&identity.gid_map))];
-    if identity.uid_map.count == 1 {
-        // Without privileges a gid map is only accepted once setgroups is denied.
-        maps.insert(0, ("setgroups", "deny".to_string()));
-    }
-    for (file, content) in maps {
-        let p = format!("/proc/{pid}/{file}");
-        ns::write_file(&p, &content).map_err(|e| format!("cannot write '{content}' to {p}: {e}"))?;
-    }
-    // First the run directory, opened through the init's root so that the descriptor is in its mount namespace.
-    let p = format!("/proc/{pid}/root{}", run_dir.display());
-    let mut held = vec![OwnedFd::from(fs::File::open(&p).map_err(|e| format!("cannot open {p}: {e}"))?)];
-    let mut tags = Vec::new();
-    let mut warning = None;
-    if !trees.is_empty() {
-        let p = format!("/proc/{pid}/ns/user");
-        let userns = fs::File::open(&p).map_err(|e| format!("cannot open {p}: {e}"))?;
-        let userns = OwnedFd::from(userns);
-        for (role, path) in trees {
-            let what = match role {
-                TreeRole::Cwd => "the working directory",
-                TreeRole::RootSource => "the pack's root",
-                TreeRole::Bind(_) => "--bind",
-            };
-            match repro_sys::idmap::idmapped_tree(&path.to_string_lossy(), &userns) {
-                Ok(tree) => {
-                    held.push(tree);
-                    tags.push(1);
-                }
-                // A read-only bind that cannot be idmapped is passed as a plain copy of its mount.
-                Err(_) if matches!(role, TreeRole::Bind(i) if !writable(*i)) => {
-                    let tree = repro_sys::idmap::cloned_tree(&path.to_string_lossy())
-                        .map_err(|e| format!("--bind {}: {e}", path.display()))?;
-                    held.push(tree);
-                    tags.push(1);
-                }
-                // So is a working directory (or pack root) that cannot be: see the warning.
-                Err(e) if !matches!(role, TreeRole::Bind(_)) => {
-                    warning = Some(format!(
-                        "{what} {} cannot be idmapped ({e}): in the guest, host root's files there belong to \
-                         nobody and cannot be changed in place",
-                        path.display()
-                    ));
-                    let tree = repro_sys::idmap::cloned_tree(&path.to_string_lossy())
-                        .map_err(|e| format!("{what} {}: {e}", path.display()))?;
-                    held.push(tree);
-                    tags.push(1);
-                }
-                Err(e) => {
-                    return Err(format!(
-                        "cannot idmap {what} {} for the guest's user namespace ({e}): the guest's root would not \
-                         own what host root owns there; idmapped mounts need Linux 5.12 or later and a filesystem \
-                         that supports them",
-                        path.display()
-                    ))
-                }
-            }
-        }
-    }
-    let raw: Vec<_> = held.iter().map(|f| f.as_raw_fd()).collect();
-    repro_sys::idmap::send_fds(tx, &tags, &raw)
-        .map_err(|e| format!("cannot pass the idmapped mounts to the init: {e}"))?;
-    Ok(warning)
 }
 
 /// The init's result, from the memfd it wrote.
@@ -730,4 +633,77 @@ pub fn env_lines(env: &BTreeMap<String, String>) -> Vec<String> {
 /// The epoch as shown to users.
 pub fn describe_epoch(e: &Epoch) -> String {
     format!("{} ({}, {:?})", e.rfc3339, e.unix, e.source)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> RunOptions {
+        RunOptions {
+            command: vec!["true".into()],
+            epoch: Some("0".into()),
+            cpus: 1,
+            clock_step_ns: DEFAULT_CLOCK_STEP_NS,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn prepared_settings_are_the_defaults_with_the_options() {
+        let o = RunOptions {
+            seed: 7,
+            dir_order: Some("shuffled:3".into()),
+            hostname: Some("box".into()),
+            disk: Some("64M".into()),
+            ..opts()
+        };
+        let s = RunRequest::prepare(&o).unwrap().settings;
+        assert_eq!((s.seed, s.epoch.unix, s.hostname.as_str()), (7, 0, "box"));
+        assert_eq!(s.dir_order, DirOrder::Shuffled(3));
+        assert_eq!((s.disk_bytes, s.disk_inodes), (64 << 20, repro_model::run::disk_inodes_for(64 << 20)));
+        assert_eq!((s.domainname.as_str(), s.umask.as_str()), (DOMAINNAME, "0022"));
+        assert_eq!(s.rlimits, repro_model::settings::fixed_rlimits());
+        assert_eq!(s.memory_bytes, DEFAULT_MEMORY);
+        assert!(s.supervised && s.identity.is_some() && s.cpu_affinity.len() <= 1);
+        let d = RunRequest::prepare(&opts()).unwrap().settings;
+        assert_eq!((d.dir_order, d.hostname.as_str()), (DirOrder::Sorted, HOSTNAME));
+    }
+
+    #[test]
+    fn the_init_config_follows_the_settings() {
+        let mut req = RunRequest::prepare(&RunOptions { dir_order: Some("reversed".into()), ..opts() }).unwrap();
+        req.state_dir = PathBuf::from(&req.settings.cwd).join(".repro");
+        let extras = RunExtras { record_access: true, host_network: true, ..Default::default() };
+        let trees = [(TreeRole::Cwd, PathBuf::from(&req.settings.cwd))];
+        let cfg = init_config(&req, &extras, &trees, &etc_files("box")).unwrap();
+        let det = cfg.determinism.as_ref().unwrap();
+        assert_eq!((det.dir_order, det.record_access, det.seed), (DirOrder::Reversed, true, 0));
+        assert_eq!((cfg.umask, cfg.no_aslr, cfg.host_network), (UMASK, true, true));
+        assert_eq!(cfg.trees, [TreeRole::Cwd]);
+        // The state directory inside the working directory is hidden from the guest.
+        assert_eq!(cfg.hide, [req.state_dir.to_string_lossy().into_owned()]);
+        assert!(cfg.root.starts_with(&format!("/proc/self/fd/{RUN_DIR_FD}/")));
+        assert_eq!(cfg.etc.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["hostname", "hosts", "resolv.conf"]);
+        req.settings.supervised = false;
+        assert!(init_config(&req, &extras, &[], &[]).unwrap().determinism.is_none());
+        req.settings.rlimits.push(repro_model::run::Rlimit { resource: "cpu".into(), soft: 1, hard: 1 });
+        assert!(init_config(&req, &extras, &[], &[]).is_err());
+    }
+
+    #[test]
+    fn bad_options_name_the_argument_and_the_expected_form() {
+        let cases = [
+            (RunOptions { dir_order: Some("sideways".into()), ..opts() }, "--dir-order 'sideways'", "shuffled:SEED"),
+            (RunOptions { hostname: Some("a b".into()), ..opts() }, "--hostname 'a b'", "letters, digits"),
+            (RunOptions { cpus: 0, ..opts() }, "--cpus", "at least 1"),
+            (RunOptions { command: vec![], ..opts() }, "CMD", "no command given"),
+        ];
+        for (o, argument, expected) in cases {
+            let e = RunRequest::prepare(&o).unwrap_err();
+            assert_eq!(e.exit_code(), ExitCode::Usage.code(), "{e}");
+            let text = e.to_string();
+            assert!(text.starts_with(argument) && text.contains(expected), "{text}");
+        }
+    }
 }

@@ -98,6 +98,7 @@ impl RunDir {
             Ok(RunDir { path: path.clone(), ..dir })
         })();
         if made.is_err() {
+            // Best-effort cleanup: the error that made it is what is returned.
             let _ = fs::remove_dir_all(&fresh);
         }
         made
@@ -120,7 +121,8 @@ impl RunDir {
     /// Writes `run.json` and removes the `INCOMPLETE` marker. Everything written to the run directory before
     /// is made durable first (one syncfs), so a `run.json` that exists never refers to lost output.
     pub fn finish(&self, record: &RunRecord) -> Result<(), SandboxError> {
-        let mut json = serde_json::to_vec_pretty(record).map_err(|e| SandboxError::Setup(e.to_string()))?;
+        let mut json =
+            serde_json::to_vec_pretty(record).map_err(|source| SandboxError::Encode { what: "run.json", source })?;
         json.push(b'\n');
         write_atomic(&self.join(RUN_JSON), &json, true)?;
         fs::remove_file(self.join(INCOMPLETE))
@@ -137,6 +139,7 @@ pub fn write_atomic(path: &Path, data: &[u8], durable: bool) -> Result<(), Sandb
 /// [`write_atomic`] creating the file with `mode` (before the umask).
 fn write_atomic_mode(path: &Path, data: &[u8], durable: bool, mode: u32) -> Result<(), SandboxError> {
     use std::os::unix::fs::OpenOptionsExt;
+    // Every caller names a file; a bare directory would give a hidden `..tmp-PID` name beside it.
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
     let res = (|| {
@@ -148,6 +151,7 @@ fn write_atomic_mode(path: &Path, data: &[u8], durable: bool, mode: u32) -> Resu
         fs::rename(&tmp, path)
     })();
     res.map_err(|e| {
+        // Best-effort cleanup: the write error is what is returned.
         let _ = fs::remove_file(&tmp);
         SandboxError::io("cannot write", path, e)
     })
@@ -192,6 +196,18 @@ pub fn list(state: &Path) -> Result<Vec<ListedRun>, SandboxError> {
 pub fn read_record(dir: &Path) -> Result<RunRecord, SandboxError> {
     let p = dir.join(RUN_JSON);
     let data = fs::read(&p).map_err(|e| SandboxError::io("cannot read", &p, e))?;
+    serde_json::from_slice(&data).map_err(|e| SandboxError::Corrupt { path: p, message: e.to_string() })
+}
+
+/// Reads `changes.json` of a run directory; a run directory without one (removed by hand) changed nothing that is
+/// known.
+pub fn changes(dir: &Path) -> Result<repro_model::run::Changes, SandboxError> {
+    let p = dir.join("changes.json");
+    let data = match fs::read(&p) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+        Err(e) => return Err(SandboxError::io("cannot read", &p, e)),
+    };
     serde_json::from_slice(&data).map_err(|e| SandboxError::Corrupt { path: p, message: e.to_string() })
 }
 

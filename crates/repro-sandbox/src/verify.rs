@@ -5,6 +5,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use repro_model::run::{Changes, RunRecord};
+
+use repro_model::ExitCode;
+
+use crate::run::{Echo, RunReport, RunRequest};
+use crate::SandboxError;
 use serde::Serialize;
 
 /// One run of a verification.
@@ -59,8 +64,58 @@ pub struct VerifyReport {
     pub not_enforced: Vec<String>,
 }
 
+/// How `run --verify` ended.
+#[derive(Debug)]
+pub enum Verified {
+    /// Every run ran, and they were compared.
+    Compared(VerifyReport),
+    /// SIGINT, SIGTERM or SIGHUP arrived during run number `run` (from 1): the verification stopped there and
+    /// nothing was compared.
+    Interrupted { signal: i32, run: u32, dir: PathBuf },
+}
+
+/// `run --verify`: runs `req` `runs` times from identical starting states and compares what they produced. The
+/// first run's output is shown (its stdout when `show_stdout`); `on_first` sees its report before the second run
+/// starts. Interrupts are held between runs ([`crate::run::hold_interrupts`]), so one stops the loop.
+pub fn verify(
+    req: &RunRequest,
+    exe: &Path,
+    runs: u32,
+    show_stdout: bool,
+    on_first: impl FnOnce(&RunReport),
+) -> Result<Verified, SandboxError> {
+    let mut on_first = Some(on_first);
+    let mut records = Vec::new();
+    for i in 0..runs {
+        let echo = Echo { stdout: i == 0 && show_stdout, stderr: i == 0 };
+        let report = crate::run::execute(req, exe, echo)?;
+        if let Some(signal) = report.interrupted {
+            return Ok(Verified::Interrupted { signal, run: i + 1, dir: report.dir });
+        }
+        if let Some(f) = on_first.take() {
+            f(&report);
+        }
+        records.push((report.record, report.dir));
+    }
+    Ok(Verified::Compared(compare(&records)?))
+}
+
+impl VerifyReport {
+    /// `run --verify`'s status: 122 when the runs differ, else 121 when a run was not deterministic, else 0.
+    pub fn exit_code(&self) -> ExitCode {
+        if !self.identical {
+            ExitCode::VerifyDiffers
+        } else if !self.not_enforced.is_empty() {
+            ExitCode::NotDeterministic
+        } else {
+            ExitCode::Success
+        }
+    }
+}
+
 /// Compares the runs in `dirs` (the first is the reference).
-pub fn compare(records: &[(RunRecord, PathBuf)]) -> VerifyReport {
+/// A file of a run directory that cannot be read is an error: a difference must not hide behind it.
+pub fn compare(records: &[(RunRecord, PathBuf)]) -> Result<VerifyReport, SandboxError> {
     let mut differences = Vec::new();
     let runs: Vec<VerifiedRun> = records
         .iter()
@@ -78,8 +133,7 @@ pub fn compare(records: &[(RunRecord, PathBuf)]) -> VerifyReport {
                 differences.push(Difference::ExitStatus { run, first: first.exit_status, this: rec.exit_status });
             }
             for stream in ["stdout", "stderr"] {
-                let a = fs::read(first_dir.join(stream)).unwrap_or_default();
-                let b = fs::read(dir.join(stream)).unwrap_or_default();
+                let (a, b) = (read(&first_dir.join(stream))?, read(&dir.join(stream))?);
                 if let Some(d) = first_line_difference(&a, &b) {
                     differences.push(Difference::Output {
                         run,
@@ -92,13 +146,13 @@ pub fn compare(records: &[(RunRecord, PathBuf)]) -> VerifyReport {
                     });
                 }
             }
-            differences.extend(file_differences(run, first_dir, dir));
+            differences.extend(file_differences(run, first_dir, dir)?);
         }
     }
     let mut not_enforced: Vec<String> = runs.iter().flat_map(|r| r.not_enforced.iter().cloned()).collect();
     not_enforced.sort();
     not_enforced.dedup();
-    VerifyReport { identical: differences.is_empty(), runs, differences, not_enforced }
+    Ok(VerifyReport { identical: differences.is_empty(), runs, differences, not_enforced })
 }
 
 /// Where two outputs first differ, by line.
@@ -137,18 +191,26 @@ pub fn first_line_difference(a: &[u8], b: &[u8]) -> Option<LineDifference> {
     None
 }
 
-fn file_differences(run: usize, first: &Path, this: &Path) -> Vec<Difference> {
-    let read = |d: &Path| -> Changes {
-        fs::read(d.join("changes.json")).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+/// A file of a run directory.
+fn read(path: &Path) -> Result<Vec<u8>, SandboxError> {
+    fs::read(path).map_err(|e| SandboxError::io("cannot read", path, e))
+}
+
+fn file_differences(run: usize, first: &Path, this: &Path) -> Result<Vec<Difference>, SandboxError> {
+    let changes = |d: &Path| -> Result<Changes, SandboxError> {
+        let path = d.join("changes.json");
+        serde_json::from_slice(&read(&path)?)
+            .map_err(|e| SandboxError::Corrupt { path: path.clone(), message: e.to_string() })
     };
-    let (a, b) = (read(first), read(this));
+    let (a, b) = (changes(first)?, changes(this)?);
     let mut out = Vec::new();
     for ca in &a.changes {
         match b.changes.iter().find(|cb| cb.path == ca.path && cb.kind == ca.kind) {
             None => out.push(Difference::FilePresence { run, path: ca.path.clone(), in_first: true }),
             Some(cb) if cb.blake3 != ca.blake3 => {
-                let fa = fs::read(first.join("changes").join(&ca.path)).unwrap_or_default();
-                let fb = fs::read(this.join("changes").join(&cb.path)).unwrap_or_default();
+                // A file whose content is not in `changes/` (a directory, a link) differs from its first byte.
+                let fa = fs::read(first.join("changes").join(&ca.path)).ok().unwrap_or_default();
+                let fb = fs::read(this.join("changes").join(&cb.path)).ok().unwrap_or_default();
                 let offset = fa.iter().zip(fb.iter()).position(|(x, y)| x != y).unwrap_or(fa.len().min(fb.len()));
                 out.push(Difference::FileContent { run, path: ca.path.clone(), byte_offset: offset as u64 });
             }
@@ -160,7 +222,7 @@ fn file_differences(run: usize, first: &Path, this: &Path) -> Vec<Difference> {
             out.push(Difference::FilePresence { run, path: cb.path.clone(), in_first: false });
         }
     }
-    out
+    Ok(out)
 }
 
 /// The report as text: one line when identical, otherwise what differs.
@@ -208,6 +270,28 @@ pub fn render(r: &VerifyReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn verify_status_says_differ_before_not_deterministic() {
+        let r = |identical: bool, not_enforced: Vec<String>| VerifyReport {
+            identical,
+            runs: Vec::new(),
+            differences: Vec::new(),
+            not_enforced,
+        };
+        assert_eq!(r(true, vec![]).exit_code(), ExitCode::Success);
+        assert_eq!(r(true, vec!["x".into()]).exit_code(), ExitCode::NotDeterministic);
+        assert_eq!(r(false, vec!["x".into()]).exit_code(), ExitCode::VerifyDiffers);
+    }
+
+    #[test]
+    fn an_unreadable_run_file_is_an_error_not_empty_output() {
+        let d = tempfile::tempdir().unwrap();
+        let e = file_differences(2, d.path(), d.path()).unwrap_err();
+        assert!(e.to_string().contains("changes.json"), "{e}");
+        std::fs::write(d.path().join("changes.json"), "{").unwrap();
+        assert!(matches!(file_differences(2, d.path(), d.path()), Err(SandboxError::Corrupt { .. })));
+    }
 
     #[test]
     fn first_difference_by_line() {

@@ -1,0 +1,278 @@
+//! Starting the guest (with or without the determinism supervisor), reaping, and reporting how it ended.
+
+use std::ffi::CString;
+use std::path::Path;
+
+use repro_model::run::{Determinism, RunOutcome};
+use repro_model::ExitCode;
+use repro_sys::ns::{self, ChildExit};
+
+use super::{
+    libc_sig, signal_name, Accessed, DetSettings, InitConfig, TapeIo, TapeSettings, TapesOut, INIT_SIGNALS, STDERR_FD,
+    STDOUT_FD,
+};
+
+/// Finds the program the way a shell would, with the guest's PATH, inside the new root.
+fn resolve_program(cmd: &str, path_var: &str) -> Result<String, i32> {
+    if cmd.contains('/') {
+        return match ns::is_executable(cmd) {
+            Ok(()) if Path::new(cmd).is_dir() => Err(13),
+            Ok(()) => Ok(cmd.to_string()),
+            Err(errno) => Err(errno),
+        };
+    }
+    let mut denied = false;
+    for dir in path_var.split(':') {
+        let dir = if dir.is_empty() { "." } else { dir };
+        let cand = format!("{dir}/{cmd}");
+        if Path::new(&cand).is_file() {
+            match ns::is_executable(&cand) {
+                Ok(()) => return Ok(cand),
+                Err(_) => denied = true,
+            }
+        }
+    }
+    Err(if denied { 13 } else { 2 })
+}
+
+fn exec_failed(cmd: &str, errno: i32) -> (RunOutcome, i32) {
+    let message = ns::strerror(errno);
+    eprintln!("repro: cannot execute '{cmd}': {message}");
+    let code = if errno == 2 { ExitCode::NotFound.code() } else { ExitCode::NotExecutable.code() };
+    (RunOutcome::ExecFailed { errno, message }, code)
+}
+
+pub(super) fn run_guest(
+    cfg: &InitConfig,
+    determinism: &mut Determinism,
+    (accessed, stream): (&mut Vec<Accessed>, Option<repro_tracer::AccessStream>),
+    tapes: &mut TapesOut,
+) -> (RunOutcome, i32) {
+    // `repro run` refuses an empty command; an empty name would fail below as not found.
+    let cmd = cfg.argv.first().cloned().unwrap_or_default();
+    let path_var = cfg.env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.as_str()).unwrap_or(crate::env::PATH);
+    let sigfd = match ns::signalfd(&INIT_SIGNALS) {
+        Ok(f) => f,
+        Err(x) => return (RunOutcome::SetupFailed { message: x.to_string() }, ExitCode::Setup.code()),
+    };
+    // Resolve from the working directory, as the guest would.
+    if let Err(x) = std::env::set_current_dir(&cfg.cwd) {
+        let m = format!("cannot enter the working directory {}: {x}", cfg.cwd);
+        eprintln!("repro: sandbox setup failed: {m}");
+        return (RunOutcome::SetupFailed { message: m }, ExitCode::Setup.code());
+    }
+    let program = match resolve_program(&cmd, path_var) {
+        Ok(p) => p,
+        Err(errno) => return exec_failed(&cmd, errno),
+    };
+    // Cannot fail: the NUL bytes are removed first.
+    let cs = |s: &str| CString::new(s.replace('\0', "")).unwrap_or_default();
+    let argv: Vec<CString> = cfg.argv.iter().map(|a| cs(a)).collect();
+    let envp: Vec<CString> = cfg.env.iter().map(|(k, v)| cs(&format!("{k}={v}"))).collect();
+    // Docker's capabilities, no_new_privs, and the guest's seccomp rules: a filter of their own without the
+    // supervisor, in the supervisor's filter with it.
+    let confine = match repro_sys::confine::Confinement::docker_default(cfg.determinism.is_none()) {
+        Ok(c) => c,
+        Err(x) => {
+            let m = format!("cannot build the guest's seccomp filter: {x}");
+            eprintln!("repro: sandbox setup failed: {m}");
+            return (RunOutcome::SetupFailed { message: m }, ExitCode::Setup.code());
+        }
+    };
+    let setup = ns::GuestSetup {
+        umask: cfg.umask,
+        no_aslr: cfg.no_aslr,
+        rlimits: cfg.rlimits.clone(),
+        cpus: cfg.cpus.clone(),
+        fds: vec![(STDOUT_FD, 1), (STDERR_FD, 2)],
+        close: vec![STDOUT_FD, STDERR_FD],
+        cwd: cs(&cfg.cwd),
+        confine: Some(confine),
+    };
+    let exit = match &cfg.determinism {
+        None => match spawn_plain(&cs(&program), &argv, &envp, &setup, &sigfd) {
+            Ok(exit) => exit,
+            Err(failed) => return failed(&cmd),
+        },
+        Some(det) => {
+            match supervised(
+                cs(&program),
+                argv,
+                envp,
+                &setup,
+                det,
+                sigfd,
+                determinism,
+                (accessed, stream),
+                (&cfg.tapes, tapes),
+            ) {
+                Ok(exit) => exit,
+                Err(failed) => return failed(&cmd),
+            }
+        }
+    };
+    let outcome = match exit {
+        ChildExit::Exited(code) => RunOutcome::Exited { code },
+        ChildExit::Signaled(signal) => RunOutcome::Signaled { signal, name: signal_name(signal) },
+    };
+    (outcome, exit.code())
+}
+
+/// How a failed start is reported: a function of the command name.
+type Failed = Box<dyn FnOnce(&str) -> (RunOutcome, i32)>;
+
+fn setup_failed(m: String) -> Failed {
+    Box::new(move |_| {
+        eprintln!("repro: sandbox setup failed: {m}");
+        (RunOutcome::SetupFailed { message: m }, ExitCode::Setup.code())
+    })
+}
+
+/// Starts the guest without the supervisor and waits for it.
+fn spawn_plain(
+    program: &CString,
+    argv: &[CString],
+    envp: &[CString],
+    setup: &ns::GuestSetup,
+    sigfd: &std::os::fd::OwnedFd,
+) -> Result<ChildExit, Failed> {
+    let guest = match ns::spawn_guest(program, argv, envp, setup) {
+        Ok(pid) => pid,
+        Err(("execve", errno)) => return Err(Box::new(move |cmd| exec_failed(cmd, errno))),
+        Err((step, errno)) => return Err(setup_failed(format!("{step} in the guest failed: {}", ns::strerror(errno)))),
+    };
+    // The init keeps no end of the output pipes: they close when the guest's last process does.
+    ns::close_raw(STDOUT_FD);
+    ns::close_raw(STDERR_FD);
+    Ok(wait_guest(guest, sigfd))
+}
+
+/// Starts the guest under the determinism supervisor and waits for it. Signals for the guest are forwarded
+/// by a thread started once the guest runs.
+#[allow(clippy::too_many_arguments)]
+fn supervised(
+    program: CString,
+    argv: Vec<CString>,
+    envp: Vec<CString>,
+    setup: &ns::GuestSetup,
+    det: &DetSettings,
+    sigfd: std::os::fd::OwnedFd,
+    determinism: &mut Determinism,
+    (accessed, stream): (&mut Vec<Accessed>, Option<repro_tracer::AccessStream>),
+    (tape_cfg, tapes): (&TapeSettings, &mut TapesOut),
+) -> Result<ChildExit, Failed> {
+    use repro_tracer::tape::{NetMode, ProcMode};
+    let network = match &tape_cfg.network {
+        TapeIo::Off => NetMode::Off,
+        TapeIo::Record => NetMode::Record,
+        TapeIo::Replay(t) => NetMode::Replay(t.clone()),
+    };
+    let proc = match &tape_cfg.proc {
+        TapeIo::Off => ProcMode::Off,
+        TapeIo::Record => ProcMode::Record,
+        TapeIo::Replay(t) => ProcMode::Replay(t.clone()),
+    };
+    let mut pre_exec = || -> std::io::Result<()> {
+        ns::apply_guest_setup(setup).map_err(|(_, errno)| std::io::Error::from_raw_os_error(errno))
+    };
+    let spec = repro_tracer::GuestSpec { program, argv, envp, pre_exec: &mut pre_exec };
+    let cfg = repro_tracer::DetConfig {
+        seed: det.seed,
+        epoch_unix_secs: det.epoch_unix_secs,
+        clock_step_ns: det.clock_step_ns,
+        cpus: det.cpus,
+        record_access: det.record_access,
+        hostname: det.hostname.clone(),
+        dir_order: det.dir_order,
+        tapes: repro_tracer::tape::TapeConfig { network, proc },
+        access_stream: stream,
+        confine: true,
+    };
+    let mut sigfd = Some(sigfd);
+    let mut on_spawn = |guest: i32| {
+        // The guest has its own copies of the output pipes now.
+        ns::close_raw(STDOUT_FD);
+        ns::close_raw(STDERR_FD);
+        if let Some(fd) = sigfd.take() {
+            std::thread::spawn(move || loop {
+                match ns::read_signal(&fd) {
+                    Ok(libc_sig::CHLD) => {}
+                    Ok(sig) => {
+                        // The guest may have exited already: nothing to forward to.
+                        let _ = ns::kill(guest, sig);
+                    }
+                    Err(_) => return,
+                }
+            });
+        }
+    };
+    match repro_tracer::supervise(spec, &cfg, &mut on_spawn) {
+        Ok(out) => {
+            determinism.not_enforced = out.not_enforced;
+            determinism.mediated = out.stats.mediated;
+            determinism.tasks_created = out.stats.tasks_created;
+            determinism.execs = out.stats.execs;
+            *accessed = out
+                .accessed
+                .into_iter()
+                .map(|a| {
+                    let (path, path_hex) = repro_model::pathenc::encode(a.path.as_os_str());
+                    Accessed { path, path_hex, kinds: a.kinds }
+                })
+                .collect();
+            tapes.network_events = out.tapes.network.as_ref().map_or(0, |t| t.events.len() as u64);
+            tapes.proc_reads = out.tapes.proc.as_ref().map_or(0, |t| t.reads.len() as u64);
+            tapes.network = out.tapes.network;
+            tapes.proc = out.tapes.proc;
+            tapes.diverged = out.diverged;
+            Ok(match out.exit {
+                repro_tracer::GuestExit::Exited(c) => ChildExit::Exited(c),
+                repro_tracer::GuestExit::Signaled(s) => ChildExit::Signaled(s),
+            })
+        }
+        Err(repro_tracer::TracerError::Exec { errno, .. }) => Err(Box::new(move |cmd| exec_failed(cmd, errno))),
+        Err(e) => Err(setup_failed(e.to_string())),
+    }
+}
+
+fn wait_guest(guest: i32, sigfd: &std::os::fd::OwnedFd) -> ChildExit {
+    loop {
+        // Reap whatever has exited; the guest's own status ends the run.
+        loop {
+            match ns::wait_child(-1, true) {
+                Ok(Some((pid, exit))) if pid == guest => return exit,
+                Ok(Some(_)) => continue,
+                Ok(None) => break,
+                Err(_) => return ChildExit::Exited(ExitCode::Setup.code()),
+            }
+        }
+        match ns::read_signal(sigfd) {
+            Ok(libc_sig::CHLD) => {}
+            Ok(sig) => {
+                // The guest may have exited already: nothing to forward to.
+                let _ = ns::kill(guest, sig);
+            }
+            Err(_) => return ChildExit::Exited(ExitCode::Setup.code()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn programs_resolve_through_path() {
+        assert_eq!(resolve_program("sh", "/nonexistent:/bin").unwrap(), "/bin/sh");
+        assert_eq!(resolve_program("no-such-program-xyz", "/bin").unwrap_err(), 2);
+        let d = tempfile::tempdir().unwrap();
+        let plain = d.path().join("plain");
+        fs::write(&plain, "x").unwrap();
+        fs::set_permissions(&plain, fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(resolve_program(&plain.to_string_lossy(), "/bin").unwrap_err(), 13);
+        assert_eq!(resolve_program(&d.path().to_string_lossy(), "/bin").unwrap_err(), 13);
+        assert_eq!(resolve_program("/no/such", "/bin").unwrap_err(), 2);
+    }
+}
