@@ -103,6 +103,17 @@ pub fn spawn_init(spec: &InitSpawn<'_>) -> Result<i32> {
             fds.push((*src, *dst));
         }
     }
+    // The same for the sync descriptor: were it a target, the child would read its go from whatever was placed
+    // there (and die, or run before the parent is ready).
+    let mut sync = spec.sync;
+    if spec.fds.iter().any(|(_, d)| *d == sync) {
+        // SAFETY: F_DUPFD_CLOEXEC duplicates a descriptor the caller passed as open.
+        let fd = unsafe { libc::fcntl(sync, libc::F_DUPFD_CLOEXEC, top) };
+        check(fd, "fcntl", || format!("F_DUPFD_CLOEXEC of the sync descriptor {sync}"))?;
+        // SAFETY: fcntl returned a new descriptor that we own.
+        moved.push(unsafe { OwnedFd::from_raw_fd(fd) });
+        sync = fd;
+    }
     let mut argv: Vec<*const libc::c_char> = spec.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(ptr::null());
     let mut mask = empty_sigset();
@@ -132,7 +143,7 @@ pub fn spawn_init(spec: &InitSpawn<'_>) -> Result<i32> {
                 }
             }
             let mut b = 0u8;
-            let n = libc::read(spec.sync, (&mut b as *mut u8).cast(), 1);
+            let n = libc::read(sync, (&mut b as *mut u8).cast(), 1);
             if n != 1 {
                 libc::_exit(125);
             }
@@ -873,6 +884,33 @@ pub fn try_lock_exclusive(file: &std::fs::File) -> io::Result<bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The sync descriptor may have the number of a target (whatever the process had open decides): the child
+    /// must still wait for its go on the sync pipe, not read from what was placed over it.
+    #[test]
+    fn the_sync_descriptor_survives_being_a_target_number() {
+        let (sync_r, sync_w) = pipe().unwrap();
+        let devnull = std::fs::File::open("/dev/null").unwrap();
+        // A target number equal to the sync descriptor's: /dev/null goes there in the child.
+        let target = sync_r.as_raw_fd();
+        let program = CString::new("/bin/sh").unwrap();
+        let argv = [CString::new("sh").unwrap(), CString::new("-c").unwrap(), CString::new("exit 7").unwrap()];
+        let pid = spawn_init(&InitSpawn {
+            namespaces: 0,
+            program: &program,
+            argv: &argv,
+            fds: &[(devnull.as_raw_fd(), target)],
+            sync: sync_r.as_raw_fd(),
+            block_signals: &[],
+            become_root: false,
+        })
+        .unwrap();
+        drop(sync_r);
+        // Reading /dev/null would give EOF and the child would exit 125 before this byte is written.
+        write_byte(&sync_w).unwrap();
+        let (_, exit) = wait_child(pid, false).unwrap().unwrap();
+        assert_eq!(exit.code(), 7);
+    }
 
     #[test]
     fn strerror_strips_os_error_suffix() {
