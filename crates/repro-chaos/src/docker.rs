@@ -262,6 +262,7 @@ impl Engine {
             paused: s.paused.unwrap_or(false),
             pid: s.pid.unwrap_or(0) as i32,
             exit_code: s.exit_code.unwrap_or(0),
+            // Absent: an engine that does not report them (empty, as `docker inspect` shows them).
             started_at: s.started_at.unwrap_or_default(),
             status: s.status.map(|x| x.to_string()).unwrap_or_default(),
         })

@@ -30,14 +30,22 @@ pub fn from_hex(h: &str) -> Option<Vec<u8>> {
     (0..h.len()).step_by(2).map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok()).collect()
 }
 
+/// A `path_hex` that is not the hexadecimal of a file name (odd length, not hex, or a NUL byte).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("path_hex of '{text}': '{hex}' is not the hex of a file name")]
+pub struct BadPathHex {
+    pub text: String,
+    pub hex: String,
+}
+
 /// The path a record means: `hex` when present, else `text`. An invalid `hex` is an error naming it.
-pub fn decode(text: &str, hex: Option<&str>) -> Result<PathBuf, String> {
+pub fn decode(text: &str, hex: Option<&str>) -> Result<PathBuf, BadPathHex> {
     match hex {
         None => Ok(PathBuf::from(text)),
         Some(h) => from_hex(h)
             .filter(|b| !b.contains(&0))
             .map(|b| PathBuf::from(OsString::from_vec(b)))
-            .ok_or_else(|| format!("path_hex of '{text}': '{h}' is not the hex of a file name")),
+            .ok_or_else(|| BadPathHex { text: text.to_string(), hex: h.to_string() }),
     }
 }
 

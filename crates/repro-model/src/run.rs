@@ -273,7 +273,7 @@ impl Change {
     /// The path this change is about, exact bytes included (see [`crate::pathenc`]).
     pub fn rel_path(&self) -> Result<std::path::PathBuf, BadChangePath> {
         crate::pathenc::decode(&self.path, self.path_hex.as_deref())
-            .map_err(|message| BadChangePath { path: self.path.clone(), message })
+            .map_err(|e| BadChangePath { path: self.path.clone(), message: e.to_string() })
     }
 }
 

@@ -269,10 +269,10 @@ pub fn apply(c: &Confinement) -> Result<(), (&'static str, i32)> {
 /// no_new_privs and the guest's filter, then checks that keyctl answers EPERM, a plain syscall runs and
 /// no_new_privs is set. Returns the number of syscall rules, or why it failed. The caller must be
 /// single-threaded (see [`crate::ns::probe_in_child`]).
-pub fn probe() -> Result<usize, String> {
+pub fn probe() -> std::result::Result<usize, ProbeError> {
     let rules = guest_rules();
-    let c = Confinement::docker_default(true).map_err(|e| format!("cannot build the filter: {e}"))?;
-    let keyctl = syscalls::native("keyctl").ok_or("keyctl has no number on this architecture")?;
+    let c = Confinement::docker_default(true).map_err(|e| ProbeError::Filter(e.to_string()))?;
+    let keyctl = syscalls::native("keyctl").ok_or(ProbeError::NoKeyctl)?;
     let code = crate::ns::probe_in_child(move || {
         if apply(&c).is_err() {
             return 2;
@@ -289,13 +289,30 @@ pub fn probe() -> Result<usize, String> {
             0
         }
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(ProbeError::Child)?;
     match code {
         0 => Ok(rules.len()),
-        2 => Err("capabilities, no_new_privs or the seccomp filter cannot be set".into()),
-        3 => Err("the seccomp filter did not refuse keyctl".into()),
-        _ => Err(format!("the confined probe failed ({code})")),
+        2 => Err(ProbeError::CannotApply),
+        3 => Err(ProbeError::NotRefused),
+        _ => Err(ProbeError::Failed(code)),
     }
+}
+
+/// Why the confinement probe failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("cannot build the filter: {0}")]
+    Filter(String),
+    #[error("keyctl has no number on this architecture")]
+    NoKeyctl,
+    #[error(transparent)]
+    Child(crate::ns::SysError),
+    #[error("capabilities, no_new_privs or the seccomp filter cannot be set")]
+    CannotApply,
+    #[error("the seccomp filter did not refuse keyctl")]
+    NotRefused,
+    #[error("the confined probe failed ({0})")]
+    Failed(i32),
 }
 
 #[cfg(test)]

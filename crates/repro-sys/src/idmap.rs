@@ -15,6 +15,7 @@ fn err(call: &'static str, what: impl Into<String>) -> SysError {
 }
 
 fn cpath(p: &str) -> CString {
+    // Cannot fail: the NUL bytes are filtered out first.
     CString::new(p.as_bytes().iter().copied().filter(|b| *b != 0).collect::<Vec<u8>>()).unwrap_or_default()
 }
 

@@ -31,6 +31,7 @@ impl SysError {
 pub type Result<T> = std::result::Result<T, SysError>;
 
 fn cstr(s: &str) -> CString {
+    // Cannot fail: the NUL bytes are filtered out first.
     CString::new(s.as_bytes().iter().copied().filter(|b| *b != 0).collect::<Vec<u8>>()).unwrap_or_default()
 }
 
@@ -661,6 +662,7 @@ pub fn spawn_guest(
         got += n as usize;
     }
     if got == 3 {
+        // The child reported its failure and exits: reaping it cannot tell more than its message.
         let _ = wait_child(pid, false);
         let err = buf[1] as i32 | ((buf[2] as i32) << 8);
         return Err((if buf[0] == 1 { "execve" } else { "setup" }, err));

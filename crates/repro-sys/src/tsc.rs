@@ -53,6 +53,7 @@ fn install_handler() -> io::Result<()> {
     if unsafe { libc::sigaction(libc::SIGSEGV, std::ptr::null(), &mut prev) } != 0 {
         return Err(io::Error::last_os_error());
     }
+    // Set once: a second install keeps the first previous action, which is the one to chain to.
     let _ = PREVIOUS.set(prev);
     // SAFETY: installs a handler that only makes async-signal-safe calls.
     if unsafe { libc::sigaction(libc::SIGSEGV, &act, std::ptr::null_mut()) } != 0 {

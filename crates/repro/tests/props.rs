@@ -124,7 +124,7 @@ proptest! {
         prop_assert_eq!(from_hex(&to_hex(&bytes)), Some(bytes.clone()));
         if from_hex(&junk).is_none() {
             let e = decode("some/path", Some(&junk)).unwrap_err();
-            prop_assert!(e.contains("some/path"), "{}", e);
+            prop_assert!(e.to_string().contains("some/path"), "{}", e);
         }
     }
 
