@@ -3,21 +3,13 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::{invalid, valid_name};
+use super::{check_api_version, invalid, valid_name};
 use crate::error::Result;
 use crate::model::*;
 
 /// Checks a parsed adapter.
 pub fn validate_adapter(path: &Path, a: &Adapter) -> Result<()> {
-    if a.api_version.value != API_VERSION {
-        return invalid(
-            path,
-            a.api_version.line,
-            a.api_version.column,
-            "apiVersion",
-            format!("expected {API_VERSION:?}, got {:?}", a.api_version.value),
-        );
-    }
+    check_api_version(path, &a.api_version)?;
     if a.kind.value != "adapter" {
         return invalid(
             path,

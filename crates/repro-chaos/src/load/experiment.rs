@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::{invalid, valid_name};
+use super::{check_api_version, invalid, valid_name};
 use crate::error::Result;
 use crate::limits::Limits;
 use crate::model::*;
@@ -15,15 +15,7 @@ pub fn validate_experiment(path: &Path, e: &Experiment) -> Result<()> {
 
 /// Like [`validate_experiment`], with the given limits.
 pub fn validate_experiment_with(path: &Path, e: &Experiment, limits: &Limits) -> Result<()> {
-    if e.api_version.value != API_VERSION {
-        return invalid(
-            path,
-            e.api_version.line,
-            e.api_version.column,
-            "apiVersion",
-            format!("expected {API_VERSION:?}, got {:?}", e.api_version.value),
-        );
-    }
+    check_api_version(path, &e.api_version)?;
     if !valid_name(&e.id) {
         return invalid(
             path,

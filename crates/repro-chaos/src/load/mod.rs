@@ -14,6 +14,14 @@ pub use adapter::validate_adapter;
 pub use experiment::{validate_experiment, validate_experiment_with};
 pub use yaml::parse_yaml;
 
+/// The `apiVersion` every experiment and adapter file must carry.
+pub(crate) fn check_api_version(path: &Path, v: &At<String>) -> Result<()> {
+    if v.value != API_VERSION {
+        return invalid(path, v.line, v.column, "apiVersion", format!("expected {API_VERSION:?}, got {:?}", v.value));
+    }
+    Ok(())
+}
+
 pub(crate) fn invalid<T>(
     path: &Path,
     line: u64,
