@@ -182,15 +182,15 @@ impl LimitArgs {
 }
 
 fn err(e: repro_chaos::ChaosError) -> CliError {
-    CliError::new(EXIT_ERROR, e.to_string())
+    CliError::from_error(EXIT_ERROR, e)
 }
 
 fn rerr(e: repro_report::ReportError) -> CliError {
-    CliError::new(EXIT_ERROR, e.to_string())
+    CliError::from_error(EXIT_ERROR, e)
 }
 
 fn print_json(v: &impl serde::Serialize) -> Result<(), CliError> {
-    let s = serde_json::to_string_pretty(v).map_err(|e| CliError::new(EXIT_ERROR, e.to_string()))?;
+    let s = serde_json::to_string_pretty(v).map_err(|e| CliError::from_error(EXIT_ERROR, e))?;
     outln!("{s}");
     Ok(())
 }
