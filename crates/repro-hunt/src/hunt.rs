@@ -45,6 +45,10 @@ pub struct HuntReport {
     pub failures: Vec<FailureClass>,
     /// The pack captured for the first failing configuration (`--capture`).
     pub pack: Option<std::path::PathBuf>,
+    /// The baseline's epoch and where it came from (set by the caller).
+    pub baseline_epoch: Option<crate::explain::BaselineEpoch>,
+    /// SIGINT or SIGTERM stopped the hunt: the runs are those that finished before it.
+    pub interrupted: bool,
 }
 
 /// Summarizes outcomes.
@@ -96,12 +100,20 @@ pub fn report(dims: &[Dimension], outcomes: &[Outcome], elapsed_ms: u64) -> Hunt
         table: rows.into_values().collect(),
         failures: classes,
         pack: None,
+        baseline_epoch: None,
+        interrupted: false,
     }
 }
 
 /// The report as text.
 pub fn render(r: &HuntReport) -> String {
     let mut out = String::new();
+    if let Some(e) = &r.baseline_epoch {
+        out.push_str(&format!("baseline: {}\n", e.describe()));
+    }
+    if r.interrupted {
+        out.push_str("INTERRUPTED: the runs that finished before the signal\n");
+    }
     out.push_str(&format!(
         "{} runs in {:.1} s: {} passed, {} failed, {} not enforced, {} errors\n",
         r.runs,
