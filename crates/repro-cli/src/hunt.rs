@@ -372,21 +372,39 @@ pub fn explain(a: ExplainArgs) -> Result<i32, CliError> {
     note(quiet, "explain", &format!("baseline {}", p.epoch.describe()));
     let budget = Budget { max_runs: usize::MAX, deadline: None, stop_on_failure: false };
     let cancel = Arc::clone(&p.runner.cancel);
+    let mut last_tick = Instant::now();
     let mut batch = |configs: &[Config]| {
         let configs = configs.to_vec();
+        // A long batch says how far it is every 5 s.
+        let mut tick = |done: &[runner::Outcome]| {
+            if !quiet && last_tick.elapsed() > Duration::from_secs(5) {
+                errln!(
+                    "[explain] {}/{} runs of this step ({:.1} s)",
+                    done.len(),
+                    configs.len(),
+                    start.elapsed().as_secs_f64()
+                );
+                last_tick = Instant::now();
+            }
+        };
         let outcomes = runner::run_parallel(
             &p.runner,
             p.jobs,
             &Budget { max_runs: configs.len(), ..budget.clone() },
             &|i| configs[i].clone(),
-            &mut |_| {},
+            &mut tick,
         )?;
         match cancel.signal() {
             Some(_) => Err(cancel.error()),
             None => Ok(outcomes),
         }
     };
-    let opts = explain::ExplainOptions { control_k: a.control, patience: a.patience, chunk: p.jobs.max(2) };
+    let opts = explain::ExplainOptions {
+        control_k: a.control,
+        patience: a.patience,
+        chunk: p.jobs.max(2),
+        bisect_points: p.jobs,
+    };
     let mut progress = |line: &str| note(quiet, "explain", &format!("{line} ({:.1} s)", start.elapsed().as_secs_f64()));
     let mut report = match explain::explain(&p.base, &p.space, &opts, &mut batch, &mut progress) {
         Err(HuntError::Interrupted { signal }) => {

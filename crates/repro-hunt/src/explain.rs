@@ -113,12 +113,14 @@ pub struct ExplainOptions {
     pub patience: usize,
     /// Values each undecided dimension gets per round after the first, while nothing has flipped.
     pub chunk: usize,
+    /// Dates run in parallel per step of the epoch bisection (1: plain bisection).
+    pub bisect_points: usize,
 }
 
 impl ExplainOptions {
-    /// `control_k` controls, patience 3, rounds of `chunk` values.
+    /// `control_k` controls, patience 3, rounds of `chunk` values, `chunk` dates per bisection step.
     pub fn new(control_k: usize, chunk: usize) -> ExplainOptions {
-        ExplainOptions { control_k, patience: DEFAULT_PATIENCE, chunk }
+        ExplainOptions { control_k, patience: DEFAULT_PATIENCE, chunk, bisect_points: chunk }
     }
 }
 
@@ -305,7 +307,8 @@ pub fn explain(
                     )
                 }
                 Dimension::Epoch if !interrupted => {
-                    let (boundaries, stopped) = bisect_epochs(outcomes, first, batch, &mut runs, progress)?;
+                    let (boundaries, stopped) =
+                        bisect_epochs(outcomes, first, batch, &mut runs, opts.bisect_points, progress)?;
                     interrupted |= stopped;
                     let text = boundaries.iter().map(Boundary::describe).collect::<Vec<_>>().join("; ");
                     report.epoch_boundaries = boundaries;
@@ -375,8 +378,10 @@ pub(crate) fn bisect_epochs(
     control: &Outcome,
     batch: &mut Batch<'_>,
     runs: &mut usize,
+    width: usize,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(Vec<Boundary>, bool), crate::HuntError> {
+    use crate::config::rfc3339;
     let fails = |o: &Outcome| o.verdict == Verdict::Fail;
     let mut points: Vec<(i64, bool)> = outcomes.iter().map(|o| (o.config.epoch, fails(o))).collect();
     points.push((control.config.epoch, fails(control)));
@@ -389,19 +394,34 @@ pub(crate) fn bisect_epochs(
         if lo_fails == hi_fails {
             continue;
         }
+        let mut steps = 0usize;
         while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            let mut c = template.clone();
-            c.epoch = mid;
-            let o = match batch(&[c]) {
+            // `width` dates spread over (lo, hi), run in parallel: the first that differs from `lo` bounds
+            // the transition (a (width+1)-ary search; width 1 is bisection).
+            let k = (width.max(1) as i64).min(hi - lo - 1);
+            let mids: Vec<i64> =
+                (1..=k).map(|i| lo + ((hi - lo) as i128 * i as i128 / (k + 1) as i128) as i64).collect();
+            let configs: Vec<Config> = mids
+                .iter()
+                .map(|m| {
+                    let mut c = template.clone();
+                    c.epoch = *m;
+                    c
+                })
+                .collect();
+            let o = match batch(&configs) {
                 Err(crate::HuntError::Interrupted { .. }) => return Ok((boundaries, true)),
                 r => r?,
             };
-            *runs += 1;
-            if fails(&o[0]) == lo_fails {
-                lo = mid;
-            } else {
-                hi = mid;
+            *runs += o.len();
+            match mids.iter().zip(&o).position(|(_, o)| fails(o) != lo_fails) {
+                Some(0) => hi = mids[0],
+                Some(i) => (lo, hi) = (mids[i - 1], mids[i]),
+                None => lo = mids[mids.len() - 1],
+            }
+            steps += 1;
+            if steps % 4 == 0 {
+                progress(&format!("epoch bisecting: between {} and {}", rfc3339(lo), rfc3339(hi)));
             }
         }
         let b =

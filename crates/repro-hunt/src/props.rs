@@ -231,7 +231,7 @@ proptest! {
             runs += cs.len();
             Ok(out)
         };
-        let opts = ExplainOptions { control_k, patience, chunk };
+        let opts = ExplainOptions { control_k, patience, chunk, bisect_points: chunk };
         let mut lines = Vec::new();
         let r = explain(&base, &space, &opts, &mut batch, &mut |l| lines.push(l.to_string())).unwrap();
         prop_assert!(!r.interrupted);
@@ -250,8 +250,8 @@ proptest! {
                 bound += patience.min(all);
             }
         }
-        // Bisection: at most four boundaries, each to the second over at most 2^33 seconds.
-        prop_assert!(r.runs <= bound + 4 * 33, "{} runs, bound {}", r.runs, bound);
+        // Bisection: at most four boundaries, each to the second over at most 2^33 seconds, `chunk` per step.
+        prop_assert!(r.runs <= bound + 4 * 33 * chunk, "{} runs, bound {}", r.runs, bound);
         prop_assert_eq!(r.runs, runs);
         prop_assert!(lines.iter().any(|l| l.starts_with(&format!("{} ", decider.name())) && l.contains("outcome flipped at")), "{:?}", lines);
     }
@@ -272,7 +272,7 @@ proptest! {
             runs += cs.len();
             Ok(cs.iter().enumerate().map(|(i, c)| outcome(i, c.clone(), c.epoch > 2_000_000_000)).collect())
         };
-        let r = explain(&base, &space, &ExplainOptions { control_k: 1, patience, chunk: 2 }, &mut batch, &mut |_| {}).unwrap();
+        let r = explain(&base, &space, &ExplainOptions { control_k: 1, patience, chunk: 2, bisect_points: 2 }, &mut batch, &mut |_| {}).unwrap();
         prop_assert_eq!(r.runs, runs);
         let finished = calls <= after;
         prop_assert_eq!(r.interrupted, !finished);
@@ -280,7 +280,7 @@ proptest! {
 
     /// A failure from a date on: explain bisects the boundary to the second, in both directions.
     #[test]
-    fn explain_bisects_the_epoch_boundary_to_the_second(at in 946_684_801i64..2_208_988_800, fails_after in any::<bool>()) {
+    fn explain_bisects_the_epoch_boundary_to_the_second(at in 946_684_801i64..2_208_988_800, fails_after in any::<bool>(), points in 1usize..6) {
         let space = full_space(4, 6);
         let sampled = values_for(Dimension::Epoch, &space, &Config::baseline(0));
         // The control sits on the passing side; some sampled date on the other.
@@ -291,7 +291,7 @@ proptest! {
         let mut batch = |cs: &[Config]| -> Result<Vec<Outcome>, crate::HuntError> {
             Ok(cs.iter().enumerate().map(|(i, c)| outcome(i, c.clone(), fails(c.epoch))).collect())
         };
-        let r = explain(&base, &space, &ExplainOptions::new(1, 4), &mut batch, &mut |_| {}).unwrap();
+        let r = explain(&base, &space, &ExplainOptions { bisect_points: points, ..ExplainOptions::new(1, 4) }, &mut batch, &mut |_| {}).unwrap();
         let epoch = r.findings.iter().find(|f| f.dimension == Dimension::Epoch).unwrap();
         prop_assert!(epoch.changes_outcome);
         prop_assert_eq!(r.epoch_boundaries.len(), 1, "{:?}", r.epoch_boundaries);
