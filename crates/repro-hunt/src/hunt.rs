@@ -49,6 +49,8 @@ pub struct HuntReport {
     pub baseline_epoch: Option<crate::explain::BaselineEpoch>,
     /// SIGINT or SIGTERM stopped the hunt: the runs are those that finished before it.
     pub interrupted: bool,
+    /// How many of the runs had a configuration of their own (the others repeated one).
+    pub distinct_configs: usize,
 }
 
 /// Summarizes outcomes.
@@ -102,6 +104,7 @@ pub fn report(dims: &[Dimension], outcomes: &[Outcome], elapsed_ms: u64) -> Hunt
         pack: None,
         baseline_epoch: None,
         interrupted: false,
+        distinct_configs: outcomes.iter().map(|o| &o.config).collect::<std::collections::HashSet<_>>().len(),
     }
 }
 
@@ -115,8 +118,9 @@ pub fn render(r: &HuntReport) -> String {
         out.push_str("INTERRUPTED: the runs that finished before the signal\n");
     }
     out.push_str(&format!(
-        "{} runs in {:.1} s: {} passed, {} failed, {} not enforced, {} errors\n",
+        "{} runs ({} distinct configurations) in {:.1} s: {} passed, {} failed, {} not enforced, {} errors\n",
         r.runs,
+        r.distinct_configs,
         r.elapsed_ms as f64 / 1000.0,
         r.passed,
         r.failed,

@@ -329,6 +329,8 @@ proptest! {
         let r = report(&dims, &outcomes, 0);
         prop_assert_eq!(r.runs, outcomes.len());
         prop_assert_eq!(r.passed + r.failed + r.unenforced + r.errors, r.runs);
+        let distinct: BTreeSet<String> = outcomes.iter().map(|o| o.config.describe(&Dimension::ALL)).collect();
+        prop_assert_eq!(r.distinct_configs, distinct.len());
         for d in &dims {
             let rows: Vec<_> = r.table.iter().filter(|row| row.dimension == *d).collect();
             prop_assert_eq!(rows.iter().map(|row| row.pass + row.fail + row.other).sum::<usize>(), r.runs);
