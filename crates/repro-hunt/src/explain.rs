@@ -420,7 +420,7 @@ pub(crate) fn bisect_epochs(
                 None => lo = mids[mids.len() - 1],
             }
             steps += 1;
-            if steps % 4 == 0 {
+            if steps.is_multiple_of(4) {
                 progress(&format!("epoch bisecting: between {} and {}", rfc3339(lo), rfc3339(hi)));
             }
         }
