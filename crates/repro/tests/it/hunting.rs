@@ -39,14 +39,14 @@ fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// Starts `repro ARGS` in `dir` on a guest that blocks for real (reading a fifo nobody writes), waits until
-/// child runs and their guests are up, sends `signal`, and checks the exit status, the message, and that no
-/// child run or guest is left.
-fn interrupt(dir: &Path, args: &[&str], signal: &str, code: i32) -> std::process::Output {
+/// Starts `repro ARGS` in `dir` on a guest that blocks for real when `when` (a shell condition) holds (reading a
+/// fifo nobody writes), waits until a guest has been blocked for 2 s, sends `signal`, and checks the exit
+/// status, the message, and that no child run or guest is left.
+fn interrupt(dir: &Path, args: &[&str], when: &str, signal: &str, code: i32) -> std::process::Output {
     let token = format!("hunting-fifo-{}-{}", std::process::id(), args[0]);
     let fifo = dir.join(&token);
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-    let script = format!("read x < ./{token}; echo never");
+    let script = format!("if {when}; then read x < ./{token}; fi; echo done");
     let mut full: Vec<&str> = args.to_vec();
     full.extend(["--", "sh", "-c", &script]);
     let child = Command::new(repro_path())
@@ -58,11 +58,19 @@ fn interrupt(dir: &Path, args: &[&str], signal: &str, code: i32) -> std::process
         .spawn()
         .unwrap();
     let pid = child.id();
-    // The guests are blocked in open(2) on the fifo: the interrupt finds them mid-run.
-    wait_until("the guests to start", Duration::from_secs(60), || {
-        processes_with(&format!("read x < ./{token}")).iter().any(|(_, c)| c.starts_with("sh "))
+    // A guest blocked in open(2) on the fifo (the same one for 2 s): the interrupt finds it mid-run.
+    let guests = || -> Vec<u32> {
+        processes_with(&format!("read x < ./{token}"))
+            .into_iter()
+            .filter(|(_, c)| c.starts_with("sh "))
+            .map(|p| p.0)
+            .collect()
+    };
+    wait_until("a guest to block", Duration::from_secs(90), || {
+        let before = guests();
+        std::thread::sleep(Duration::from_secs(2));
+        guests().iter().any(|g| before.contains(g))
     });
-    std::thread::sleep(Duration::from_millis(300));
     let sent = Instant::now();
     assert!(Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status().unwrap().success());
     let out = wait_bounded(child, &format!("repro {} after SIG{signal}", args[0]));
@@ -80,6 +88,7 @@ fn sigint_stops_a_hunt_and_its_child_runs_with_130() {
     let out = interrupt(
         w.path(),
         &["hunt", "--vary", "seed", "--seeds", "20", "--jobs", "2", "--epoch", "2024-06-01", "--json"],
+        "true",
         "INT",
         130,
     );
@@ -94,9 +103,30 @@ fn sigint_stops_a_hunt_and_its_child_runs_with_130() {
 #[test]
 fn sigterm_stops_an_explain_with_143_and_prints_what_it_has() {
     let w = Workdir::new();
-    let out = interrupt(w.path(), &["explain", "--vary", "seed,cpus", "--control", "2", "--jobs", "2"], "TERM", 143);
+    let out =
+        interrupt(w.path(), &["explain", "--vary", "seed,cpus", "--control", "2", "--jobs", "2"], "true", "TERM", 143);
     // The guests never ended, so no run finished: an interruption during the control.
     assert!(stderr(&out).contains("during the control runs"), "{}", stderr(&out));
+}
+
+#[test]
+fn sigint_in_the_middle_of_an_explain_prints_the_findings_so_far() {
+    let w = Workdir::new();
+    // Only the 4-CPU run blocks: the control and the other values finish, then the signal comes.
+    let out = interrupt(
+        w.path(),
+        &["explain", "--vary", "cpus", "--control", "1", "--jobs", "2", "--json"],
+        "[ \"$(nproc)\" = 4 ]",
+        "INT",
+        130,
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    assert_eq!(v["interrupted"], true, "{v}");
+    assert_eq!(v["control_verdict"], "pass", "{v}");
+    let cpus = &v["findings"][0];
+    assert_eq!(cpus["dimension"], "cpus", "{v}");
+    assert!(cpus["untried"].as_u64().unwrap() >= 1, "the blocked value is not counted as tried: {v}");
+    assert!(stderr(&out).contains("[explain] control 1/1: pass, stable"), "{}", stderr(&out));
 }
 
 #[test]
