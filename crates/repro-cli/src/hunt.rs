@@ -394,10 +394,8 @@ pub fn explain(a: ExplainArgs) -> Result<i32, CliError> {
             &|i| configs[i].clone(),
             &mut tick,
         )?;
-        match cancel.signal() {
-            Some(_) => Err(cancel.error()),
-            None => Ok(outcomes),
-        }
+        // Cut short by a signal: the outcomes that finished (explain sees fewer than it asked for).
+        Ok(outcomes)
     };
     let opts = explain::ExplainOptions {
         control_k: a.control,
@@ -408,6 +406,7 @@ pub fn explain(a: ExplainArgs) -> Result<i32, CliError> {
     let mut progress = |line: &str| note(quiet, "explain", &format!("{line} ({:.1} s)", start.elapsed().as_secs_f64()));
     let mut report = match explain::explain(&p.base, &p.space, &opts, &mut batch, &mut progress) {
         Err(HuntError::Interrupted { signal }) => {
+            let signal = cancel.signal().unwrap_or(signal);
             errln!("[explain] interrupted by {} during the control runs: nothing found", signal_name(signal));
             return Ok(ExitCode::signalled(signal));
         }

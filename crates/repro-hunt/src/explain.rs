@@ -82,7 +82,9 @@ impl BaselineEpoch {
     }
 }
 
-/// Runs a batch of configurations and returns their outcomes in order.
+/// Runs a batch of configurations and returns their outcomes in order. A batch cut short by a signal returns
+/// [`crate::HuntError::Interrupted`], or the outcomes that finished, each with `index` its position in the batch
+/// (fewer than asked: the explanation ends there, marked interrupted).
 pub type Batch<'a> = dyn FnMut(&[Config]) -> Result<Vec<Outcome>, crate::HuntError> + 'a;
 
 /// The values tried for one dimension alone.
@@ -173,6 +175,15 @@ fn round(
         r => r?,
     };
     *runs += outcomes.len();
+    if outcomes.len() < configs.len() {
+        // Cut short: the outcomes that finished, placed by their index in the batch.
+        for o in outcomes {
+            if let Some(k) = owners.get(o.index) {
+                states[*k].outcomes.push(o);
+            }
+        }
+        return Ok(false);
+    }
     for (o, k) in outcomes.into_iter().zip(owners) {
         states[k].outcomes.push(o);
     }
@@ -193,6 +204,10 @@ pub fn explain(
     progress: &mut dyn FnMut(&str),
 ) -> Result<ExplainReport, crate::HuntError> {
     let control = batch(&vec![base.clone(); opts.control_k.max(1)])?;
+    if control.len() < opts.control_k.max(1) {
+        // Cut short by a signal: no control, nothing to compare with.
+        return Err(crate::HuntError::Interrupted { signal: 2 });
+    }
     let mut runs = control.len();
     let first = &control[0];
     let nondeterministic = control.iter().any(|o| {
@@ -414,6 +429,9 @@ pub(crate) fn bisect_epochs(
                 r => r?,
             };
             *runs += o.len();
+            if o.len() < mids.len() {
+                return Ok((boundaries, true));
+            }
             match mids.iter().zip(&o).position(|(_, o)| fails(o) != lo_fails) {
                 Some(0) => hi = mids[0],
                 Some(i) => (lo, hi) = (mids[i - 1], mids[i]),

@@ -259,23 +259,46 @@ proptest! {
     /// A signal in the middle (the batch answers Interrupted): the explanation ends without an error, marked
     /// interrupted, with the runs made until then.
     #[test]
-    fn an_interrupted_explanation_reports_what_it_found(after in 1usize..12, patience in 1usize..4) {
+    fn an_interrupted_explanation_reports_what_it_found(after in 1usize..12, patience in 1usize..4, partial in any::<bool>()) {
         let space = full_space(20, 3);
         let base = Config::baseline(1_700_000_000);
         let mut calls = 0usize;
         let mut runs = 0usize;
+        // The configurations that finished, with their dimension's value as the outcome saw it.
+        let mut finished: Vec<Config> = Vec::new();
         let mut batch = |cs: &[Config]| -> Result<Vec<Outcome>, crate::HuntError> {
             calls += 1;
+            let all = cs.iter().enumerate().map(|(i, c)| outcome(i, c.clone(), c.epoch > 2_000_000_000));
             if calls > after {
-                return Err(crate::HuntError::Interrupted { signal: 2 });
+                if !partial {
+                    return Err(crate::HuntError::Interrupted { signal: 2 });
+                }
+                // Every other run finished (gaps included), then the signal.
+                let some: Vec<Outcome> = all.filter(|o| o.index % 2 == 1).collect();
+                runs += some.len();
+                finished.extend(some.iter().map(|o| o.config.clone()));
+                return Ok(some);
             }
             runs += cs.len();
-            Ok(cs.iter().enumerate().map(|(i, c)| outcome(i, c.clone(), c.epoch > 2_000_000_000)).collect())
+            finished.extend(cs.iter().cloned());
+            Ok(all.collect())
         };
         let r = explain(&base, &space, &ExplainOptions { control_k: 1, patience, chunk: 2, bisect_points: 2 }, &mut batch, &mut |_| {}).unwrap();
         prop_assert_eq!(r.runs, runs);
-        let finished = calls <= after;
-        prop_assert_eq!(r.interrupted, !finished);
+        prop_assert_eq!(r.interrupted, calls > after);
+        // Every finished run of a dimension is counted for it: the control (one) and the dimensions' own.
+        let tried: usize = r.findings.iter().map(|f| f.tried).sum();
+        prop_assert_eq!(finished.len(), r.runs);
+        let bisected = r.findings.iter().any(|f| f.dimension == Dimension::Epoch && f.changes_outcome);
+        if bisected {
+            // The bisection's runs belong to no dimension's tries.
+            prop_assert!(tried < r.runs, "{:?}", r);
+        } else {
+            prop_assert_eq!(tried + 1, r.runs, "{:?}", r);
+        }
+        for f in &r.findings {
+            prop_assert_eq!(f.tried + f.untried, values_for(f.dimension, &space, &base).len());
+        }
     }
 
     /// A failure from a date on: explain bisects the boundary to the second, in both directions.
