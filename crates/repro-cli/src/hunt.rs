@@ -443,6 +443,9 @@ pub struct ShrinkArgs {
     limits: crate::pack::LimitArgs,
     #[arg(long)]
     json: bool,
+    /// No progress lines on stderr.
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 pub fn shrink(a: ShrinkArgs) -> Result<i32, CliError> {
@@ -472,7 +475,7 @@ pub fn shrink(a: ShrinkArgs) -> Result<i32, CliError> {
         limits,
         cancel: Arc::clone(&cancel),
     };
-    let quiet = a.json;
+    let quiet = a.json || a.quiet;
     let mut progress = |line: &str| {
         if !quiet {
             errln!("[shrink] {line}");
