@@ -5,9 +5,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use repro_hunt::cancel::{Cancel, SignalGuard};
 use repro_hunt::config::{self, Config, Dimension, Space, SpaceOptions};
+use repro_hunt::explain::BaselineEpoch;
 use repro_hunt::runner::{self, Budget, Runner};
 use repro_hunt::{explain, hunt, HuntError};
+use std::sync::Arc;
 
 use repro_model::ExitCode;
 
@@ -38,7 +41,8 @@ pub struct SearchArgs {
     /// Parallel runs, at most 256 [default: the number of CPUs].
     #[arg(long, short, value_name = "N")]
     jobs: Option<usize>,
-    /// The baseline epoch (as `repro run --epoch`) [default: 2025-01-01T00:00:00Z].
+    /// The baseline epoch (as `repro run --epoch`) [default: $SOURCE_DATE_EPOCH, else the git HEAD's commit
+    /// time, else 2025-01-01T00:00:00Z].
     #[arg(long, value_name = "TIME")]
     epoch: Option<String>,
     /// Options for every run, passed to `repro run` (repeatable): --memory, --bind, --env.
@@ -53,6 +57,9 @@ pub struct SearchArgs {
     state_dir: Option<PathBuf>,
     #[arg(long)]
     json: bool,
+    /// No progress lines on stderr.
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 struct Prepared {
@@ -60,6 +67,28 @@ struct Prepared {
     space: Space,
     base: Config,
     jobs: usize,
+    epoch: BaselineEpoch,
+    /// SIGINT/SIGTERM stop the child runs while this lives.
+    _signals: Option<SignalGuard>,
+}
+
+/// Installs the SIGINT/SIGTERM handler of a search; without it (it could not be registered) a signal ends
+/// repro at once and the child runs finish on their own, which is said.
+fn install(cancel: &Arc<Cancel>) -> Option<SignalGuard> {
+    match cancel.install() {
+        Ok(g) => Some(g),
+        Err(e) => {
+            errln!("repro: warning: SIGINT/SIGTERM handler not installed ({e}): a signal ends repro at once");
+            None
+        }
+    }
+}
+
+/// A progress line on stderr, unless quiet.
+fn note(quiet: bool, kind: &str, line: &str) {
+    if !quiet {
+        errln!("[{kind}] {line}");
+    }
 }
 
 /// The most parallel runs `--jobs` may ask for: each is a worker thread and a sandbox.
@@ -86,10 +115,20 @@ fn prepare(
     };
     let epoch_range = a.epoch_range.as_deref().map(|r| config::parse_date_range("--epoch-range", r)).transpose()?;
     let env_variants = a.env_variant.iter().map(|v| config::parse_env_variant(v)).collect::<Result<Vec<_>, _>>()?;
-    let base_epoch = match &a.epoch {
-        Some(e) => config::parse_date("--epoch", e)?,
-        None => repro_model::run::DEFAULT_EPOCH,
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::new(ExitCode::Setup, format!("cannot read the current directory: {e}")))?;
+    // As `repro run` decides it: --epoch, SOURCE_DATE_EPOCH, the git HEAD's commit time, the default.
+    let resolved = match &a.epoch {
+        Some(e) => repro_model::run::Epoch {
+            unix: config::parse_date("--epoch", e)?,
+            rfc3339: String::new(),
+            source: repro_model::run::EpochSource::Flag,
+        },
+        None => repro_sandbox::parse::resolve_epoch(None, std::env::var("SOURCE_DATE_EPOCH").ok().as_deref(), &cwd)
+            .map_err(|e| CliError::usage(e.to_string()))?,
     };
+    let base_epoch = resolved.unix;
+    let mut epoch = BaselineEpoch::new(base_epoch, epoch_source(&resolved.source));
     let space = Space::new(&SpaceOptions { dims, seeds, epoch_range, env_variants, random_epochs: 12 }, 0);
     // The baseline: `repro run`'s defaults, or what the pack recorded.
     let base = match pack {
@@ -112,6 +151,7 @@ fn prepare(
                 )));
             }
             let d = &pack.manifest.determinism;
+            epoch = BaselineEpoch::new(d.epoch_unix, "pack");
             Config {
                 seed: d.seed,
                 epoch: d.epoch_unix,
@@ -131,8 +171,6 @@ fn prepare(
     for e in &a.env {
         base_args.extend(["--env".to_string(), e.clone()]);
     }
-    let cwd = std::env::current_dir()
-        .map_err(|e| CliError::new(ExitCode::Setup, format!("cannot read the current directory: {e}")))?;
     let state = repro_sandbox::rundir::state_dir(
         a.state_dir.as_deref(),
         std::env::var("REPRO_STATE_DIR").ok().as_deref(),
@@ -143,6 +181,7 @@ fn prepare(
     std::fs::create_dir_all(&state_dir)
         .map_err(|e| CliError::new(ExitCode::Setup, format!("cannot create {}: {e}", state_dir.display())))?;
     let repro = repro_sandbox::run::self_exe();
+    let cancel = Cancel::new();
 
     Ok(Prepared {
         runner: Runner {
@@ -152,11 +191,26 @@ fn prepare(
             base_args,
             state_dir,
             cwd,
+            cancel: Arc::clone(&cancel),
         },
         space,
         base,
         jobs,
+        epoch,
+        _signals: install(&cancel),
     })
+}
+
+/// The epoch's source as shown: "flag", "SOURCE_DATE_EPOCH", "git HEAD", "default" (a source added later shows
+/// its record name).
+fn epoch_source(s: &repro_model::run::EpochSource) -> String {
+    let name = serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_string));
+    match name.as_deref() {
+        Some("source-date-epoch") => "SOURCE_DATE_EPOCH".into(),
+        Some("git-head") => "git HEAD".into(),
+        Some(other) => other.into(),
+        None => format!("{s:?}"),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -189,34 +243,55 @@ pub fn hunt(a: HuntArgs) -> Result<i32, CliError> {
         return Err(CliError::usage("--max-runs: expected at least 1"));
     }
     let p = prepare(&a.search, &a.command, None, "hunt", 1000)?;
+    let quiet = a.search.quiet;
+    note(quiet, "hunt", &format!("baseline {}", p.epoch.describe()));
     let start = Instant::now();
     let budget = Budget { max_runs: a.max_runs, deadline: Some(start + budget_time), stop_on_failure: !a.keep_going };
     let tty = std::io::stderr().is_terminal() && !a.search.json;
-    let mut last_print = Instant::now() - Duration::from_secs(1);
+    let mut last_print = Instant::now() - Duration::from_secs(10);
+    let mut failures_seen = 0;
     let mut progress = |outcomes: &[runner::Outcome]| {
-        if tty && last_print.elapsed() > Duration::from_millis(100) {
-            let failed = outcomes.iter().filter(|o| o.verdict == runner::Verdict::Fail).count();
-            errout!(
-                "\r[hunt] {} runs, {} failing, {:.1} runs/s   ",
-                outcomes.len(),
-                failed,
-                runner::rate(outcomes.len(), start.elapsed())
-            );
+        if quiet {
+            return;
+        }
+        let failed = outcomes.iter().filter(|o| o.verdict == runner::Verdict::Fail).count();
+        let line = format!(
+            "{} runs, {} failing, {:.1} runs/s",
+            outcomes.len(),
+            failed,
+            runner::rate(outcomes.len(), start.elapsed())
+        );
+        if tty {
+            if last_print.elapsed() > Duration::from_millis(100) {
+                errout!("\r[hunt] {line}   ");
+                last_print = Instant::now();
+            }
+        } else if failed > failures_seen || last_print.elapsed() > Duration::from_secs(2) {
+            // Plain lines when stderr is a file or a pipe: on every new failure, else every 2 s.
+            let newest = outcomes.last().filter(|o| o.verdict == runner::Verdict::Fail && failed > failures_seen);
+            match newest {
+                Some(o) => errln!("[hunt] {line}; failed: {}", o.config.describe(&p.space.dims)),
+                None => errln!("[hunt] {line}"),
+            }
+            failures_seen = failed;
             last_print = Instant::now();
         }
     };
     let space = &p.space;
     let base = &p.base;
     let outcomes = runner::run_parallel(&p.runner, p.jobs, &budget, &|i| space.config(base, i), &mut progress)?;
-    if tty {
+    if tty && !quiet {
         errln!();
     }
+    let interrupted = p.runner.cancel.signal();
     let mut report = hunt::report(&space.dims, &outcomes, start.elapsed().as_millis() as u64);
-    if a.capture {
+    report.baseline_epoch = Some(p.epoch.clone());
+    report.interrupted = interrupted.is_some();
+    if a.capture && interrupted.is_none() {
         if let Some(first) = report.failures.first() {
             let out = a.output.clone().unwrap_or_else(|| PathBuf::from("hunt-failure.repro"));
-            let status = std::process::Command::new(&p.runner.repro)
-                .current_dir(&p.runner.cwd)
+            let mut cmd = std::process::Command::new(&p.runner.repro);
+            cmd.current_dir(&p.runner.cwd)
                 .arg("capture")
                 .arg("-o")
                 .arg(&out)
@@ -224,17 +299,23 @@ pub fn hunt(a: HuntArgs) -> Result<i32, CliError> {
                 .args(&p.runner.base_args)
                 .arg("--")
                 .args(&p.runner.command)
+                .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .status()
-                .map_err(|e| CliError::new(ExitCode::Setup, format!("cannot run repro capture: {e}")))?;
-            if !out.exists() {
-                return Err(CliError::new(
-                    ExitCode::Setup,
-                    format!("repro capture did not write {} ({status})", out.display()),
-                ));
+                .stderr(std::process::Stdio::null());
+            let status = match p.runner.cancel.output(&mut cmd, "repro capture") {
+                Ok(o) => o.status.to_string(),
+                Err(HuntError::Interrupted { .. }) => "interrupted".to_string(),
+                Err(e) => return Err(e.into()),
+            };
+            if p.runner.cancel.signal().is_none() {
+                if !out.exists() {
+                    return Err(CliError::new(
+                        ExitCode::Setup,
+                        format!("repro capture did not write {} ({status})", out.display()),
+                    ));
+                }
+                report.pack = Some(out);
             }
-            report.pack = Some(out);
         }
     }
     if a.search.json {
@@ -242,7 +323,15 @@ pub fn hunt(a: HuntArgs) -> Result<i32, CliError> {
     } else {
         out!("{}", hunt::render(&report));
     }
+    if let Some(sig) = p.runner.cancel.signal() {
+        errln!("[hunt] interrupted by {}: {} runs finished", signal_name(sig), report.runs);
+        return Ok(ExitCode::signalled(sig));
+    }
     Ok(if report.failed > 0 { 1 } else { 0 })
+}
+
+fn signal_name(sig: i32) -> String {
+    repro_sandbox::init::signal_name(sig).to_string()
 }
 
 #[derive(Debug, Args)]
@@ -252,6 +341,10 @@ pub struct ExplainArgs {
     /// Control runs with everything pinned.
     #[arg(long, default_value_t = 3, value_name = "K")]
     control: usize,
+    /// Values each dimension gets before it may be dropped: once one dimension changes the outcome, the
+    /// others (unmoved after this many tries) are dropped and the deciding one is tried in full.
+    #[arg(long, default_value_t = repro_hunt::explain::DEFAULT_PATIENCE, value_name = "K")]
+    patience: usize,
     /// A reproducer pack (`repro explain PACK`), or the command and its arguments (`repro explain -- CMD`).
     #[arg(required = true, trailing_var_arg = true, value_name = "PACK | CMD")]
     command: Vec<String>,
@@ -269,24 +362,65 @@ pub fn explain(a: ExplainArgs) -> Result<i32, CliError> {
         }
         _ => None,
     };
+    if a.patience == 0 {
+        return Err(CliError::usage("--patience: expected at least 1"));
+    }
     let command = if pack.is_some() { Vec::new() } else { a.command.clone() };
     let p = prepare(&a.search, &command, pack.as_deref(), "explain", 50)?;
+    let quiet = a.search.quiet;
+    let start = Instant::now();
+    note(quiet, "explain", &format!("baseline {}", p.epoch.describe()));
     let budget = Budget { max_runs: usize::MAX, deadline: None, stop_on_failure: false };
+    let cancel = Arc::clone(&p.runner.cancel);
+    let mut last_tick = Instant::now();
     let mut batch = |configs: &[Config]| {
         let configs = configs.to_vec();
-        runner::run_parallel(
+        // A long batch says how far it is every 5 s.
+        let mut tick = |done: &[runner::Outcome]| {
+            if !quiet && last_tick.elapsed() > Duration::from_secs(5) {
+                errln!(
+                    "[explain] {}/{} runs of this step ({:.1} s)",
+                    done.len(),
+                    configs.len(),
+                    start.elapsed().as_secs_f64()
+                );
+                last_tick = Instant::now();
+            }
+        };
+        let outcomes = runner::run_parallel(
             &p.runner,
             p.jobs,
             &Budget { max_runs: configs.len(), ..budget.clone() },
             &|i| configs[i].clone(),
-            &mut |_| {},
-        )
+            &mut tick,
+        )?;
+        // Cut short by a signal: the outcomes that finished (explain sees fewer than it asked for).
+        Ok(outcomes)
     };
-    let report = explain::explain(&p.base, &p.space, a.control, &mut batch)?;
+    let opts = explain::ExplainOptions {
+        control_k: a.control,
+        patience: a.patience,
+        chunk: p.jobs.max(2),
+        bisect_points: p.jobs,
+    };
+    let mut progress = |line: &str| note(quiet, "explain", &format!("{line} ({:.1} s)", start.elapsed().as_secs_f64()));
+    let mut report = match explain::explain(&p.base, &p.space, &opts, &mut batch, &mut progress) {
+        Err(HuntError::Interrupted { signal }) => {
+            let signal = cancel.signal().unwrap_or(signal);
+            errln!("[explain] interrupted by {} during the control runs: nothing found", signal_name(signal));
+            return Ok(ExitCode::signalled(signal));
+        }
+        r => r?,
+    };
+    report.baseline_epoch = Some(p.epoch.clone());
     if a.search.json {
         print_json(&report)?;
     } else {
         out!("{}", explain::render(&report));
+    }
+    if let Some(sig) = p.runner.cancel.signal() {
+        errln!("[explain] interrupted by {}: {} runs finished", signal_name(sig), report.runs);
+        return Ok(ExitCode::signalled(sig));
     }
     Ok(if report.nondeterministic { ExitCode::NotDeterministic.code() } else { ExitCode::Success.code() })
 }
@@ -309,6 +443,9 @@ pub struct ShrinkArgs {
     limits: crate::pack::LimitArgs,
     #[arg(long)]
     json: bool,
+    /// No progress lines on stderr.
+    #[arg(long, short)]
+    quiet: bool,
 }
 
 pub fn shrink(a: ShrinkArgs) -> Result<i32, CliError> {
@@ -326,6 +463,8 @@ pub fn shrink(a: ShrinkArgs) -> Result<i32, CliError> {
         a.pack.with_file_name(format!("{stem}.min.repro"))
     });
     let work = tempfile_dir()?;
+    let cancel = Cancel::new();
+    let guard = install(&cancel);
     let opts = shrink::ShrinkOptions {
         pack: a.pack.clone(),
         output,
@@ -334,8 +473,9 @@ pub fn shrink(a: ShrinkArgs) -> Result<i32, CliError> {
         repro: repro_sandbox::run::self_exe(),
         work: work.clone(),
         limits,
+        cancel: Arc::clone(&cancel),
     };
-    let quiet = a.json;
+    let quiet = a.json || a.quiet;
     let mut progress = |line: &str| {
         if !quiet {
             errln!("[shrink] {line}");
@@ -345,11 +485,16 @@ pub fn shrink(a: ShrinkArgs) -> Result<i32, CliError> {
     if let Err(e) = std::fs::remove_dir_all(&work) {
         errln!("repro: warning: cannot remove the shrink's scratch directory {}: {e}", work.display());
     }
+    drop(guard);
     let report = result?;
     if a.json {
         print_json(&report)?;
     } else {
         out!("{}", shrink::render(&report));
+    }
+    if let Some(sig) = cancel.signal() {
+        errln!("[shrink] interrupted by {}: the smallest pack so far is written", signal_name(sig));
+        return Ok(ExitCode::signalled(sig));
     }
     Ok(0)
 }

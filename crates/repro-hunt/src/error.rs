@@ -24,6 +24,9 @@ pub enum HuntError {
         #[source]
         source: std::io::Error,
     },
+    /// SIGINT or SIGTERM stopped the search: what was found so far is reported, the exit status is 128 + it.
+    #[error("interrupted by signal {signal}")]
+    Interrupted { signal: i32 },
     /// Reading or writing a pack failed: the pack's own error, with its exit status.
     #[error("{what} '{path}': {source}")]
     Pack {
@@ -44,11 +47,12 @@ impl HuntError {
     }
 
     /// The documented exit status: 2 for a bad argument, the pack's own status for a pack that cannot be read
-    /// or written (2 for a bad pack), 125 when repro could not run or write.
+    /// or written (2 for a bad pack), 128 + the signal for an interrupted search, 125 when repro could not run or write.
     pub fn exit_code(&self) -> i32 {
         match self {
             HuntError::Usage { .. } => ExitCode::Usage.code(),
             HuntError::Pack { source, .. } => source.exit_code(),
+            HuntError::Interrupted { signal } => ExitCode::signalled(*signal),
             HuntError::Spawn { .. } | HuntError::BadRecord { .. } | HuntError::Io { .. } => ExitCode::Setup.code(),
         }
     }

@@ -12,6 +12,9 @@ use crate::runner::{Outcome, Verdict};
 pub struct DimensionFinding {
     pub dimension: Dimension,
     pub tried: usize,
+    /// Values left untried: the dimension was dropped (its outcome did not move while another one decided), or
+    /// the explanation was interrupted.
+    pub untried: usize,
     /// Whether some value changed pass/fail.
     pub changes_outcome: bool,
     /// Whether some value changed stdout while the outcome stayed.
@@ -53,9 +56,35 @@ pub struct ExplainReport {
     pub findings: Vec<DimensionFinding>,
     pub epoch_boundaries: Vec<Boundary>,
     pub runs: usize,
+    /// The control's epoch and where it came from (set by the caller).
+    pub baseline_epoch: Option<BaselineEpoch>,
+    /// SIGINT or SIGTERM stopped the explanation: the findings are those made until then.
+    pub interrupted: bool,
 }
 
-/// Runs a batch of configurations and returns their outcomes in order.
+/// The epoch of the baseline configuration and where it came from: `flag`, `SOURCE_DATE_EPOCH`, `git HEAD`,
+/// `default` or `pack`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BaselineEpoch {
+    pub unix: i64,
+    pub rfc3339: String,
+    pub source: String,
+}
+
+impl BaselineEpoch {
+    pub fn new(unix: i64, source: impl Into<String>) -> BaselineEpoch {
+        BaselineEpoch { unix, rfc3339: crate::config::rfc3339(unix), source: source.into() }
+    }
+
+    /// "epoch 2025-01-01T00:00:00Z (default)".
+    pub fn describe(&self) -> String {
+        format!("epoch {} ({})", self.rfc3339, self.source)
+    }
+}
+
+/// Runs a batch of configurations and returns their outcomes in order. A batch cut short by a signal returns
+/// [`crate::HuntError::Interrupted`], or the outcomes that finished, each with `index` its position in the batch
+/// (fewer than asked: the explanation ends there, marked interrupted).
 pub type Batch<'a> = dyn FnMut(&[Config]) -> Result<Vec<Outcome>, crate::HuntError> + 'a;
 
 /// The values tried for one dimension alone.
@@ -76,14 +105,109 @@ pub fn values_for(d: Dimension, space: &Space, base: &Config) -> Vec<Config> {
     }
 }
 
-/// Explains: `control_k` control runs, then each of `space.dims` alone. `batch` runs configurations.
+/// How explain spends its runs.
+#[derive(Debug, Clone)]
+pub struct ExplainOptions {
+    /// Control runs with everything pinned.
+    pub control_k: usize,
+    /// Values every dimension gets before any is dropped: once some dimension flips the outcome, the others
+    /// (each tried at least this many times without moving it) are dropped and the decider is tried in full.
+    pub patience: usize,
+    /// Values each undecided dimension gets per round after the first, while nothing has flipped.
+    pub chunk: usize,
+    /// Dates run in parallel per step of the epoch bisection (1: plain bisection).
+    pub bisect_points: usize,
+}
+
+impl ExplainOptions {
+    /// `control_k` controls, patience 3, rounds of `chunk` values, `chunk` dates per bisection step.
+    pub fn new(control_k: usize, chunk: usize) -> ExplainOptions {
+        ExplainOptions { control_k, patience: DEFAULT_PATIENCE, chunk, bisect_points: chunk }
+    }
+}
+
+/// Tries per dimension before it may be dropped.
+pub const DEFAULT_PATIENCE: usize = 3;
+
+/// One dimension's progress.
+struct DimState {
+    dimension: Dimension,
+    values: Vec<Config>,
+    outcomes: Vec<Outcome>,
+    /// Dropped untried values: the outcome did not move while another dimension decided.
+    dropped: bool,
+}
+
+impl DimState {
+    fn left(&self) -> usize {
+        if self.dropped {
+            0
+        } else {
+            self.values.len() - self.outcomes.len()
+        }
+    }
+
+    fn flips(&self, control_fails: bool) -> Option<&Outcome> {
+        self.outcomes.iter().find(|o| (o.verdict == Verdict::Fail) != control_fails)
+    }
+}
+
+/// Runs the next `n` values of every dimension with values left in one batch. `Ok(false)`: interrupted.
+fn round(
+    states: &mut [DimState],
+    n: impl Fn(&DimState) -> usize,
+    batch: &mut Batch<'_>,
+    runs: &mut usize,
+) -> Result<bool, crate::HuntError> {
+    let mut configs = Vec::new();
+    let mut owners = Vec::new();
+    for (k, st) in states.iter().enumerate() {
+        let take = n(st).min(st.left());
+        let from = st.outcomes.len();
+        configs.extend(st.values[from..from + take].iter().cloned());
+        owners.extend(std::iter::repeat_n(k, take));
+    }
+    if configs.is_empty() {
+        return Ok(true);
+    }
+    let outcomes = match batch(&configs) {
+        Err(crate::HuntError::Interrupted { .. }) => return Ok(false),
+        r => r?,
+    };
+    *runs += outcomes.len();
+    if outcomes.len() < configs.len() {
+        // Cut short: the outcomes that finished, placed by their index in the batch.
+        for o in outcomes {
+            if let Some(k) = owners.get(o.index) {
+                states[*k].outcomes.push(o);
+            }
+        }
+        return Ok(false);
+    }
+    for (o, k) in outcomes.into_iter().zip(owners) {
+        states[k].outcomes.push(o);
+    }
+    Ok(true)
+}
+
+/// Explains: `control_k` control runs, then the dimensions of `space.dims`, each varied alone, adaptively: every
+/// dimension gets `patience` values; while none flips the outcome, each gets `chunk` more per round; once one
+/// flips, the others are dropped and the flipping ones are tried in full (their deciding values listed, the epoch
+/// bisected). `batch` runs configurations; `progress` gets one line per step. A batch interrupted by a signal
+/// ([`crate::HuntError::Interrupted`]) ends the explanation with what was found so far
+/// ([`ExplainReport::interrupted`]).
 pub fn explain(
     base: &Config,
     space: &Space,
-    control_k: usize,
+    opts: &ExplainOptions,
     batch: &mut Batch<'_>,
+    progress: &mut dyn FnMut(&str),
 ) -> Result<ExplainReport, crate::HuntError> {
-    let control = batch(&vec![base.clone(); control_k.max(1)])?;
+    let control = batch(&vec![base.clone(); opts.control_k.max(1)])?;
+    if control.len() < opts.control_k.max(1) {
+        // Cut short by a signal: no control, nothing to compare with.
+        return Err(crate::HuntError::Interrupted { signal: 2 });
+    }
     let mut runs = control.len();
     let first = &control[0];
     let nondeterministic = control.iter().any(|o| {
@@ -97,47 +221,83 @@ pub fn explain(
         findings: Vec::new(),
         epoch_boundaries: Vec::new(),
         runs,
+        baseline_epoch: None,
+        interrupted: false,
     };
+    progress(&format!(
+        "control {}/{}: {}{}",
+        control.len(),
+        control.len(),
+        format!("{:?}", first.verdict).to_lowercase(),
+        if nondeterministic { ", NOT stable" } else { ", stable" }
+    ));
     if nondeterministic {
-        let mut notes: Vec<String> =
-            control.iter().flat_map(|o| o.not_enforced.iter().map(|n| format!("not enforced: {n}"))).collect();
-        let verdicts: Vec<String> = control.iter().map(|o| format!("{:?}", o.verdict).to_lowercase()).collect();
-        notes.push(format!("control outcomes: {}", verdicts.join(", ")));
-        if let Some(other) = control.iter().find(|o| o.stdout_digest != first.stdout_digest) {
-            let read = |o: &Outcome| {
-                let p = o.run_dir.join("stdout");
-                std::fs::read(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))
-            };
-            match (read(first), read(other)) {
-                (Ok(a), Ok(b)) => notes.push(first_difference("stdout", &a, &b, other.index + 1)),
-                (Err(why), _) | (_, Err(why)) => notes.push(format!("stdout differs ({why})")),
-            }
-        }
-        let tasks = control.iter().map(|o| o.tasks_created).max().unwrap_or(0);
-        if tasks > 0 {
-            notes.push(format!(
-                "the guest started {tasks} more process(es) or thread(s): their interleaving is not pinned"
-            ));
-        }
-        notes.sort();
-        notes.dedup();
-        report.nondeterminism_notes = notes;
+        report.nondeterminism_notes = nondeterminism_notes(&control, first);
         return Ok(report);
     }
     let fails = |o: &Outcome| o.verdict == Verdict::Fail;
-    for d in &space.dims {
-        let configs = values_for(*d, space, base);
-        let outcomes = batch(&configs)?;
-        runs += outcomes.len();
-        let deciding: Vec<&Outcome> = outcomes.iter().filter(|o| fails(o) != fails(first)).collect();
+    let control_fails = fails(first);
+    let mut states: Vec<DimState> = space
+        .dims
+        .iter()
+        .map(|d| DimState { dimension: *d, values: values_for(*d, space, base), outcomes: Vec::new(), dropped: false })
+        .collect();
+    let show = |states: &[DimState], progress: &mut dyn FnMut(&str)| {
+        for st in states.iter().filter(|st| !st.dropped) {
+            let what = match st.flips(control_fails) {
+                Some(o) => format!("outcome flipped at {}", o.config.value(st.dimension)),
+                None => "no change".to_string(),
+            };
+            progress(&format!("{} {}/{}: {what}", st.dimension.name(), st.outcomes.len(), st.values.len()));
+        }
+    };
+    // Every dimension its first `patience` values; then rounds of `chunk` until something flips.
+    let mut n = opts.patience.max(1);
+    let mut interrupted = false;
+    loop {
+        if !round(&mut states, |_| n, batch, &mut runs)? {
+            interrupted = true;
+            break;
+        }
+        show(&states, progress);
+        let flipped = states.iter().any(|st| st.flips(control_fails).is_some());
+        if flipped {
+            let dropped: Vec<&str> = states
+                .iter()
+                .filter(|st| st.flips(control_fails).is_none() && st.left() > 0)
+                .map(|st| st.dimension.name())
+                .collect();
+            if !dropped.is_empty() {
+                progress(&format!("dropping {} (no change in {}+ tries)", dropped.join(", "), opts.patience.max(1)));
+            }
+            for st in states.iter_mut().filter(|st| st.flips(control_fails).is_none()) {
+                st.dropped = st.left() > 0;
+            }
+            // The deciders in full: every value that flips is named.
+            if !round(&mut states, |_| usize::MAX, batch, &mut runs)? {
+                interrupted = true;
+            }
+            show(&states, progress);
+            break;
+        }
+        if states.iter().all(|st| st.left() == 0) {
+            break;
+        }
+        n = opts.chunk.max(1);
+    }
+    for st in &states {
+        let d = st.dimension;
+        let outcomes = &st.outcomes;
+        let deciding: Vec<&Outcome> = outcomes.iter().filter(|o| fails(o) != control_fails).collect();
         let changes_output =
-            outcomes.iter().any(|o| fails(o) == fails(first) && o.stdout_digest != first.stdout_digest);
+            outcomes.iter().any(|o| fails(o) == control_fails && o.stdout_digest != first.stdout_digest);
         let mut finding = DimensionFinding {
-            dimension: *d,
+            dimension: d,
             tried: outcomes.len(),
+            untried: st.values.len() - outcomes.len(),
             changes_outcome: !deciding.is_empty(),
             changes_output,
-            deciding_values: deciding.iter().map(|o| o.config.value(*d)).collect(),
+            deciding_values: deciding.iter().map(|o| o.config.value(d)).collect(),
             detail: None,
         };
         if finding.changes_outcome {
@@ -146,7 +306,7 @@ pub fn explain(
                     "{} of {} seeds {}: {}",
                     deciding.len(),
                     outcomes.len(),
-                    if fails(first) { "pass" } else { "fail" },
+                    if control_fails { "pass" } else { "fail" },
                     short_list(&finding.deciding_values, 20)
                 ),
                 Dimension::Env => {
@@ -161,8 +321,10 @@ pub fn explain(
                         short_list(&finding.deciding_values, 8)
                     )
                 }
-                Dimension::Epoch => {
-                    let boundaries = bisect_epochs(&outcomes, first, batch, &mut runs)?;
+                Dimension::Epoch if !interrupted => {
+                    let (boundaries, stopped) =
+                        bisect_epochs(outcomes, first, batch, &mut runs, opts.bisect_points, progress)?;
+                    interrupted |= stopped;
                     let text = boundaries.iter().map(Boundary::describe).collect::<Vec<_>>().join("; ");
                     report.epoch_boundaries = boundaries;
                     text
@@ -172,8 +334,35 @@ pub fn explain(
         }
         report.findings.push(finding);
     }
+    report.interrupted = interrupted;
     report.runs = runs;
     Ok(report)
+}
+
+/// What the control runs say about an outcome that varied with everything pinned.
+fn nondeterminism_notes(control: &[Outcome], first: &Outcome) -> Vec<String> {
+    let mut notes: Vec<String> =
+        control.iter().flat_map(|o| o.not_enforced.iter().map(|n| format!("not enforced: {n}"))).collect();
+    let verdicts: Vec<String> = control.iter().map(|o| format!("{:?}", o.verdict).to_lowercase()).collect();
+    notes.push(format!("control outcomes: {}", verdicts.join(", ")));
+    if let Some(other) = control.iter().find(|o| o.stdout_digest != first.stdout_digest) {
+        let read = |o: &Outcome| {
+            let p = o.run_dir.join("stdout");
+            std::fs::read(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))
+        };
+        match (read(first), read(other)) {
+            (Ok(a), Ok(b)) => notes.push(first_difference("stdout", &a, &b, other.index + 1)),
+            (Err(why), _) | (_, Err(why)) => notes.push(format!("stdout differs ({why})")),
+        }
+    }
+    let tasks = control.iter().map(|o| o.tasks_created).max().unwrap_or(0);
+    if tasks > 0 {
+        notes
+            .push(format!("the guest started {tasks} more process(es) or thread(s): their interleaving is not pinned"));
+    }
+    notes.sort();
+    notes.dedup();
+    notes
 }
 
 /// "stdout differs between control runs 1 and N at line L: "a" vs "b"".
@@ -198,12 +387,16 @@ pub(crate) fn short_list(v: &[String], n: usize) -> String {
 }
 
 /// Bisects every pass/fail transition among the sampled epochs down to one second.
+/// Returns the boundaries found and whether a signal stopped the bisection.
 pub(crate) fn bisect_epochs(
     outcomes: &[Outcome],
     control: &Outcome,
     batch: &mut Batch<'_>,
     runs: &mut usize,
-) -> Result<Vec<Boundary>, crate::HuntError> {
+    width: usize,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(Vec<Boundary>, bool), crate::HuntError> {
+    use crate::config::rfc3339;
     let fails = |o: &Outcome| o.verdict == Verdict::Fail;
     let mut points: Vec<(i64, bool)> = outcomes.iter().map(|o| (o.config.epoch, fails(o))).collect();
     points.push((control.config.epoch, fails(control)));
@@ -216,33 +409,59 @@ pub(crate) fn bisect_epochs(
         if lo_fails == hi_fails {
             continue;
         }
+        let mut steps = 0usize;
         while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            let mut c = template.clone();
-            c.epoch = mid;
-            let o = batch(&[c])?;
-            *runs += 1;
-            if fails(&o[0]) == lo_fails {
-                lo = mid;
-            } else {
-                hi = mid;
+            // `width` dates spread over (lo, hi), run in parallel: the first that differs from `lo` bounds
+            // the transition (a (width+1)-ary search; width 1 is bisection).
+            let k = (width.max(1) as i64).min(hi - lo - 1);
+            let mids: Vec<i64> =
+                (1..=k).map(|i| lo + ((hi - lo) as i128 * i as i128 / (k + 1) as i128) as i64).collect();
+            let configs: Vec<Config> = mids
+                .iter()
+                .map(|m| {
+                    let mut c = template.clone();
+                    c.epoch = *m;
+                    c
+                })
+                .collect();
+            let o = match batch(&configs) {
+                Err(crate::HuntError::Interrupted { .. }) => return Ok((boundaries, true)),
+                r => r?,
+            };
+            *runs += o.len();
+            if o.len() < mids.len() {
+                return Ok((boundaries, true));
+            }
+            match mids.iter().zip(&o).position(|(_, o)| fails(o) != lo_fails) {
+                Some(0) => hi = mids[0],
+                Some(i) => (lo, hi) = (mids[i - 1], mids[i]),
+                None => lo = mids[mids.len() - 1],
+            }
+            steps += 1;
+            if steps.is_multiple_of(4) {
+                progress(&format!("epoch bisecting: between {} and {}", rfc3339(lo), rfc3339(hi)));
             }
         }
-        boundaries.push(if lo_fails {
-            Boundary { passes_at: hi, fails_at: lo }
-        } else {
-            Boundary { passes_at: lo, fails_at: hi }
-        });
+        let b =
+            if lo_fails { Boundary { passes_at: hi, fails_at: lo } } else { Boundary { passes_at: lo, fails_at: hi } };
+        progress(&format!("epoch bisected: {}", b.describe()));
+        boundaries.push(b);
         if boundaries.len() >= 4 {
             break;
         }
     }
-    Ok(boundaries)
+    Ok((boundaries, false))
 }
 
 /// The report as text.
 pub fn render(r: &ExplainReport) -> String {
     let mut out = String::new();
+    if let Some(e) = &r.baseline_epoch {
+        out.push_str(&format!("baseline: {}\n", e.describe()));
+    }
+    if r.interrupted {
+        out.push_str("INTERRUPTED: what was found until the signal\n");
+    }
     out.push_str(&format!(
         "control: {} run{}, {}{}\n",
         r.control_runs,
@@ -265,7 +484,12 @@ pub fn render(r: &ExplainReport) -> String {
         } else {
             "no effect"
         };
-        out.push_str(&format!("{:<11} {:<36} ({} values tried)\n", f.dimension.name(), verdict, f.tried));
+        let tried = if f.untried > 0 {
+            format!("{} of {} values tried", f.tried, f.tried + f.untried)
+        } else {
+            format!("{} values tried", f.tried)
+        };
+        out.push_str(&format!("{:<11} {:<36} ({tried})\n", f.dimension.name(), verdict));
         if let Some(d) = &f.detail {
             out.push_str(&format!("            {d}\n"));
         }
@@ -319,7 +543,7 @@ mod tests {
             seen += cs.len();
             Ok(cs.iter().enumerate().map(|(i, c)| outcome(i, c, c.epoch >= T, "same")).collect())
         };
-        let r = explain(&base, &s, 3, &mut batch).unwrap();
+        let r = explain(&base, &s, &ExplainOptions::new(3, 4), &mut batch, &mut |_| {}).unwrap();
         assert!(!r.nondeterministic);
         assert_eq!(r.control_verdict, Verdict::Pass);
         assert_eq!(r.runs, seen, "every run is counted");
@@ -344,7 +568,7 @@ mod tests {
                 })
                 .collect())
         };
-        let r = explain(&base, &s, 4, &mut batch).unwrap();
+        let r = explain(&base, &s, &ExplainOptions::new(4, 4), &mut batch, &mut |_| {}).unwrap();
         assert!(r.nondeterministic);
         assert!(r.nondeterminism_notes.iter().any(|n| n == "control outcomes: pass, fail, pass, fail"), "{r:?}");
     }
@@ -355,7 +579,7 @@ mod tests {
         let s = space(vec![Dimension::Seed]);
         let mut batch =
             |_: &[Config]| -> Result<Vec<Outcome>, crate::HuntError> { Err(crate::HuntError::usage("--x", "bad")) };
-        let e = explain(&base, &s, 1, &mut batch).unwrap_err();
+        let e = explain(&base, &s, &ExplainOptions::new(1, 4), &mut batch, &mut |_| {}).unwrap_err();
         assert_eq!(e.to_string(), "--x: bad");
     }
 }

@@ -45,6 +45,12 @@ pub struct HuntReport {
     pub failures: Vec<FailureClass>,
     /// The pack captured for the first failing configuration (`--capture`).
     pub pack: Option<std::path::PathBuf>,
+    /// The baseline's epoch and where it came from (set by the caller).
+    pub baseline_epoch: Option<crate::explain::BaselineEpoch>,
+    /// SIGINT or SIGTERM stopped the hunt: the runs are those that finished before it.
+    pub interrupted: bool,
+    /// How many of the runs had a configuration of their own (the others repeated one).
+    pub distinct_configs: usize,
 }
 
 /// Summarizes outcomes.
@@ -96,15 +102,25 @@ pub fn report(dims: &[Dimension], outcomes: &[Outcome], elapsed_ms: u64) -> Hunt
         table: rows.into_values().collect(),
         failures: classes,
         pack: None,
+        baseline_epoch: None,
+        interrupted: false,
+        distinct_configs: outcomes.iter().map(|o| &o.config).collect::<std::collections::HashSet<_>>().len(),
     }
 }
 
 /// The report as text.
 pub fn render(r: &HuntReport) -> String {
     let mut out = String::new();
+    if let Some(e) = &r.baseline_epoch {
+        out.push_str(&format!("baseline: {}\n", e.describe()));
+    }
+    if r.interrupted {
+        out.push_str("INTERRUPTED: the runs that finished before the signal\n");
+    }
     out.push_str(&format!(
-        "{} runs in {:.1} s: {} passed, {} failed, {} not enforced, {} errors\n",
+        "{} runs ({} distinct configurations) in {:.1} s: {} passed, {} failed, {} not enforced, {} errors\n",
         r.runs,
+        r.distinct_configs,
         r.elapsed_ms as f64 / 1000.0,
         r.passed,
         r.failed,

@@ -5,6 +5,7 @@
 //! Every configuration is executed as its own `repro run --json` process, so runs are isolated from each other
 //! and from the orchestrator, and parallel jobs need no shared state.
 
+pub mod cancel;
 pub mod config;
 pub mod explain;
 pub mod hunt;

@@ -12,7 +12,7 @@ use crate::config::{
     parse_date, parse_date_range, parse_duration, parse_env_variant, parse_seeds, rfc3339, Config, Dimension, Space,
     SpaceOptions,
 };
-use crate::explain::{explain, values_for};
+use crate::explain::{explain, values_for, ExplainOptions};
 use crate::hunt::report;
 use crate::runner::{Outcome, Verdict};
 use crate::shrink::{ddmin, failure_lines, select_tests};
@@ -187,7 +187,7 @@ proptest! {
             runs += cs.len();
             Ok(out)
         };
-        let r = explain(&base, &space, control_k, &mut batch).unwrap();
+        let r = explain(&base, &space, &ExplainOptions::new(control_k, 4), &mut batch, &mut |_| {}).unwrap();
         prop_assert_eq!(r.control_verdict, Verdict::Pass);
         prop_assert!(!r.nondeterministic);
         prop_assert_eq!(r.control_runs, control_k);
@@ -204,9 +204,106 @@ proptest! {
         prop_assert_eq!(r.runs, runs);
     }
 
+    /// Early stopping: when the deciding dimension flips within its first `patience` values, every other
+    /// dimension is dropped after exactly `patience` tries (or all its values, if fewer), the decider is tried
+    /// in full and named with exactly its flipping values, and the run count is bounded accordingly.
+    #[test]
+    fn explain_stops_the_other_dimensions_early_and_keeps_the_decider(
+        decider in proptest::sample::select(Dimension::ALL.to_vec()),
+        patience in 1usize..5,
+        chunk in 1usize..6,
+        early in any::<proptest::sample::Index>(),
+        late in proptest::collection::vec(any::<proptest::sample::Index>(), 0..3),
+        control_k in 1usize..3,
+    ) {
+        let space = full_space(40, 6);
+        let base = Config::baseline(1_700_000_000);
+        let values: Vec<String> = values_for(decider, &space, &base).iter().map(|c| c.value(decider)).collect();
+        let within = patience.min(values.len());
+        let mut failing: BTreeSet<String> = BTreeSet::new();
+        failing.insert(values[early.index(within)].clone());
+        failing.extend(late.iter().map(|i| values[i.index(values.len())].clone()));
+        failing.remove(&base.value(decider));
+        prop_assume!(values[..within].iter().any(|v| failing.contains(v)));
+        let mut runs = 0usize;
+        let mut batch = |cs: &[Config]| -> Result<Vec<Outcome>, crate::HuntError> {
+            let out = cs.iter().enumerate().map(|(i, c)| outcome(runs + i, c.clone(), failing.contains(&c.value(decider)))).collect::<Vec<_>>();
+            runs += cs.len();
+            Ok(out)
+        };
+        let opts = ExplainOptions { control_k, patience, chunk, bisect_points: chunk };
+        let mut lines = Vec::new();
+        let r = explain(&base, &space, &opts, &mut batch, &mut |l| lines.push(l.to_string())).unwrap();
+        prop_assert!(!r.interrupted);
+        let mut bound = control_k;
+        for f in &r.findings {
+            let all = values_for(f.dimension, &space, &base).len();
+            prop_assert_eq!(f.tried + f.untried, all);
+            if f.dimension == decider {
+                prop_assert!(f.changes_outcome, "{:?}", f);
+                prop_assert_eq!(f.untried, 0);
+                prop_assert_eq!(&f.deciding_values.iter().cloned().collect::<BTreeSet<_>>(), &failing);
+                bound += all;
+            } else {
+                prop_assert!(!f.changes_outcome, "{:?}", f);
+                prop_assert_eq!(f.tried, patience.min(all), "{:?} was not stopped after {} tries", f, patience);
+                bound += patience.min(all);
+            }
+        }
+        // Bisection: at most four boundaries, each to the second over at most 2^33 seconds, `chunk` per step.
+        prop_assert!(r.runs <= bound + 4 * 33 * chunk, "{} runs, bound {}", r.runs, bound);
+        prop_assert_eq!(r.runs, runs);
+        prop_assert!(lines.iter().any(|l| l.starts_with(&format!("{} ", decider.name())) && l.contains("outcome flipped at")), "{:?}", lines);
+    }
+
+    /// A signal in the middle (the batch answers Interrupted): the explanation ends without an error, marked
+    /// interrupted, with the runs made until then.
+    #[test]
+    fn an_interrupted_explanation_reports_what_it_found(after in 1usize..12, patience in 1usize..4, partial in any::<bool>()) {
+        let space = full_space(20, 3);
+        let base = Config::baseline(1_700_000_000);
+        let mut calls = 0usize;
+        let mut runs = 0usize;
+        // The configurations that finished, with their dimension's value as the outcome saw it.
+        let mut finished: Vec<Config> = Vec::new();
+        let mut batch = |cs: &[Config]| -> Result<Vec<Outcome>, crate::HuntError> {
+            calls += 1;
+            let all = cs.iter().enumerate().map(|(i, c)| outcome(i, c.clone(), c.epoch > 2_000_000_000));
+            if calls > after {
+                if !partial {
+                    return Err(crate::HuntError::Interrupted { signal: 2 });
+                }
+                // Every other run finished (gaps included), then the signal.
+                let some: Vec<Outcome> = all.filter(|o| o.index % 2 == 1).collect();
+                runs += some.len();
+                finished.extend(some.iter().map(|o| o.config.clone()));
+                return Ok(some);
+            }
+            runs += cs.len();
+            finished.extend(cs.iter().cloned());
+            Ok(all.collect())
+        };
+        let r = explain(&base, &space, &ExplainOptions { control_k: 1, patience, chunk: 2, bisect_points: 2 }, &mut batch, &mut |_| {}).unwrap();
+        prop_assert_eq!(r.runs, runs);
+        prop_assert_eq!(r.interrupted, calls > after);
+        // Every finished run of a dimension is counted for it: the control (one) and the dimensions' own.
+        let tried: usize = r.findings.iter().map(|f| f.tried).sum();
+        prop_assert_eq!(finished.len(), r.runs);
+        let bisected = r.findings.iter().any(|f| f.dimension == Dimension::Epoch && f.changes_outcome);
+        if bisected {
+            // The bisection's runs belong to no dimension's tries.
+            prop_assert!(tried < r.runs, "{:?}", r);
+        } else {
+            prop_assert_eq!(tried + 1, r.runs, "{:?}", r);
+        }
+        for f in &r.findings {
+            prop_assert_eq!(f.tried + f.untried, values_for(f.dimension, &space, &base).len());
+        }
+    }
+
     /// A failure from a date on: explain bisects the boundary to the second, in both directions.
     #[test]
-    fn explain_bisects_the_epoch_boundary_to_the_second(at in 946_684_801i64..2_208_988_800, fails_after in any::<bool>()) {
+    fn explain_bisects_the_epoch_boundary_to_the_second(at in 946_684_801i64..2_208_988_800, fails_after in any::<bool>(), points in 1usize..6) {
         let space = full_space(4, 6);
         let sampled = values_for(Dimension::Epoch, &space, &Config::baseline(0));
         // The control sits on the passing side; some sampled date on the other.
@@ -217,7 +314,7 @@ proptest! {
         let mut batch = |cs: &[Config]| -> Result<Vec<Outcome>, crate::HuntError> {
             Ok(cs.iter().enumerate().map(|(i, c)| outcome(i, c.clone(), fails(c.epoch))).collect())
         };
-        let r = explain(&base, &space, 1, &mut batch).unwrap();
+        let r = explain(&base, &space, &ExplainOptions { bisect_points: points, ..ExplainOptions::new(1, 4) }, &mut batch, &mut |_| {}).unwrap();
         let epoch = r.findings.iter().find(|f| f.dimension == Dimension::Epoch).unwrap();
         prop_assert!(epoch.changes_outcome);
         prop_assert_eq!(r.epoch_boundaries.len(), 1, "{:?}", r.epoch_boundaries);
@@ -255,6 +352,8 @@ proptest! {
         let r = report(&dims, &outcomes, 0);
         prop_assert_eq!(r.runs, outcomes.len());
         prop_assert_eq!(r.passed + r.failed + r.unenforced + r.errors, r.runs);
+        let distinct: BTreeSet<String> = outcomes.iter().map(|o| o.config.describe(&Dimension::ALL)).collect();
+        prop_assert_eq!(r.distinct_configs, distinct.len());
         for d in &dims {
             let rows: Vec<_> = r.table.iter().filter(|row| row.dimension == *d).collect();
             prop_assert_eq!(rows.iter().map(|row| row.pass + row.fail + row.other).sum::<usize>(), r.runs);

@@ -11,6 +11,7 @@ use repro_model::ExitCode;
 use repro_pack::signature::Signature;
 use serde::Serialize;
 
+use crate::cancel::Cancel;
 use crate::config::Config;
 use crate::HuntError;
 
@@ -55,6 +56,8 @@ pub struct Runner {
     pub base_args: Vec<String>,
     pub state_dir: PathBuf,
     pub cwd: PathBuf,
+    /// Stops every run on SIGINT/SIGTERM (see [`crate::cancel`]).
+    pub cancel: Arc<Cancel>,
 }
 
 impl Runner {
@@ -80,12 +83,8 @@ impl Runner {
                 }
             }
         }
-        let out = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(|e| HuntError::Spawn { what: self.repro.display().to_string(), source: e })?;
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let out = self.cancel.output(&mut cmd, &self.repro.display().to_string())?;
         let describe = || config.describe(&crate::config::Dimension::ALL);
         if self.pack.is_some() {
             // A replay report: its run directory holds the run record.
@@ -160,7 +159,8 @@ pub struct Budget {
 }
 
 /// Runs `configs(i)` for i = 0.. on `jobs` worker threads until the budget ends. `progress` is called after
-/// every run with the outcomes so far. Returns the outcomes in index order.
+/// every run with the outcomes so far. Returns the outcomes in index order; an interrupted batch (see
+/// [`Runner::cancel`]) returns those that finished.
 pub fn run_parallel(
     runner: &Runner,
     jobs: usize,
@@ -200,6 +200,8 @@ pub fn run_parallel(
                     outcomes.push(o);
                     progress(&outcomes);
                 }
+                // Interrupted: the other workers stop at their next run; what finished is returned.
+                Err(HuntError::Interrupted { .. }) => stop.store(true, Ordering::SeqCst),
                 Err(e) => {
                     stop.store(true, Ordering::SeqCst);
                     first_error.get_or_insert(e);

@@ -118,6 +118,8 @@ pub struct ShrinkOptions {
     pub work: PathBuf,
     /// How much the pack may unpack to (checked when it is read; passed on to each candidate's replay).
     pub limits: repro_pack::Limits,
+    /// Stops the replays on SIGINT/SIGTERM: the best pack so far is written.
+    pub cancel: std::sync::Arc<crate::cancel::Cancel>,
 }
 
 struct Shrinker<'a> {
@@ -193,7 +195,7 @@ impl Shrinker<'_> {
             self.memo_hits += 1;
             return *r;
         }
-        if self.opts.deadline.is_some_and(|d| Instant::now() >= d) {
+        if self.opts.deadline.is_some_and(|d| Instant::now() >= d) || self.opts.cancel.signal().is_some() {
             self.budget_exhausted = true;
             return false;
         }
@@ -212,8 +214,8 @@ impl Shrinker<'_> {
     }
 
     fn replay(&self, pack: &Path, supplied: &[String]) -> bool {
-        let out = Command::new(&self.opts.repro)
-            .arg("replay")
+        let mut cmd = Command::new(&self.opts.repro);
+        cmd.arg("replay")
             .arg(pack)
             .args(supplied.iter().flat_map(|n| ["--env", n.as_str()]))
             .arg("--runs")
@@ -228,9 +230,9 @@ impl Shrinker<'_> {
             .env("XDG_CACHE_HOME", self.opts.work.join("cache"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .output();
-        let Ok(out) = out else { return false };
+            .stderr(Stdio::null());
+        // A replay that could not start, or was stopped by a signal, did not reproduce.
+        let Ok(out) = self.opts.cancel.output(&mut cmd, "repro replay") else { return false };
         // A replay that printed no report (it could not run) did not reproduce: Null has no `reproduced`.
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         // The cached root of a candidate is not needed again.

@@ -8,6 +8,7 @@ mod common;
 mod determinism;
 mod doctor;
 mod hunt;
+mod hunting;
 mod pack;
 mod pack_docker;
 mod pack_names;
