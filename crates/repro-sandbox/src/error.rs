@@ -73,9 +73,7 @@ impl SandboxError {
             SandboxError::Usage { .. }
             | SandboxError::NoSuchRun(_)
             | SandboxError::Incomplete { .. }
-            | SandboxError::ProjectFile(_) => {
-                ExitCode::Usage.code()
-            }
+            | SandboxError::ProjectFile(_) => ExitCode::Usage.code(),
             SandboxError::Corrupt { .. } => ExitCode::Usage.code(),
             _ => ExitCode::Setup.code(),
         }

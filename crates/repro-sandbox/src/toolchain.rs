@@ -278,10 +278,8 @@ fn go(found: &Path, host: &Host, guest_path: &str) -> Option<Toolchain> {
     if found.parent() != Some(bin.as_path()) {
         return None;
     }
-    let mut vars = BTreeMap::from([
-        ("GOROOT".to_string(), text(&goroot)),
-        ("GOTOOLCHAIN".to_string(), "local".to_string()),
-    ]);
+    let mut vars =
+        BTreeMap::from([("GOROOT".to_string(), text(&goroot)), ("GOTOOLCHAIN".to_string(), "local".to_string())]);
     let mut paths = vec![real(&goroot)];
     let modcache = host
         .var("GOMODCACHE")

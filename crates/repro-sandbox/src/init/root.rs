@@ -247,7 +247,8 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
 /// guest ([`populate_root`] left it empty): a project or a toolchain under `/root`. Made now, while the root is
 /// still writable; what is mounted there later is all the guest sees of that directory.
 fn scaffold_closed(cfg: &InitConfig, r: &str, closed: &[String]) -> Result<(), InitError> {
-    let in_closed = |p: &str| p.trim_start_matches('/').split('/').next().is_some_and(|t| closed.iter().any(|c| c == t));
+    let in_closed =
+        |p: &str| p.trim_start_matches('/').split('/').next().is_some_and(|t| closed.iter().any(|c| c == t));
     let bind_files = cfg.binds.iter().map(|b| (b.guest.as_str(), Path::new(&b.host).is_file()));
     for (p, is_file) in std::iter::once((cfg.cwd.as_str(), false)).chain(bind_files) {
         if !in_closed(p) {
