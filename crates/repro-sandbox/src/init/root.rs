@@ -88,7 +88,7 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
     ns::mount("tmpfs", r, "tmpfs", mflags::NOSUID | mflags::NODEV, Some("mode=755,size=1m,nr_inodes=4096"))
         .map_err(e)?;
     let source = pack_root.as_deref().or(cfg.root_source.as_deref()).unwrap_or("/");
-    let closed = populate_root(source, r)?;
+    let closed = populate_root(source, r, &mount_point_tops(cfg))?;
     scaffold_closed(cfg, r, &closed)?;
     for (d, mode) in [("proc", 0o555), ("sys", 0o555), ("dev", 0o755), ("run", 0o755), ("tmp", 0o1777), ("home", 0o755)]
     {
@@ -243,6 +243,16 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
     build_proc_sys(cfg, r)
 }
 
+/// The top-level names under which the working directory or a bind is mounted.
+fn mount_point_tops(cfg: &InitConfig) -> Vec<String> {
+    std::iter::once(cfg.cwd.as_str())
+        .chain(cfg.binds.iter().map(|b| b.guest.as_str()))
+        .filter_map(|p| p.trim_start_matches('/').split('/').next())
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// Makes the mount points of the working directory and the binds that lie in a top-level directory closed to the
 /// guest ([`populate_root`] left it empty): a project or a toolchain under `/root`. Made now, while the root is
 /// still writable; what is mounted there later is all the guest sees of that directory.
@@ -270,9 +280,11 @@ fn scaffold_closed(cfg: &InitConfig, r: &str, closed: &[String]) -> Result<(), I
 
 /// Fills the empty tmpfs `r` from `source`: its top-level symbolic links as links, each top-level directory
 /// (except [`NOT_BOUND`]) as a recursive bind, each top-level regular file as a bind. Nothing else. A directory
-/// the guest's root cannot search (`/root`: mode 700, owned by an id outside the guest's user namespace) is left
-/// an empty directory of the same mode, so that what is bound into it can be reached; its names are returned.
-fn populate_root(source: &str, r: &str) -> Result<Vec<String>, InitError> {
+/// the guest's root cannot search (`/root`: mode 700, owned by an id outside the guest's user namespace) that
+/// holds a mount point (one of `tops`) is left an empty directory of the same mode instead, so that what is
+/// mounted into it can be reached (the guest then sees those mount points there, nothing of the host's); its
+/// names are returned. Without a mount point in it, it stays the host's, closed to the guest.
+fn populate_root(source: &str, r: &str, tops: &[String]) -> Result<Vec<String>, InitError> {
     use std::os::unix::fs::MetadataExt;
     let e = InitError::from;
     let entries = fs::read_dir(source).map_err(|x| InitError::io("read", source, x))?;
@@ -297,7 +309,7 @@ fn populate_root(source: &str, r: &str) -> Result<Vec<String>, InitError> {
             fs::create_dir(&dst).map_err(|x| InitError::io("mkdir", &dst_s, x))?;
             fs::set_permissions(&dst, fs::Permissions::from_mode(meta.mode() & 0o7777))
                 .map_err(|x| InitError::io("chmod", &dst_s, x))?;
-            if nix::unistd::access(&src, nix::unistd::AccessFlags::X_OK).is_err() {
+            if tops.iter().any(|t| t == n) && nix::unistd::access(&src, nix::unistd::AccessFlags::X_OK).is_err() {
                 closed.push(n.to_string());
                 continue;
             }

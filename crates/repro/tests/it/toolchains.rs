@@ -82,6 +82,20 @@ fn a_pyenv_shim_runs_the_real_interpreter() {
     let t = &record(&w)["settings"]["toolchains"][0];
     assert_eq!(t["name"], "pyenv");
     assert!(t["reason"].as_str().unwrap().contains("pyenv shim"), "{t}");
+    // Of a directory closed to the guest (/root), it sees the mount point of the version and nothing else; the
+    // version is read-only.
+    let prefix = PathBuf::from(t["paths"][0].as_str().unwrap());
+    let parent = prefix.parent().unwrap();
+    let probe = format!(
+        "import os, errno\nprint(os.listdir({parent:?}))\ntry:\n    open({file:?}, 'w')\nexcept OSError as e:\n             print(errno.errorcode[e.errno])",
+        parent = parent.to_str().unwrap(),
+        file = prefix.join("repro-probe").to_str().unwrap()
+    );
+    let o = run_with(&w, &[], &["-q"], &["python3", "-c", &probe]);
+    assert_code(&o, 0);
+    let name = prefix.file_name().unwrap().to_str().unwrap();
+    assert_eq!(stdout(&o), format!("['{name}']\nEROFS\n"));
+    assert!(!prefix.join("repro-probe").exists());
     // A version pinned for the project wins, as with pyenv itself.
     let versions: Vec<String> = fs::read_dir(root.join("versions"))
         .unwrap()
