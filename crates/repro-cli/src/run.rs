@@ -194,6 +194,7 @@ fn verify(req: &RunRequest, exe: &std::path::Path, runs: u32, json: bool) -> Res
             errln!("[repro] determinism not enforced: {n}");
         }
         errout!("{}", repro_sandbox::verify::render(&report));
+        errln!("repro: {}", epoch_text(&req.settings));
     }
     Ok(code.code())
 }
@@ -388,6 +389,12 @@ pub fn show(a: ShowArgs) -> Result<i32, CliError> {
     outln!("changes   {}", changes_text(&r));
     for ch in &rundir::changes(&found.path)?.changes {
         outln!("          {:<8} {}", format!("{:?}", ch.kind).to_lowercase(), ch.path);
+    }
+    if let Some(f) = &s.project_file {
+        outln!("config    {f}");
+    }
+    for t in &s.toolchains {
+        outln!("toolchain {} ({}): {}", t.name, t.command, t.reason);
     }
     for b in &s.binds {
         outln!("bind      {} -> {} ({})", b.host, b.guest, if b.writable { "rw" } else { "ro" });

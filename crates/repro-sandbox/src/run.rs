@@ -690,7 +690,7 @@ pub fn env_lines(env: &BTreeMap<String, String>) -> Vec<String> {
 
 /// The epoch as shown to users.
 pub fn describe_epoch(e: &Epoch) -> String {
-    format!("{} ({}, {:?})", e.rfc3339, e.unix, e.source)
+    format!("{} ({}; {})", e.rfc3339, e.unix, e.source.describe())
 }
 
 #[cfg(test)]

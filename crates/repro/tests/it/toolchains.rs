@@ -295,3 +295,43 @@ fn an_interrupted_verify_stops_and_exits_with_the_signal() {
         assert_eq!(runs.len(), 1, "a second run was started");
     }
 }
+
+/// The same for `repro replay --runs N`: Ctrl-C during run 1 stops the loop with 130.
+#[test]
+fn an_interrupted_replay_with_runs_stops_and_exits_130() {
+    let w = Workdir::new();
+    let pack = w.path().join("cat.repro");
+    // Captured with stdin at its end: `cat` returns at once (`--always`: a pack of a success). `exec`: the signal
+    // reaches `cat` itself, not a shell that waits for it.
+    let o = wait_bounded(
+        Command::new(repro_path())
+            .current_dir(w.path())
+            .args(["capture", "-q", "--always", "-o", pack.to_str().unwrap(), "--", "sh", "-c", "echo ready; exec cat"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        "repro capture",
+    );
+    assert_code(&o, 0);
+    // Replayed with stdin held open: `cat` blocks for real.
+    let mut child = Command::new(repro_path())
+        .current_dir(w.path())
+        .args(["replay", pack.to_str().unwrap(), "--runs", "3"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let o = wait_bounded(child, "repro replay --runs 3 after SIGINT");
+    drop(stdin);
+    assert_code(&o, 130);
+    assert!(stderr(&o).contains("interrupted by SIGINT during run 1 of 3: stopped"), "{}", stderr(&o));
+}
