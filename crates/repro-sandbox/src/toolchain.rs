@@ -288,7 +288,6 @@ fn go(found: &Path, host: &Host, guest_path: &str) -> Option<Toolchain> {
         .filter(|m| m.is_dir());
     if let Some(m) = modcache {
         vars.insert("GOMODCACHE".into(), text(&m));
-        vars.insert("GOFLAGS".into(), "-mod=mod".into());
         paths.push(real(&m));
     }
     let reason = format!("{} is in GOROOT/bin (GOROOT={})", found.display(), goroot.display());
