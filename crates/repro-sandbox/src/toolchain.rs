@@ -47,8 +47,14 @@ pub fn guest_sees(p: &Path, cwd: &Path) -> bool {
 
 /// Resolves `cmd` on the host. `guest_path` is the PATH the guest will have without a toolchain.
 pub fn resolve(cmd: &str, host: &Host, guest_path: &str) -> Resolution {
+    let name = Path::new(cmd).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     if cmd.contains('/') {
         let p = crate::parse::normalize(&host.cwd.join(cmd));
+        if is_executable(&p) {
+            if let Some(t) = known(&name, &p, host, guest_path) {
+                return Resolution { toolchains: vec![t], hint: None };
+            }
+        }
         let hint = (p.is_file() && !guest_sees(&p, host.cwd)).then(|| {
             let dir = p.parent().unwrap_or(Path::new("/"));
             format!(
@@ -62,16 +68,8 @@ pub fn resolve(cmd: &str, host: &Host, guest_path: &str) -> Resolution {
     let Some(found) = host.var("PATH").and_then(|path| which(cmd, &path)) else {
         return Resolution::default();
     };
-    let toolchain = rustup(&found, host, guest_path)
-        .or_else(|| virtualenv(&found, host, guest_path))
-        .or_else(|| pyenv(cmd, &found, host, guest_path))
-        .or_else(|| nvm(&found, host, guest_path))
-        .or_else(|| go(&found, host, guest_path));
-    if let Some(t) = toolchain {
-        // A path a bind cannot take (mount options are comma-separated): the hint says what to do instead.
-        if t.paths.iter().all(|p| !p.contains(',')) {
-            return Resolution { toolchains: vec![t], hint: None };
-        }
+    if let Some(t) = known(cmd, &found, host, guest_path) {
+        return Resolution { toolchains: vec![t], hint: None };
     }
     let dir = found.parent().unwrap_or(Path::new("/"));
     let in_guest_path = guest_path.split(':').any(|d| Path::new(d) == dir);
@@ -88,6 +86,17 @@ pub fn resolve(cmd: &str, host: &Host, guest_path: &str) -> Resolution {
         )
     };
     Resolution { toolchains: Vec::new(), hint: Some(format!("it is {} on the host: {fix}", found.display())) }
+}
+
+/// The toolchain the program `found` (named `name`) belongs to, if repro knows it and a bind can take its paths
+/// (mount options are comma-separated: such a path gets the hint instead).
+fn known(name: &str, found: &Path, host: &Host, guest_path: &str) -> Option<Toolchain> {
+    rustup(found, host, guest_path)
+        .or_else(|| virtualenv(found, host, guest_path))
+        .or_else(|| pyenv(name, found, host, guest_path))
+        .or_else(|| nvm(found, host, guest_path))
+        .or_else(|| go(found, host, guest_path))
+        .filter(|t| t.paths.iter().all(|p| !p.contains(',')))
 }
 
 /// The directory to bind for a program in `dir`: its prefix when `dir` is a `bin` (`/opt/foo` for
@@ -328,6 +337,10 @@ mod tests {
         assert_eq!(t0.variables["PATH"], format!("{}/.cargo/bin:{GUEST_PATH}", home.display()));
         assert!(t0.reason.contains("CARGO_HOME/bin"), "{}", t0.reason);
         assert_eq!(r.hint, None);
+        // Named by its path, it is the same toolchain.
+        let by_path = home.join(".cargo/bin/cargo");
+        let r = resolve_with(by_path.to_str().unwrap(), &[("HOME", text(home))], Path::new("/w"));
+        assert_eq!(r.toolchains[0].name, "rustup");
     }
 
     #[test]
