@@ -23,9 +23,17 @@ pub fn locate(choice: &ConfigChoice, cwd: &Path) -> Option<PathBuf> {
         ConfigChoice::Ignore => None,
         ConfigChoice::File(p) => Some(if p.is_absolute() { p.clone() } else { cwd.join(p) }),
         ConfigChoice::Discover => {
+            let me = nix::unistd::geteuid().as_raw();
             for dir in cwd.ancestors() {
                 let candidate = dir.join(FILE_NAME);
                 if candidate.is_file() {
+                    if let Some(why) = untrusted(&candidate, me) {
+                        eprintln!(
+                            "repro: warning: {} ignored: {why} (name it with --config to use it)",
+                            candidate.display()
+                        );
+                        return None;
+                    }
                     return Some(candidate);
                 }
                 if dir.join(".git").exists() {
@@ -35,6 +43,20 @@ pub fn locate(choice: &ConfigChoice, cwd: &Path) -> Option<PathBuf> {
             None
         }
     }
+}
+
+/// Why a project file found by discovery is not taken: one that another user owns or may write (a
+/// `/tmp/repro.toml` planted above a scratch directory) would set the binds and environment of this user's runs.
+fn untrusted(path: &Path, me: u32) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    if m.uid() != me && m.uid() != 0 {
+        return Some(format!("it is owned by uid {}, not by this user or root", m.uid()));
+    }
+    if m.mode() & 0o022 != 0 {
+        return Some(format!("others may write it (mode {:04o})", m.mode() & 0o7777));
+    }
+    None
 }
 
 /// Reads and parses the project file at `path` (at most [`MAX_BYTES`]).
@@ -95,6 +117,17 @@ mod tests {
         assert_eq!(locate(&ConfigChoice::Discover, &deep), Some(deep.join(FILE_NAME)));
         assert_eq!(locate(&ConfigChoice::Ignore, &deep), None);
         assert_eq!(locate(&ConfigChoice::File("x.toml".into()), &deep), Some(deep.join("x.toml")));
+        // One others may write is not taken by discovery.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(deep.join(FILE_NAME), std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert_eq!(locate(&ConfigChoice::Discover, &deep), None);
+        let me = nix::unistd::geteuid().as_raw();
+        assert!(untrusted(&deep.join(FILE_NAME), me).unwrap().contains("mode 0666"));
+        // Owned by another user (as root the file can be given away; unprivileged, it is the caller's).
+        if std::os::unix::fs::chown(root.join(FILE_NAME), Some(12345), None).is_ok() {
+            let why = untrusted(&root.join(FILE_NAME), me).unwrap();
+            assert!(why.contains("owned by uid 12345"), "{why}");
+        }
     }
 
     #[test]
