@@ -49,6 +49,7 @@ pub fn locate(choice: &ConfigChoice, cwd: &Path) -> Option<PathBuf> {
 /// `/tmp/repro.toml` planted above a scratch directory) would set the binds and environment of this user's runs.
 fn untrusted(path: &Path, me: u32) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
+    // Unreadable metadata: `load` reports the file by name when it cannot open it.
     let m = std::fs::metadata(path).ok()?;
     if m.uid() != me && m.uid() != 0 {
         return Some(format!("it is owned by uid {}, not by this user or root", m.uid()));

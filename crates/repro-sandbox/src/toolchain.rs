@@ -47,6 +47,7 @@ pub fn guest_sees(p: &Path, cwd: &Path) -> bool {
 
 /// Resolves `cmd` on the host. `guest_path` is the PATH the guest will have without a toolchain.
 pub fn resolve(cmd: &str, host: &Host, guest_path: &str) -> Resolution {
+    // A path ending in `..` or `/` names no program: an empty name matches no pyenv shim.
     let name = Path::new(cmd).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     if cmd.contains('/') {
         let p = crate::parse::normalize(&host.cwd.join(cmd));
@@ -115,6 +116,7 @@ pub fn which(cmd: &str, path: &str) -> Option<PathBuf> {
 
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
+    // What cannot be stat'ed is not a program the shell would run either.
     std::fs::metadata(p).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
 }
 
@@ -176,6 +178,8 @@ fn rustup(found: &Path, host: &Host, guest_path: &str) -> Option<Toolchain> {
 /// The prefix of the interpreter a virtual environment was made from (`home` in its pyvenv.cfg is its `bin`),
 /// when the guest would not see it.
 fn venv_base(venv: &Path, cwd: &Path) -> Option<PathBuf> {
+    // No readable pyvenv.cfg: no base interpreter to add (the guest then runs what the venv links to, or says not
+    // found).
     let cfg = std::fs::read_to_string(venv.join("pyvenv.cfg")).ok()?;
     let home = cfg.lines().find_map(|l| {
         let (k, v) = l.split_once('=')?;
