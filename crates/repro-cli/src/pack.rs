@@ -302,6 +302,7 @@ pub fn capture_cmd(a: CaptureArgs) -> Result<i32, CliError> {
                 errln!("[repro] exit {}: no pack written (the command succeeded; --always writes one)", rec.exit_status)
             }
         }
+        errln!("[repro] {}", crate::run::epoch_text(&rec.settings));
     }
     Ok(rec.exit_status)
 }

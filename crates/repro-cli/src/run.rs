@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use repro_model::run::{RunOutcome, RunRecord};
+use repro_model::settings::ConfigChoice;
 use repro_sandbox::run::{Echo, RunOptions, RunRequest};
 use repro_sandbox::verify::Verified;
 use repro_sandbox::{rundir, SandboxError};
@@ -25,9 +26,9 @@ pub struct SandboxArgs {
     /// time, else 2025-01-01T00:00:00Z].
     #[arg(long, value_name = "TIME")]
     epoch: Option<String>,
-    /// Seed of the guest's entropy stream.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
+    /// Seed of the guest's entropy stream [default: repro.toml's, else 0].
+    #[arg(long)]
+    seed: Option<u64>,
     /// Number of CPUs the guest is pinned to.
     #[arg(long, default_value_t = 1, value_name = "N")]
     cpus: u32,
@@ -59,6 +60,13 @@ pub struct SandboxArgs {
     /// The order of directory listings: sorted, reversed or shuffled:SEED [default: sorted].
     #[arg(long, value_name = "ORDER")]
     dir_order: Option<String>,
+    /// The project file to take [run] settings from [default: repro.toml in the working directory or the
+    /// nearest ancestor, up to the git root]. Flags win over the file.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_config")]
+    config: Option<PathBuf>,
+    /// Ignore any repro.toml.
+    #[arg(long)]
+    no_config: bool,
 }
 
 impl SandboxArgs {
@@ -79,6 +87,11 @@ impl SandboxArgs {
             hostname: self.hostname,
             dir_order: self.dir_order,
             disk: self.disk,
+            config: match (self.config, self.no_config) {
+                (Some(file), _) => ConfigChoice::File(file),
+                (None, true) => ConfigChoice::Ignore,
+                (None, false) => ConfigChoice::Discover,
+            },
         }
     }
 }
@@ -127,7 +140,14 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
     if a.json {
         print_json(r)?;
     } else if !a.quiet {
-        errln!("repro: {} in {} ms; {}; run {}", outcome_text(r), r.duration_ms, changes_text(r), report.dir.display());
+        errln!(
+            "repro: {} in {} ms; {}; {}; run {}",
+            outcome_text(r),
+            r.duration_ms,
+            changes_text(r),
+            epoch_text(&r.settings),
+            report.dir.display()
+        );
     }
     Ok(r.exit_status)
 }
@@ -174,6 +194,7 @@ fn verify(req: &RunRequest, exe: &std::path::Path, runs: u32, json: bool) -> Res
             errln!("[repro] determinism not enforced: {n}");
         }
         errout!("{}", repro_sandbox::verify::render(&report));
+        errln!("repro: {}", epoch_text(&req.settings));
     }
     Ok(code.code())
 }
@@ -192,6 +213,15 @@ fn outcome_text(r: &RunRecord) -> String {
         RunOutcome::ExecFailed { message, .. } => format!("cannot execute: {message}"),
         RunOutcome::SetupFailed { message } => format!("setup failed: {message}"),
     }
+}
+
+/// The run's epoch and where it came from: `epoch 2025-01-01T00:00:00Z (default: no --epoch, ...)`.
+pub(crate) fn epoch_text(s: &repro_model::run::RunSettings) -> String {
+    let why = match (s.epoch.source, &s.project_file) {
+        (repro_model::run::EpochSource::ProjectFile, Some(f)) => format!("epoch in {f}"),
+        (source, _) => source.describe().to_string(),
+    };
+    format!("epoch {} ({why})", s.epoch.rfc3339)
 }
 
 fn changes_text(r: &RunRecord) -> String {
@@ -359,6 +389,12 @@ pub fn show(a: ShowArgs) -> Result<i32, CliError> {
     outln!("changes   {}", changes_text(&r));
     for ch in &rundir::changes(&found.path)?.changes {
         outln!("          {:<8} {}", format!("{:?}", ch.kind).to_lowercase(), ch.path);
+    }
+    if let Some(f) = &s.project_file {
+        outln!("config    {f}");
+    }
+    for t in &s.toolchains {
+        outln!("toolchain {} ({}): {}", t.name, t.command, t.reason);
     }
     for b in &s.binds {
         outln!("bind      {} -> {} ({})", b.host, b.guest, if b.writable { "rw" } else { "ro" });

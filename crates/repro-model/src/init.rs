@@ -67,6 +67,9 @@ pub struct InitConfig {
     /// The network and /proc tapes to record or replay.
     #[serde(default)]
     pub tapes: TapeSettings,
+    /// Said after "cannot execute" when the command is not found: where the host has it and what fixes it.
+    #[serde(default)]
+    pub exec_hint: Option<String>,
 }
 
 /// What the supervisor makes the guest's view of the world a function of.

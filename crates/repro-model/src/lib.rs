@@ -7,6 +7,7 @@ pub mod exit;
 pub mod init;
 pub mod manifest;
 pub mod pathenc;
+pub mod project;
 pub mod run;
 pub mod secrets;
 pub mod settings;

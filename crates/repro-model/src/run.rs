@@ -21,6 +21,8 @@ pub enum EpochSource {
     SourceDateEpoch,
     /// The commit time of the git HEAD of the current directory.
     GitHead,
+    /// `epoch` in the project file (`repro.toml`, see [`crate::project`]).
+    ProjectFile,
     /// The fixed default, 2025-01-01T00:00:00Z.
     Default,
 }
@@ -33,6 +35,36 @@ pub struct Epoch {
     /// The same instant in RFC 3339.
     pub rfc3339: String,
     pub source: EpochSource,
+}
+
+impl EpochSource {
+    /// Why the run has this epoch, as the summary line says it: `--epoch`, `SOURCE_DATE_EPOCH`, `git HEAD`,
+    /// `repro.toml`, or for the default what was missing.
+    pub fn describe(self) -> &'static str {
+        match self {
+            EpochSource::Flag => "--epoch",
+            EpochSource::SourceDateEpoch => "SOURCE_DATE_EPOCH",
+            EpochSource::GitHead => "the commit time of git HEAD",
+            EpochSource::ProjectFile => "epoch in repro.toml",
+            EpochSource::Default => "default: no --epoch, no SOURCE_DATE_EPOCH, not a git checkout",
+        }
+    }
+}
+
+/// A toolchain `repro run` found on the host for the command and made visible to the guest: what was passed and
+/// why (see repro-sandbox's `toolchain`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Toolchain {
+    /// `rustup`, `pyenv`, `virtualenv`, `nvm` or `go`.
+    pub name: String,
+    /// The host file the command resolved to.
+    pub command: String,
+    /// Host directories bound read-only at the same path in the guest.
+    pub paths: Vec<String>,
+    /// Variables set in the guest's environment (PATH as the guest gets it).
+    pub variables: BTreeMap<String, String>,
+    /// Why: which host setting led to this toolchain.
+    pub reason: String,
 }
 
 /// A path added to the sandbox with `--bind`.
@@ -120,6 +152,12 @@ pub struct RunSettings {
     /// The inode bound of the same layer (derived from `disk_bytes`).
     #[serde(default = "default_disk_inodes")]
     pub disk_inodes: u64,
+    /// The project file (`repro.toml`) whose settings were used, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project_file: Option<String>,
+    /// The toolchains found on the host for the command and passed to the guest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub toolchains: Vec<Toolchain>,
 }
 
 impl RunSettings {

@@ -39,7 +39,8 @@ pub fn umask_text(umask: u32) -> String {
 pub struct RunOptions {
     pub command: Vec<String>,
     pub epoch: Option<String>,
-    pub seed: u64,
+    /// `--seed`; the project file's, else 0, when not given.
+    pub seed: Option<u64>,
     pub cpus: u32,
     pub memory: Option<String>,
     pub env: Vec<String>,
@@ -56,6 +57,20 @@ pub struct RunOptions {
     pub dir_order: Option<String>,
     /// The bound of the writable layer (`--disk`; default 2G).
     pub disk: Option<String>,
+    /// Which project file (`repro.toml`) to use.
+    pub config: ConfigChoice,
+}
+
+/// Which project file a run takes its settings from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ConfigChoice {
+    /// `repro.toml` in the working directory or the nearest ancestor, up to the git root.
+    #[default]
+    Discover,
+    /// `--config FILE`.
+    File(PathBuf),
+    /// `--no-config`.
+    Ignore,
 }
 
 /// What `repro capture` and `repro replay` add to a run.
@@ -102,6 +117,8 @@ impl RunSettings {
             dir_order: DirOrder::Sorted,
             disk_bytes: DEFAULT_DISK_BYTES,
             disk_inodes: crate::run::disk_inodes_for(DEFAULT_DISK_BYTES),
+            project_file: None,
+            toolchains: Vec::new(),
         }
     }
 }

@@ -236,7 +236,7 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
     opts.vary.apply(&mut settings);
     check_supplied(&settings)?;
     explain_excluded(&pack);
-    let req = RunRequest { settings, state_dir };
+    let req = RunRequest { settings, state_dir, exec_hint: None };
     let prepare_ms = started.elapsed().as_millis() as u64;
     let recorded = pack.manifest.signature.clone();
     let tapes = replay_tapes(&pack, &root)?;

@@ -49,6 +49,9 @@ pub enum SandboxError {
         #[source]
         source: repro_sys::ns::SysError,
     },
+    /// A project file (`repro.toml`) that does not parse, or whose values are bad (exit 2).
+    #[error(transparent)]
+    ProjectFile(#[from] repro_model::project::ProjectFileError),
     #[error("no run matches '{0}' (see `repro runs`)")]
     NoSuchRun(String),
     #[error("run '{id}' is incomplete: it was interrupted before it finished")]
@@ -67,9 +70,10 @@ impl SandboxError {
     /// The documented exit status for this error.
     pub fn exit_code(&self) -> i32 {
         match self {
-            SandboxError::Usage { .. } | SandboxError::NoSuchRun(_) | SandboxError::Incomplete { .. } => {
-                ExitCode::Usage.code()
-            }
+            SandboxError::Usage { .. }
+            | SandboxError::NoSuchRun(_)
+            | SandboxError::Incomplete { .. }
+            | SandboxError::ProjectFile(_) => ExitCode::Usage.code(),
             SandboxError::Corrupt { .. } => ExitCode::Usage.code(),
             _ => ExitCode::Setup.code(),
         }

@@ -19,11 +19,13 @@ pub mod gc;
 pub mod identity;
 pub mod init;
 pub mod parse;
+pub mod project;
 pub mod reaper;
 pub mod run;
 pub mod rundir;
 pub mod settings;
 pub mod signals;
+pub mod toolchain;
 pub mod verify;
 
 pub use error::SandboxError;

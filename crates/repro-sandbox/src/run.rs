@@ -34,6 +34,9 @@ pub use repro_model::settings::{RunExtras, RunOptions};
 pub struct RunRequest {
     pub settings: RunSettings,
     pub state_dir: PathBuf,
+    /// Said after "cannot execute" when the guest does not find the command: where the host has it and the flag
+    /// that makes it visible ([`crate::toolchain::Resolution::hint`]).
+    pub exec_hint: Option<String>,
 }
 
 impl RunRequest {
@@ -44,8 +47,25 @@ impl RunRequest {
         }
         let cwd = std::env::current_dir().map_err(|e| SandboxError::io("cannot read the current directory", ".", e))?;
         check_cwd(&cwd)?;
-        let epoch =
-            parse::resolve_epoch(opts.epoch.as_deref(), std::env::var("SOURCE_DATE_EPOCH").ok().as_deref(), &cwd)?;
+        let project = match crate::project::locate(&opts.config, &cwd) {
+            Some(path) => Some(crate::project::load(&path)?),
+            None => None,
+        };
+        let merged;
+        let opts = match &project {
+            Some(p) => {
+                merged = crate::project::apply(opts, p);
+                &merged
+            }
+            None => opts,
+        };
+        let file_epoch = project.as_ref().and_then(|p| p.file.run.epoch.as_ref()).map(|e| e.as_flag());
+        let epoch = parse::resolve_epoch_with(
+            opts.epoch.as_deref(),
+            file_epoch.as_deref(),
+            std::env::var("SOURCE_DATE_EPOCH").ok().as_deref(),
+            &cwd,
+        )?;
         let memory_bytes = match &opts.memory {
             Some(m) => parse::parse_memory("--memory", m)?,
             None => DEFAULT_MEMORY,
@@ -58,8 +78,17 @@ impl RunRequest {
             return Err(SandboxError::usage("--cpus", "expected a number of CPUs of at least 1"));
         }
         let specs: Vec<EnvSpec> = opts.env.iter().map(|e| parse::parse_env(e)).collect::<Result<_, _>>()?;
-        let env = crate::env::guest_env(epoch.unix, &specs, |k| std::env::var(k).ok());
-        let binds: Vec<BindMount> = opts.bind.iter().map(|b| parse::parse_bind(b, &cwd)).collect::<Result<_, _>>()?;
+        let mut env = crate::env::guest_env(epoch.unix, &specs, |k| std::env::var(k).ok());
+        let mut binds: Vec<BindMount> =
+            opts.bind.iter().map(|b| parse::parse_bind(b, &cwd)).collect::<Result<_, _>>()?;
+        let guest_path = env.get("PATH").cloned().unwrap_or_else(|| crate::env::PATH.to_string());
+        let host_var = |k: &str| std::env::var(k).ok();
+        let resolution = crate::toolchain::resolve(
+            &opts.command[0],
+            &crate::toolchain::Host { var: &host_var, cwd: &cwd },
+            &guest_path,
+        );
+        pass_toolchains(&resolution.toolchains, &specs, &cwd, &mut env, &mut binds);
         let hostname = match &opts.hostname {
             Some(h) => check_hostname(h)?,
             None => HOSTNAME.into(),
@@ -77,7 +106,7 @@ impl RunRequest {
             rundir::state_dir(opts.state_dir.as_deref(), std::env::var("REPRO_STATE_DIR").ok().as_deref(), &cwd);
         let settings =
             crate::settings::for_host(opts.command.clone(), cwd.to_string_lossy().into_owned(), epoch, |s| {
-                s.seed = opts.seed;
+                s.seed = opts.seed.unwrap_or(0);
                 s.cpus = opts.cpus;
                 s.memory_bytes = memory_bytes;
                 s.env = env;
@@ -88,8 +117,36 @@ impl RunRequest {
                 s.clock_step_ns = opts.clock_step_ns;
                 s.dir_order = dir_order;
                 s.disk_bytes = disk_bytes;
+                s.project_file = project.as_ref().map(|p| p.path.to_string_lossy().into_owned());
+                s.toolchains = resolution.toolchains;
             });
-        Ok(RunRequest { settings, state_dir })
+        Ok(RunRequest { settings, state_dir, exec_hint: resolution.hint })
+    }
+}
+
+/// Passes the toolchains to the guest: their variables (unless an `--env` names the same variable: the user's
+/// wins) and read-only binds of their directories the guest does not already see (a path already bound by
+/// `--bind` is left to it).
+fn pass_toolchains(
+    toolchains: &[repro_model::run::Toolchain],
+    specs: &[EnvSpec],
+    cwd: &Path,
+    env: &mut BTreeMap<String, String>,
+    binds: &mut Vec<BindMount>,
+) {
+    let user_set = |k: &str| specs.iter().any(|s| matches!(s, EnvSpec::Set(n, _) | EnvSpec::Pass(n) if n == k));
+    for t in toolchains {
+        for (k, v) in &t.variables {
+            if !user_set(k) {
+                env.insert(k.clone(), v.clone());
+            }
+        }
+        for p in &t.paths {
+            let taken = binds.iter().any(|b| Path::new(&b.guest) == Path::new(p));
+            if !taken && !crate::toolchain::guest_sees(Path::new(p), cwd) {
+                binds.push(BindMount { host: p.clone(), guest: p.clone(), writable: false });
+            }
+        }
     }
 }
 
@@ -573,6 +630,7 @@ fn init_config(
         root_source: extras.root_source.as_ref().map(|p| p.to_string_lossy().into_owned()),
         host_network: extras.host_network,
         tapes: extras.tapes.clone(),
+        exec_hint: req.exec_hint.clone(),
     })
 }
 
@@ -632,7 +690,7 @@ pub fn env_lines(env: &BTreeMap<String, String>) -> Vec<String> {
 
 /// The epoch as shown to users.
 pub fn describe_epoch(e: &Epoch) -> String {
-    format!("{} ({}, {:?})", e.rfc3339, e.unix, e.source)
+    format!("{} ({}; {})", e.rfc3339, e.unix, e.source.describe())
 }
 
 #[cfg(test)]
@@ -652,7 +710,7 @@ mod tests {
     #[test]
     fn prepared_settings_are_the_defaults_with_the_options() {
         let o = RunOptions {
-            seed: 7,
+            seed: Some(7),
             dir_order: Some("shuffled:3".into()),
             hostname: Some("box".into()),
             disk: Some("64M".into()),

@@ -35,9 +35,12 @@ fn resolve_program(cmd: &str, path_var: &str) -> Result<String, i32> {
     Err(if denied { 13 } else { 2 })
 }
 
-fn exec_failed(cmd: &str, errno: i32) -> (RunOutcome, i32) {
+fn exec_failed(cmd: &str, errno: i32, hint: Option<&str>) -> (RunOutcome, i32) {
     let message = ns::strerror(errno);
-    eprintln!("repro: cannot execute '{cmd}': {message}");
+    match hint.filter(|_| errno == 2) {
+        Some(h) => eprintln!("repro: cannot execute '{cmd}': {message} ({h})"),
+        None => eprintln!("repro: cannot execute '{cmd}': {message}"),
+    }
     let code = if errno == 2 { ExitCode::NotFound.code() } else { ExitCode::NotExecutable.code() };
     (RunOutcome::ExecFailed { errno, message }, code)
 }
@@ -63,7 +66,7 @@ pub(super) fn run_guest(
     }
     let program = match resolve_program(&cmd, path_var) {
         Ok(p) => p,
-        Err(errno) => return exec_failed(&cmd, errno),
+        Err(errno) => return exec_failed(&cmd, errno, cfg.exec_hint.as_deref()),
     };
     // Cannot fail: the NUL bytes are removed first.
     let cs = |s: &str| CString::new(s.replace('\0', "")).unwrap_or_default();
@@ -138,7 +141,7 @@ fn spawn_plain(
 ) -> Result<ChildExit, Failed> {
     let guest = match ns::spawn_guest(program, argv, envp, setup) {
         Ok(pid) => pid,
-        Err(("execve", errno)) => return Err(Box::new(move |cmd| exec_failed(cmd, errno))),
+        Err(("execve", errno)) => return Err(Box::new(move |cmd| exec_failed(cmd, errno, None))),
         Err((step, errno)) => return Err(setup_failed(format!("{step} in the guest failed: {}", ns::strerror(errno)))),
     };
     // The init keeps no end of the output pipes: they close when the guest's last process does.
@@ -230,7 +233,7 @@ fn supervised(
                 repro_tracer::GuestExit::Signaled(s) => ChildExit::Signaled(s),
             })
         }
-        Err(repro_tracer::TracerError::Exec { errno, .. }) => Err(Box::new(move |cmd| exec_failed(cmd, errno))),
+        Err(repro_tracer::TracerError::Exec { errno, .. }) => Err(Box::new(move |cmd| exec_failed(cmd, errno, None))),
         Err(e) => Err(setup_failed(e.to_string())),
     }
 }

@@ -88,7 +88,8 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
     ns::mount("tmpfs", r, "tmpfs", mflags::NOSUID | mflags::NODEV, Some("mode=755,size=1m,nr_inodes=4096"))
         .map_err(e)?;
     let source = pack_root.as_deref().or(cfg.root_source.as_deref()).unwrap_or("/");
-    populate_root(source, r)?;
+    let closed = populate_root(source, r, &mount_point_tops(cfg))?;
+    scaffold_closed(cfg, r, &closed)?;
     for (d, mode) in [("proc", 0o555), ("sys", 0o555), ("dev", 0o755), ("run", 0o755), ("tmp", 0o1777), ("home", 0o755)]
     {
         mkdir_p(&under(r, d), mode)?;
@@ -242,14 +243,54 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
     build_proc_sys(cfg, r)
 }
 
+/// The top-level names under which the working directory or a bind is mounted.
+fn mount_point_tops(cfg: &InitConfig) -> Vec<String> {
+    std::iter::once(cfg.cwd.as_str())
+        .chain(cfg.binds.iter().map(|b| b.guest.as_str()))
+        .filter_map(|p| p.trim_start_matches('/').split('/').next())
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Makes the mount points of the working directory and the binds that lie in a top-level directory closed to the
+/// guest ([`populate_root`] left it empty): a project or a toolchain under `/root`. Made now, while the root is
+/// still writable; what is mounted there later is all the guest sees of that directory.
+fn scaffold_closed(cfg: &InitConfig, r: &str, closed: &[String]) -> Result<(), InitError> {
+    let in_closed =
+        |p: &str| p.trim_start_matches('/').split('/').next().is_some_and(|t| closed.iter().any(|c| c == t));
+    let bind_files = cfg.binds.iter().map(|b| (b.guest.as_str(), Path::new(&b.host).is_file()));
+    for (p, is_file) in std::iter::once((cfg.cwd.as_str(), false)).chain(bind_files) {
+        if !in_closed(p) {
+            continue;
+        }
+        let t = under(r, p);
+        stays_inside(r, &t, &format!("the mount point {p}"))?;
+        if is_file {
+            if let Some(parent) = Path::new(&t).parent() {
+                fs::create_dir_all(parent).map_err(|x| InitError::io("mkdir", parent.to_string_lossy(), x))?;
+            }
+            fs::write(&t, b"").map_err(|x| InitError::io("create", &t, x))?;
+        } else {
+            fs::create_dir_all(&t).map_err(|x| InitError::io("mkdir", &t, x))?;
+        }
+    }
+    Ok(())
+}
+
 /// Fills the empty tmpfs `r` from `source`: its top-level symbolic links as links, each top-level directory
-/// (except [`NOT_BOUND`]) as a recursive bind, each top-level regular file as a bind. Nothing else.
-fn populate_root(source: &str, r: &str) -> Result<(), InitError> {
+/// (except [`NOT_BOUND`]) as a recursive bind, each top-level regular file as a bind. Nothing else. A directory
+/// the guest's root cannot search (`/root`: mode 700, owned by an id outside the guest's user namespace) that
+/// holds a mount point (one of `tops`) is left an empty directory of the same mode instead, so that what is
+/// mounted into it can be reached (the guest then sees those mount points there, nothing of the host's); its
+/// names are returned. Without a mount point in it, it stays the host's, closed to the guest.
+fn populate_root(source: &str, r: &str, tops: &[String]) -> Result<Vec<String>, InitError> {
     use std::os::unix::fs::MetadataExt;
     let e = InitError::from;
     let entries = fs::read_dir(source).map_err(|x| InitError::io("read", source, x))?;
     let mut names: Vec<_> = entries.flatten().map(|d| d.file_name()).collect();
     names.sort();
+    let mut closed = Vec::new();
     for name in names {
         // mount(2) takes the path as text here: a top-level name that is not UTF-8 is left out rather than
         // failing every run.
@@ -268,6 +309,10 @@ fn populate_root(source: &str, r: &str) -> Result<(), InitError> {
             fs::create_dir(&dst).map_err(|x| InitError::io("mkdir", &dst_s, x))?;
             fs::set_permissions(&dst, fs::Permissions::from_mode(meta.mode() & 0o7777))
                 .map_err(|x| InitError::io("chmod", &dst_s, x))?;
+            if tops.iter().any(|t| t == n) && nix::unistd::access(&src, nix::unistd::AccessFlags::X_OK).is_err() {
+                closed.push(n.to_string());
+                continue;
+            }
             // Recursive: inside a user namespace a plain bind of a tree with (locked) submounts is refused.
             ns::mount(&src_s, &dst_s, "", mflags::BIND | mflags::REC, None).map_err(e)?;
         } else if meta.is_file() {
@@ -275,7 +320,7 @@ fn populate_root(source: &str, r: &str) -> Result<(), InitError> {
             ns::mount(&src_s, &dst_s, "", mflags::BIND | mflags::REC, None).map_err(e)?;
         }
     }
-    Ok(())
+    Ok(closed)
 }
 
 /// One line of /proc/self/mountinfo: the mount point (unescaped) and the filesystem type.

@@ -234,7 +234,7 @@ fn shrink_keeps_the_failure_and_drops_what_it_does_not_need() {
             "-o",
             "suite.repro",
             "--",
-            "python3",
+            "/usr/bin/python3", // the python3 with python3-pytest (the host PATH's may be pyenv's)
             "-m",
             "pytest",
             "-q",

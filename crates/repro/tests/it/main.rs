@@ -16,3 +16,4 @@ mod robust;
 mod run;
 mod signals;
 mod sock_tape;
+mod toolchains;

@@ -1,0 +1,181 @@
+//! `repro.toml`: a project's own settings for `repro run` (and, later, other commands). A table per command
+//! (`[run]` today) so that the schema can grow without breaking files already written; every unknown key is an
+//! error that names the file, the line and the key, never silently ignored.
+//!
+//! ```toml
+//! [run]
+//! env = ["CI", "LANG=C.UTF-8"]        # as --env: NAME passes the host's value, NAME=VALUE sets one
+//! binds = ["/opt/tool", "data:/data"] # as --bind: HOST[:GUEST][:ro|rw]; a relative HOST is from this file's dir
+//! epoch = 2024-02-29T12:00:00Z        # as --epoch: a TOML date-time, Unix seconds, or an RFC 3339 string
+//! seed = 7                            # as --seed
+//! memory = "2G"                       # as --memory
+//! disk = "512M"                       # as --disk
+//! network = "loopback"                # the guest's network: its own namespace with `lo` only (the one mode)
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+/// The file name looked for in the working directory and its ancestors (up to the git root).
+pub const FILE_NAME: &str = "repro.toml";
+/// The largest project file read: it is outside input.
+pub const MAX_BYTES: u64 = 1 << 20;
+
+/// A whole `repro.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectFile {
+    /// Settings of `repro run` (and of the runs `capture`, `hunt` and `explain` make).
+    #[serde(default)]
+    pub run: RunSection,
+}
+
+/// `[run]`: each key is the flag of the same name; a flag given on the command line wins over the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSection {
+    /// `--env` entries, applied before those of the command line.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// `--bind` entries, added before those of the command line.
+    #[serde(default)]
+    pub binds: Vec<String>,
+    #[serde(default)]
+    pub epoch: Option<EpochValue>,
+    #[serde(default)]
+    pub seed: Option<u64>,
+    #[serde(default)]
+    pub memory: Option<String>,
+    #[serde(default)]
+    pub disk: Option<String>,
+    #[serde(default)]
+    pub network: Option<Network>,
+}
+
+/// The guest's network.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Network {
+    /// Its own network namespace with only `lo` up (what every `repro run` has).
+    #[default]
+    Loopback,
+}
+
+/// An epoch as the file may write it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum EpochValue {
+    /// Unix seconds.
+    Seconds(i64),
+    /// A TOML date-time (`2024-02-29T12:00:00Z`, unquoted).
+    DateTime(toml::value::Datetime),
+    /// Text as `--epoch` takes it.
+    Text(String),
+}
+
+impl EpochValue {
+    /// The value as `--epoch` would be given it.
+    pub fn as_flag(&self) -> String {
+        match self {
+            EpochValue::Seconds(s) => s.to_string(),
+            EpochValue::DateTime(d) => d.to_string(),
+            EpochValue::Text(t) => t.clone(),
+        }
+    }
+}
+
+/// A project file that does not parse: where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{column}: {message}")]
+pub struct ProjectFileError {
+    pub file: String,
+    /// 1-based; 0 when the parser gave no position.
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+/// Parses the text of the project file `file` (named in errors).
+pub fn parse(file: &str, text: &str) -> Result<ProjectFile, ProjectFileError> {
+    toml::from_str::<ProjectFile>(text).map_err(|e| {
+        let (line, column) = match e.span() {
+            Some(span) => line_column(text, span.start),
+            None => (0, 0),
+        };
+        ProjectFileError { file: file.to_string(), line, column, message: message_of(&e) }
+    })
+}
+
+/// The parser's message, on one line and with serde's "field" said as the file's word, "key".
+fn message_of(e: &toml::de::Error) -> String {
+    let m = e.message().trim().replace('\n', " ");
+    match m.strip_prefix("unknown field ") {
+        Some(rest) => format!("unknown key {rest}"),
+        None => m,
+    }
+}
+
+/// 1-based line and column (in characters) of byte `offset` of `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let upto = text.get(..offset.min(text.len())).unwrap_or(text);
+    let line = upto.matches('\n').count() + 1;
+    let column = upto.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_full_file_parses() {
+        let text = r#"
+[run]
+env = ["CI", "A=b"]
+binds = ["/opt/x", "data:/data:rw"]
+epoch = 2024-02-29T12:00:00Z
+seed = 7
+memory = "2G"
+disk = "512M"
+network = "loopback"
+"#;
+        let p = parse("repro.toml", text).unwrap();
+        assert_eq!(p.run.env, ["CI", "A=b"]);
+        assert_eq!(p.run.binds, ["/opt/x", "data:/data:rw"]);
+        assert_eq!(p.run.epoch.as_ref().map(EpochValue::as_flag).as_deref(), Some("2024-02-29T12:00:00Z"));
+        assert_eq!((p.run.seed, p.run.memory.as_deref(), p.run.disk.as_deref()), (Some(7), Some("2G"), Some("512M")));
+        assert_eq!(p.run.network, Some(Network::Loopback));
+        assert_eq!(parse("f", "").unwrap(), ProjectFile::default());
+        let secs = parse("f", "[run]\nepoch = 1700000000\n").unwrap();
+        assert_eq!(secs.run.epoch, Some(EpochValue::Seconds(1_700_000_000)));
+        let text = parse("f", "[run]\nepoch = \"2024-01-01T00:00:00Z\"\n").unwrap();
+        assert_eq!(text.run.epoch.map(|e| e.as_flag()).as_deref(), Some("2024-01-01T00:00:00Z"));
+    }
+
+    /// Every bad file names the file, the line and what is wrong.
+    #[test]
+    fn bad_files_name_file_line_and_key() {
+        let cases: [(&str, &str); 7] = [
+            ("[run]\nseed = 1\nenvs = [\"A\"]\n", "p/repro.toml:3:1: unknown key `envs`, expected one of"),
+            ("[build]\nx = 1\n", "p/repro.toml:1:2: unknown key `build`, expected `run`"),
+            ("[run]\nseed = \"seven\"\n", "p/repro.toml:2:8: invalid type: string \"seven\", expected u64"),
+            ("[run]\nseed = -1\n", "p/repro.toml:2:8: invalid value: integer `-1`, expected u64"),
+            ("[run]\nnetwork = \"host\"\n", "p/repro.toml:2:11: unknown variant `host`, expected `loopback`"),
+            ("[run]\nenv = \"A\"\n", "p/repro.toml:2:7: invalid type: string \"A\", expected a sequence"),
+            ("[run\n", "p/repro.toml:1:5: "),
+        ];
+        for (text, expected) in cases {
+            let e = parse("p/repro.toml", text).unwrap_err().to_string();
+            assert!(e.starts_with(expected), "{text:?}: {e}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn parse_never_panics(s in "\\PC{0,60}") {
+            if let Err(e) = parse("f", &s) {
+                prop_assert!(e.to_string().starts_with("f:"));
+            }
+        }
+    }
+}
