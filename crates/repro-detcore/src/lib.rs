@@ -13,8 +13,8 @@ pub mod files;
 pub mod identity;
 pub mod ports;
 pub mod procfs;
-pub mod statfs;
 pub mod rng;
+pub mod statfs;
 pub mod tapes;
 pub mod waits;
 
