@@ -301,6 +301,9 @@ impl DeterminismController {
             }
             PidFile::Status => procfs::rewrite_status(real),
             PidFile::Statm => procfs::statm(),
+            PidFile::Io => procfs::rewrite_io(real),
+            PidFile::Schedstat => procfs::schedstat(),
+            PidFile::Sched => procfs::rewrite_sched(real),
         }
     }
 
@@ -547,6 +550,27 @@ mod tests {
         assert!(t.mtime < now, "an input file predates the run");
         assert_eq!(a.birth_time(id, 0, t.ctime), 0);
         assert!(a.birth_time(id, 1, t.ctime) <= t.ctime);
+    }
+
+    #[test]
+    fn ports_and_pinned_proc_files() {
+        let mut a = DeterminismController::new(&cfg(1));
+        let mut b = DeterminismController::new(&cfg(1));
+        let mut c = DeterminismController::new(&cfg(2));
+        let (pa, pb, pc) = (a.ephemeral_port(), b.ephemeral_port(), c.ephemeral_port());
+        assert_eq!(pa, pb);
+        assert_ne!((pa, a.ephemeral_port()), (pc, c.ephemeral_port()), "a different seed gives another sequence");
+        assert_ne!(b.ephemeral_port(), pb, "no port twice");
+        let line = b"9 (sh) S 1 9 9 0 -1 0 50 0 0 0 7 7 0 0 20 0 1 0 4444 1 1 1 1 1 1\n";
+        let first = a.proc_pid_file(crate::procfs::PidFile::Stat, line);
+        a.sleep_for(Timespec { sec: 5, nsec: 0 }).unwrap();
+        assert_eq!(a.proc_pid_file(crate::procfs::PidFile::Stat, line), first, "a process's start time stays");
+        let other =
+            a.proc_pid_file(crate::procfs::PidFile::Stat, b"10 (sh) S 1 9 9 0 -1 0 50 0 0 0 7 7 0 0 20 0 1 0 4444 1\n");
+        assert_ne!(
+            String::from_utf8_lossy(&other).split(' ').nth(21),
+            String::from_utf8_lossy(&first).split(' ').nth(21)
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The per-process files of /proc whose figures the kernel takes from the scheduler and the memory manager:
 //! `stat` (start time, CPU times, page faults, RSS, last CPU), `status` (memory sizes, context switches) and
-//! `statm`. The supervisor reads the real file and serves a copy with those fields pinned: the CPU times and
+//! `statm`, `io` (block I/O, which depends on the page cache), `schedstat` and `sched` (the scheduler's
+//! accounting). The supervisor reads the real file and serves a copy with those fields pinned: the CPU times and
 //! counters at zero (as times and getrusage answer), the memory figures fixed, the start time on the logical
 //! clock. Everything else (pid, state, ppid, num_threads, signal masks...) stays the real value.
 
@@ -10,6 +11,9 @@ pub enum PidFile {
     Stat,
     Status,
     Statm,
+    Io,
+    Schedstat,
+    Sched,
 }
 
 /// Fixed memory figures (kB) the `status` file reports; `stat` and `statm` derive theirs from them.
@@ -61,6 +65,9 @@ impl PidFile {
             b"stat" => Some(PidFile::Stat),
             b"status" => Some(PidFile::Status),
             b"statm" => Some(PidFile::Statm),
+            b"io" => Some(PidFile::Io),
+            b"schedstat" => Some(PidFile::Schedstat),
+            b"sched" => Some(PidFile::Sched),
             _ => None,
         }
     }
@@ -117,6 +124,43 @@ pub fn rewrite_status(real: &[u8]) -> Vec<u8> {
             out.push_str(&format!("{name}:\t0\n"));
         } else {
             out.push_str(line);
+        }
+    }
+    out.into_bytes()
+}
+
+/// Rewrites `/proc/PID/io`: the block I/O counters (read_bytes, write_bytes, cancelled_write_bytes: they
+/// depend on the page cache) to 0; the character and syscall counts are the guest's own doing and stay.
+pub fn rewrite_io(real: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(real);
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let name = line.split(':').next().unwrap_or("");
+        if matches!(name, "read_bytes" | "write_bytes" | "cancelled_write_bytes") {
+            out.push_str(&format!("{name}: 0\n"));
+        } else {
+            out.push_str(line);
+        }
+    }
+    out.into_bytes()
+}
+
+/// `/proc/PID/schedstat`: time on the CPU, time waiting, timeslices; none of it is the guest's doing.
+pub fn schedstat() -> Vec<u8> {
+    b"0 0 0\n".to_vec()
+}
+
+/// Rewrites `/proc/PID/sched`: the heading line stays, every `name : value` figure reads 0.
+pub fn rewrite_sched(real: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(real);
+    let mut out = String::with_capacity(text.len());
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        match line.rsplit_once(':') {
+            Some((name, _)) if i > 0 => {
+                out.push_str(name);
+                out.push_str(": 0\n");
+            }
+            _ => out.push_str(line),
         }
     }
     out.into_bytes()
@@ -183,5 +227,18 @@ mod tests {
         let out = String::from_utf8(rewrite_status(real)).unwrap();
         assert_eq!(out, "Name:\tpython3\nVmRSS:\t   16384 kB\nThreads:\t1\nvoluntary_ctxt_switches:\t0\n");
         assert_eq!(statm(), b"65536 4096 2048 1024 0 16417 0\n");
+    }
+
+    #[test]
+    fn io_and_scheduler_figures() {
+        assert_eq!(PidFile::for_path(b"/proc/self/io"), Some(PidFile::Io));
+        assert_eq!(PidFile::for_path(b"/proc/3/schedstat"), Some(PidFile::Schedstat));
+        assert_eq!(PidFile::for_path(b"/proc/self/sched"), Some(PidFile::Sched));
+        let io = rewrite_io(b"rchar: 77946\nwchar: 8\nread_bytes: 20480\nwrite_bytes: 4096\n");
+        assert_eq!(io, b"rchar: 77946\nwchar: 8\nread_bytes: 0\nwrite_bytes: 0\n");
+        let sched =
+            rewrite_sched(b"python3 (2, #threads: 1)\n-----\nse.exec_start   :  4491496.572949\nnr_switches : 12\n");
+        assert_eq!(sched, b"python3 (2, #threads: 1)\n-----\nse.exec_start   : 0\nnr_switches : 0\n");
+        assert_eq!(schedstat(), b"0 0 0\n");
     }
 }
