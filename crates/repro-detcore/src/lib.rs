@@ -13,6 +13,7 @@ pub mod files;
 pub mod identity;
 pub mod ports;
 pub mod procfs;
+pub mod rdrand;
 pub mod rng;
 pub mod statfs;
 pub mod tapes;
