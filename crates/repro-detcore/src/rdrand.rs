@@ -158,9 +158,7 @@ mod tests {
     #[test]
     fn finds_rdrand_and_rdseed_and_ignores_lookalikes() {
         // nop; rdrand r10 (49 0f c7 f2); ret; mov eax, 0xf2c70f00 (the bytes inside an immediate); rdseed eax.
-        let code = [
-            0x90, 0x49, 0x0f, 0xc7, 0xf2, 0xc3, 0xb8, 0x00, 0x0f, 0xc7, 0xf2, 0x0f, 0xc7, 0xf8, 0x90,
-        ];
+        let code = [0x90, 0x49, 0x0f, 0xc7, 0xf2, 0xc3, 0xb8, 0x00, 0x0f, 0xc7, 0xf2, 0x0f, 0xc7, 0xf8, 0x90];
         let sites = scan_code(&code, 0x1000);
         assert_eq!(sites, [Site { offset: 0x1001, seed: false }, Site { offset: 0x100b, seed: true }]);
         // cmpxchg16b [rax] is 0f c7 /1 with a memory operand: not a candidate.

@@ -38,6 +38,7 @@ mod decode;
 mod exec;
 mod guest;
 mod handlers;
+mod rdrand;
 mod reply;
 mod state;
 mod stats;

@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     pub host_network: bool,
     /// The run's writable layer, for the figures statfs reports (see handlers::statfs).
     pub disk: repro_detcore::statfs::DiskLimit,
+    /// The RDRAND/RDSEED scans of this run's programs and libraries (see rdrand.rs).
+    pub rdrand: crate::rdrand::ScanCache,
 }
 
 impl Shared {
@@ -56,6 +58,7 @@ impl Shared {
             tape: None,
             host_network: false,
             disk: default_disk(),
+            rdrand: Default::default(),
         }
     }
 

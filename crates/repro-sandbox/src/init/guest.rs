@@ -214,6 +214,7 @@ fn supervised(
             determinism.mediated = out.stats.mediated;
             determinism.tasks_created = out.stats.tasks_created;
             determinism.execs = out.stats.execs;
+            determinism.warnings = out.stats.warnings.into_iter().collect();
             *accessed = out
                 .accessed
                 .into_iter()

@@ -67,6 +67,9 @@ pub(crate) fn open<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, path: u64, fla
         if let Some(r) = super::proc_tape::proc_open(sh, g, &p, flags) {
             return r;
         }
+        if flags & libc::O_ACCMODE == libc::O_RDONLY && crate::rdrand::is_library(&p) {
+            crate::rdrand::check_library(sh, &guest_path(&p, g.tid()));
+        }
         sh.stats.continued += 1;
         return Reply::Continue;
     };
