@@ -7,7 +7,9 @@
 //! The verdict: a main executable that contains one is refused (the run is not reproducible: exit 121, naming
 //! the binary and the offset); a library only gets a warning, because common ones (OpenSSL's libcrypto,
 //! libstdc++'s `std::random_device`) carry it on paths that are not taken by default, and refusing them would
-//! refuse nearly every run.
+//! refuse nearly every run. The same holds for a program that links such code in statically: when the symbol
+//! table names the function of every site and each is one of [`DORMANT`], the program gets the warning too
+//! (node bundles OpenSSL, whose CPU entropy routines only run when OpenSSL is configured to seed from the CPU).
 
 use iced_x86::{Decoder, DecoderOptions, Mnemonic};
 
@@ -17,15 +19,23 @@ const SYNC_WINDOW: usize = 256;
 /// At most this many sites are reported per file.
 pub const MAX_SITES: usize = 16;
 
-/// One instruction found: its offset in the file and which one it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Functions that contain RDRAND/RDSEED but are not called unless configured to: OpenSSL's CPU entropy source
+/// (`rand_cpu_x86.c`, used only with the `rdcpu` seed source or the RDRAND engine; the default seeds from the
+/// kernel, which the supervisor mediates).
+pub const DORMANT: [&str; 2] = ["OPENSSL_ia32_rdrand_bytes", "OPENSSL_ia32_rdseed_bytes"];
+
+/// One instruction found: its offset in the file, its address in the image, and which one it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Site {
     pub offset: u64,
+    pub vaddr: u64,
     pub seed: bool,
+    /// The function holding it, from the symbol table (when the file has one).
+    pub function: Option<String>,
 }
 
 impl Site {
-    pub fn name(self) -> &'static str {
+    pub fn name(&self) -> &'static str {
         if self.seed {
             "RDSEED"
         } else {
@@ -43,11 +53,12 @@ pub enum ScanError {
     BadHeader { index: usize },
 }
 
-/// A loadable executable segment: its offset and size in the file.
+/// A loadable executable segment: its offset and size in the file, and its address in the image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Segment {
     pub offset: u64,
     pub size: u64,
+    pub vaddr: u64,
 }
 
 fn u16_at(b: &[u8], o: usize) -> Option<u16> {
@@ -87,15 +98,69 @@ pub fn exec_segments(table: &[u8], entsize: usize, count: usize) -> Result<Vec<S
         if ty == Some(PT_LOAD) && flags.is_some_and(|f| f & PF_X != 0) {
             let offset = u64_at(e, 8).ok_or(ScanError::BadHeader { index })?;
             let size = u64_at(e, 32).ok_or(ScanError::BadHeader { index })?;
-            v.push(Segment { offset, size });
+            let vaddr = u64_at(e, 16).ok_or(ScanError::BadHeader { index })?;
+            v.push(Segment { offset, size, vaddr });
         }
     }
     Ok(v)
 }
 
-/// The RDRAND/RDSEED instructions in `code`, the bytes of an executable segment that starts at file offset
-/// `base`.
-pub fn scan_code(code: &[u8], base: u64) -> Vec<Site> {
+/// The section header table's place (offset, entry size, count) from the ELF header `head`.
+pub fn section_headers(head: &[u8]) -> Result<(u64, usize, usize), ScanError> {
+    program_headers(head)?;
+    let shoff = u64_at(head, 40).ok_or(ScanError::NotElf)?;
+    let entsize = u16_at(head, 58).ok_or(ScanError::NotElf)? as usize;
+    let count = u16_at(head, 60).ok_or(ScanError::NotElf)? as usize;
+    if entsize < 64 {
+        return Err(ScanError::NotElf);
+    }
+    Ok((shoff, entsize, count))
+}
+
+/// A symbol table and its string table: (offset, size) of each in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SymbolTable {
+    pub symbols: (u64, u64),
+    pub strings: (u64, u64),
+}
+
+/// The symbol tables (.symtab, .dynsym) the section header table `table` describes.
+pub fn symbol_tables(table: &[u8], entsize: usize, count: usize) -> Vec<SymbolTable> {
+    const SHT_SYMTAB: u32 = 2;
+    const SHT_DYNSYM: u32 = 11;
+    let section = |i: usize| i.checked_mul(entsize).and_then(|o| table.get(o..o.checked_add(64)?));
+    let place = |e: &[u8]| Some((u64_at(e, 24)?, u64_at(e, 32)?));
+    let mut v = Vec::new();
+    for i in 0..count {
+        let Some(e) = section(i) else { break };
+        if !matches!(u32_at(e, 4), Some(SHT_SYMTAB | SHT_DYNSYM)) {
+            continue;
+        }
+        let link = u32_at(e, 40).map(|l| l as usize);
+        if let (Some(symbols), Some(strings)) = (place(e), link.and_then(section).and_then(place)) {
+            v.push(SymbolTable { symbols, strings });
+        }
+    }
+    v
+}
+
+/// The name of the function symbol of `symbols` (24-byte ELF64 entries) whose range holds `vaddr`.
+pub fn function_at(symbols: &[u8], strings: &[u8], vaddr: u64) -> Option<String> {
+    const STT_FUNC: u8 = 2;
+    symbols.chunks_exact(24).find_map(|e| {
+        let (value, size) = (u64_at(e, 8)?, u64_at(e, 16)?);
+        if e[4] & 0xf != STT_FUNC || vaddr < value || vaddr >= value.checked_add(size)? {
+            return None;
+        }
+        let name = strings.get(u32_at(e, 0)? as usize..)?;
+        let end = name.iter().position(|&b| b == 0)?;
+        Some(String::from_utf8_lossy(&name[..end]).into_owned())
+    })
+}
+
+/// The RDRAND/RDSEED instructions in `code`, the bytes of executable segment `seg`.
+pub fn scan_code(code: &[u8], seg: Segment) -> Vec<Site> {
+    let base = seg.offset;
     let mut sites = Vec::new();
     let mut last_end = 0usize;
     for i in memchr::memmem::find_iter(code, b"\x0f\xc7") {
@@ -112,7 +177,12 @@ pub fn scan_code(code: &[u8], base: u64) -> Vec<Site> {
                 break;
             }
             if e > i + 1 && matches!(ins.mnemonic(), Mnemonic::Rdrand | Mnemonic::Rdseed) {
-                sites.push(Site { offset: base + s as u64, seed: ins.mnemonic() == Mnemonic::Rdseed });
+                sites.push(Site {
+                    offset: base + s as u64,
+                    vaddr: seg.vaddr.wrapping_add(s as u64),
+                    seed: ins.mnemonic() == Mnemonic::Rdseed,
+                    function: None,
+                });
                 last_end = e;
                 break;
             }
@@ -138,12 +208,15 @@ pub enum Verdict {
 pub fn verdict(binary: &str, main: bool, sites: &[Site]) -> Option<Verdict> {
     let first = sites.first()?;
     let more = if sites.len() > 1 { format!(" (and {} more)", sites.len() - 1) } else { String::new() };
-    let what = format!("{binary} contains {} at {:#x}{more}", first.name(), first.offset);
-    Some(if main {
+    let within = first.function.as_ref().map_or(String::new(), |f| format!(" in {f}"));
+    let what = format!("{binary} contains {} at file offset {:#x}{within}{more}", first.name(), first.offset);
+    let dormant = sites.iter().all(|s| s.function.as_deref().is_some_and(|f| DORMANT.contains(&f)));
+    Some(if main && !dormant {
         Verdict::Refuse(format!("{what}: the CPU's random numbers cannot be trapped (no CPUID faulting)"))
     } else {
+        let whose = if main { "code not run by default" } else { "a library" };
         Verdict::Warn(format!(
-            "{what}: a library; if the guest executes it, what it reads from the CPU's random number generator \
+            "{what}: {whose}; if the guest executes it, what it reads from the CPU's random number generator \
              is not pinned"
         ))
     })
@@ -159,20 +232,31 @@ mod tests {
     fn finds_rdrand_and_rdseed_and_ignores_lookalikes() {
         // nop; rdrand r10 (49 0f c7 f2); ret; mov eax, 0xf2c70f00 (the bytes inside an immediate); rdseed eax.
         let code = [0x90, 0x49, 0x0f, 0xc7, 0xf2, 0xc3, 0xb8, 0x00, 0x0f, 0xc7, 0xf2, 0x0f, 0xc7, 0xf8, 0x90];
-        let sites = scan_code(&code, 0x1000);
-        assert_eq!(sites, [Site { offset: 0x1001, seed: false }, Site { offset: 0x100b, seed: true }]);
+        let seg = Segment { offset: 0x1000, size: code.len() as u64, vaddr: 0x401000 };
+        let sites = scan_code(&code, seg);
+        let at = |offset: u64, seed: bool| Site { offset, vaddr: offset + 0x400000, seed, function: None };
+        assert_eq!(sites, [at(0x1001, false), at(0x100b, true)]);
         // cmpxchg16b [rax] is 0f c7 /1 with a memory operand: not a candidate.
-        assert!(scan_code(&[0x48, 0x0f, 0xc7, 0x08], 0).is_empty());
-        assert!(scan_code(&[], 0).is_empty());
+        assert!(scan_code(&[0x48, 0x0f, 0xc7, 0x08], seg).is_empty());
+        assert!(scan_code(&[], seg).is_empty());
     }
 
     #[test]
     fn verdicts() {
         assert_eq!(verdict("/bin/x", true, &[]), None);
-        let s = [Site { offset: 0x1234, seed: false }, Site { offset: 0x2000, seed: true }];
+        let mut s = vec![
+            Site { offset: 0x1234, vaddr: 0x1234, seed: false, function: None },
+            Site { offset: 0x2000, vaddr: 0x2000, seed: true, function: Some("OPENSSL_ia32_rdseed_bytes".into()) },
+        ];
         let Some(Verdict::Refuse(m)) = verdict("/bin/x", true, &s) else { panic!() };
-        assert!(m.starts_with("/bin/x contains RDRAND at 0x1234 (and 1 more)"), "{m}");
+        assert!(m.starts_with("/bin/x contains RDRAND at file offset 0x1234 (and 1 more)"), "{m}");
         assert!(matches!(verdict("/lib/libcrypto.so.3", false, &s), Some(Verdict::Warn(m)) if m.contains("library")));
+        // Every site in a dormant function: a warning, naming it.
+        s[0].function = Some("OPENSSL_ia32_rdrand_bytes".into());
+        let Some(Verdict::Warn(m)) = verdict("/usr/bin/node", true, &s) else { panic!() };
+        assert!(m.contains("in OPENSSL_ia32_rdrand_bytes") && m.contains("not run by default"), "{m}");
+        s[1].function = Some("main".into());
+        assert!(matches!(verdict("/usr/bin/node", true, &s), Some(Verdict::Refuse(_))));
     }
 
     #[test]
@@ -191,7 +275,8 @@ mod tests {
         table[32..40].copy_from_slice(&0x500u64.to_le_bytes());
         table[56..60].copy_from_slice(&1u32.to_le_bytes());
         table[60..64].copy_from_slice(&4u32.to_le_bytes()); // R only
-        assert_eq!(exec_segments(&table, 56, 2), Ok(vec![Segment { offset: 0x1000, size: 0x500 }]));
+        table[16..24].copy_from_slice(&0x401000u64.to_le_bytes());
+        assert_eq!(exec_segments(&table, 56, 2), Ok(vec![Segment { offset: 0x1000, size: 0x500, vaddr: 0x401000 }]));
         assert_eq!(exec_segments(&table, 56, 3), Err(ScanError::BadHeader { index: 2 }));
     }
 
@@ -201,7 +286,35 @@ mod tests {
         fn any_bytes_are_scanned(b in proptest::collection::vec(any::<u8>(), 0..600), n in 0usize..12) {
             let _ = program_headers(&b);
             let _ = exec_segments(&b, 56, n);
-            let _ = scan_code(&b, 0);
+            let _ = scan_code(&b, Segment { offset: 0, size: b.len() as u64, vaddr: u64::MAX - 3 });
+            let _ = section_headers(&b);
+            for t in symbol_tables(&b, 64, n) {
+                let _ = t;
+            }
+            let _ = function_at(&b, &b, 0x40);
         }
+    }
+
+    #[test]
+    fn symbols_name_the_function() {
+        // One function symbol "f" at 0x100, 0x20 bytes long; the string table "\0f\0".
+        let mut sym = vec![0u8; 48];
+        sym[24..28].copy_from_slice(&1u32.to_le_bytes());
+        sym[28] = 0x12; // global function
+        sym[32..40].copy_from_slice(&0x100u64.to_le_bytes());
+        sym[40..48].copy_from_slice(&0x20u64.to_le_bytes());
+        assert_eq!(function_at(&sym, b"\0f\0", 0x110).as_deref(), Some("f"));
+        assert_eq!(function_at(&sym, b"\0f\0", 0x120), None);
+        assert_eq!(function_at(&sym, b"\0f", 0x110), None, "no NUL: no name");
+        // Section headers: [0] null, [1] .symtab linked to [2] .strtab.
+        let mut sh = vec![0u8; 64 * 3];
+        sh[64 + 4..64 + 8].copy_from_slice(&2u32.to_le_bytes());
+        sh[64 + 24..64 + 32].copy_from_slice(&0x1000u64.to_le_bytes());
+        sh[64 + 32..64 + 40].copy_from_slice(&48u64.to_le_bytes());
+        sh[64 + 40..64 + 44].copy_from_slice(&2u32.to_le_bytes());
+        sh[128 + 24..128 + 32].copy_from_slice(&0x2000u64.to_le_bytes());
+        sh[128 + 32..128 + 40].copy_from_slice(&3u64.to_le_bytes());
+        assert_eq!(symbol_tables(&sh, 64, 3), [SymbolTable { symbols: (0x1000, 48), strings: (0x2000, 3) }]);
+        assert_eq!(symbol_tables(&sh, 64, 9).len(), 1, "a count past the table stops");
     }
 }

@@ -50,9 +50,36 @@ fn scan(f: &File) -> Result<Vec<Site>, String> {
         }
         let mut code = vec![0u8; seg.size as usize];
         f.read_exact_at(&mut code, seg.offset).map_err(|e| format!("reading the code at {:#x}: {e}", seg.offset))?;
-        sites.extend(rdrand::scan_code(&code, seg.offset));
+        sites.extend(rdrand::scan_code(&code, seg));
+    }
+    if !sites.is_empty() {
+        name_functions(f, &head, &mut sites);
     }
     Ok(sites)
+}
+
+/// The largest symbol or string table read to name the functions of the sites found.
+const SYMBOLS_MAX: u64 = 1 << 27;
+
+/// Names the function of each site from the file's symbol tables; a file without them (stripped) or with
+/// unreadable ones keeps the sites unnamed, which only makes the verdict the stricter one.
+fn name_functions(f: &File, head: &[u8], sites: &mut [Site]) {
+    let Ok((shoff, entsize, count)) = rdrand::section_headers(head) else { return };
+    let len = entsize.saturating_mul(count);
+    let mut table = vec![0u8; len.min(TABLE_MAX)];
+    if len > TABLE_MAX || f.read_exact_at(&mut table, shoff).is_err() {
+        return;
+    }
+    let read = |(off, size): (u64, u64)| {
+        let mut b = vec![0u8; usize::try_from(size).ok().filter(|&n| n as u64 <= SYMBOLS_MAX)?];
+        f.read_exact_at(&mut b, off).ok().map(|_| b)
+    };
+    for t in rdrand::symbol_tables(&table, entsize, count) {
+        let (Some(symbols), Some(strings)) = (read(t.symbols), read(t.strings)) else { continue };
+        for site in sites.iter_mut().filter(|s| s.function.is_none()) {
+            site.function = rdrand::function_at(&symbols, &strings, site.vaddr);
+        }
+    }
 }
 
 /// Applies a finding to the run.
@@ -152,7 +179,7 @@ mod tests {
         assert_eq!(sh.rdrand.by_file.len(), 1, "cached");
         let w: Vec<_> = sh.stats.warnings.iter().collect();
         assert_eq!(w.len(), 1);
-        assert!(w[0].contains("librd.so contains RDRAND at 0x100"), "{w:?}");
+        assert!(w[0].contains("librd.so contains RDRAND at file offset 0x100"), "{w:?}");
         check_library(&mut sh, b"/nonexistent/libx.so");
         assert!(sh.not_enforced.is_empty(), "a library is never refused");
     }
