@@ -4,12 +4,15 @@
 //! ModRM of /6 or /7: every RDRAND/RDSEED contains them), and each candidate is confirmed by decoding the code
 //! before it with a real x86 decoder (iced-x86), so that bytes inside another instruction do not count.
 //!
-//! The verdict: a main executable that contains one is refused (the run is not reproducible: exit 121, naming
-//! the binary and the offset); a library only gets a warning, because common ones (OpenSSL's libcrypto,
-//! libstdc++'s `std::random_device`) carry it on paths that are not taken by default, and refusing them would
-//! refuse nearly every run. The same holds for a program that links such code in statically: when the symbol
-//! table names the function of every site and each is one of [`DORMANT`], the program gets the warning too
-//! (node bundles OpenSSL, whose CPU entropy routines only run when OpenSSL is configured to seed from the CPU).
+//! The verdict: a program that contains one is refused (the run is not reproducible: exit 121, naming the
+//! binary and the offset), unless it is the system's: refusing those would refuse nearly every run, since
+//! common code carries the instruction on paths that are not taken by default. Measured on this machine:
+//! libcrypto.so.3 (2 sites, OpenSSL's CPU entropy routines: Python's hashlib and ssl load it), libstdc++.so.6
+//! (5, `std::random_device`), gcc's cc1 (5, a static libstdc++: every C compile), node (2, a bundled OpenSSL);
+//! libc, libm, libz, libssl, libpython3.11, python3 and the JDKs' libjvm have none. So a library, a program
+//! under the system's directories ([`SYSTEM_DIRS`]), and a program whose every site the symbol table places in
+//! one of the [`DORMANT`] functions get a warning in the run record instead; a program of the project (built in
+//! the working directory, in /tmp...) that contains one is refused.
 
 use iced_x86::{Decoder, DecoderOptions, Mnemonic};
 
@@ -23,6 +26,9 @@ pub const MAX_SITES: usize = 16;
 /// (`rand_cpu_x86.c`, used only with the `rdcpu` seed source or the RDRAND engine; the default seeds from the
 /// kernel, which the supervisor mediates).
 pub const DORMANT: [&str; 2] = ["OPENSSL_ia32_rdrand_bytes", "OPENSSL_ia32_rdseed_bytes"];
+
+/// Where the system's programs live (the host's directories, read-only in the sandbox).
+pub const SYSTEM_DIRS: [&str; 6] = ["/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/opt/"];
 
 /// One instruction found: its offset in the file, its address in the image, and which one it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,10 +217,15 @@ pub fn verdict(binary: &str, main: bool, sites: &[Site]) -> Option<Verdict> {
     let within = first.function.as_ref().map_or(String::new(), |f| format!(" in {f}"));
     let what = format!("{binary} contains {} at file offset {:#x}{within}{more}", first.name(), first.offset);
     let dormant = sites.iter().all(|s| s.function.as_deref().is_some_and(|f| DORMANT.contains(&f)));
-    Some(if main && !dormant {
+    let system = SYSTEM_DIRS.iter().any(|d| binary.starts_with(d));
+    Some(if main && !dormant && !system {
         Verdict::Refuse(format!("{what}: the CPU's random numbers cannot be trapped (no CPUID faulting)"))
     } else {
-        let whose = if main { "code not run by default" } else { "a library" };
+        let whose = match (main, dormant) {
+            (false, _) => "a library",
+            (true, true) => "code not run by default",
+            (true, false) => "a system program",
+        };
         Verdict::Warn(format!(
             "{what}: {whose}; if the guest executes it, what it reads from the CPU's random number generator \
              is not pinned"
@@ -248,15 +259,18 @@ mod tests {
             Site { offset: 0x1234, vaddr: 0x1234, seed: false, function: None },
             Site { offset: 0x2000, vaddr: 0x2000, seed: true, function: Some("OPENSSL_ia32_rdseed_bytes".into()) },
         ];
-        let Some(Verdict::Refuse(m)) = verdict("/bin/x", true, &s) else { panic!() };
-        assert!(m.starts_with("/bin/x contains RDRAND at file offset 0x1234 (and 1 more)"), "{m}");
+        let Some(Verdict::Refuse(m)) = verdict("/work/x", true, &s) else { panic!() };
+        assert!(m.starts_with("/work/x contains RDRAND at file offset 0x1234 (and 1 more)"), "{m}");
+        assert!(
+            matches!(verdict("/usr/lib/gcc/x86_64-linux-gnu/12/cc1", true, &s), Some(Verdict::Warn(m)) if m.contains("a system program"))
+        );
         assert!(matches!(verdict("/lib/libcrypto.so.3", false, &s), Some(Verdict::Warn(m)) if m.contains("library")));
         // Every site in a dormant function: a warning, naming it.
         s[0].function = Some("OPENSSL_ia32_rdrand_bytes".into());
-        let Some(Verdict::Warn(m)) = verdict("/usr/bin/node", true, &s) else { panic!() };
+        let Some(Verdict::Warn(m)) = verdict("/root/.nvm/versions/node/v22/bin/node", true, &s) else { panic!() };
         assert!(m.contains("in OPENSSL_ia32_rdrand_bytes") && m.contains("not run by default"), "{m}");
         s[1].function = Some("main".into());
-        assert!(matches!(verdict("/usr/bin/node", true, &s), Some(Verdict::Refuse(_))));
+        assert!(matches!(verdict("/root/.nvm/versions/node/v22/bin/node", true, &s), Some(Verdict::Refuse(_))));
     }
 
     #[test]
