@@ -19,19 +19,24 @@ const SEGMENT_MAX: u64 = 1 << 30;
 /// A file's identity and version.
 type FileKey = (u64, u64, u64, i64, i64);
 
-/// The scans made in this run.
+/// The scans made in this run: the sites of each file, and whether their functions were named.
 #[derive(Debug, Default)]
 pub(crate) struct ScanCache {
-    by_file: HashMap<FileKey, Vec<Site>>,
+    by_file: HashMap<FileKey, (Vec<Site>, bool)>,
 }
+
+/// Code is read and searched this much at a time (with the decoder's window of the chunk before).
+const CHUNK: usize = 4 << 20;
+const OVERLAP: usize = 512;
 
 fn key_of(f: &File) -> std::io::Result<FileKey> {
     let m = f.metadata()?;
     Ok((m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
 }
 
-/// The sites in the ELF file `f` (none for a file that is not ELF: a script's interpreter is an exec of its own).
-fn scan(f: &File) -> Result<Vec<Site>, String> {
+/// The sites in the ELF file `f` (none for a file that is not ELF: a script's interpreter is an exec of its own);
+/// `names`: name their functions from the symbol table (only a program's verdict depends on them).
+fn scan(f: &File, names: bool) -> Result<Vec<Site>, String> {
     let mut head = [0u8; 64];
     if f.read_exact_at(&mut head, 0).is_err() {
         return Ok(Vec::new()); // shorter than an ELF header: not ELF
@@ -48,14 +53,35 @@ fn scan(f: &File) -> Result<Vec<Site>, String> {
         if seg.size > SEGMENT_MAX {
             return Err(format!("an executable segment of {} bytes", seg.size));
         }
-        let mut code = vec![0u8; seg.size as usize];
-        f.read_exact_at(&mut code, seg.offset).map_err(|e| format!("reading the code at {:#x}: {e}", seg.offset))?;
-        sites.extend(rdrand::scan_code(&code, seg));
+        scan_segment(f, seg, &mut sites)?;
     }
-    if !sites.is_empty() {
+    sites.sort_by_key(|s| s.offset);
+    sites.dedup_by_key(|s| s.offset);
+    if names && !sites.is_empty() {
         name_functions(f, &head, &mut sites);
     }
     Ok(sites)
+}
+
+/// Searches segment `seg` of `f` in chunks of [`CHUNK`], each read with the [`OVERLAP`] bytes before it (an
+/// instruction cut at a chunk's end is found whole in the next; sites found twice are merged by the caller).
+fn scan_segment(f: &File, seg: rdrand::Segment, sites: &mut Vec<Site>) -> Result<(), String> {
+    let mut buf = vec![0u8; (seg.size as usize).min(CHUNK) + OVERLAP];
+    let mut at = 0u64;
+    while at < seg.size {
+        let from = at.saturating_sub(OVERLAP as u64);
+        let end = (at + CHUNK as u64).min(seg.size);
+        let code = &mut buf[..(end - from) as usize];
+        f.read_exact_at(code, seg.offset + from)
+            .map_err(|e| format!("reading the code at {:#x}: {e}", seg.offset + from))?;
+        let part = rdrand::Segment { offset: seg.offset + from, size: end - from, vaddr: seg.vaddr.wrapping_add(from) };
+        sites.extend(rdrand::scan_code(code, part));
+        if sites.len() >= rdrand::MAX_SITES {
+            break;
+        }
+        at = end;
+    }
+    Ok(())
 }
 
 /// The largest symbol or string table read to name the functions of the sites found.
@@ -95,15 +121,17 @@ fn apply(sh: &mut Shared, v: Option<Verdict>) {
     }
 }
 
-/// The scan of `path` from the cache or the file; `Err` says why it could not be scanned.
-fn sites_of(cache: &mut ScanCache, path: &Path) -> Result<Vec<Site>, String> {
+/// The scan of `path` from the cache or the file (`names`: with the functions named); `Err` says why it could
+/// not be scanned.
+fn sites_of(cache: &mut ScanCache, path: &Path, names: bool) -> Result<Vec<Site>, String> {
     let f = File::open(path).map_err(|e| format!("opening it: {e}"))?;
     let key = key_of(&f).map_err(|e| format!("its status: {e}"))?;
-    if let Some(s) = cache.by_file.get(&key) {
-        return Ok(s.clone());
+    match cache.by_file.get(&key) {
+        Some((s, named)) if *named || !names || s.is_empty() => return Ok(s.clone()),
+        _ => {}
     }
-    let s = scan(&f)?;
-    cache.by_file.insert(key, s.clone());
+    let s = scan(&f, names)?;
+    cache.by_file.insert(key, (s.clone(), names));
     Ok(s)
 }
 
@@ -114,7 +142,9 @@ pub(crate) fn check_exec(tid: i32, shared: &SharedRef) {
     // The name for the message; the scan itself goes through the link (the file that was executed).
     let name = std::fs::read_link(&exe).map_or_else(|_| exe.clone(), |p| p.to_string_lossy().into_owned());
     let mut cache = std::mem::take(&mut lock(shared).rdrand);
-    let found = sites_of(&mut cache, Path::new(&exe));
+    // The functions' names matter only where they can change the verdict: a program outside the system's dirs.
+    let names = !rdrand::SYSTEM_DIRS.iter().any(|d| name.starts_with(d));
+    let found = sites_of(&mut cache, Path::new(&exe), names);
     let mut sh = lock(shared);
     // Scans other threads cached meanwhile are kept too.
     cache.by_file.extend(std::mem::take(&mut sh.rdrand.by_file));
@@ -138,7 +168,7 @@ pub(crate) fn check_library(sh: &mut Shared, path: &[u8]) {
     let shown = String::from_utf8_lossy(path).into_owned();
     let p = Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path));
     // A library that cannot be read here fails to open for the guest as well: there is nothing it runs.
-    if let Ok(sites) = sites_of(&mut sh.rdrand, p) {
+    if let Ok(sites) = sites_of(&mut sh.rdrand, p, false) {
         apply(sh, rdrand::verdict(&shown, false, &sites));
     }
 }
