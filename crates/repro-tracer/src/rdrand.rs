@@ -114,9 +114,7 @@ fn apply(sh: &mut Shared, v: Option<Verdict>) {
         Some(Verdict::Refuse(why)) => {
             sh.not_enforced.insert(why);
         }
-        Some(Verdict::Warn(w)) => {
-            sh.stats.warnings.insert(w);
-        }
+        Some(Verdict::Warn(w)) => sh.warn(w),
         None => {}
     }
 }

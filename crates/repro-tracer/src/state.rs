@@ -84,6 +84,13 @@ impl Shared {
         }
     }
 
+    /// Records a warning for the run record (at most 8, as the stats say: the first ones).
+    pub(crate) fn warn(&mut self, w: String) {
+        if self.stats.warnings.len() < 8 {
+            self.stats.warnings.insert(w);
+        }
+    }
+
     /// Counts one answered syscall (no allocation once the name is known).
     pub(crate) fn count(&mut self, name: &str) {
         match self.stats.mediated.get_mut(name) {

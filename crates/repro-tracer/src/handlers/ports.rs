@@ -67,7 +67,7 @@ fn bind_allocated<G: Guest>(sh: &mut Shared, g: &mut G, fd: i32, mut addr: Vec<u
 
 /// The host network case: the call runs natively, and the run says ports may vary.
 fn on_host_network(sh: &mut Shared) -> Outcome {
-    sh.stats.warnings.insert(HOST_NETWORK_PORTS.into());
+    sh.warn(HOST_NETWORK_PORTS.into());
     Err(Refusal::Native)
 }
 
