@@ -114,6 +114,10 @@ pub struct DeterminismController {
     pub file_times: FileTimeMap,
     pub dir_order: crate::DirOrder,
     boot_id: String,
+    /// Ports for binds to port 0 (see `ports`).
+    pub ports: crate::ports::PortAllocator,
+    /// Start times (clock ticks since the pretend boot) of the guest processes whose /proc stat was read.
+    pub proc_starts: std::collections::HashMap<i32, u64>,
 }
 
 impl DeterminismController {
@@ -136,6 +140,8 @@ impl DeterminismController {
             inodes: InodeMap::default(),
             file_times: FileTimeMap::new(cfg.run_start_real_ns, epoch_ns),
             boot_id: format!("{}\n", format_uuid(b)),
+            ports: crate::ports::PortAllocator::new(cfg.seed),
+            proc_starts: std::collections::HashMap::new(),
         }
     }
 
@@ -270,6 +276,45 @@ impl DeterminismController {
     pub fn rusage(&mut self) -> [u8; 144] {
         self.note_event();
         [0u8; 144]
+    }
+
+    /// The next port of the run's ephemeral sequence, for a bind the kernel would choose the port of.
+    pub fn ephemeral_port(&mut self) -> u16 {
+        self.note_event();
+        self.ports.next_port()
+    }
+
+    /// A per-process /proc file (`procfs::PidFile`) as the guest sees it, from the real bytes: the varying figures
+    /// pinned; a stat line's start time is the logical time at which the guest first read that process's stat.
+    pub fn proc_pid_file(&mut self, f: crate::procfs::PidFile, real: &[u8]) -> Vec<u8> {
+        use crate::procfs::{self, PidFile};
+        self.note_event();
+        match f {
+            PidFile::Stat => {
+                let ticks = self.times() as u64;
+                let start = match procfs::stat_pid(real) {
+                    Some(pid) => *self.proc_starts.entry(pid).or_insert(ticks),
+                    None => ticks,
+                };
+                // An unparsable line (never from the kernel) is served as it is.
+                procfs::rewrite_stat(real, start).unwrap_or_else(|| real.to_vec())
+            }
+            PidFile::Status => procfs::rewrite_status(real),
+            PidFile::Statm => procfs::statm(),
+            PidFile::Io => procfs::rewrite_io(real),
+            PidFile::Schedstat => procfs::schedstat(),
+            PidFile::Sched => procfs::rewrite_sched(real),
+        }
+    }
+
+    /// statfs/fstatfs: the figures the guest sees (see `statfs::view`).
+    pub fn statfs_view(
+        &mut self,
+        real: crate::statfs::StatfsFigures,
+        disk: crate::statfs::DiskLimit,
+    ) -> crate::statfs::StatfsFigures {
+        self.note_event();
+        crate::statfs::view(real, disk)
     }
 
     /// getcpu(2): (cpu, node); the guest always runs on CPU 0 of node 0.
@@ -505,6 +550,27 @@ mod tests {
         assert!(t.mtime < now, "an input file predates the run");
         assert_eq!(a.birth_time(id, 0, t.ctime), 0);
         assert!(a.birth_time(id, 1, t.ctime) <= t.ctime);
+    }
+
+    #[test]
+    fn ports_and_pinned_proc_files() {
+        let mut a = DeterminismController::new(&cfg(1));
+        let mut b = DeterminismController::new(&cfg(1));
+        let mut c = DeterminismController::new(&cfg(2));
+        let (pa, pb, pc) = (a.ephemeral_port(), b.ephemeral_port(), c.ephemeral_port());
+        assert_eq!(pa, pb);
+        assert_ne!((pa, a.ephemeral_port()), (pc, c.ephemeral_port()), "a different seed gives another sequence");
+        assert_ne!(b.ephemeral_port(), pb, "no port twice");
+        let line = b"9 (sh) S 1 9 9 0 -1 0 50 0 0 0 7 7 0 0 20 0 1 0 4444 1 1 1 1 1 1\n";
+        let first = a.proc_pid_file(crate::procfs::PidFile::Stat, line);
+        a.sleep_for(Timespec { sec: 5, nsec: 0 }).unwrap();
+        assert_eq!(a.proc_pid_file(crate::procfs::PidFile::Stat, line), first, "a process's start time stays");
+        let other =
+            a.proc_pid_file(crate::procfs::PidFile::Stat, b"10 (sh) S 1 9 9 0 -1 0 50 0 0 0 7 7 0 0 20 0 1 0 4444 1\n");
+        assert_ne!(
+            String::from_utf8_lossy(&other).split(' ').nth(21),
+            String::from_utf8_lossy(&first).split(' ').nth(21)
+        );
     }
 
     #[test]

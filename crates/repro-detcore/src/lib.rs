@@ -11,7 +11,11 @@ pub mod dirs;
 pub mod entropy;
 pub mod files;
 pub mod identity;
+pub mod ports;
+pub mod procfs;
+pub mod rdrand;
 pub mod rng;
+pub mod statfs;
 pub mod tapes;
 pub mod waits;
 

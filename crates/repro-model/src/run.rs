@@ -197,6 +197,10 @@ pub struct Determinism {
     pub tasks_created: u64,
     /// Program images started (execve).
     pub execs: u64,
+    /// What the supervisor noticed without it making the run unreproducible (a library containing RDRAND,
+    /// ports left to the kernel on the host's network); also listed with the run's other warnings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// How the guest ended.

@@ -114,6 +114,17 @@ pub(crate) fn write_all(fd: &OwnedFd, data: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// fstatfs(2): the raw 120-byte `struct statfs` of the file system holding `fd`.
+pub fn fstatfs_raw(fd: &OwnedFd) -> io::Result<[u8; 120]> {
+    let mut buf = [0u8; 120];
+    // SAFETY: the kernel writes one struct statfs (120 bytes on x86_64 and aarch64) into `buf`.
+    let r = unsafe { libc::syscall(libc::SYS_fstatfs, fd.as_raw_fd(), buf.as_mut_ptr()) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(buf)
+}
+
 /// A sealed-size memfd holding `data`, positioned at offset 0.
 pub fn memfd_with(name: &CStr, data: &[u8]) -> io::Result<OwnedFd> {
     // SAFETY: `name` is a valid C string.

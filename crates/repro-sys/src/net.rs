@@ -42,6 +42,13 @@ pub fn connect(fd: &OwnedFd, addr: &[u8]) -> io::Result<()> {
     cvt(r as isize).map(|_| ())
 }
 
+/// bind(2) to the raw socket address `addr`.
+pub fn bind(fd: &OwnedFd, addr: &[u8]) -> io::Result<()> {
+    // SAFETY: the kernel reads addr.len() bytes of `addr`.
+    let r = unsafe { libc::bind(fd.as_raw_fd(), addr.as_ptr().cast(), addr.len() as libc::socklen_t) };
+    cvt(r as isize).map(|_| ())
+}
+
 /// accept4(2): the new descriptor and the peer's raw address.
 pub fn accept4(fd: &OwnedFd, flags: i32) -> io::Result<(OwnedFd, Vec<u8>)> {
     let mut addr = [0u8; ADDR_MAX];

@@ -94,6 +94,13 @@ pub(crate) enum Syscall {
     Wait(TimedWait),
     // Processes.
     IoUringSetup,
+    // What still varies (handlers::ports, handlers::statfs).
+    /// statfs (`path`) or fstatfs (`fd`), writing a `struct statfs` at `buf`.
+    Statfs {
+        path: Option<u64>,
+        fd: i32,
+        buf: u64,
+    },
     // Network and tapes.
     Net(NetCall),
     /// Anything else the filter sent (it runs natively).
@@ -215,7 +222,10 @@ impl ReadArgs {
 /// Socket calls answered without the tape on replay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Control {
-    Bind,
+    Bind {
+        addr: u64,
+        len: u32,
+    },
     Listen,
     Setsockopt,
     Getsockopt {
@@ -312,6 +322,9 @@ pub(crate) fn decode(nr: i64, a: [u64; 6]) -> Syscall {
             S::Wait(TimedWait::Futex { uaddr: a[0], op: a[1], val: a[2] as u32, timeout: a[3], val3: a[5] as u32 })
         }
         libc::SYS_io_uring_setup => S::IoUringSetup,
+        // What still varies.
+        libc::SYS_statfs => S::Statfs { path: Some(a[0]), fd: libc::AT_FDCWD, buf: a[1] },
+        libc::SYS_fstatfs => S::Statfs { path: None, fd: int(0), buf: a[1] },
         _ => decode_net(nr, a).map_or(S::Other, S::Net),
     }
 }
@@ -343,7 +356,7 @@ fn decode_net(nr: i64, a: [u64; 6]) -> Option<NetCall> {
         libc::SYS_splice => N::Untaped { name: "splice", fds: [Some(int(0)), Some(int(2))] },
         libc::SYS_sendmmsg => N::Untaped { name: "sendmmsg", fds: [Some(int(0)), None] },
         libc::SYS_recvmmsg => N::Untaped { name: "recvmmsg", fds: [Some(int(0)), None] },
-        libc::SYS_bind => N::Control { fd: int(0), op: Control::Bind },
+        libc::SYS_bind => N::Control { fd: int(0), op: Control::Bind { addr: a[1], len: a[2] as u32 } },
         libc::SYS_listen => N::Control { fd: int(0), op: Control::Listen },
         libc::SYS_setsockopt => N::Control { fd: int(0), op: Control::Setsockopt },
         libc::SYS_getsockopt => N::Control { fd: int(0), op: Control::Getsockopt { optval: a[3], optlen: a[4] } },
@@ -398,10 +411,16 @@ names!(
     SYS_epoll_pwait,
     SYS_epoll_pwait2,
     SYS_futex,
+    // What still varies.
+    SYS_bind,
+    SYS_connect,
+    SYS_listen,
+    SYS_statfs,
+    SYS_fstatfs,
 );
 
 /// Syscall numbers the filter always sends to the supervisor.
-pub(crate) const MEDIATED: [i64; 26] = [
+pub(crate) const MEDIATED: [i64; 31] = [
     libc::SYS_clock_gettime,
     libc::SYS_clock_getres,
     libc::SYS_gettimeofday,
@@ -428,6 +447,12 @@ pub(crate) const MEDIATED: [i64; 26] = [
     libc::SYS_alarm,
     libc::SYS_setitimer,
     libc::SYS_timer_create,
+    // What still varies: kernel-chosen ports, file system figures.
+    libc::SYS_bind,
+    libc::SYS_connect,
+    libc::SYS_listen,
+    libc::SYS_statfs,
+    libc::SYS_fstatfs,
 ];
 
 #[cfg(test)]

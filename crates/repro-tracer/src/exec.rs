@@ -90,6 +90,7 @@ pub(crate) struct ExecDone {
 pub(crate) fn on_exec(tracee: &Tracee<Stopped>, shared: &SharedRef) -> ExecDone {
     let tid = tracee.tid();
     let mut done = ExecDone::default();
+    crate::rdrand::check_exec(tid, shared);
     let slots = {
         let mut sh = lock(shared);
         sh.stats.execs += 1;

@@ -38,6 +38,7 @@ mod decode;
 mod exec;
 mod guest;
 mod handlers;
+mod rdrand;
 mod reply;
 mod state;
 mod stats;
@@ -85,6 +86,11 @@ pub struct DetConfig {
     /// Put the guest's seccomp policy ([`repro_sys::confine::guest_rules`]: Docker's refusals, EPERM) in the
     /// supervisor's filter, decided before the notify rules.
     pub confine: bool,
+    /// The guest shares the host's network (`repro capture --network record`): ports bound to 0 stay the
+    /// kernel's choice, with a warning.
+    pub host_network: bool,
+    /// The run's writable layer (`--disk`): the size and inodes statfs reports for writable file systems.
+    pub disk: repro_detcore::statfs::DiskLimit,
 }
 
 impl Default for DetConfig {
@@ -102,6 +108,8 @@ impl Default for DetConfig {
             tapes: Default::default(),
             access_stream: None,
             confine: true,
+            host_network: false,
+            disk: state::default_disk(),
         }
     }
 }
@@ -226,6 +234,8 @@ pub fn supervise(
         inherited_fds,
         access: cfg.record_access.then(|| access::AccessLog::new(cfg.access_stream.clone())),
         tape: tape::TapeState::new(&cfg.tapes),
+        host_network: cfg.host_network,
+        disk: cfg.disk,
         ..Shared::new(ctl)
     }));
     let notifier = {

@@ -32,6 +32,12 @@ pub(crate) struct Shared {
     pub access: Option<access::AccessLog>,
     /// The tapes, when recording or replaying.
     pub tape: Option<tape::TapeState>,
+    /// The guest shares the host's network: ports bound to 0 stay the kernel's (see handlers::ports).
+    pub host_network: bool,
+    /// The run's writable layer, for the figures statfs reports (see handlers::statfs).
+    pub disk: repro_detcore::statfs::DiskLimit,
+    /// The RDRAND/RDSEED scans of this run's programs and libraries (see rdrand.rs).
+    pub rdrand: crate::rdrand::ScanCache,
 }
 
 impl Shared {
@@ -50,6 +56,9 @@ impl Shared {
             inherited_fds: HashSet::new(),
             access: None,
             tape: None,
+            host_network: false,
+            disk: default_disk(),
+            rdrand: Default::default(),
         }
     }
 
@@ -72,6 +81,13 @@ impl Shared {
         self.stats.vdso_disabled += 1;
         if self.stats.vdso_disabled_why.len() < 8 {
             self.stats.vdso_disabled_why.insert(why);
+        }
+    }
+
+    /// Records a warning for the run record (at most 8, as the stats say: the first ones).
+    pub(crate) fn warn(&mut self, w: String) {
+        if self.stats.warnings.len() < 8 {
+            self.stats.warnings.insert(w);
         }
     }
 
@@ -98,6 +114,12 @@ impl Shared {
             let _ = repro_sys::ptrace::kill_task(t, libc::SIGKILL);
         }
     }
+}
+
+/// The writable layer of a run without a `--disk` figure (repro-model's default).
+pub(crate) fn default_disk() -> repro_detcore::statfs::DiskLimit {
+    let bytes = repro_model::run::DEFAULT_DISK_BYTES;
+    repro_detcore::statfs::DiskLimit { bytes, inodes: repro_model::run::disk_inodes_for(bytes) }
 }
 
 /// Devices of the pseudo file systems whose timestamps follow the host clock rather than writes.

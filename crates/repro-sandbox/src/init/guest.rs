@@ -8,8 +8,7 @@ use repro_model::ExitCode;
 use repro_sys::ns::{self, ChildExit};
 
 use super::{
-    libc_sig, signal_name, Accessed, DetSettings, InitConfig, TapeIo, TapeSettings, TapesOut, INIT_SIGNALS, STDERR_FD,
-    STDOUT_FD,
+    libc_sig, signal_name, Accessed, DetSettings, InitConfig, TapeIo, TapesOut, INIT_SIGNALS, STDERR_FD, STDOUT_FD,
 };
 
 /// Finds the program the way a shell would, with the guest's PATH, inside the new root.
@@ -107,7 +106,7 @@ pub(super) fn run_guest(
                 sigfd,
                 determinism,
                 (accessed, stream),
-                (&cfg.tapes, tapes),
+                (cfg, tapes),
             ) {
                 Ok(exit) => exit,
                 Err(failed) => return failed(&cmd),
@@ -162,8 +161,9 @@ fn supervised(
     sigfd: std::os::fd::OwnedFd,
     determinism: &mut Determinism,
     (accessed, stream): (&mut Vec<Accessed>, Option<repro_tracer::AccessStream>),
-    (tape_cfg, tapes): (&TapeSettings, &mut TapesOut),
+    (init, tapes): (&InitConfig, &mut TapesOut),
 ) -> Result<ChildExit, Failed> {
+    let tape_cfg = &init.tapes;
     use repro_tracer::tape::{NetMode, ProcMode};
     let network = match &tape_cfg.network {
         TapeIo::Off => NetMode::Off,
@@ -190,6 +190,8 @@ fn supervised(
         tapes: repro_tracer::tape::TapeConfig { network, proc },
         access_stream: stream,
         confine: true,
+        host_network: init.host_network,
+        disk: repro_detcore::statfs::DiskLimit { bytes: init.disk_bytes, inodes: init.disk_inodes },
     };
     let mut sigfd = Some(sigfd);
     let mut on_spawn = |guest: i32| {
@@ -215,6 +217,7 @@ fn supervised(
             determinism.mediated = out.stats.mediated;
             determinism.tasks_created = out.stats.tasks_created;
             determinism.execs = out.stats.execs;
+            determinism.warnings = out.stats.warnings.into_iter().collect();
             *accessed = out
                 .accessed
                 .into_iter()

@@ -61,8 +61,14 @@ pub(crate) fn getdents64<G: Guest>(sh: &mut Shared, g: &mut G, fd: i32, dirp: u6
 pub(crate) fn open<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, path: u64, flags: i32) -> Reply {
     let Ok(p) = g.read_cstr(path, 4096) else { return Reply::Continue };
     let Some(vf) = VirtualFile::for_path(&p) else {
+        if let Some(r) = super::procfs::open(sh, g, nr, &p, flags) {
+            return r;
+        }
         if let Some(r) = super::proc_tape::proc_open(sh, g, &p, flags) {
             return r;
+        }
+        if flags & libc::O_ACCMODE == libc::O_RDONLY && crate::rdrand::is_library(&p) {
+            crate::rdrand::check_library(sh, &guest_path(&p, g.tid()));
         }
         sh.stats.continued += 1;
         return Reply::Continue;

@@ -10,12 +10,15 @@ pub(crate) mod entropy;
 pub(crate) mod files;
 pub(crate) mod identity;
 pub(crate) mod net;
+pub(crate) mod ports;
 pub(crate) mod proc_tape;
 pub(crate) mod process;
+pub(crate) mod procfs;
+pub(crate) mod statfs;
 pub(crate) mod time;
 pub(crate) mod waits;
 
-use crate::decode::{self, Syscall};
+use crate::decode::{self, Control, NetCall, Syscall};
 use crate::guest::Guest;
 use crate::reply::{Outcome, Refusal, Reply};
 use crate::state::Shared;
@@ -59,6 +62,11 @@ pub(crate) fn dispatch<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Sysc
         S::Stat { dirfd, path, flags, out } => files::stat(sh, g, dirfd, path, flags, out),
         S::Wait(w) => waits::answer(sh, g, w),
         S::IoUringSetup => return process::io_uring_setup(sh),
+        // What still varies: kernel-chosen ports, file system figures.
+        S::Net(NetCall::Control { fd, op: Control::Bind { addr, len } }) => ports::bind(sh, g, fd, addr, len),
+        S::Net(NetCall::Connect { fd, addr, .. }) => ports::implicit(sh, g, fd, addr),
+        S::Net(NetCall::Control { fd, op: Control::Listen }) => ports::implicit(sh, g, fd, 0),
+        S::Statfs { path, fd, buf } => statfs::statfs(sh, g, path, fd, buf),
         S::PathUse { .. } | S::Net(_) | S::Other => return Reply::Continue,
     };
     answered(sh, nr, r)

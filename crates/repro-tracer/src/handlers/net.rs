@@ -596,7 +596,7 @@ fn replay_control<G: Guest>(sh: &mut Shared, g: &mut G, socket: u32, op: Control
             let peer = s.peer_addr.clone();
             write_addr(g, addr, addrlen, &peer)
         }
-        Control::Bind | Control::Listen | Control::Setsockopt | Control::Shutdown => Ok(()),
+        Control::Bind { .. } | Control::Listen | Control::Setsockopt | Control::Shutdown => Ok(()),
     };
     match r {
         Ok(()) => Reply::Value(0),

@@ -17,3 +17,4 @@ mod run;
 mod signals;
 mod sock_tape;
 mod toolchains;
+mod varies;
