@@ -113,6 +113,8 @@ pub struct DeterminismController {
     pub inodes: InodeMap,
     pub file_times: FileTimeMap,
     pub dir_order: crate::DirOrder,
+    /// alarm/setitimer and POSIX timers, in logical time.
+    pub timers: crate::timers::TimerTable,
     boot_id: String,
 }
 
@@ -133,6 +135,7 @@ impl DeterminismController {
                 id
             },
             dir_order: cfg.dir_order,
+            timers: crate::timers::TimerTable::default(),
             inodes: InodeMap::default(),
             file_times: FileTimeMap::new(cfg.run_start_real_ns, epoch_ns),
             boot_id: format!("{}\n", format_uuid(b)),

@@ -13,6 +13,7 @@ pub mod files;
 pub mod identity;
 pub mod rng;
 pub mod tapes;
+pub mod timers;
 pub mod waits;
 
 pub use clock::{ClockKind, ClockRead, LogicalClock, Timespec};
