@@ -32,15 +32,13 @@ pub enum ClockAnswer {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostTimer {
     TimerfdCreate,
-    /// alarm(seconds).
-    Alarm {
-        seconds: u64,
-    },
-    /// setitimer: whether a new value was given, and its it_value (`None` when it could not be read).
+    /// setitimer(ITIMER_VIRTUAL or ITIMER_PROF; ITIMER_REAL runs in logical time, see `timers`): whether a new
+    /// value was given, and its it_value (`None` when it could not be read).
     Setitimer {
         given: bool,
         value: Option<Timespec>,
     },
+    /// timer_create on a CPU-time clock (the realtime and monotonic ones run in logical time).
     TimerCreate,
     IoUringSetup,
 }
@@ -308,8 +306,6 @@ impl DeterminismController {
                 "the guest created a timerfd (timerfd_create): timerfds run on the host's clock and are not mediated"
                     .into(),
             ),
-            HostTimer::Alarm { seconds: 0 } => None,
-            HostTimer::Alarm { .. } => armed("alarm"),
             HostTimer::Setitimer { given: false, .. } => None,
             HostTimer::Setitimer { value: Some(Timespec { sec: 0, nsec: 0 }), .. } => None,
             HostTimer::Setitimer { .. } => armed("setitimer"),
@@ -484,8 +480,6 @@ mod tests {
     #[test]
     fn host_timers() {
         let a = DeterminismController::new(&cfg(1));
-        assert!(a.host_timer(HostTimer::Alarm { seconds: 0 }).is_none(), "disarming is harmless");
-        assert!(a.host_timer(HostTimer::Alarm { seconds: 3 }).unwrap().contains("alarm"));
         assert!(a.host_timer(HostTimer::Setitimer { given: false, value: None }).is_none());
         let zero = Some(Timespec { sec: 0, nsec: 0 });
         assert!(a.host_timer(HostTimer::Setitimer { given: true, value: zero }).is_none());

@@ -281,6 +281,23 @@ impl TimerTable {
     }
 }
 
+/// Moves the clock forward to elapsed time `elapsed` (never backward): time passes in a sleep or a wait up to
+/// a timer's expiry.
+pub fn advance_to(clock: &mut LogicalClock, elapsed: i128) {
+    let now = clock.elapsed_ns();
+    if elapsed > now {
+        // A positive, normalised duration: sleep_for cannot refuse it.
+        let _ = clock.sleep_for(Timespec::from_ns(elapsed - now));
+    } else {
+        clock.note_event();
+    }
+}
+
+/// The point on the elapsed-time line where clock `kind` reads `t` (an absolute deadline).
+pub fn elapsed_at(clock: &LogicalClock, kind: ClockKind, t: Timespec) -> Result<i128, DetError> {
+    Ok(t.to_ns()? - base(clock, kind))
+}
+
 /// An invalid timeval/timespec in a timer call is EINVAL.
 impl From<DetError> for TimerError {
     fn from(e: DetError) -> Self {

@@ -32,6 +32,8 @@ pub(crate) struct Shared {
     pub access: Option<access::AccessLog>,
     /// The tapes, when recording or replaying.
     pub tape: Option<tape::TapeState>,
+    /// How timer expiries reach the guest (the timers themselves are the controller's `timers`).
+    pub timer_os: crate::handlers::timers::TimerOs,
 }
 
 impl Shared {
@@ -50,6 +52,8 @@ impl Shared {
             inherited_fds: HashSet::new(),
             access: None,
             tape: None,
+            // Unit tests never signal a host process.
+            timer_os: if cfg!(test) { crate::handlers::timers::TimerOs::INERT } else { crate::handlers::timers::TimerOs::REAL },
         }
     }
 

@@ -13,6 +13,7 @@ pub(crate) mod net;
 pub(crate) mod proc_tape;
 pub(crate) mod process;
 pub(crate) mod time;
+pub(crate) mod timers;
 pub(crate) mod waits;
 
 use crate::decode::{self, Syscall};
@@ -43,10 +44,15 @@ pub(crate) fn dispatch<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Sysc
         | S::ClockNanosleep { .. }
         | S::Times { .. }
         | S::Getrusage { .. }
-        | S::TimerfdCreate
-        | S::Alarm { .. }
+        | S::TimerfdCreate => return time::handle(sh, g, nr, call),
+        S::Alarm { .. }
         | S::Setitimer { .. }
-        | S::TimerCreate => return time::handle(sh, g, nr, call),
+        | S::Getitimer { .. }
+        | S::TimerCreate { .. }
+        | S::TimerSettime { .. }
+        | S::TimerGettime { .. }
+        | S::TimerGetoverrun { .. }
+        | S::TimerDelete { .. } => return timers::handle(sh, g, nr, call),
         S::Getrandom { buf, len, .. } => entropy::getrandom(sh, g, buf, len),
         S::Getcpu { cpu, node, cache } if process::is_vdso_fd_request(sh, g.tid(), cpu, node, cache) => {
             return process::vdso_fd(sh);

@@ -227,7 +227,7 @@ pub(crate) fn inherited_fds() -> HashSet<String> {
 
 /// Whether every live guest task other than `me` is asleep in a wait that only another guest task
 /// (or the world outside) can end.
-fn others_blocked(sh: &Shared, me: i32) -> bool {
+pub(crate) fn others_blocked(sh: &Shared, me: i32) -> bool {
     sh.live.iter().filter(|&&t| t != me).all(|&t| blocked_indefinitely(t))
 }
 

@@ -1,0 +1,649 @@
+//! Timers in logical time: alarm, setitimer/getitimer(ITIMER_REAL) and the POSIX timers (timer_create,
+//! timer_settime, timer_gettime, timer_getoverrun, timer_delete). None of them is armed on the host's clock: the
+//! controller's [`TimerTable`](repro_detcore::timers::TimerTable) keeps them, and an expiry is delivered when the
+//! logical clock reaches it:
+//!
+//! - after every mediated call ([`fire_due`], from the notify loop): reads and events move the clock;
+//! - in a sleep that would pass an expiry ([`sleep`]): the clock jumps to the expiry, the signal goes out, and the
+//!   sleep ends with EINTR and the time left (the signal interrupts this task), goes on (ignored or blocked), or
+//!   is held until every other guest task is blocked again (the signal went to another process, which may act on
+//!   it: `timeout` kills its child);
+//! - when every guest task is blocked and a timer is armed ([`watch`]): nothing else can happen before it, so the
+//!   clock jumps to it (pause(), sigsuspend(), wait4() on a child that waits too).
+//!
+//! Signals are sent from the supervisor, which runs in the guest's PID namespace, while the task that made the
+//! mediated call is still stopped in it: the filter's WAIT_KILLABLE_RECV keeps the notification from being
+//! interrupted, so the task takes the signal when the call returns, at the same point on every run. A POSIX
+//! timer's signal carries si_code SI_TIMER, the timer id, the overrun count and its sigev_value
+//! (rt_sigqueueinfo/rt_tgsigqueueinfo), as glibc's SIGEV_THREAD helper expects; ITIMER_REAL's SIGALRM is a plain
+//! kill, as the kernel's carries no value either.
+
+use std::time::Duration;
+
+use repro_detcore::timers::{Expiry, Notify, Setting, TimerError, TimerKey};
+use repro_detcore::{ClockKind, HostTimer, Timespec};
+
+use super::{answered, read_timespec, timespec_bytes};
+use crate::decode::Syscall;
+use crate::guest::Guest;
+use crate::reply::{Outcome, Refusal, Reply};
+use crate::state::{lock, Shared, SharedRef};
+
+const ITIMER_REAL: i32 = 0;
+const SIGEV_SIGNAL: i32 = 0;
+const SIGEV_NONE: i32 = 1;
+const SIGEV_THREAD_ID: i32 = 4;
+/// How often a held sleep and the watcher look at the guest again (real time).
+const POLL: Duration = Duration::from_millis(1);
+
+/// A task's signal masks, from /proc/<tid>/status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SigState {
+    pub pending: u64,
+    pub blocked: u64,
+    pub ignored: u64,
+    pub caught: u64,
+}
+
+fn bit(sig: i32) -> u64 {
+    if (1..=64).contains(&sig) {
+        1u64 << (sig - 1)
+    } else {
+        0
+    }
+}
+
+/// Signals whose default action is not to end the process (ignore, stop, continue).
+const NOT_FATAL: [i32; 8] = [
+    libc::SIGCHLD,
+    libc::SIGCONT,
+    libc::SIGURG,
+    libc::SIGWINCH,
+    libc::SIGSTOP,
+    libc::SIGTSTP,
+    libc::SIGTTIN,
+    libc::SIGTTOU,
+];
+
+impl SigState {
+    /// A pending signal the task will run a handler for: an interruptible call ends with EINTR.
+    pub(crate) fn interrupting(self) -> bool {
+        self.pending & !self.blocked & self.caught != 0
+    }
+
+    /// A pending signal that ends the process by its default action: the call never returns.
+    pub(crate) fn dying(self) -> bool {
+        let not_fatal = NOT_FATAL.iter().fold(0, |m, &s| m | bit(s));
+        self.pending & !self.blocked & !self.ignored & !self.caught & !not_fatal != 0
+    }
+}
+
+/// What the timers need from the host: sending a timer's signal, a task's process, its signal state. The real
+/// ones act on guest processes; unit tests put fakes here.
+#[derive(Clone, Copy)]
+pub(crate) struct TimerOs {
+    /// Delivers an expiry of a timer of process `tgid`: `Err(errno)` when it cannot (ESRCH: the process is gone).
+    pub deliver: fn(tgid: i32, e: &Expiry) -> Result<(), i32>,
+    /// The thread group of task `tid` (`None`: gone).
+    pub tgid_of: fn(tid: i32) -> Option<i32>,
+    /// Whether `tid` is a thread of `tgid`.
+    pub thread_of: fn(tgid: i32, tid: i32) -> bool,
+    /// The signal state of task `tid` (`None`: gone, or a zombie).
+    pub sig_state: fn(tid: i32) -> Option<SigState>,
+}
+
+impl TimerOs {
+    pub(crate) const REAL: TimerOs =
+        TimerOs { deliver: deliver_real, tgid_of: tgid_real, thread_of: thread_real, sig_state: sig_state_real };
+    /// Sends nothing and sees one-thread processes with no signal pending (the unit tests' default).
+    #[cfg(test)]
+    pub(crate) const INERT: TimerOs = TimerOs {
+        deliver: |_, _| Ok(()),
+        tgid_of: Some,
+        thread_of: |tgid, tid| tgid == tid,
+        sig_state: |_| Some(SigState { pending: 0, blocked: 0, ignored: 0, caught: 0 }),
+    };
+}
+
+fn deliver_real(tgid: i32, e: &Expiry) -> Result<(), i32> {
+    let r = match (e.key, e.notify) {
+        (_, Notify::Nothing) => return Ok(()),
+        (TimerKey::Real { .. }, Notify::Process { sig }) => repro_sys::ptrace::kill_process(tgid, sig),
+        (TimerKey::Real { .. }, Notify::Thread { tid, sig }) => repro_sys::ptrace::kill_task(tid, sig),
+        (TimerKey::Posix { id, .. }, Notify::Process { sig }) => {
+            repro_sys::ptrace::queue_timer_signal(tgid, None, sig, id, e.overrun, e.sigval)
+        }
+        (TimerKey::Posix { id, .. }, Notify::Thread { tid, sig }) => {
+            repro_sys::ptrace::queue_timer_signal(tgid, Some(tid), sig, id, e.overrun, e.sigval)
+        }
+    };
+    r.map_err(|err| err.raw_os_error().unwrap_or(libc::ESRCH))
+}
+
+fn status_field<'a>(status: &'a str, name: &str) -> Option<&'a str> {
+    status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim)
+}
+
+fn tgid_real(tid: i32) -> Option<i32> {
+    let s = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status_field(&s, "Tgid:")?.parse().ok()
+}
+
+fn thread_real(tgid: i32, tid: i32) -> bool {
+    std::path::Path::new(&format!("/proc/{tgid}/task/{tid}")).exists()
+}
+
+fn sig_state_real(tid: i32) -> Option<SigState> {
+    parse_status(&std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?)
+}
+
+/// The signal masks of a /proc/<tid>/status text; `None` for a zombie or a text without them.
+pub(crate) fn parse_status(s: &str) -> Option<SigState> {
+    if status_field(s, "State:")?.starts_with('Z') {
+        return None;
+    }
+    let mask = |name: &str| u64::from_str_radix(status_field(s, name)?, 16).ok();
+    Some(SigState {
+        pending: mask("SigPnd:")? | mask("ShdPnd:")?,
+        blocked: mask("SigBlk:")?,
+        ignored: mask("SigIgn:")?,
+        caught: mask("SigCgt:")?,
+    })
+}
+
+/// The process of the calling task (its own tid when /proc does not say: a task that vanished).
+fn tgid(sh: &Shared, tid: i32) -> i32 {
+    (sh.timer_os.tgid_of)(tid).unwrap_or(tid)
+}
+
+/// Answers a timer call.
+pub(crate) fn handle<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Syscall) -> Reply {
+    sh.ctl.note_event();
+    let me = tgid(sh, g.tid());
+    let r = match call {
+        Syscall::Alarm { seconds } => {
+            let clock = sh.ctl.clock.clone();
+            Ok(sh.ctl.timers.alarm(&clock, me, seconds as u32) as i64)
+        }
+        Syscall::Setitimer { which, new, old } if which == ITIMER_REAL => setitimer(sh, g, me, new, old),
+        Syscall::Setitimer { which, new, .. } => {
+            // ITIMER_VIRTUAL / ITIMER_PROF count the host's CPU time: they run natively, and the run says so.
+            let value = if new != 0 { read_timespec(g, new + 16).ok() } else { None };
+            return host_timer(sh, HostTimer::Setitimer { given: new != 0 && which >= 0, value });
+        }
+        Syscall::Getitimer { which, cur } if which == ITIMER_REAL => {
+            let s = sh.ctl.timers.get(&sh.ctl.clock, TimerKey::Real { tgid: me }).unwrap_or_default();
+            g.write_bytes(cur, &itimerval_bytes(s)).map(|_| 0).map_err(Refusal::from)
+        }
+        Syscall::TimerCreate { clock, sevp, timerid } => timer_create(sh, g, me, clock, sevp, timerid),
+        Syscall::TimerSettime { id, flags, new, old } => timer_settime(sh, g, me, id, flags, new, old),
+        Syscall::TimerGettime { id, cur } => {
+            let key = TimerKey::Posix { tgid: me, id };
+            match sh.ctl.timers.get(&sh.ctl.clock, key) {
+                Ok(s) => g.write_bytes(cur, &itimerspec_bytes(s)).map(|_| 0).map_err(Refusal::from),
+                // Not one of ours: a host timer (a CPU-time clock) or no timer; the kernel answers.
+                Err(_) => Err(Refusal::Native),
+            }
+        }
+        Syscall::TimerGetoverrun { id } => {
+            sh.ctl.timers.overrun(TimerKey::Posix { tgid: me, id }).map(i64::from).map_err(|_| Refusal::Native)
+        }
+        Syscall::TimerDelete { id } => {
+            sh.ctl.timers.delete(TimerKey::Posix { tgid: me, id }).map(|_| 0).map_err(|_| Refusal::Native)
+        }
+        _ => Err(Refusal::Native),
+    };
+    answered(sh, nr, r)
+}
+
+/// A timer on the host's clock: it runs natively, and the run records why it is not reproducible.
+pub(crate) fn host_timer(sh: &mut Shared, t: HostTimer) -> Reply {
+    if let Some(why) = sh.ctl.host_timer(t) {
+        sh.not_enforced.insert(why);
+    }
+    sh.stats.continued += 1;
+    Reply::Continue
+}
+
+fn terr(e: TimerError) -> Refusal {
+    Refusal::Errno(e.errno())
+}
+
+/// A `struct timeval` pair (interval, value) as a (value, interval) setting; tv_usec must be below 10^6.
+fn read_itimerval<G: Guest>(g: &mut G, addr: u64) -> Result<(Timespec, Timespec), Refusal> {
+    let mut pair = [Timespec { sec: 0, nsec: 0 }; 2];
+    for (i, t) in pair.iter_mut().enumerate() {
+        let tv = read_timespec(g, addr + 16 * i as u64)?;
+        if tv.sec < 0 || !(0..1_000_000).contains(&tv.nsec) {
+            return Err(Refusal::Errno(libc::EINVAL));
+        }
+        *t = Timespec { sec: tv.sec, nsec: tv.nsec * 1000 };
+    }
+    Ok((pair[1], pair[0]))
+}
+
+fn itimerval_bytes(s: Setting) -> [u8; 32] {
+    // Rounded up to the microsecond, so that an armed timer never reads as disarmed.
+    let tv = |t: Timespec| {
+        let us = (t.nsec + 999) / 1000;
+        let (sec, us) = if us == 1_000_000 { (t.sec + 1, 0) } else { (t.sec, us) };
+        timespec_bytes(Timespec { sec, nsec: us })
+    };
+    let mut b = [0u8; 32];
+    b[..16].copy_from_slice(&tv(s.interval));
+    b[16..].copy_from_slice(&tv(s.value));
+    b
+}
+
+fn itimerspec_bytes(s: Setting) -> [u8; 32] {
+    let mut b = [0u8; 32];
+    b[..16].copy_from_slice(&timespec_bytes(s.interval));
+    b[16..].copy_from_slice(&timespec_bytes(s.value));
+    b
+}
+
+fn setitimer<G: Guest>(sh: &mut Shared, g: &mut G, me: i32, new: u64, old: u64) -> Outcome {
+    let zero = Timespec { sec: 0, nsec: 0 };
+    // A null new value disarms (deprecated, still accepted by Linux).
+    let (value, interval) = if new != 0 { read_itimerval(g, new)? } else { (zero, zero) };
+    let clock = sh.ctl.clock.clone();
+    let prev = sh.ctl.timers.set(&clock, TimerKey::Real { tgid: me }, value, interval, false).map_err(terr)?;
+    if old != 0 {
+        g.write_bytes(old, &itimerval_bytes(prev))?;
+    }
+    Ok(0)
+}
+
+fn timer_create<G: Guest>(sh: &mut Shared, g: &mut G, me: i32, clock: i64, sevp: u64, timerid: u64) -> Outcome {
+    if let Ok(ClockKind::CpuTime) = ClockKind::from_id(clock) {
+        // A CPU-time clock follows the host's scheduling: the timer runs natively, and the run says so.
+        if let Some(why) = sh.ctl.host_timer(HostTimer::TimerCreate) {
+            sh.not_enforced.insert(why);
+        }
+        return Err(Refusal::Native);
+    }
+    let (notify, sigval) = if sevp == 0 {
+        (Notify::Process { sig: libc::SIGALRM }, None)
+    } else {
+        let ev = g.read_bytes(sevp, 20)?;
+        let int = |o: usize| i32::from_le_bytes([ev[o], ev[o + 1], ev[o + 2], ev[o + 3]]);
+        let value = u64::from_le_bytes(ev[..8].try_into().map_err(|_| libc::EFAULT)?);
+        let (sig, how) = (int(8), int(12));
+        let valid_sig = (1..=64).contains(&sig);
+        let notify = match how {
+            SIGEV_NONE => Notify::Nothing,
+            SIGEV_SIGNAL if valid_sig => Notify::Process { sig },
+            SIGEV_THREAD_ID if valid_sig && (sh.timer_os.thread_of)(me, int(16)) => {
+                Notify::Thread { tid: int(16), sig }
+            }
+            _ => return Err(Refusal::Errno(libc::EINVAL)),
+        };
+        (notify, Some(value))
+    };
+    let id = sh.ctl.timers.create(me, clock, notify, sigval).map_err(terr)?;
+    if let Err(e) = g.write_bytes(timerid, &id.to_le_bytes()) {
+        // The kernel too frees the timer when it cannot hand out its id; it was just created, so it exists.
+        sh.ctl.timers.delete(TimerKey::Posix { tgid: me, id }).map_err(terr)?;
+        return Err(e.into());
+    }
+    Ok(0)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn timer_settime<G: Guest>(sh: &mut Shared, g: &mut G, me: i32, id: i32, flags: i32, new: u64, old: u64) -> Outcome {
+    let key = TimerKey::Posix { tgid: me, id };
+    if sh.ctl.timers.get(&sh.ctl.clock, key).is_err() {
+        return Err(Refusal::Native); // a host timer (CPU-time clock) or none: the kernel answers
+    }
+    if new == 0 {
+        return Err(Refusal::Errno(libc::EINVAL));
+    }
+    let interval = read_timespec(g, new)?;
+    let value = read_timespec(g, new + 16)?;
+    let clock = sh.ctl.clock.clone();
+    let abs = flags & libc::TIMER_ABSTIME != 0;
+    let prev = sh.ctl.timers.set(&clock, key, value, interval, abs).map_err(terr)?;
+    if old != 0 {
+        g.write_bytes(old, &itimerspec_bytes(prev))?;
+    }
+    Ok(0)
+}
+
+/// Delivers every expiry due at the logical clock's current time; returns them. A timer whose process is gone
+/// goes with it.
+pub(crate) fn fire_due(sh: &mut Shared) -> Vec<Expiry> {
+    if sh.ctl.timers.earliest().is_none_or(|e| e > sh.ctl.clock.elapsed_ns()) {
+        return Vec::new();
+    }
+    let due = sh.ctl.timers.take_due(sh.ctl.clock.elapsed_ns());
+    for e in &due {
+        let owner = e.key.tgid();
+        match (sh.timer_os.deliver)(owner, e) {
+            Ok(()) => sh.count("timer_expiries"),
+            Err(libc::ESRCH) => sh.ctl.timers.forget_process(owner, false),
+            Err(errno) => {
+                let why = format!("delivering a timer's signal to process {owner} failed (errno {errno})");
+                sh.stats.warnings.insert(why);
+            }
+        }
+    }
+    due
+}
+
+/// Delivers what is due after a mediated call: the notify loop calls this while the calling task is still
+/// stopped in the call, so a signal is taken when it returns.
+pub(crate) fn after_call(sh: &mut Shared) {
+    fire_due(sh);
+}
+
+/// Where a sleep of task `tid` (process `tgid`) until `deadline` (on the clock's elapsed-time line) stands.
+enum Step {
+    /// The sleep is over: slept to the deadline (0), or interrupted by a signal (EINTR, with this much left).
+    Done(Result<(), Timespec>),
+    /// A timer's signal went to another task, which may act before this sleep would end: wait until every
+    /// other task is blocked again.
+    Hold,
+}
+
+fn advance_sleep(sh: &mut Shared, tid: i32, tgid: i32, deadline: i128) -> Step {
+    loop {
+        let now = sh.ctl.clock.elapsed_ns();
+        let next = sh.ctl.timers.earliest().filter(|&e| e < deadline);
+        let Some(e) = next else {
+            sh.ctl.clock.note_event();
+            if deadline > now {
+                repro_detcore::timers::advance_to(&mut sh.ctl.clock, deadline);
+            }
+            return Step::Done(Ok(()));
+        };
+        repro_detcore::timers::advance_to(&mut sh.ctl.clock, e);
+        let fired = fire_due(sh);
+        let left = Timespec::from_ns(deadline - sh.ctl.clock.elapsed_ns());
+        match (sh.timer_os.sig_state)(tid) {
+            Some(s) if s.interrupting() => return Step::Done(Err(left)),
+            // Gone, or about to be: the answer is never seen.
+            None => return Step::Done(Err(left)),
+            Some(s) if s.dying() => return Step::Done(Err(left)),
+            Some(_) => {}
+        }
+        let elsewhere = fired.iter().any(|x| match x.notify {
+            Notify::Nothing => false,
+            Notify::Process { .. } => x.key.tgid() != tgid,
+            Notify::Thread { tid: t, .. } => t != tid,
+        });
+        if elsewhere {
+            return Step::Hold;
+        }
+    }
+}
+
+/// A sleep (nanosleep, clock_nanosleep) of the calling task until `deadline` on the elapsed-time line, with
+/// its `rem` address (0: none) for the time left when a signal interrupts it.
+pub(crate) fn sleep<G: Guest>(sh: &mut Shared, g: &mut G, deadline: i128, rem: u64) -> Reply {
+    let tid = g.tid();
+    let me = tgid(sh, tid);
+    match advance_sleep(sh, tid, me, deadline) {
+        Step::Done(r) => {
+            sh.count("nanosleep");
+            finish_sleep(g, r, rem)
+        }
+        Step::Hold => {
+            sh.count("sleeps_held");
+            Reply::Defer(Box::new(move |shared| hold(shared, tid, me, deadline, rem)))
+        }
+    }
+}
+
+fn finish_sleep<G: Guest>(g: &mut G, r: Result<(), Timespec>, rem: u64) -> Reply {
+    match r {
+        Ok(()) => Reply::Value(0),
+        Err(left) => {
+            if rem != 0 {
+                // EFAULT on rem: the kernel too reports EINTR regardless (the remaining time is lost).
+                let _ = g.write_bytes(rem, &timespec_bytes(left));
+            }
+            Reply::Error(libc::EINTR)
+        }
+    }
+}
+
+/// A held sleep, on a thread of its own: waits until every other guest task is blocked (or this one is
+/// interrupted or gone), then goes on with the sleep.
+fn hold(shared: &SharedRef, tid: i32, tgid: i32, deadline: i128, rem: u64) -> Reply {
+    let mut pidfds = crate::guest::PidfdCache::default();
+    loop {
+        std::thread::sleep(POLL);
+        let mut sh = lock(shared);
+        let os = sh.timer_os;
+        match (os.sig_state)(tid) {
+            None => return Reply::Error(libc::EINTR),
+            Some(s) if s.dying() => continue,
+            Some(s) if s.interrupting() => {
+                let left = Timespec::from_ns((deadline - sh.ctl.clock.elapsed_ns()).max(0));
+                let mut g = crate::guest::TaskGuest::new(tid, None, &mut pidfds);
+                return finish_sleep(&mut g, Err(left), rem);
+            }
+            Some(_) => {}
+        }
+        if !super::waits::others_blocked(&sh, tid) {
+            continue;
+        }
+        sh.sync_in();
+        let step = advance_sleep(&mut sh, tid, tgid, deadline);
+        sh.sync_out();
+        if let Step::Done(r) = step {
+            sh.count("nanosleep");
+            drop(sh);
+            let mut g = crate::guest::TaskGuest::new(tid, None, &mut pidfds);
+            return finish_sleep(&mut g, r, rem);
+        }
+    }
+}
+
+/// The watcher: while the guest runs, when a timer is armed and every guest task is blocked in a wait only
+/// another task can end, nothing can happen before the timer's expiry: the clock jumps to it and it fires.
+pub(crate) fn watch(shared: SharedRef) {
+    loop {
+        std::thread::sleep(POLL);
+        // Only this thread holds the state: the run is over.
+        if std::sync::Arc::strong_count(&shared) == 1 {
+            return;
+        }
+        let mut sh = lock(&shared);
+        if sh.live.is_empty() {
+            return;
+        }
+        let Some(e) = sh.ctl.timers.earliest() else { continue };
+        if !super::waits::others_blocked(&sh, 0) {
+            continue;
+        }
+        sh.sync_in();
+        if e > sh.ctl.clock.elapsed_ns() {
+            repro_detcore::timers::advance_to(&mut sh.ctl.clock, e);
+            sh.count("timer_jumps");
+        }
+        fire_due(&mut sh);
+        sh.sync_out();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+    use crate::guest::fake::FakeGuest;
+    use crate::handlers::dispatch;
+    use crate::handlers::testing::{shared, EPOCH};
+
+    thread_local! {
+        static SENT: RefCell<Vec<(i32, Expiry)>> = const { RefCell::new(Vec::new()) };
+        static STATE: RefCell<SigState> = RefCell::new(SigState::default());
+    }
+
+    fn fake_os() -> TimerOs {
+        TimerOs {
+            deliver: |tgid, e| {
+                SENT.with(|s| s.borrow_mut().push((tgid, *e)));
+                Ok(())
+            },
+            tgid_of: |tid| Some(if tid >= 100 { 100 } else { tid }),
+            thread_of: |tgid, tid| tgid == 100 && (100..110).contains(&tid),
+            sig_state: |_| Some(STATE.with(|s| *s.borrow())),
+        }
+    }
+
+    fn sent() -> Vec<(i32, Expiry)> {
+        SENT.with(|s| s.borrow_mut().drain(..).collect())
+    }
+
+    fn setup() -> (Shared, FakeGuest) {
+        let mut sh = shared(1, 0);
+        sh.timer_os = fake_os();
+        STATE.with(|s| *s.borrow_mut() = SigState::default());
+        sent();
+        (sh, FakeGuest::new(100))
+    }
+
+    fn call(sh: &mut Shared, g: &mut FakeGuest, nr: i64, a: [u64; 6]) -> Reply {
+        dispatch(sh, g, nr, crate::decode::decode(nr, a))
+    }
+
+    fn tv(sec: i64, usec: i64) -> [u8; 16] {
+        timespec_bytes(Timespec { sec, nsec: usec })
+    }
+
+    #[test]
+    fn setitimer_arms_in_logical_time_and_a_sleep_is_interrupted() {
+        let (mut sh, mut g) = setup();
+        // it_interval 0.05 s, it_value 0.05 s.
+        let mut itv = tv(0, 50_000).to_vec();
+        itv.extend(tv(0, 50_000));
+        g.put(0x1000, &itv).map(0x2000, 32);
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_setitimer, [0, 0x1000, 0x2000, 0, 0, 0]), Reply::Value(0)));
+        assert_eq!(g.get(0x2000, 32), [0; 32], "nothing was armed before");
+        assert!(sh.not_enforced.is_empty());
+        // getitimer: 50 ms left.
+        g.map(0x3000, 32);
+        call(&mut sh, &mut g, libc::SYS_getitimer, [0, 0x3000, 0, 0, 0, 0]);
+        assert_eq!(g.get(0x3000 + 16, 16), tv(0, 50_000));
+        // A 1 s sleep: the clock jumps to the expiry, SIGALRM goes to the process, which catches it: EINTR, with
+        // 0.95 s left in rem.
+        STATE.with(|s| *s.borrow_mut() = SigState { pending: bit(14), caught: bit(14), ..Default::default() });
+        g.put(0x4000, &timespec_bytes(Timespec { sec: 1, nsec: 0 })).map(0x5000, 16);
+        let r = call(&mut sh, &mut g, libc::SYS_nanosleep, [0x4000, 0x5000, 0, 0, 0, 0]);
+        assert!(matches!(r, Reply::Error(libc::EINTR)), "{r:?}");
+        assert_eq!(g.get(0x5000, 16), timespec_bytes(Timespec { sec: 0, nsec: 950_000_000 }));
+        assert_eq!(sh.ctl.clock.peek(ClockKind::Realtime), Timespec { sec: EPOCH, nsec: 50_000_000 });
+        let s = sent();
+        assert_eq!(s.len(), 1);
+        assert_eq!((s[0].0, s[0].1.notify), (100, Notify::Process { sig: libc::SIGALRM }));
+        // The same sleep with the signal blocked: it sleeps through every expiry (the 19 before its end, each delivered).
+        STATE.with(|s| *s.borrow_mut() = SigState { pending: bit(14), blocked: bit(14), ..Default::default() });
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_nanosleep, [0x4000, 0, 0, 0, 0, 0]), Reply::Value(0)));
+        assert_eq!(sh.ctl.clock.peek(ClockKind::Realtime), Timespec { sec: EPOCH + 1, nsec: 50_000_000 });
+        assert_eq!(sent().len(), 19);
+        // ITIMER_VIRTUAL still runs natively, refused.
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_setitimer, [1, 0x1000, 0, 0, 0, 0]), Reply::Continue));
+        assert!(sh.not_enforced.iter().any(|r| r.contains("setitimer")));
+    }
+
+    #[test]
+    fn alarm_and_a_bad_itimerval() {
+        let (mut sh, mut g) = setup();
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_alarm, [5, 0, 0, 0, 0, 0]), Reply::Value(0)));
+        sh.ctl.clock.sleep_for(Timespec { sec: 2, nsec: 0 }).unwrap();
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_alarm, [0, 0, 0, 0, 0, 0]), Reply::Value(3)));
+        let mut itv = tv(0, 0).to_vec();
+        itv.extend(tv(0, 1_000_000));
+        g.put(0x1000, &itv);
+        let r = call(&mut sh, &mut g, libc::SYS_setitimer, [0, 0x1000, 0, 0, 0, 0]);
+        assert!(matches!(r, Reply::Error(libc::EINVAL)));
+        assert!(sh.not_enforced.is_empty());
+    }
+
+    #[test]
+    fn a_posix_timer_signalling_another_process_holds_the_sleep() {
+        let (mut sh, mut g) = setup();
+        // timer_create(CLOCK_REALTIME, NULL, &id): SIGALRM, si_value = the id.
+        g.map(0x1000, 4);
+        let r = call(&mut sh, &mut g, libc::SYS_timer_create, [0, 0, 0x1000, 0, 0, 0]);
+        assert!(matches!(r, Reply::Value(0)), "{r:?}");
+        assert_eq!(g.get(0x1000, 4), 0i32.to_le_bytes());
+        // timer_settime(0, 0, {0, 2 s}, NULL).
+        let mut its = timespec_bytes(Timespec { sec: 0, nsec: 0 }).to_vec();
+        its.extend(timespec_bytes(Timespec { sec: 2, nsec: 0 }));
+        g.put(0x2000, &its).map(0x3000, 32);
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_timer_settime, [0, 0, 0x2000, 0, 0, 0]), Reply::Value(0)));
+        call(&mut sh, &mut g, libc::SYS_timer_gettime, [0, 0x3000, 0, 0, 0, 0]);
+        assert_eq!(g.get(0x3010, 16), timespec_bytes(Timespec { sec: 2, nsec: 0 }));
+        // Another process (tid 7) sleeps 10 s: the timer fires at 2 s, at process 100; the sleep is held.
+        let mut child = FakeGuest::new(7);
+        child.put(0x4000, &timespec_bytes(Timespec { sec: 10, nsec: 0 }));
+        let r = call(&mut sh, &mut child, libc::SYS_nanosleep, [0x4000, 0, 0, 0, 0, 0]);
+        assert!(matches!(r, Reply::Defer(_)), "{r:?}");
+        assert_eq!(sh.ctl.clock.peek(ClockKind::Realtime).sec, EPOCH + 2);
+        let s = sent();
+        assert_eq!(s.len(), 1);
+        assert!(matches!(s[0].1.key, TimerKey::Posix { tgid: 100, id: 0 }));
+        assert_eq!(sh.stats.mediated["sleeps_held"], 1);
+        // One-shot: the overrun is 0; deleted, its id is unknown to us (the kernel answers).
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_timer_getoverrun, [0, 0, 0, 0, 0, 0]), Reply::Value(0)));
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_timer_delete, [0, 0, 0, 0, 0, 0]), Reply::Value(0)));
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_timer_delete, [0, 0, 0, 0, 0, 0]), Reply::Continue));
+    }
+
+    #[test]
+    fn timer_create_checks_the_sigevent() {
+        let (mut sh, mut g) = setup();
+        g.map(0x1000, 4);
+        let ev = |value: u64, sig: i32, how: i32, tid: i32| {
+            let mut b = value.to_le_bytes().to_vec();
+            b.extend(sig.to_le_bytes());
+            b.extend(how.to_le_bytes());
+            b.extend(tid.to_le_bytes());
+            b.extend([0u8; 44]);
+            b
+        };
+        let create = |sh: &mut Shared, g: &mut FakeGuest, clock: u64| {
+            call(sh, g, libc::SYS_timer_create, [clock, 0x2000, 0x1000, 0, 0, 0])
+        };
+        g.put(0x2000, &ev(0xabc, 34, SIGEV_THREAD_ID, 105));
+        assert!(matches!(create(&mut sh, &mut g, 1), Reply::Value(0)));
+        g.put(0x2000, &ev(0, 34, SIGEV_THREAD_ID, 7));
+        assert!(matches!(create(&mut sh, &mut g, 1), Reply::Error(libc::EINVAL)), "not a thread of the caller");
+        g.put(0x2000, &ev(0, 65, SIGEV_SIGNAL, 0));
+        assert!(matches!(create(&mut sh, &mut g, 1), Reply::Error(libc::EINVAL)), "no signal 65");
+        g.put(0x2000, &ev(0, 0, 2, 0));
+        assert!(matches!(create(&mut sh, &mut g, 1), Reply::Error(libc::EINVAL)), "SIGEV_THREAD is glibc's");
+        g.put(0x2000, &ev(0, 0, SIGEV_NONE, 0));
+        assert!(matches!(create(&mut sh, &mut g, 10), Reply::Error(libc::EINVAL)), "no clock 10");
+        assert!(matches!(create(&mut sh, &mut g, 2), Reply::Continue), "a CPU-time clock runs natively");
+        assert!(sh.not_enforced.iter().any(|r| r.contains("timer_create")));
+        // The thread-directed timer fires with its value, to thread 105.
+        let mut its = timespec_bytes(Timespec { sec: 0, nsec: 0 }).to_vec();
+        its.extend(timespec_bytes(Timespec { sec: 0, nsec: 1000 }));
+        g.put(0x3000, &its);
+        call(&mut sh, &mut g, libc::SYS_timer_settime, [0, 0, 0x3000, 0, 0, 0]);
+        sh.ctl.clock.sleep_for(Timespec { sec: 0, nsec: 1000 }).unwrap();
+        let due = fire_due(&mut sh);
+        assert_eq!(due.len(), 1);
+        assert_eq!((due[0].notify, due[0].sigval), (Notify::Thread { tid: 105, sig: 34 }, 0xabc));
+        assert_eq!(sent().len(), 1);
+    }
+
+    #[test]
+    fn signal_state_from_proc() {
+        let status = "Name:\tx\nState:\tS (sleeping)\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000002000\n\
+                      SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000002000\n";
+        let s = parse_status(status).unwrap();
+        assert!(s.interrupting() && !s.dying(), "SIGALRM pending and caught");
+        let s = SigState { caught: 0, ..s };
+        assert!(s.dying() && !s.interrupting(), "SIGALRM pending, default action");
+        let s = SigState { pending: bit(libc::SIGCHLD), ..Default::default() };
+        assert!(!s.dying() && !s.interrupting());
+        assert_eq!(parse_status("State:\tZ (zombie)\n"), None);
+        assert_eq!(parse_status("State:\tS\n"), None, "no masks");
+        assert!(sig_state_real(std::process::id() as i32).is_some());
+    }
+}
