@@ -31,7 +31,6 @@ pub enum ClockAnswer {
 /// and the controller says whether the run stays reproducible.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostTimer {
-    TimerfdCreate,
     /// setitimer(ITIMER_VIRTUAL or ITIMER_PROF; ITIMER_REAL runs in logical time, see `timers`): whether a new
     /// value was given, and its it_value (`None` when it could not be read).
     Setitimer {
@@ -302,10 +301,6 @@ impl DeterminismController {
             ))
         };
         match t {
-            HostTimer::TimerfdCreate => Some(
-                "the guest created a timerfd (timerfd_create): timerfds run on the host's clock and are not mediated"
-                    .into(),
-            ),
             HostTimer::Setitimer { given: false, .. } => None,
             HostTimer::Setitimer { value: Some(Timespec { sec: 0, nsec: 0 }), .. } => None,
             HostTimer::Setitimer { .. } => armed("setitimer"),
@@ -484,7 +479,7 @@ mod tests {
         let zero = Some(Timespec { sec: 0, nsec: 0 });
         assert!(a.host_timer(HostTimer::Setitimer { given: true, value: zero }).is_none());
         assert!(a.host_timer(HostTimer::Setitimer { given: true, value: None }).is_some(), "unreadable: armed");
-        assert!(a.host_timer(HostTimer::TimerfdCreate).unwrap().contains("timerfd"));
+        assert!(a.host_timer(HostTimer::TimerCreate).unwrap().contains("timer_create"));
         assert!(a.host_timer(HostTimer::IoUringSetup).unwrap().contains("io_uring"));
     }
 

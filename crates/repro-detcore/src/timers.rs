@@ -18,6 +18,8 @@ pub enum TimerKey {
     Real { tgid: i32 },
     /// POSIX timer `id` of thread group `tgid`.
     Posix { tgid: i32, id: i32 },
+    /// Timerfd `id` (the supervisor's number for it): it belongs to no process, but to whoever holds the fd.
+    Fd { id: u64 },
 }
 
 impl TimerKey {
@@ -25,9 +27,13 @@ impl TimerKey {
     pub fn tgid(self) -> i32 {
         match self {
             TimerKey::Real { tgid } | TimerKey::Posix { tgid, .. } => tgid,
+            TimerKey::Fd { .. } => NO_PROCESS,
         }
     }
 }
+
+/// The owner of a timerfd's timer: no process (pids are positive).
+pub const NO_PROCESS: i32 = -1;
 
 /// How an expiry is announced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +44,8 @@ pub enum Notify {
     Thread { tid: i32, sig: i32 },
     /// SIGEV_NONE: nothing; the guest polls timer_gettime.
     Nothing,
+    /// A timerfd: its expiration count grows by `1 + overrun` (the fd becomes readable).
+    Fd { id: u64 },
 }
 
 /// One armed or disarmed timer.
@@ -112,6 +120,7 @@ pub const MAX_TIMERS_PER_PROCESS: usize = 4096;
 #[derive(Debug, Clone, Default)]
 pub struct TimerTable {
     timers: BTreeMap<TimerKey, Timer>,
+    next_fd: u64,
 }
 
 fn ns_of(t: Timespec) -> Result<i128, TimerError> {
@@ -176,6 +185,20 @@ impl TimerTable {
         Ok(id)
     }
 
+    /// A new timerfd's timer (timerfd_create), disarmed; its key.
+    pub fn create_fd(&mut self, clock_id: i64) -> Result<TimerKey, TimerError> {
+        let clock = match ClockKind::from_id(clock_id) {
+            Ok(k @ (ClockKind::Realtime | ClockKind::Monotonic)) => k,
+            _ => return Err(TimerError::BadClock),
+        };
+        let id = self.next_fd;
+        self.next_fd += 1;
+        let key = TimerKey::Fd { id };
+        let notify = Notify::Fd { id };
+        self.timers.insert(key, Timer { expiry: None, interval_ns: 0, overrun: 0, notify, sigval: 0, clock });
+        Ok(key)
+    }
+
     /// timer_delete.
     pub fn delete(&mut self, key: TimerKey) -> Result<(), TimerError> {
         self.timers.remove(&key).map(|_| ()).ok_or(TimerError::NoSuchTimer(key))
@@ -197,7 +220,7 @@ impl TimerTable {
         match (self.timers.get(&key), key) {
             (Some(t), _) => Ok(self.setting(clock, t)),
             (None, TimerKey::Real { .. }) => Ok(Setting::default()),
-            (None, TimerKey::Posix { .. }) => Err(TimerError::NoSuchTimer(key)),
+            (None, TimerKey::Posix { .. } | TimerKey::Fd { .. }) => Err(TimerError::NoSuchTimer(key)),
         }
     }
 
@@ -412,5 +435,20 @@ mod tests {
         c.sleep_for(ts(9, 999_000_000)).unwrap();
         assert_eq!(t.alarm(&c, 1, 0), 1, "1 ms left reads as 1 s");
         assert!(!t.any_armed());
+    }
+
+    #[test]
+    fn timerfds_have_their_own_keys() {
+        let c = LogicalClock::new(EPOCH, 0);
+        let mut t = TimerTable::default();
+        let a = t.create_fd(libc::CLOCK_MONOTONIC as i64).unwrap();
+        let b = t.create_fd(libc::CLOCK_REALTIME as i64).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a.tgid(), NO_PROCESS);
+        assert!(t.create_fd(libc::CLOCK_THREAD_CPUTIME_ID as i64).is_err());
+        t.set(&c, b, ts(0, 10), ts(0, 0), false).unwrap();
+        t.forget_process(NO_PROCESS + 2, false);
+        let due = t.take_due(10);
+        assert_eq!(due[0].notify, Notify::Fd { id: 1 });
     }
 }

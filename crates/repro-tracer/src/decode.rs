@@ -37,8 +37,21 @@ pub(crate) enum Syscall {
     Getrusage {
         usage: u64,
     },
-    TimerfdCreate,
     // Timers in logical time (handlers/timers.rs).
+    TimerfdCreate {
+        clock: i64,
+        flags: i32,
+    },
+    TimerfdSettime {
+        fd: i32,
+        flags: i32,
+        new: u64,
+        old: u64,
+    },
+    TimerfdGettime {
+        fd: i32,
+        cur: u64,
+    },
     Alarm {
         seconds: u64,
     },
@@ -296,7 +309,9 @@ pub(crate) fn decode(nr: i64, a: [u64; 6]) -> Syscall {
         libc::SYS_clock_nanosleep => S::ClockNanosleep { clock: int(0) as i64, flags: int(1), req: a[2], rem: a[3] },
         libc::SYS_times => S::Times { buf: a[0] },
         libc::SYS_getrusage => S::Getrusage { usage: a[1] },
-        libc::SYS_timerfd_create => S::TimerfdCreate,
+        libc::SYS_timerfd_create => S::TimerfdCreate { clock: int(0) as i64, flags: int(1) },
+        libc::SYS_timerfd_settime => S::TimerfdSettime { fd: fd(0), flags: int(1), new: a[2], old: a[3] },
+        libc::SYS_timerfd_gettime => S::TimerfdGettime { fd: fd(0), cur: a[1] },
         libc::SYS_alarm => S::Alarm { seconds: a[0] as u32 as u64 },
         libc::SYS_setitimer => S::Setitimer { which: int(0), new: a[1], old: a[2] },
         libc::SYS_getitimer => S::Getitimer { which: int(0), cur: a[1] },
@@ -429,6 +444,8 @@ names!(
     SYS_timer_gettime,
     SYS_timer_getoverrun,
     SYS_timer_delete,
+    SYS_timerfd_settime,
+    SYS_timerfd_gettime,
     SYS_poll,
     SYS_ppoll,
     SYS_select,
@@ -440,7 +457,7 @@ names!(
 );
 
 /// Syscall numbers the filter always sends to the supervisor.
-pub(crate) const MEDIATED: [i64; 31] = [
+pub(crate) const MEDIATED: [i64; 33] = [
     libc::SYS_clock_gettime,
     libc::SYS_clock_getres,
     libc::SYS_gettimeofday,
@@ -472,6 +489,8 @@ pub(crate) const MEDIATED: [i64; 31] = [
     libc::SYS_timer_gettime,
     libc::SYS_timer_getoverrun,
     libc::SYS_timer_delete,
+    libc::SYS_timerfd_settime,
+    libc::SYS_timerfd_gettime,
 ];
 
 #[cfg(test)]

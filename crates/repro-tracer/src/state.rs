@@ -34,6 +34,8 @@ pub(crate) struct Shared {
     pub tape: Option<tape::TapeState>,
     /// How timer expiries reach the guest (the timers themselves are the controller's `timers`).
     pub timer_os: crate::handlers::timers::TimerOs,
+    /// The guest's timerfds (eventfds the supervisor writes at each expiry), by eventfd id.
+    pub timerfds: HashMap<u64, crate::handlers::timers::TimerFd>,
 }
 
 impl Shared {
@@ -52,8 +54,8 @@ impl Shared {
             inherited_fds: HashSet::new(),
             access: None,
             tape: None,
-            // Unit tests never signal a host process.
-            timer_os: if cfg!(test) { crate::handlers::timers::TimerOs::INERT } else { crate::handlers::timers::TimerOs::REAL },
+            timer_os: crate::handlers::timers::DEFAULT_OS,
+            timerfds: HashMap::new(),
         }
     }
 

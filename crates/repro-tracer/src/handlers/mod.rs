@@ -43,9 +43,11 @@ pub(crate) fn dispatch<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Sysc
         | S::Nanosleep { .. }
         | S::ClockNanosleep { .. }
         | S::Times { .. }
-        | S::Getrusage { .. }
-        | S::TimerfdCreate => return time::handle(sh, g, nr, call),
-        S::Alarm { .. }
+        | S::Getrusage { .. } => return time::handle(sh, g, nr, call),
+        S::TimerfdCreate { .. }
+        | S::TimerfdSettime { .. }
+        | S::TimerfdGettime { .. }
+        | S::Alarm { .. }
         | S::Setitimer { .. }
         | S::Getitimer { .. }
         | S::TimerCreate { .. }

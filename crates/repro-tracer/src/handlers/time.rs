@@ -1,6 +1,6 @@
-//! Time: clock reads, sleeps, times/getrusage, and the timers that run on the host's clock.
+//! Time: clock reads, sleeps, times/getrusage (the timers are in timers.rs).
 
-use repro_detcore::{ClockAnswer, ClockKind, HostTimer, Timespec};
+use repro_detcore::{ClockAnswer, ClockKind, Timespec};
 
 use super::{answered, read_timespec, timespec_bytes};
 use crate::decode::Syscall;
@@ -67,7 +67,6 @@ pub(crate) fn handle<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Syscal
             let r = sh.ctl.rusage();
             g.write_bytes(usage, &r).map(|_| 0).map_err(Refusal::from)
         }
-        Syscall::TimerfdCreate => return super::timers::host_timer(sh, HostTimer::TimerfdCreate),
         _ => Err(Refusal::Native),
     };
     answered(sh, nr, r)
@@ -230,7 +229,5 @@ mod tests {
         g.write_bytes(0x3010, &5i64.to_le_bytes()).unwrap();
         call(&mut sh, &mut g, libc::SYS_setitimer, [2, 0x3000, 0, 0, 0, 0]);
         assert!(sh.not_enforced.iter().any(|r| r.contains("setitimer")));
-        assert!(matches!(call(&mut sh, &mut g, libc::SYS_timerfd_create, [1, 0, 0, 0, 0, 0]), Reply::Continue));
-        assert!(sh.not_enforced.iter().any(|r| r.contains("timerfd")));
     }
 }

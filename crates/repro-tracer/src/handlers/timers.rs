@@ -11,6 +11,13 @@
 //! - when every guest task is blocked and a timer is armed ([`watch`]): nothing else can happen before it, so the
 //!   clock jumps to it (pause(), sigsuspend(), wait4() on a child that waits too).
 //!
+//! A timerfd is an eventfd the supervisor created and keeps a copy of (installed in the guest with ADDFD): at
+//! each expiry the supervisor adds the expiration count to it, so a read returns that count and resets it, and
+//! poll/epoll see it readable, exactly as a timerfd; timerfd_settime/gettime find their timer by the eventfd's
+//! id (/proc/<tid>/fdinfo). What differs from a real timerfd: /proc shows `anon_inode:[eventfd]`, a write by the
+//! guest is accepted (a timerfd refuses it with EINVAL), and TFD_TIMER_CANCEL_ON_SET never cancels (the logical
+//! clock is never set).
+//!
 //! Signals are sent from the supervisor, which runs in the guest's PID namespace, while the task that made the
 //! mediated call is still stopped in it: the filter's WAIT_KILLABLE_RECV keeps the notification from being
 //! interrupted, so the task takes the signal when the call returns, at the same point on every run. A POSIX
@@ -18,6 +25,8 @@
 //! (rt_sigqueueinfo/rt_tgsigqueueinfo), as glibc's SIGEV_THREAD helper expects; ITIMER_REAL's SIGALRM is a plain
 //! kill, as the kernel's carries no value either.
 
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::Duration;
 
 use repro_detcore::timers::{Expiry, Notify, Setting, TimerError, TimerKey};
@@ -90,11 +99,24 @@ pub(crate) struct TimerOs {
     pub thread_of: fn(tgid: i32, tid: i32) -> bool,
     /// The signal state of task `tid` (`None`: gone, or a zombie).
     pub sig_state: fn(tid: i32) -> Option<SigState>,
+    /// The eventfd id of descriptor `fd` of task `tid` (`None`: not an eventfd, or no such descriptor).
+    pub fd_id: fn(tid: i32, fd: i32) -> Option<u64>,
 }
+
+/// A timerfd of the guest: the supervisor's copy of the eventfd, and its timer.
+pub(crate) struct TimerFd {
+    pub file: std::fs::File,
+    pub key: TimerKey,
+}
+
+/// The most timerfds a run may hold (each keeps a descriptor open in the supervisor).
+const MAX_TIMERFDS: usize = 4096;
+const TFD_TIMER_ABSTIME: i32 = 1;
+const TFD_TIMER_CANCEL_ON_SET: i32 = 2;
 
 impl TimerOs {
     pub(crate) const REAL: TimerOs =
-        TimerOs { deliver: deliver_real, tgid_of: tgid_real, thread_of: thread_real, sig_state: sig_state_real };
+        TimerOs { deliver: deliver_real, tgid_of: tgid_real, thread_of: thread_real, sig_state: sig_state_real, fd_id: fd_id_real };
     /// Sends nothing and sees one-thread processes with no signal pending (the unit tests' default).
     #[cfg(test)]
     pub(crate) const INERT: TimerOs = TimerOs {
@@ -102,12 +124,20 @@ impl TimerOs {
         tgid_of: Some,
         thread_of: |tgid, tid| tgid == tid,
         sig_state: |_| Some(SigState { pending: 0, blocked: 0, ignored: 0, caught: 0 }),
+        fd_id: |_, _| None,
     };
 }
 
+/// The real host in the supervisor; an inert one in unit tests, which never signal a host process.
+#[cfg(not(test))]
+pub(crate) const DEFAULT_OS: TimerOs = TimerOs::REAL;
+#[cfg(test)]
+pub(crate) const DEFAULT_OS: TimerOs = TimerOs::INERT;
+
 fn deliver_real(tgid: i32, e: &Expiry) -> Result<(), i32> {
     let r = match (e.key, e.notify) {
-        (_, Notify::Nothing) => return Ok(()),
+        // A timerfd's expiry is written by fire_due.
+        (_, Notify::Nothing | Notify::Fd { .. }) | (TimerKey::Fd { .. }, _) => return Ok(()),
         (TimerKey::Real { .. }, Notify::Process { sig }) => repro_sys::ptrace::kill_process(tgid, sig),
         (TimerKey::Real { .. }, Notify::Thread { tid, sig }) => repro_sys::ptrace::kill_task(tid, sig),
         (TimerKey::Posix { id, .. }, Notify::Process { sig }) => {
@@ -131,6 +161,12 @@ fn tgid_real(tid: i32) -> Option<i32> {
 
 fn thread_real(tgid: i32, tid: i32) -> bool {
     std::path::Path::new(&format!("/proc/{tgid}/task/{tid}")).exists()
+}
+
+/// The `eventfd-id:` of a descriptor's fdinfo.
+pub(crate) fn fd_id_real(tid: i32, fd: i32) -> Option<u64> {
+    let info = std::fs::read_to_string(format!("/proc/{tid}/fdinfo/{fd}")).ok()?;
+    status_field(&info, "eventfd-id:")?.parse().ok()
 }
 
 fn sig_state_real(tid: i32) -> Option<SigState> {
@@ -191,6 +227,15 @@ pub(crate) fn handle<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Syscal
         Syscall::TimerDelete { id } => {
             sh.ctl.timers.delete(TimerKey::Posix { tgid: me, id }).map(|_| 0).map_err(|_| Refusal::Native)
         }
+        Syscall::TimerfdCreate { clock, flags } => return timerfd_create(sh, nr, clock, flags),
+        Syscall::TimerfdSettime { fd, flags, new, old } => timerfd_settime(sh, g, fd, flags, new, old),
+        Syscall::TimerfdGettime { fd, cur } => match timerfd_key(sh, g, fd) {
+            Some(key) => match sh.ctl.timers.get(&sh.ctl.clock, key) {
+                Ok(s) => g.write_bytes(cur, &itimerspec_bytes(s)).map(|_| 0).map_err(Refusal::from),
+                Err(e) => Err(terr(e)),
+            },
+            None => Err(Refusal::Native),
+        },
         _ => Err(Refusal::Native),
     };
     answered(sh, nr, r)
@@ -240,6 +285,83 @@ fn itimerspec_bytes(s: Setting) -> [u8; 32] {
     b[..16].copy_from_slice(&timespec_bytes(s.interval));
     b[16..].copy_from_slice(&timespec_bytes(s.value));
     b
+}
+
+/// timerfd_create: an eventfd in the guest (ADDFD), with a disarmed timer.
+fn timerfd_create(sh: &mut Shared, nr: i64, clock: i64, flags: i32) -> Reply {
+    use nix::sys::eventfd::{EfdFlags, EventFd};
+    if flags & !(libc::TFD_CLOEXEC | libc::TFD_NONBLOCK) != 0 {
+        return answered(sh, nr, Err(Refusal::Errno(libc::EINVAL)));
+    }
+    if sh.timerfds.len() >= MAX_TIMERFDS {
+        return answered(sh, nr, Err(Refusal::Errno(libc::EMFILE)));
+    }
+    let key = match sh.ctl.timers.create_fd(clock) {
+        Ok(k) => k,
+        Err(e) => return answered(sh, nr, Err(terr(e))),
+    };
+    let mut efd = EfdFlags::EFD_CLOEXEC;
+    if flags & libc::TFD_NONBLOCK != 0 {
+        efd |= EfdFlags::EFD_NONBLOCK;
+    }
+    let made = EventFd::from_value_and_flags(0, efd).map_err(|e| e as i32).and_then(|ev| {
+        let guest: OwnedFd = ev.into();
+        let mine = guest.try_clone().map_err(|e| e.raw_os_error().unwrap_or(libc::EMFILE))?;
+        let id = fd_id_real(std::process::id() as i32, mine.as_raw_fd()).ok_or(libc::EIO)?;
+        Ok((guest, mine, id))
+    });
+    match made {
+        Ok((guest, mine, id)) => {
+            sh.timerfds.insert(id, TimerFd { file: mine.into(), key });
+            sh.count("timerfd_create");
+            Reply::AddFd { fd: guest, cloexec: flags & libc::TFD_CLOEXEC != 0 }
+        }
+        Err(errno) => {
+            // Just created: it exists.
+            let _ = sh.ctl.timers.delete(key);
+            answered(sh, nr, Err(Refusal::Errno(errno)))
+        }
+    }
+}
+
+/// The timer of the guest's descriptor `fd`, if it is one of our timerfds.
+fn timerfd_key<G: Guest>(sh: &Shared, g: &G, fd: i32) -> Option<TimerKey> {
+    let id = (sh.timer_os.fd_id)(g.tid(), fd)?;
+    sh.timerfds.get(&id).map(|t| t.key)
+}
+
+fn timerfd_settime<G: Guest>(sh: &mut Shared, g: &mut G, fd: i32, flags: i32, new: u64, old: u64) -> Outcome {
+    // Not one of ours (not a timerfd at all, or a bad descriptor): the kernel gives its error.
+    let Some(key) = timerfd_key(sh, g, fd) else { return Err(Refusal::Native) };
+    if flags & !(TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET) != 0 {
+        return Err(Refusal::Errno(libc::EINVAL));
+    }
+    let interval = read_timespec(g, new)?;
+    let value = read_timespec(g, new + 16)?;
+    let clock = sh.ctl.clock.clone();
+    let prev = sh.ctl.timers.set(&clock, key, value, interval, flags & TFD_TIMER_ABSTIME != 0).map_err(terr)?;
+    // Setting a timerfd resets its expiration count, as the kernel does.
+    if let Some(id) = (sh.timer_os.fd_id)(g.tid(), fd) {
+        if let Some(t) = sh.timerfds.get(&id) {
+            drain(&t.file);
+        }
+    }
+    if old != 0 {
+        g.write_bytes(old, &itimerspec_bytes(prev))?;
+    }
+    Ok(0)
+}
+
+/// Empties an eventfd's count without blocking (its blocking mode is the guest's).
+fn drain(f: &std::fs::File) {
+    use std::io::Read;
+    let fd: &dyn std::os::fd::AsFd = f;
+    let mut p = [nix::poll::PollFd::new(fd.as_fd(), nix::poll::PollFlags::POLLIN)];
+    if nix::poll::poll(&mut p, nix::poll::PollTimeout::ZERO).is_ok_and(|n| n > 0) {
+        let mut b = [0u8; 8];
+        // Readable: the read returns at once; if another task emptied it meanwhile the count is already 0.
+        let _ = (&*f).read(&mut b);
+    }
 }
 
 fn setitimer<G: Guest>(sh: &mut Shared, g: &mut G, me: i32, new: u64, old: u64) -> Outcome {
@@ -317,6 +439,18 @@ pub(crate) fn fire_due(sh: &mut Shared) -> Vec<Expiry> {
     }
     let due = sh.ctl.timers.take_due(sh.ctl.clock.elapsed_ns());
     for e in &due {
+        if let TimerKey::Fd { .. } = e.key {
+            let add = (e.overrun as u64).saturating_add(1);
+            if let Some(t) = sh.timerfds.values().find(|t| t.key == e.key) {
+                match (&t.file).write(&add.to_le_bytes()) {
+                    Ok(_) => sh.count("timer_expiries"),
+                    Err(err) => {
+                        sh.stats.warnings.insert(format!("writing a timerfd's expiry failed: {err}"));
+                    }
+                }
+            }
+            continue;
+        }
         let owner = e.key.tgid();
         match (sh.timer_os.deliver)(owner, e) {
             Ok(()) => sh.count("timer_expiries"),
@@ -328,6 +462,28 @@ pub(crate) fn fire_due(sh: &mut Shared) -> Vec<Expiry> {
         }
     }
     due
+}
+
+/// For a timed wait nothing else can end (handlers/waits.rs), before the clock jumps to its `deadline`: when
+/// a timer expires first, the clock jumps to that expiry instead and the timer fires. `true` when something was
+/// delivered (a signal, a timerfd's count): the wait then runs natively and ends at once (its timerfd is
+/// readable, or the signal interrupts it); `false` when the wait times out as it would have.
+pub(crate) fn fire_before(sh: &mut Shared, deadline: repro_detcore::Deadline) -> bool {
+    let c = &sh.ctl.clock;
+    let end = match deadline {
+        repro_detcore::Deadline::After(t) => t.to_ns().map(|ns| c.elapsed_ns() + ns),
+        repro_detcore::Deadline::At(clock, t) => {
+            ClockKind::from_id(clock).and_then(|k| repro_detcore::timers::elapsed_at(c, k, t))
+        }
+    };
+    let Ok(end) = end else { return false };
+    while let Some(e) = sh.ctl.timers.earliest().filter(|&e| e < end) {
+        repro_detcore::timers::advance_to(&mut sh.ctl.clock, e);
+        if fire_due(sh).iter().any(|x| x.notify != Notify::Nothing) {
+            return true;
+        }
+    }
+    false
 }
 
 /// Delivers what is due after a mediated call: the notify loop calls this while the calling task is still
@@ -368,6 +524,8 @@ fn advance_sleep(sh: &mut Shared, tid: i32, tgid: i32, deadline: i128) -> Step {
         }
         let elsewhere = fired.iter().any(|x| match x.notify {
             Notify::Nothing => false,
+            // Whoever waits on the timerfd wakes up.
+            Notify::Fd { .. } => true,
             Notify::Process { .. } => x.key.tgid() != tgid,
             Notify::Thread { tid: t, .. } => t != tid,
         });

@@ -110,6 +110,9 @@ pub(crate) fn answer<G: Guest>(sh: &mut Shared, g: &mut G, w: TimedWait) -> Outc
     if !g.still_waiting() {
         return Err(libc::EINTR.into());
     }
+    if super::timers::fire_before(sh, deadline) {
+        return Err(NATIVE);
+    }
     if sh.ctl.time_out_wait(deadline).is_err() {
         return Err(NATIVE);
     }
