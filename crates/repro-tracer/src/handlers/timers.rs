@@ -648,6 +648,8 @@ mod tests {
             tgid_of: |tid| Some(if tid >= 100 { 100 } else { tid }),
             thread_of: |tgid, tid| tgid == 100 && (100..110).contains(&tid),
             sig_state: |_| Some(STATE.with(|s| *s.borrow())),
+            // The "guest's" descriptors are this process's own.
+            fd_id: |_, fd| fd_id_real(std::process::id() as i32, fd),
         }
     }
 
@@ -788,6 +790,44 @@ mod tests {
         assert_eq!(due.len(), 1);
         assert_eq!((due[0].notify, due[0].sigval), (Notify::Thread { tid: 105, sig: 34 }, 0xabc));
         assert_eq!(sent().len(), 1);
+    }
+
+    #[test]
+    fn a_timerfd_counts_its_expiries_in_logical_time() {
+        let (mut sh, mut g) = setup();
+        let nr = libc::SYS_timerfd_create;
+        let r = call(&mut sh, &mut g, nr, [1, (libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) as u64, 0, 0, 0, 0]);
+        let Reply::AddFd { fd, cloexec: true } = r else { panic!("{r:?}") };
+        let raw = fd.as_raw_fd() as u64;
+        assert!(matches!(call(&mut sh, &mut g, nr, [1, 0x4000, 0, 0, 0, 0]), Reply::Error(libc::EINVAL)), "bad flags");
+        assert!(matches!(call(&mut sh, &mut g, nr, [2, 0, 0, 0, 0, 0]), Reply::Error(libc::EINVAL)), "CPU clock");
+        // Every 100 ms from 250 ms.
+        let mut its = timespec_bytes(Timespec { sec: 0, nsec: 100_000_000 }).to_vec();
+        its.extend(timespec_bytes(Timespec { sec: 0, nsec: 250_000_000 }));
+        g.put(0x1000, &its).map(0x2000, 32);
+        let set = libc::SYS_timerfd_settime;
+        assert!(matches!(call(&mut sh, &mut g, set, [raw, 0, 0x1000, 0x2000, 0, 0]), Reply::Value(0)));
+        assert_eq!(g.get(0x2000, 32), [0; 32]);
+        let mut file = std::fs::File::from(fd);
+        let mut count = || {
+            use std::io::Read;
+            let mut b = [0u8; 8];
+            file.read(&mut b).map(|_| u64::from_le_bytes(b)).map_err(|e| e.raw_os_error())
+        };
+        assert_eq!(count(), Err(Some(libc::EAGAIN)), "not expired yet");
+        sh.ctl.clock.sleep_for(Timespec { sec: 0, nsec: 460_000_000 }).unwrap();
+        fire_due(&mut sh);
+        assert_eq!(count(), Ok(3), "250, 350 and 450 ms");
+        call(&mut sh, &mut g, libc::SYS_timerfd_gettime, [raw, 0x2000, 0, 0, 0, 0]);
+        assert_eq!(g.get(0x2010, 16), timespec_bytes(Timespec { sec: 0, nsec: 90_000_000 }));
+        // A descriptor that is not one of ours: the kernel answers.
+        assert!(matches!(call(&mut sh, &mut g, set, [0, 0, 0x1000, 0, 0, 0]), Reply::Continue));
+        // A timed wait that would outlast the timer: the timer fires first, the wait runs natively.
+        let before = sh.ctl.clock.elapsed_ns();
+        assert!(fire_before(&mut sh, repro_detcore::Deadline::After(Timespec { sec: 5, nsec: 0 })));
+        assert_eq!(sh.ctl.clock.elapsed_ns() - before, 90_000_000);
+        assert_eq!(count(), Ok(1));
+        assert!(!fire_before(&mut sh, repro_detcore::Deadline::After(Timespec { sec: 0, nsec: 1000 })));
     }
 
     #[test]
