@@ -437,6 +437,9 @@ pub(crate) fn fire_due(sh: &mut Shared) -> Vec<Expiry> {
     if sh.ctl.timers.earliest().is_none_or(|e| e > sh.ctl.clock.elapsed_ns()) {
         return Vec::new();
     }
+    // The guest sees the clock at the expiry before anything wakes it: a task woken by the signal or the
+    // timerfd reads the vDSO page at once.
+    sh.sync_out();
     let due = sh.ctl.timers.take_due(sh.ctl.clock.elapsed_ns());
     for e in &due {
         if let TimerKey::Fd { .. } = e.key {
