@@ -577,8 +577,10 @@ fn hold(shared: &SharedRef, tid: i32, tgid: i32, deadline: i128, rem: u64) -> Re
         let mut sh = lock(shared);
         let os = sh.timer_os;
         match (os.sig_state)(tid) {
+            // Gone, or a signal will end it when the call returns (a traced task's fatal signal does not end
+            // the wait by itself): the time left does not matter.
             None => return Reply::Error(libc::EINTR),
-            Some(s) if s.dying() => continue,
+            Some(s) if s.dying() => return Reply::Error(libc::EINTR),
             Some(s) if s.interrupting() => {
                 let left = Timespec::from_ns((deadline - sh.ctl.clock.elapsed_ns()).max(0));
                 let mut g = crate::guest::TaskGuest::new(tid, None, &mut pidfds);

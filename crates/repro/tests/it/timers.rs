@@ -1,0 +1,106 @@
+//! Timers in logical time: alarm, setitimer(ITIMER_REAL), POSIX timers (coreutils `timeout`) and timerfds fire
+//! when the logical clock reaches them, with no wall-clock waiting and no refusal. Every program runs twice
+//! under a hang guard; both runs must print the same (expected) output. No wall-clock thresholds.
+
+use std::process::Stdio;
+
+use crate::common::*;
+
+/// `repro run -q -- cmd` in `w`, bounded by the hang guard.
+fn run_bounded(w: &Workdir, cmd: &[&str]) -> std::process::Output {
+    let child = std::process::Command::new(repro_path())
+        .current_dir(w.path())
+        .args(["run", "-q", "--"])
+        .args(cmd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("repro starts");
+    wait_bounded(child, &cmd.join(" "))
+}
+
+/// Runs `cmd` twice; both end with `code` and print `expected`.
+#[track_caller]
+fn twice(cmd: &[&str], code: i32, expected: &str) {
+    let w = Workdir::new();
+    for _ in 0..2 {
+        let o = run_bounded(&w, cmd);
+        assert_code(&o, code);
+        assert_eq!(stdout(&o), expected, "stderr:\n{}", stderr(&o));
+        assert!(!stderr(&o).contains("not enforced"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn timeout_ends_its_command_after_logical_seconds() {
+    require_cmd("timeout");
+    twice(&["timeout", "2", "sleep", "10"], 124, "");
+    twice(&["timeout", "10", "sleep", "2"], 0, "");
+    // The clock after each: the 2 s of the timeout, then the 2 s of the sleep (the epoch is 2025-01-01 here; the
+    // microseconds are the clock's steps on reads).
+    twice(
+        &["sh", "-c", "date +%s; timeout 2 sleep 10; echo $?; date +%s; timeout 10 sleep 2; echo $?; date +%s"],
+        0,
+        "1735689600\n124\n1735689602\n0\n1735689604\n",
+    );
+}
+
+#[test]
+fn setitimer_delivers_periodic_sigalrms() {
+    require_cmd("python3");
+    let pause = "import signal, time\nn = 0\ndef h(s, f):\n    global n\n    n += 1\n\
+                 signal.signal(signal.SIGALRM, h)\nt0 = time.monotonic()\n\
+                 signal.setitimer(signal.ITIMER_REAL, 0.05, 0.05)\nwhile n < 5:\n    signal.pause()\n\
+                 print(n, round(time.monotonic() - t0, 3), signal.getitimer(signal.ITIMER_REAL))\n";
+    twice(&["python3", "-c", pause], 0, "5 0.25 (0.05, 0.05)\n");
+    // A sleep interrupted by each SIGALRM goes on with the time left (PEP 475): 20 in one second.
+    let sleep = "import signal, time\nn = 0\ndef h(s, f):\n    global n\n    n += 1\n\
+                 signal.signal(signal.SIGALRM, h)\nt0 = time.monotonic()\n\
+                 signal.setitimer(signal.ITIMER_REAL, 0.05, 0.05)\ntime.sleep(1)\n\
+                 signal.setitimer(signal.ITIMER_REAL, 0)\nprint(n, round(time.monotonic() - t0, 3))\n";
+    twice(&["python3", "-c", sleep], 0, "20 1.0\n");
+}
+
+#[test]
+fn alarm_interrupts_a_sleep() {
+    require_cmd("python3");
+    let prog = "import signal, time\nclass Alarm(Exception): pass\ndef h(s, f): raise Alarm()\n\
+                signal.signal(signal.SIGALRM, h)\nt0 = time.time()\nsignal.alarm(1)\n\
+                try:\n    time.sleep(5)\n    print('not interrupted')\nexcept Alarm:\n\
+                \x20   print('interrupted after', round(time.time() - t0, 3))\nprint(signal.alarm(0))\n";
+    twice(&["python3", "-c", prog], 0, "interrupted after 1.0\n0\n");
+    // An alarm nobody catches ends the process with SIGALRM, as natively (the shell reports 128 + 14).
+    twice(&["sh", "-c", "python3 -c 'import signal, time; signal.alarm(3); time.sleep(60)'; echo $?"], 0, "142\n");
+}
+
+#[test]
+fn a_timerfd_counts_expiries_in_logical_time() {
+    require_cmd("python3");
+    let prog = r#"
+import ctypes, os, select, struct, time
+libc = ctypes.CDLL(None, use_errno=True)
+class ts(ctypes.Structure): _fields_ = [("s", ctypes.c_long), ("ns", ctypes.c_long)]
+class its(ctypes.Structure): _fields_ = [("interval", ts), ("value", ts)]
+fd = libc.timerfd_create(1, 0)
+t0 = time.monotonic()
+assert libc.timerfd_settime(fd, 0, ctypes.byref(its(ts(0, 100_000_000), ts(0, 250_000_000))), None) == 0
+cur = its()
+libc.timerfd_gettime(fd, ctypes.byref(cur))
+print("armed", cur.value.ns, cur.interval.ns)
+print("first", struct.unpack("Q", os.read(fd, 8))[0], round(time.monotonic() - t0, 3))
+ep = select.epoll(); ep.register(fd, select.EPOLLIN)
+got = 0
+while got < 5:
+    for _ in ep.poll(10):
+        got += struct.unpack("Q", os.read(fd, 8))[0]
+print("five more", round(time.monotonic() - t0, 3))
+time.sleep(0.35)
+print("during a sleep", struct.unpack("Q", os.read(fd, 8))[0])
+"#;
+    twice(
+        &["python3", "-c", prog],
+        0,
+        "armed 250000000 100000000\nfirst 1 0.25\nfive more 0.75\nduring a sleep 3\n",
+    );
+}
