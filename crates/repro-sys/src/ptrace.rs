@@ -238,7 +238,14 @@ pub fn kill_task(tid: i32, sig: i32) -> io::Result<()> {
 
 /// Queues `sig` as a POSIX timer's expiry (si_code SI_TIMER, timer id, overrun count, si_value) to process
 /// `pid` (rt_sigqueueinfo), or to its thread `tid` (rt_tgsigqueueinfo).
-pub fn queue_timer_signal(pid: i32, tid: Option<i32>, sig: i32, timer_id: i32, overrun: i32, value: u64) -> io::Result<()> {
+pub fn queue_timer_signal(
+    pid: i32,
+    tid: Option<i32>,
+    sig: i32,
+    timer_id: i32,
+    overrun: i32,
+    value: u64,
+) -> io::Result<()> {
     // siginfo_t (128 bytes, x86_64): si_signo, si_errno, si_code, padding, then the timer fields.
     const SI_TIMER: i32 = -2;
     let mut info = [0u64; 16];

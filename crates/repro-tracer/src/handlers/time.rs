@@ -107,7 +107,13 @@ fn gettimeofday<G: Guest>(sh: &mut Shared, g: &mut G, tv: u64, tz: u64) -> Outco
 
 /// Where a sleep of `req` ends on the clock's elapsed-time line: relative (nanosleep, or clock_nanosleep
 /// without TIMER_ABSTIME on `clock`), or absolute on `clock`; EINVAL for a bad timespec or clock.
-fn sleep_deadline<G: Guest>(sh: &mut Shared, g: &mut G, clock: Option<i64>, flags: i32, req: u64) -> Result<i128, Refusal> {
+fn sleep_deadline<G: Guest>(
+    sh: &mut Shared,
+    g: &mut G,
+    clock: Option<i64>,
+    flags: i32,
+    req: u64,
+) -> Result<i128, Refusal> {
     let t = read_timespec(g, req)?;
     let kind = match clock {
         Some(c) => Some(ClockKind::from_id(c).map_err(|e| e.errno())?),

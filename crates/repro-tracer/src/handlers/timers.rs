@@ -115,8 +115,13 @@ const TFD_TIMER_ABSTIME: i32 = 1;
 const TFD_TIMER_CANCEL_ON_SET: i32 = 2;
 
 impl TimerOs {
-    pub(crate) const REAL: TimerOs =
-        TimerOs { deliver: deliver_real, tgid_of: tgid_real, thread_of: thread_real, sig_state: sig_state_real, fd_id: fd_id_real };
+    pub(crate) const REAL: TimerOs = TimerOs {
+        deliver: deliver_real,
+        tgid_of: tgid_real,
+        thread_of: thread_real,
+        sig_state: sig_state_real,
+        fd_id: fd_id_real,
+    };
     /// Sends nothing and sees one-thread processes with no signal pending (the unit tests' default).
     #[cfg(test)]
     pub(crate) const INERT: TimerOs = TimerOs {

@@ -14,5 +14,5 @@ mod pack_names;
 mod robust;
 mod run;
 mod signals;
-mod timers;
 mod sock_tape;
+mod timers;
