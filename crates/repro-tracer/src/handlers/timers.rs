@@ -450,7 +450,7 @@ pub(crate) fn fire_due(sh: &mut Shared) -> Vec<Expiry> {
         if let TimerKey::Fd { .. } = e.key {
             let add = (e.overrun as u64).saturating_add(1);
             if let Some(t) = sh.timerfds.values().find(|t| t.key == e.key) {
-                match (&t.file).write(&add.to_le_bytes()) {
+                match (&t.file).write_all(&add.to_le_bytes()) {
                     Ok(_) => sh.count("timer_expiries"),
                     Err(err) => {
                         sh.stats.warnings.insert(format!("writing a timerfd's expiry failed: {err}"));
@@ -838,6 +838,24 @@ mod tests {
         assert_eq!(sh.ctl.clock.elapsed_ns() - before, 90_000_000);
         assert_eq!(count(), Ok(1));
         assert!(!fire_before(&mut sh, repro_detcore::Deadline::After(Timespec { sec: 0, nsec: 1000 })));
+    }
+
+    #[test]
+    fn the_real_host_view() {
+        let os = TimerOs::REAL;
+        let me = std::process::id() as i32;
+        assert_eq!((os.tgid_of)(me), Some(me));
+        assert!((os.thread_of)(me, me));
+        assert!(!(os.thread_of)(me, i32::MAX));
+        let key = TimerKey::Posix { tgid: me, id: 0 };
+        assert_eq!((os.deliver)(me, &Expiry { key, notify: Notify::Nothing, sigval: 0, overrun: 0 }), Ok(()));
+        // SIGURG's default action is to ignore it: the queued timer signal is accepted and dropped.
+        let urg = Expiry { key, notify: Notify::Process { sig: libc::SIGURG }, sigval: 7, overrun: 0 };
+        assert_eq!((os.deliver)(me, &urg), Ok(()));
+        assert_eq!((os.deliver)(i32::MAX, &urg), Err(libc::ESRCH));
+        let ev: OwnedFd = nix::sys::eventfd::EventFd::new().unwrap().into();
+        assert!((os.fd_id)(me, ev.as_raw_fd()).is_some());
+        assert_eq!((os.fd_id)(me, 0), None, "not an eventfd");
     }
 
     #[test]
