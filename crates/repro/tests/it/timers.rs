@@ -100,3 +100,18 @@ print("during a sleep", struct.unpack("Q", os.read(fd, 8))[0])
 "#;
     twice(&["python3", "-c", prog], 0, "armed 250000000 100000000\nfirst 1 0.25\nfive more 0.75\nduring a sleep 3\n");
 }
+
+#[test]
+fn a_timer_due_during_a_busy_clock_loop_fires_and_is_reported() {
+    require_cmd("python3");
+    // No mediated call after the timer is armed: the loop reads the clock in-process. The timer still fires
+    // (no hang), but where the signal lands follows the host's timing, and the run says so.
+    let prog = "import signal, time\nn = 0\ndef h(s, f):\n    global n\n    n += 1\n\
+                signal.signal(signal.SIGALRM, h)\nsignal.setitimer(signal.ITIMER_REAL, 0.05)\n\
+                while n < 1:\n    time.time()\nprint('fired')\n";
+    let w = Workdir::new();
+    let o = run_bounded(&w, &["python3", "-c", prog]);
+    assert_code(&o, 121);
+    assert_eq!(stdout(&o), "fired\n");
+    assert!(stderr(&o).contains("a timer fell due while the guest ran without a mediated call"), "{}", stderr(&o));
+}
