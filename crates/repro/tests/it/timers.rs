@@ -115,3 +115,36 @@ fn a_timer_due_during_a_busy_clock_loop_fires_and_is_reported() {
     assert_eq!(stdout(&o), "fired\n");
     assert!(stderr(&o).contains("a timer fell due while the guest ran without a mediated call"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_sigev_thread_timer_calls_back_with_its_value() {
+    require_cmd("python3");
+    // glibc's SIGEV_THREAD: its helper thread takes the timer's signal (SI_TIMER, si_value) and runs the
+    // callback on a new thread; the main thread waits without a timeout, so the clock jumps to each expiry.
+    let prog = r#"
+import ctypes, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+CB = ctypes.CFUNCTYPE(None, ctypes.c_uint64)
+got = []
+done = threading.Event()
+def cb(v):
+    got.append(v)
+    if len(got) == 3:
+        done.set()
+cbp = CB(cb)
+class sigevent(ctypes.Structure):
+    _fields_ = [("value", ctypes.c_uint64), ("signo", ctypes.c_int), ("notify", ctypes.c_int),
+                ("fn", ctypes.c_void_p), ("attr", ctypes.c_void_p), ("pad", ctypes.c_char * 32)]
+class ts(ctypes.Structure): _fields_ = [("s", ctypes.c_long), ("ns", ctypes.c_long)]
+class its(ctypes.Structure): _fields_ = [("interval", ts), ("value", ts)]
+ev = sigevent(value=42, notify=2, fn=ctypes.cast(cbp, ctypes.c_void_p))
+tid = ctypes.c_void_p()
+assert libc.timer_create(1, ctypes.byref(ev), ctypes.byref(tid)) == 0, ctypes.get_errno()
+t0 = time.monotonic()
+assert libc.timer_settime(tid, 0, ctypes.byref(its(ts(0, 200_000_000), ts(0, 300_000_000))), None) == 0
+done.wait()
+libc.timer_delete(tid)
+print("callbacks", got, round(time.monotonic() - t0, 2))
+"#;
+    twice(&["python3", "-c", prog], 0, "callbacks [42, 42, 42] 0.7\n");
+}
