@@ -148,6 +148,11 @@ impl TimerTable {
         self.timers.values().filter_map(|t| t.expiry).min()
     }
 
+    /// The earliest expiry of the armed timers not in `skip`.
+    pub fn earliest_except(&self, skip: &[TimerKey]) -> Option<i128> {
+        self.timers.iter().filter(|(k, _)| !skip.contains(k)).filter_map(|(_, t)| t.expiry).min()
+    }
+
     /// The earliest expiry as a time on clock `kind` (what a wait compares its own deadline with).
     pub fn earliest_deadline(&self, clock: &LogicalClock, kind: ClockKind) -> Option<Timespec> {
         self.earliest().map(|e| Timespec::from_ns(e + base(clock, kind)))
