@@ -44,6 +44,11 @@ const SIGEV_NONE: i32 = 1;
 const SIGEV_THREAD_ID: i32 = 4;
 /// How often a held sleep and the watcher look at the guest again (real time).
 const POLL: Duration = Duration::from_millis(1);
+/// The watcher's looks at a guest that runs with nothing moving (no clock read, no mediated call) before a timer
+/// fires anyway (about 5 s).
+const STALL_POLLS: u32 = 5000;
+/// The looks of a held sleep at other tasks that keep running before it goes on anyway (about 3 s).
+const HOLD_LIMIT_POLLS: u32 = 3000;
 /// The watcher's looks at a running guest, past a due timer, before it fires it anyway (about 50 ms).
 const OVERDUE_POLLS: u32 = 50;
 
@@ -585,8 +590,13 @@ fn finish_sleep<G: Guest>(g: &mut G, r: Result<(), Timespec>, rem: u64) -> Reply
 
 /// A held sleep, on a thread of its own: waits until every other guest task is blocked (or this one is
 /// interrupted or gone), then goes on with the sleep.
+///
+/// Another task that never blocks (a busy server) would hold the sleep forever where natively it ends: after
+/// [`HOLD_LIMIT_POLLS`] looks the sleep goes on anyway, and the run says that where it ended followed the
+/// host's timing.
 fn hold(shared: &SharedRef, tid: i32, tgid: i32, deadline: i128, rem: u64) -> Reply {
     let mut pidfds = crate::guest::PidfdCache::default();
+    let mut waited = 0u32;
     loop {
         std::thread::sleep(POLL);
         let mut sh = lock(shared);
@@ -604,8 +614,17 @@ fn hold(shared: &SharedRef, tid: i32, tgid: i32, deadline: i128, rem: u64) -> Re
             Some(_) => {}
         }
         if !super::waits::others_blocked(&sh, tid) {
-            continue;
+            waited += 1;
+            if waited < HOLD_LIMIT_POLLS {
+                continue;
+            }
+            sh.not_enforced.insert(
+                "a sleep held after a timer's signal to another task went on while that task still ran: where \
+                 it ended followed the host's timing"
+                    .into(),
+            );
         }
+        waited = 0;
         sh.sync_in();
         let step = advance_sleep(&mut sh, tid, tgid, deadline);
         sh.sync_out();
@@ -625,8 +644,14 @@ fn hold(shared: &SharedRef, tid: i32, tgid: i32, deadline: i128, rem: u64) -> Re
 /// mediated call (a busy loop polling `time.time()`) is fired after [`OVERDUE_POLLS`] looks, so that the loop
 /// ends as it does natively; where in the guest's run the signal lands then depends on the host's timing, and
 /// the run says so (not enforced).
+///
+/// A guest that runs on with a timer armed but makes no mediated call and reads no clock (a CPU-bound loop under
+/// `timeout`) would never reach the timer, where natively it fires: after [`STALL_POLLS`] looks (about 5 s)
+/// with nothing moving, the clock jumps to the timer and it fires, reported as not enforced.
 pub(crate) fn watch(shared: SharedRef) {
     let mut overdue = 0u32;
+    let mut still = 0u32;
+    let mut last = (0i128, 0u64, 0u64);
     loop {
         std::thread::sleep(POLL);
         // Only this thread holds the state: the run is over.
@@ -641,7 +666,20 @@ pub(crate) fn watch(shared: SharedRef) {
         if !super::waits::others_blocked(&sh, 0) {
             sh.sync_in();
             overdue = if e <= sh.ctl.clock.elapsed_ns() { overdue + 1 } else { 0 };
-            if overdue >= OVERDUE_POLLS {
+            let progress = (sh.ctl.clock.elapsed_ns(), sh.stats.continued, sh.stats.total_mediated());
+            still = if progress == last { still + 1 } else { 0 };
+            last = progress;
+            if still >= STALL_POLLS {
+                still = 0;
+                sh.not_enforced.insert(
+                    "a timer fired while the guest ran without reading the clock or making a mediated call: \
+                     logical time jumped to it after seconds of the host's time"
+                        .into(),
+                );
+                repro_detcore::timers::advance_to(&mut sh.ctl.clock, e);
+                fire_due(&mut sh);
+                sh.sync_out();
+            } else if overdue >= OVERDUE_POLLS {
                 overdue = 0;
                 sh.not_enforced.insert(
                     "a timer fell due while the guest ran without a mediated call (a loop reading the clock \

@@ -148,3 +148,16 @@ print("callbacks", got, round(time.monotonic() - t0, 2))
 "#;
     twice(&["python3", "-c", prog], 0, "callbacks [42, 42, 42] 0.7\n");
 }
+
+#[test]
+fn timeout_of_a_cpu_bound_command_ends_and_is_reported() {
+    require_cmds(&["timeout", "python3"]);
+    // The child neither reads the clock nor makes a mediated call: logical time stands still, so its timeout
+    // cannot come in logical time. It comes after seconds of the host's time instead of never, and the run
+    // says so.
+    let spin = "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True: pass\n";
+    let w = Workdir::new();
+    let o = run_bounded(&w, &["timeout", "-k", "1", "1", "python3", "-c", spin]);
+    assert_code(&o, 121);
+    assert!(stderr(&o).contains("a timer fired while the guest ran without reading the clock"), "{}", stderr(&o));
+}
