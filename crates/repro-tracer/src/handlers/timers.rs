@@ -214,10 +214,10 @@ pub(crate) fn handle<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Syscal
             Ok(sh.ctl.timers.alarm(&clock, me, seconds as u32) as i64)
         }
         Syscall::Setitimer { which, new, old } if which == ITIMER_REAL => setitimer(sh, g, me, new, old),
-        Syscall::Setitimer { which, new, .. } => {
+        Syscall::Setitimer { which: libc::ITIMER_VIRTUAL | libc::ITIMER_PROF, new, .. } => {
             // ITIMER_VIRTUAL / ITIMER_PROF count the host's CPU time: they run natively, and the run says so.
             let value = if new != 0 { read_timespec(g, new + 16).ok() } else { None };
-            return host_timer(sh, HostTimer::Setitimer { given: new != 0 && which >= 0, value });
+            return host_timer(sh, HostTimer::Setitimer { given: new != 0, value });
         }
         Syscall::Getitimer { which, cur } if which == ITIMER_REAL => {
             let s = sh.ctl.timers.get(&sh.ctl.clock, TimerKey::Real { tgid: me }).unwrap_or_default();
@@ -780,6 +780,9 @@ mod tests {
         assert!(matches!(call(&mut sh, &mut g, libc::SYS_nanosleep, [0x4000, 0, 0, 0, 0, 0]), Reply::Value(0)));
         assert_eq!(sh.ctl.clock.peek(ClockKind::Realtime), Timespec { sec: EPOCH + 1, nsec: 50_000_000 });
         assert_eq!(sent().len(), 2, "the first; the other 19 folded into one at the end, as overruns");
+        // No such timer: the kernel answers (EINVAL), nothing is armed.
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_setitimer, [7, 0x1000, 0, 0, 0, 0]), Reply::Continue));
+        assert!(sh.not_enforced.is_empty());
         // ITIMER_VIRTUAL still runs natively, refused.
         assert!(matches!(call(&mut sh, &mut g, libc::SYS_setitimer, [1, 0x1000, 0, 0, 0, 0]), Reply::Continue));
         assert!(sh.not_enforced.iter().any(|r| r.contains("setitimer")));
