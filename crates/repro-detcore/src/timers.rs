@@ -148,6 +148,14 @@ impl TimerTable {
         self.timers.values().filter_map(|t| t.expiry).min()
     }
 
+    /// The processes that own timers (timerfds belong to none), each once.
+    pub fn owners(&self) -> Vec<i32> {
+        let mut v: Vec<i32> = self.timers.keys().map(|k| k.tgid()).filter(|&t| t != NO_PROCESS).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
     /// The earliest expiry of the armed timers not in `skip`.
     pub fn earliest_except(&self, skip: &[TimerKey]) -> Option<i128> {
         self.timers.iter().filter(|(k, _)| !skip.contains(k)).filter_map(|(_, t)| t.expiry).min()
@@ -426,8 +434,10 @@ mod tests {
         t.forget_process(1, true);
         assert!(t.get(&c, TimerKey::Posix { tgid: 1, id: 1 }).is_err());
         assert_eq!(t.get(&c, real).unwrap().value, ts(5, 0));
+        assert_eq!(t.owners(), vec![1]);
         t.forget_process(1, false);
         assert!(!t.any_armed());
+        assert!(t.owners().is_empty());
     }
 
     #[test]

@@ -511,6 +511,16 @@ pub(crate) fn after_call(sh: &mut Shared) {
     fire_due(sh);
 }
 
+/// Drops the timers of processes that exited (gone, or a zombie): the kernel deletes them at exit, and the clock
+/// must not jump to a timer nobody will get.
+fn prune_exited(sh: &mut Shared) {
+    for owner in sh.ctl.timers.owners() {
+        if (sh.timer_os.sig_state)(owner).is_none() {
+            sh.ctl.timers.forget_process(owner, false);
+        }
+    }
+}
+
 /// Where a sleep of task `tid` (process `tgid`) until `deadline` (on the clock's elapsed-time line) stands.
 enum Step {
     /// The sleep is over: slept to the deadline (0), or interrupted by a signal (EINTR, with this much left).
@@ -525,6 +535,7 @@ fn advance_sleep(sh: &mut Shared, tid: i32, tgid: i32, deadline: i128) -> Step {
     // would not either, so they are not stepped through one by one (a 1 ns period over a day-long sleep) but
     // folded into their overrun count at the end.
     let mut inert: Vec<TimerKey> = Vec::new();
+    prune_exited(sh);
     loop {
         let next = sh.ctl.timers.earliest_except(&inert).filter(|&e| e < deadline);
         let Some(e) = next else {
@@ -662,8 +673,15 @@ pub(crate) fn watch(shared: SharedRef) {
         if sh.live.is_empty() {
             return;
         }
+        if sh.ctl.timers.earliest().is_none() {
+            continue;
+        }
+        // Whether all are blocked first, then the exited owners: a process that exits in between is pruned
+        // rather than taken for blocked.
+        let blocked = super::waits::others_blocked(&sh, 0);
+        prune_exited(&mut sh);
         let Some(e) = sh.ctl.timers.earliest() else { continue };
-        if !super::waits::others_blocked(&sh, 0) {
+        if !blocked {
             sh.sync_in();
             overdue = if e <= sh.ctl.clock.elapsed_ns() { overdue + 1 } else { 0 };
             let progress = (sh.ctl.clock.elapsed_ns(), sh.stats.continued, sh.stats.total_mediated());
