@@ -31,16 +31,13 @@ pub enum ClockAnswer {
 /// and the controller says whether the run stays reproducible.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostTimer {
-    TimerfdCreate,
-    /// alarm(seconds).
-    Alarm {
-        seconds: u64,
-    },
-    /// setitimer: whether a new value was given, and its it_value (`None` when it could not be read).
+    /// setitimer(ITIMER_VIRTUAL or ITIMER_PROF; ITIMER_REAL runs in logical time, see `timers`): whether a new
+    /// value was given, and its it_value (`None` when it could not be read).
     Setitimer {
         given: bool,
         value: Option<Timespec>,
     },
+    /// timer_create on a CPU-time clock (the realtime and monotonic ones run in logical time).
     TimerCreate,
     IoUringSetup,
 }
@@ -113,6 +110,8 @@ pub struct DeterminismController {
     pub inodes: InodeMap,
     pub file_times: FileTimeMap,
     pub dir_order: crate::DirOrder,
+    /// alarm/setitimer and POSIX timers, in logical time.
+    pub timers: crate::timers::TimerTable,
     boot_id: String,
     /// Ports for binds to port 0 (see `ports`).
     pub ports: crate::ports::PortAllocator,
@@ -137,6 +136,7 @@ impl DeterminismController {
                 id
             },
             dir_order: cfg.dir_order,
+            timers: crate::timers::TimerTable::default(),
             inodes: InodeMap::default(),
             file_times: FileTimeMap::new(cfg.run_start_real_ns, epoch_ns),
             boot_id: format!("{}\n", format_uuid(b)),
@@ -346,12 +346,6 @@ impl DeterminismController {
             ))
         };
         match t {
-            HostTimer::TimerfdCreate => Some(
-                "the guest created a timerfd (timerfd_create): timerfds run on the host's clock and are not mediated"
-                    .into(),
-            ),
-            HostTimer::Alarm { seconds: 0 } => None,
-            HostTimer::Alarm { .. } => armed("alarm"),
             HostTimer::Setitimer { given: false, .. } => None,
             HostTimer::Setitimer { value: Some(Timespec { sec: 0, nsec: 0 }), .. } => None,
             HostTimer::Setitimer { .. } => armed("setitimer"),
@@ -526,13 +520,11 @@ mod tests {
     #[test]
     fn host_timers() {
         let a = DeterminismController::new(&cfg(1));
-        assert!(a.host_timer(HostTimer::Alarm { seconds: 0 }).is_none(), "disarming is harmless");
-        assert!(a.host_timer(HostTimer::Alarm { seconds: 3 }).unwrap().contains("alarm"));
         assert!(a.host_timer(HostTimer::Setitimer { given: false, value: None }).is_none());
         let zero = Some(Timespec { sec: 0, nsec: 0 });
         assert!(a.host_timer(HostTimer::Setitimer { given: true, value: zero }).is_none());
         assert!(a.host_timer(HostTimer::Setitimer { given: true, value: None }).is_some(), "unreadable: armed");
-        assert!(a.host_timer(HostTimer::TimerfdCreate).unwrap().contains("timerfd"));
+        assert!(a.host_timer(HostTimer::TimerCreate).unwrap().contains("timer_create"));
         assert!(a.host_timer(HostTimer::IoUringSetup).unwrap().contains("io_uring"));
     }
 

@@ -17,6 +17,7 @@ pub mod rdrand;
 pub mod rng;
 pub mod statfs;
 pub mod tapes;
+pub mod timers;
 pub mod waits;
 
 pub use clock::{ClockKind, ClockRead, LogicalClock, Timespec};

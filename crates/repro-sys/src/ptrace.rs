@@ -236,6 +236,36 @@ pub fn kill_task(tid: i32, sig: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// Queues `sig` as a POSIX timer's expiry (si_code SI_TIMER, timer id, overrun count, si_value) to process
+/// `pid` (rt_sigqueueinfo), or to its thread `tid` (rt_tgsigqueueinfo).
+pub fn queue_timer_signal(
+    pid: i32,
+    tid: Option<i32>,
+    sig: i32,
+    timer_id: i32,
+    overrun: i32,
+    value: u64,
+) -> io::Result<()> {
+    // siginfo_t (128 bytes, x86_64): si_signo, si_errno, si_code, padding, then the timer fields.
+    const SI_TIMER: i32 = -2;
+    let mut info = [0u64; 16];
+    info[0] = sig as u32 as u64;
+    info[1] = SI_TIMER as u32 as u64;
+    info[2] = (timer_id as u32 as u64) | ((overrun as u32 as u64) << 32);
+    info[3] = value;
+    // SAFETY: `info` is a live, aligned 128-byte siginfo_t the kernel only reads; the ids are plain integers.
+    let r = unsafe {
+        match tid {
+            Some(t) => libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, t, sig, info.as_ptr()),
+            None => libc::syscall(libc::SYS_rt_sigqueueinfo, pid, sig, info.as_ptr()),
+        }
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Sends `sig` to a process (kill(2)).
 pub fn kill_process(pid: i32, sig: i32) -> io::Result<()> {
     // SAFETY: plain syscall with integer arguments.

@@ -23,11 +23,13 @@ pub(crate) enum Syscall {
     },
     Nanosleep {
         req: u64,
+        rem: u64,
     },
     ClockNanosleep {
         clock: i64,
         flags: i32,
         req: u64,
+        rem: u64,
     },
     Times {
         buf: u64,
@@ -35,15 +37,55 @@ pub(crate) enum Syscall {
     Getrusage {
         usage: u64,
     },
-    TimerfdCreate,
+    // Timers in logical time (handlers/timers.rs).
+    TimerfdCreate {
+        clock: i64,
+        flags: i32,
+    },
+    TimerfdSettime {
+        fd: i32,
+        flags: i32,
+        new: u64,
+        old: u64,
+    },
+    TimerfdGettime {
+        fd: i32,
+        cur: u64,
+    },
     Alarm {
         seconds: u64,
     },
-    /// setitimer: `new` is the struct itimerval of the new value (0: none).
+    /// setitimer: `new` and `old` are struct itimerval addresses (0: none).
     Setitimer {
+        which: i32,
         new: u64,
+        old: u64,
     },
-    TimerCreate,
+    Getitimer {
+        which: i32,
+        cur: u64,
+    },
+    TimerCreate {
+        clock: i64,
+        sevp: u64,
+        timerid: u64,
+    },
+    TimerSettime {
+        id: i32,
+        flags: i32,
+        new: u64,
+        old: u64,
+    },
+    TimerGettime {
+        id: i32,
+        cur: u64,
+    },
+    TimerGetoverrun {
+        id: i32,
+    },
+    TimerDelete {
+        id: i32,
+    },
     // Entropy.
     Getrandom {
         buf: u64,
@@ -273,14 +315,21 @@ pub(crate) fn decode(nr: i64, a: [u64; 6]) -> Syscall {
         libc::SYS_clock_getres => S::ClockGetres { clock: int(0) as i64, res: a[1] },
         libc::SYS_gettimeofday => S::Gettimeofday { tv: a[0], tz: a[1] },
         libc::SYS_time => S::Time { tloc: a[0] },
-        libc::SYS_nanosleep => S::Nanosleep { req: a[0] },
-        libc::SYS_clock_nanosleep => S::ClockNanosleep { clock: int(0) as i64, flags: int(1), req: a[2] },
+        libc::SYS_nanosleep => S::Nanosleep { req: a[0], rem: a[1] },
+        libc::SYS_clock_nanosleep => S::ClockNanosleep { clock: int(0) as i64, flags: int(1), req: a[2], rem: a[3] },
         libc::SYS_times => S::Times { buf: a[0] },
         libc::SYS_getrusage => S::Getrusage { usage: a[1] },
-        libc::SYS_timerfd_create => S::TimerfdCreate,
+        libc::SYS_timerfd_create => S::TimerfdCreate { clock: int(0) as i64, flags: int(1) },
+        libc::SYS_timerfd_settime => S::TimerfdSettime { fd: fd(0), flags: int(1), new: a[2], old: a[3] },
+        libc::SYS_timerfd_gettime => S::TimerfdGettime { fd: fd(0), cur: a[1] },
         libc::SYS_alarm => S::Alarm { seconds: a[0] as u32 as u64 },
-        libc::SYS_setitimer => S::Setitimer { new: a[1] },
-        libc::SYS_timer_create => S::TimerCreate,
+        libc::SYS_setitimer => S::Setitimer { which: int(0), new: a[1], old: a[2] },
+        libc::SYS_getitimer => S::Getitimer { which: int(0), cur: a[1] },
+        libc::SYS_timer_create => S::TimerCreate { clock: int(0) as i64, sevp: a[1], timerid: a[2] },
+        libc::SYS_timer_settime => S::TimerSettime { id: int(0), flags: int(1), new: a[2], old: a[3] },
+        libc::SYS_timer_gettime => S::TimerGettime { id: int(0), cur: a[1] },
+        libc::SYS_timer_getoverrun => S::TimerGetoverrun { id: int(0) },
+        libc::SYS_timer_delete => S::TimerDelete { id: int(0) },
         libc::SYS_getrandom => S::Getrandom { buf: a[0], len: a[1] as usize, flags: a[2] as u32 },
         libc::SYS_uname => S::Uname { buf: a[0] },
         libc::SYS_sysinfo => S::Sysinfo { info: a[0] },
@@ -403,6 +452,13 @@ names!(
     SYS_alarm,
     SYS_setitimer,
     SYS_timer_create,
+    SYS_getitimer,
+    SYS_timer_settime,
+    SYS_timer_gettime,
+    SYS_timer_getoverrun,
+    SYS_timer_delete,
+    SYS_timerfd_settime,
+    SYS_timerfd_gettime,
     SYS_poll,
     SYS_ppoll,
     SYS_select,
@@ -420,7 +476,7 @@ names!(
 );
 
 /// Syscall numbers the filter always sends to the supervisor.
-pub(crate) const MEDIATED: [i64; 31] = [
+pub(crate) const MEDIATED: [i64; 38] = [
     libc::SYS_clock_gettime,
     libc::SYS_clock_getres,
     libc::SYS_gettimeofday,
@@ -447,6 +503,13 @@ pub(crate) const MEDIATED: [i64; 31] = [
     libc::SYS_alarm,
     libc::SYS_setitimer,
     libc::SYS_timer_create,
+    libc::SYS_getitimer,
+    libc::SYS_timer_settime,
+    libc::SYS_timer_gettime,
+    libc::SYS_timer_getoverrun,
+    libc::SYS_timer_delete,
+    libc::SYS_timerfd_settime,
+    libc::SYS_timerfd_gettime,
     // What still varies: kernel-chosen ports, file system figures.
     libc::SYS_bind,
     libc::SYS_connect,

@@ -95,6 +95,8 @@ pub(crate) fn on_exec(tracee: &Tracee<Stopped>, shared: &SharedRef) -> ExecDone 
         let mut sh = lock(shared);
         sh.stats.execs += 1;
         sh.live.insert(tid);
+        // A new image has no POSIX timers (the exec'ing task is now its process's leader); ITIMER_REAL stays.
+        sh.ctl.timers.forget_process(tid, true);
         if let Some(log) = sh.access.as_mut() {
             log.note_maps(tid);
         }

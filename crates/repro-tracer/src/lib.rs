@@ -246,6 +246,15 @@ pub fn supervise(
             .spawn(move || transport::notify::serve(listener, shared))
             .map_err(|source| TracerError::Sys { context: "starting the notify thread", pid, source })?
     };
+    // The timers' watcher: fires a timer when every guest task waits for it (handlers/timers.rs).
+    let watched = shared.clone();
+    if std::thread::Builder::new().name("repro-timers".into()).spawn(move || handlers::timers::watch(watched)).is_err()
+    {
+        lock(&shared)
+            .stats
+            .warnings
+            .insert("the timers' watcher could not start: a guest waiting for a timer hangs".into());
+    }
     if let Err(e) = pending.release() {
         // The guest is being discarded (the error reported is the release's): kill, reap, and let the notify
         // thread end; how it ended changes nothing.

@@ -38,6 +38,10 @@ pub(crate) struct Shared {
     pub disk: repro_detcore::statfs::DiskLimit,
     /// The RDRAND/RDSEED scans of this run's programs and libraries (see rdrand.rs).
     pub rdrand: crate::rdrand::ScanCache,
+    /// How timer expiries reach the guest (the timers themselves are the controller's `timers`).
+    pub timer_os: crate::handlers::timers::TimerOs,
+    /// The guest's timerfds (eventfds the supervisor writes at each expiry), by eventfd id.
+    pub timerfds: HashMap<u64, crate::handlers::timers::TimerFd>,
 }
 
 impl Shared {
@@ -59,6 +63,8 @@ impl Shared {
             host_network: false,
             disk: default_disk(),
             rdrand: Default::default(),
+            timer_os: crate::handlers::timers::DEFAULT_OS,
+            timerfds: HashMap::new(),
         }
     }
 

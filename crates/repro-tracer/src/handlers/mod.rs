@@ -16,6 +16,7 @@ pub(crate) mod process;
 pub(crate) mod procfs;
 pub(crate) mod statfs;
 pub(crate) mod time;
+pub(crate) mod timers;
 pub(crate) mod waits;
 
 use crate::decode::{self, Control, NetCall, Syscall};
@@ -45,11 +46,18 @@ pub(crate) fn dispatch<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Sysc
         | S::Nanosleep { .. }
         | S::ClockNanosleep { .. }
         | S::Times { .. }
-        | S::Getrusage { .. }
-        | S::TimerfdCreate
+        | S::Getrusage { .. } => return time::handle(sh, g, nr, call),
+        S::TimerfdCreate { .. }
+        | S::TimerfdSettime { .. }
+        | S::TimerfdGettime { .. }
         | S::Alarm { .. }
         | S::Setitimer { .. }
-        | S::TimerCreate => return time::handle(sh, g, nr, call),
+        | S::Getitimer { .. }
+        | S::TimerCreate { .. }
+        | S::TimerSettime { .. }
+        | S::TimerGettime { .. }
+        | S::TimerGetoverrun { .. }
+        | S::TimerDelete { .. } => return timers::handle(sh, g, nr, call),
         S::Getrandom { buf, len, .. } => entropy::getrandom(sh, g, buf, len),
         S::Getcpu { cpu, node, cache } if process::is_vdso_fd_request(sh, g.tid(), cpu, node, cache) => {
             return process::vdso_fd(sh);

@@ -1,6 +1,6 @@
-//! Time: clock reads, sleeps, times/getrusage, and the timers that run on the host's clock.
+//! Time: clock reads, sleeps, times/getrusage (the timers are in timers.rs).
 
-use repro_detcore::{ClockAnswer, ClockKind, HostTimer, Timespec};
+use repro_detcore::{ClockAnswer, ClockKind, Timespec};
 
 use super::{answered, read_timespec, timespec_bytes};
 use crate::decode::Syscall;
@@ -34,11 +34,25 @@ pub(crate) fn handle<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Syscal
                 Ok(t.sec)
             })
         }
-        Syscall::Nanosleep { req } => read_timespec(g, req)
+        // With a timer armed, a sleep may end at its expiry (handlers/timers.rs); without, the clock jumps.
+        Syscall::Nanosleep { req, rem } if sh.ctl.timers.any_armed() => {
+            return match sleep_deadline(sh, g, None, 0, req) {
+                Ok(d) => super::timers::sleep(sh, g, d, rem),
+                Err(e) => answered(sh, nr, Err(e)),
+            };
+        }
+        Syscall::ClockNanosleep { clock, flags, req, rem } if sh.ctl.timers.any_armed() => {
+            let rem = if flags & libc::TIMER_ABSTIME != 0 { 0 } else { rem };
+            return match sleep_deadline(sh, g, Some(clock), flags, req) {
+                Ok(d) => super::timers::sleep(sh, g, d, rem),
+                Err(e) => answered(sh, nr, Err(e)),
+            };
+        }
+        Syscall::Nanosleep { req, .. } => read_timespec(g, req)
             .and_then(|t| sh.ctl.sleep_for(t).map(|_| 0).map_err(|e| e.errno()))
             .map_err(Refusal::from),
         // clock_nanosleep returns the error number itself, not -1/errno (the C library's wrapper turns it around).
-        Syscall::ClockNanosleep { clock, flags, req } => read_timespec(g, req)
+        Syscall::ClockNanosleep { clock, flags, req, .. } => read_timespec(g, req)
             .and_then(|t| sh.ctl.clock_nanosleep(clock, flags, t).map(|_| 0).map_err(|e| e.errno()))
             .map_err(Refusal::from),
         Syscall::Times { buf } => {
@@ -53,14 +67,6 @@ pub(crate) fn handle<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Syscal
             let r = sh.ctl.rusage();
             g.write_bytes(usage, &r).map(|_| 0).map_err(Refusal::from)
         }
-        Syscall::TimerfdCreate => return host_timer(sh, HostTimer::TimerfdCreate),
-        Syscall::Alarm { seconds } => return host_timer(sh, HostTimer::Alarm { seconds }),
-        Syscall::Setitimer { new } => {
-            // struct itimerval: it_interval, then it_value (a timeval each).
-            let value = if new != 0 { read_timespec(g, new + 16).ok() } else { None };
-            return host_timer(sh, HostTimer::Setitimer { given: new != 0, value });
-        }
-        Syscall::TimerCreate => return host_timer(sh, HostTimer::TimerCreate),
         _ => Err(Refusal::Native),
     };
     answered(sh, nr, r)
@@ -99,13 +105,30 @@ fn gettimeofday<G: Guest>(sh: &mut Shared, g: &mut G, tv: u64, tz: u64) -> Outco
     Ok(0)
 }
 
-/// A timer on the host's clock: it runs natively; the run records why it is not reproducible, if it is not.
-fn host_timer(sh: &mut Shared, t: HostTimer) -> Reply {
-    if let Some(why) = sh.ctl.host_timer(t) {
-        sh.not_enforced.insert(why);
+/// Where a sleep of `req` ends on the clock's elapsed-time line: relative (nanosleep, or clock_nanosleep
+/// without TIMER_ABSTIME on `clock`), or absolute on `clock`; EINVAL for a bad timespec or clock.
+fn sleep_deadline<G: Guest>(
+    sh: &mut Shared,
+    g: &mut G,
+    clock: Option<i64>,
+    flags: i32,
+    req: u64,
+) -> Result<i128, Refusal> {
+    let t = read_timespec(g, req)?;
+    let kind = match clock {
+        Some(c) => Some(ClockKind::from_id(c).map_err(|e| e.errno())?),
+        None => None,
+    };
+    let c = &sh.ctl.clock;
+    match kind {
+        Some(k) if flags & libc::TIMER_ABSTIME != 0 => {
+            Ok(repro_detcore::timers::elapsed_at(c, k, t).map_err(|e| e.errno())?)
+        }
+        _ => match t.to_ns() {
+            Ok(ns) if t.sec >= 0 => Ok(c.elapsed_ns() + ns),
+            _ => Err(Refusal::Errno(libc::EINVAL)),
+        },
     }
-    sh.stats.continued += 1;
-    Reply::Continue
 }
 
 #[cfg(test)]
@@ -202,14 +225,15 @@ mod tests {
         assert_eq!(g.get(0x1000, 32), [0; 32]);
         call(&mut sh, &mut g, libc::SYS_getrusage, [0, 0x2000, 0, 0, 0, 0]);
         assert_eq!(g.get(0x2000, 144), [0; 144]);
-        assert!(matches!(call(&mut sh, &mut g, libc::SYS_alarm, [0, 0, 0, 0, 0, 0]), Reply::Continue));
-        assert!(sh.not_enforced.is_empty(), "alarm(0) disarms");
-        // setitimer with a zero it_value disarms; a non-zero one arms a host timer.
+        // alarm and ITIMER_REAL run in logical time (handlers/timers.rs); ITIMER_PROF with a zero it_value
+        // disarms, a non-zero one arms a host timer.
+        assert!(matches!(call(&mut sh, &mut g, libc::SYS_alarm, [3, 0, 0, 0, 0, 0]), Reply::Value(0)));
+        assert!(sh.not_enforced.is_empty(), "alarm is mediated");
         g.map(0x3000, 32);
-        call(&mut sh, &mut g, libc::SYS_setitimer, [0, 0x3000, 0, 0, 0, 0]);
+        call(&mut sh, &mut g, libc::SYS_setitimer, [2, 0x3000, 0, 0, 0, 0]);
         assert!(sh.not_enforced.is_empty());
         g.write_bytes(0x3010, &5i64.to_le_bytes()).unwrap();
-        call(&mut sh, &mut g, libc::SYS_setitimer, [0, 0x3000, 0, 0, 0, 0]);
+        call(&mut sh, &mut g, libc::SYS_setitimer, [2, 0x3000, 0, 0, 0, 0]);
         assert!(sh.not_enforced.iter().any(|r| r.contains("setitimer")));
     }
 }

@@ -110,6 +110,9 @@ pub(crate) fn answer<G: Guest>(sh: &mut Shared, g: &mut G, w: TimedWait) -> Outc
     if !g.still_waiting() {
         return Err(libc::EINTR.into());
     }
+    if super::timers::fire_before(sh, deadline) {
+        return Err(NATIVE);
+    }
     if sh.ctl.time_out_wait(deadline).is_err() {
         return Err(NATIVE);
     }
@@ -227,7 +230,7 @@ pub(crate) fn inherited_fds() -> HashSet<String> {
 
 /// Whether every live guest task other than `me` is asleep in a wait that only another guest task
 /// (or the world outside) can end.
-fn others_blocked(sh: &Shared, me: i32) -> bool {
+pub(crate) fn others_blocked(sh: &Shared, me: i32) -> bool {
     sh.live.iter().filter(|&&t| t != me).all(|&t| blocked_indefinitely(t))
 }
 

@@ -59,6 +59,7 @@ fn handle(n: &Notification, listener: &Listener, shared: &SharedRef, pidfds: &mu
     let mut sh = lock(shared);
     sh.sync_in();
     let r = dispatch(&mut sh, &mut guest, nr, call);
+    crate::handlers::timers::after_call(&mut sh);
     sh.sync_out();
     r
 }

@@ -16,5 +16,6 @@ mod robust;
 mod run;
 mod signals;
 mod sock_tape;
+mod timers;
 mod toolchains;
 mod varies;
