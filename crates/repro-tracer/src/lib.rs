@@ -85,6 +85,10 @@ pub struct DetConfig {
     /// Put the guest's seccomp policy ([`repro_sys::confine::guest_rules`]: Docker's refusals, EPERM) in the
     /// supervisor's filter, decided before the notify rules.
     pub confine: bool,
+    /// The guest runs in a network namespace of its own (only `lo`): its sockets can only be fed by the guest,
+    /// so waits on them take part in logical time like waits on its pipes (see `handlers/waits.rs`). False
+    /// under the host's network; ignored while the network is taped (the tape is outside the guest).
+    pub own_network: bool,
 }
 
 impl Default for DetConfig {
@@ -102,6 +106,7 @@ impl Default for DetConfig {
             tapes: Default::default(),
             access_stream: None,
             confine: true,
+            own_network: false,
         }
     }
 }
@@ -224,10 +229,24 @@ pub fn supervise(
         vdso,
         vdso_unavailable,
         inherited_fds,
+        own_network: cfg.own_network && cfg.tapes.network == tape::NetMode::Off,
         access: cfg.record_access.then(|| access::AccessLog::new(cfg.access_stream.clone())),
         tape: tape::TapeState::new(&cfg.tapes),
         ..Shared::new(ctl)
     }));
+    let waits_listener = pending.listener.try_clone().map_err(|source| TracerError::Sys {
+        context: "duplicating the seccomp listener",
+        pid,
+        source,
+    })?;
+    let scheduler = {
+        let shared = shared.clone();
+        let listener = Listener::new(waits_listener);
+        std::thread::Builder::new()
+            .name("repro-waits".into())
+            .spawn(move || handlers::waits::schedule(listener, shared))
+            .map_err(|source| TracerError::Sys { context: "starting the waits scheduler", pid, source })?
+    };
     let notifier = {
         let shared = shared.clone();
         let listener = Listener::new(listener_fd);
@@ -242,6 +261,12 @@ pub fn supervise(
         let _ = ptrace::kill_process(pid, libc::SIGKILL);
         while ptrace::wait_any().is_ok() {}
         let _ = notifier.join();
+        {
+            let mut sh = lock(&shared);
+            sh.finished = true;
+            sh.waits_cv.notify_all();
+        }
+        let _ = scheduler.join();
         return Err(spawn_error(e, &program_name, pid));
     }
     on_spawn(pid);
@@ -252,9 +277,19 @@ pub fn supervise(
     let _ = repro_sys::tsc::disable_for_this_thread();
     let exit = trace_loop(pid, &shared);
     let _ = repro_sys::tsc::enable_for_this_thread();
+    {
+        let mut sh = lock(&shared);
+        sh.finished = true;
+        sh.waits_cv.notify_all();
+    }
+    let scheduler_panicked = scheduler.join().is_err();
     let exit = exit?;
     let notify_panicked = notifier.join().is_err();
     let mut sh = lock(&shared);
+    if scheduler_panicked {
+        sh.not_enforced
+            .insert("the supervisor's waits scheduler failed (a panic): parked waits went unanswered".into());
+    }
     if notify_panicked {
         sh.not_enforced.insert("the supervisor's notify thread failed (a panic): some calls went unanswered".into());
     }
@@ -352,14 +387,20 @@ fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
                     exit = Some(GuestExit::Exited(code));
                     kill_remaining(shared, tid);
                 }
-                lock(shared).live.remove(&tid);
+                let mut sh = lock(shared);
+                sh.live.remove(&tid);
+                sh.futex_rewrites.remove(&tid);
+                sh.parked.remove(&tid);
             }
             Event::Killed { tid, sig } => {
                 if tid == top {
                     exit = Some(GuestExit::Signaled(sig));
                     kill_remaining(shared, tid);
                 }
-                lock(shared).live.remove(&tid);
+                let mut sh = lock(shared);
+                sh.live.remove(&tid);
+                sh.futex_rewrites.remove(&tid);
+                sh.parked.remove(&tid);
             }
         }
     }

@@ -187,6 +187,7 @@ fn supervised(
         tapes: repro_tracer::tape::TapeConfig { network, proc },
         access_stream: stream,
         confine: true,
+        own_network: matches!(tape_cfg.network, TapeIo::Off),
     };
     let mut sigfd = Some(sigfd);
     let mut on_spawn = |guest: i32| {

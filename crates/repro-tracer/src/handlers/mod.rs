@@ -57,7 +57,7 @@ pub(crate) fn dispatch<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Sysc
         S::Getdents64 { fd, dirp, count } => files::getdents64(sh, g, fd, dirp, count),
         S::Open { path, flags, .. } => return files::open(sh, g, nr, path, flags),
         S::Stat { dirfd, path, flags, out } => files::stat(sh, g, dirfd, path, flags, out),
-        S::Wait(w) => waits::answer(sh, g, w),
+        S::Wait(w) => return waits::handle(sh, g, nr, w),
         S::IoUringSetup => return process::io_uring_setup(sh),
         S::PathUse { .. } | S::Net(_) | S::Other => return Reply::Continue,
     };

@@ -10,18 +10,22 @@
 //! natively, in real time, and is never cut short. The conclusions (deadlines, which waits and descriptors
 //! count) are repro-detcore's (`repro_detcore::waits`); this file reads the guest and the kernel's view of it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::OwnedFd;
+use std::time::Duration;
 
-use repro_detcore::waits::{internal_descriptor, untimed_wait};
-use repro_detcore::Deadline;
+use repro_detcore::waits::{
+    finished_state, first_to_expire, host_deadline, internal_descriptor, monotonic_deadline_ns, untimed_wait,
+    ParkedWait,
+};
+use repro_detcore::{ClockKind, Deadline, Timespec};
 use repro_sys::fdops;
-use repro_sys::seccomp::ArgCheck;
+use repro_sys::seccomp::{ArgCheck, Listener};
 
-use crate::decode::TimedWait;
-use crate::guest::Guest;
-use crate::reply::{Outcome, Refusal};
-use crate::state::Shared;
+use crate::decode::{self, TimedWait};
+use crate::guest::{Guest, PidfdCache, TaskGuest};
+use crate::reply::{Outcome, Refusal, Reply};
+use crate::state::{lock, FutexRewrite, Shared, SharedRef};
 
 /// The waits the filter sends to the supervisor, with the condition that keeps the others native.
 pub(crate) fn conditional_syscalls() -> Vec<(u32, ArgCheck)> {
@@ -38,6 +42,7 @@ pub(crate) fn conditional_syscalls() -> Vec<(u32, ArgCheck)> {
 }
 
 /// What the wait watches, to check whether it is already over.
+#[derive(Debug, Clone, Copy)]
 enum Watch {
     /// pollfd array at `addr` with `n` entries.
     Poll {
@@ -70,10 +75,12 @@ fn timespec_at<G: Guest>(g: &mut G, addr: u64) -> Result<(i64, i64), Refusal> {
     Ok((t.sec, t.nsec))
 }
 
-/// Answers a notified timed wait: jumps the clock and times it out, or lets it run natively.
-pub(crate) fn answer<G: Guest>(sh: &mut Shared, g: &mut G, w: TimedWait) -> Outcome {
-    let tid = g.tid();
-    let (deadline, watch, timeout_out) = match w {
+/// What a timed wait's arguments say: its deadline (`None`: nothing to jump), what it watches, and where the
+/// kernel would write the time left.
+type Parsed = (Option<Deadline>, Watch, Option<u64>);
+
+fn parse<G: Guest>(sh: &Shared, g: &mut G, w: TimedWait) -> Result<Parsed, Refusal> {
+    Ok(match w {
         TimedWait::Poll { fds, nfds, timeout_ms } => {
             (Deadline::millis(timeout_ms), Watch::Poll { addr: fds, n: nfds }, None)
         }
@@ -92,17 +99,200 @@ pub(crate) fn answer<G: Guest>(sh: &mut Shared, g: &mut G, w: TimedWait) -> Outc
             (Deadline::relative(s, ns, 1), Watch::Epoll { epfd }, None)
         }
         TimedWait::Futex { uaddr, op, val, timeout, val3 } => {
-            let (s, ns) = timespec_at(g, timeout)?;
+            let (mut s, mut ns) = timespec_at(g, timeout)?;
+            // A retry of a wait whose deadline was moved onto the host's clock passes that value back.
+            if let Some(r) = sh.futex_rewrites.get(&g.tid()) {
+                if r.addr == timeout && (r.host.sec, r.host.nsec) == (s, ns) {
+                    (s, ns) = (r.logical.sec, r.logical.nsec);
+                }
+            }
             (Deadline::futex(op, val3, s, ns), Watch::Futex { addr: uaddr, val }, None)
         }
-    };
+    })
+}
+
+/// Answers a notified timed wait (syscall `nr`): parks it when another task may still end it (see [`schedule`]),
+/// else jumps the clock and times it out, or lets it run natively.
+pub(crate) fn handle<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, w: TimedWait) -> Reply {
+    if let Some(parked) = park(sh, g, nr, w) {
+        return parked;
+    }
+    let r = answer(sh, g, w);
+    super::answered(sh, nr, r)
+}
+
+/// Parks a wait on descriptors only the guest feeds, none ready, when another task could still end it (or
+/// other waits are parked, which may expire first): `None` when it is not parked.
+fn park<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, w: TimedWait) -> Option<Reply> {
+    if matches!(w, TimedWait::Futex { .. }) {
+        return None; // a futex cannot be watched from here: it runs natively (its deadline translated)
+    }
+    let id = g.notification()?;
+    let tid = g.tid();
+    let (deadline, watch, timeout_out) = parse(sh, g, w).ok()?;
+    let now = sh.ctl.clock.peek(ClockKind::Monotonic);
+    let deadline_ns = monotonic_deadline_ns(deadline?, now)?;
+    if sh.parked.is_empty() && others_blocked(sh, tid) {
+        return None; // nothing can end it and nothing expires before it: answer() times it out now
+    }
+    match over_already(g, &watch, &sh.inherited_fds, sh.own_network) {
+        Ok(Some(_)) => {}
+        Ok(None) => return None,
+        Err(_) => {
+            note_outside_wait(sh, nr);
+            return None;
+        }
+    }
+    if !g.still_waiting() {
+        return Some(Reply::Error(libc::EINTR));
+    }
+    sh.parked.insert(tid, Parked { id, nr, watch, timeout_out, wait: ParkedWait { tid, deadline_ns } });
+    sh.stats.waits_parked += 1;
+    sh.waits_cv.notify_all();
+    Some(Reply::Parked)
+}
+
+/// A wait ran natively in real time because a descriptor may be fed from outside the guest: the run says so.
+fn note_outside_wait(sh: &mut Shared, nr: i64) {
+    sh.stats.outside_waits += 1;
+    if sh.stats.warnings.len() < 8 {
+        sh.stats.warnings.insert(format!(
+            "waits on outside descriptors ran in real time: {} on a terminal, host socket, inherited descriptor or tape",
+            decode::name(nr)
+        ));
+    }
+}
+
+/// A timed wait held by the supervisor.
+#[derive(Debug, Clone)]
+pub(crate) struct Parked {
+    /// The seccomp notification to answer.
+    pub id: u64,
+    /// The syscall (for the counts).
+    pub nr: i64,
+    watch: Watch,
+    timeout_out: Option<u64>,
+    pub wait: ParkedWait,
+}
+
+/// How often the scheduler looks at parked waits (for readiness) while the guest runs.
+const PARKED_TICK: Duration = Duration::from_millis(1);
+
+/// The waits scheduler, on a thread of its own for the whole run: every [`PARKED_TICK`] it lets the parked waits
+/// whose descriptors became ready run natively (they return at once), forgets those a signal interrupted, and
+/// when every live task is parked or blocked in a wait only another task can end, times out the parked wait
+/// with the earliest deadline, jumping the logical clock to it. Returns when the guest is gone.
+pub(crate) fn schedule(listener: Listener, shared: SharedRef) {
+    let mut pidfds = PidfdCache::default();
+    let cv = lock(&shared).waits_cv.clone();
+    let mut sh = lock(&shared);
+    loop {
+        if sh.finished {
+            return;
+        }
+        if sh.parked.is_empty() {
+            sh = cv.wait(sh).unwrap_or_else(|p| p.into_inner());
+            continue;
+        }
+        let expired = tick(&mut sh, &listener, &mut pidfds);
+        if !expired {
+            sh = cv.wait_timeout(sh, PARKED_TICK).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+        }
+    }
+}
+
+/// One look at the parked waits; true when one timed out (look again at once).
+fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
+    let tids: Vec<i32> = sh.parked.keys().copied().collect();
+    let mut outputs: HashMap<i32, Writes> = HashMap::new();
+    for tid in tids {
+        let Some(p) = sh.parked.get(&tid).cloned() else { continue };
+        let mut g = TaskGuest::new(tid, Some((listener, p.id)), pidfds);
+        if !g.still_waiting() {
+            sh.parked.remove(&tid); // interrupted (a signal) or gone: the kernel ended the call
+            continue;
+        }
+        match over_already(&mut g, &p.watch, &sh.inherited_fds, sh.own_network) {
+            Ok(Some(w)) => {
+                outputs.insert(tid, w);
+            }
+            _ => {
+                // Ready now (or no longer readable): the native call returns at once.
+                sh.parked.remove(&tid);
+                sh.stats.continued += 1;
+                // ENOENT: interrupted meanwhile; the kernel restarts or ends the call itself.
+                let _ = listener.respond_continue(p.id);
+            }
+        }
+    }
+    let parked: Vec<ParkedWait> = sh.parked.values().map(|p| p.wait).collect();
+    let Some(first) = first_to_expire(parked) else { return false };
+    if !sh.live.iter().all(|t| sh.parked.contains_key(t) || blocked_indefinitely(*t)) {
+        return false;
+    }
+    let Some(p) = sh.parked.remove(&first.tid) else { return false };
+    let mut g = TaskGuest::new(first.tid, Some((listener, p.id)), pidfds);
+    if !g.still_waiting() {
+        return true;
+    }
+    sh.sync_in();
+    let at = Deadline::At(libc::CLOCK_MONOTONIC as i64, Timespec::from_ns(first.deadline_ns));
+    if sh.ctl.time_out_wait(at).is_err() {
+        // Cannot happen for a deadline built from a valid timespec; the call then runs natively.
+        let _ = listener.respond_continue(p.id);
+        return true;
+    }
+    sh.sync_out();
+    sh.stats.waits_jumped += 1;
+    let mut wrote =
+        outputs.remove(&first.tid).unwrap_or_default().into_iter().all(|(a, b)| g.write_bytes(a, &b).is_ok());
+    if let Some(t) = p.timeout_out {
+        wrote &= g.write_bytes(t, &[0u8; 16]).is_ok();
+    }
+    sh.count(decode::name(p.nr));
+    let r = if wrote { listener.respond_value(p.id, 0) } else { listener.respond_error(p.id, libc::EFAULT) };
+    if let Err(e) = r {
+        if e.raw_os_error() != Some(libc::ENOENT) && sh.stats.warnings.len() < 8 {
+            sh.stats.warnings.insert(format!("answering a parked wait failed: {e}"));
+        }
+    }
+    true
+}
+
+/// Answers a notified timed wait: jumps the clock and times it out, or lets it run natively (an absolute
+/// deadline first moved onto the host's clock).
+fn answer<G: Guest>(sh: &mut Shared, g: &mut G, w: TimedWait) -> Outcome {
+    let tid = g.tid();
+    let (deadline, watch, timeout_out) = parse(sh, g, w)?;
     let Some(deadline) = deadline else { return Err(NATIVE) };
+    match jump(sh, g, tid, deadline, &watch, timeout_out, w) {
+        Err(Refusal::Native) => match (w, deadline) {
+            (TimedWait::Futex { timeout, .. }, Deadline::At(clock, at)) => {
+                native_absolute(sh, g, clock, at, timeout, &watch)
+            }
+            _ => Err(NATIVE),
+        },
+        r => r,
+    }
+}
+
+/// Times the wait out at its deadline if nothing can end it before; `Err(Native)` when something may.
+fn jump<G: Guest>(
+    sh: &mut Shared,
+    g: &mut G,
+    tid: i32,
+    deadline: Deadline,
+    watch: &Watch,
+    timeout_out: Option<u64>,
+    w: TimedWait,
+) -> Outcome {
     // First establish that no other task can act, then look at the descriptors: in the other order a
-    // task could write to them between the two looks and then block, and the wait would be cut short.
-    if !others_blocked(sh, tid) {
+    // task could write to them between the two looks and then block, and the wait would be cut short. A parked
+    // wait may expire before this one: then this one waits too.
+    if !sh.parked.is_empty() || !others_blocked(sh, tid) {
         return Err(NATIVE);
     }
-    let outputs = match over_already(g, &watch, &sh.inherited_fds) {
+    let outputs = match over_already(g, watch, &sh.inherited_fds, sh.own_network) {
         Ok(Some(outputs)) => outputs,
         _ => return Err(NATIVE),
     };
@@ -127,14 +317,57 @@ pub(crate) fn answer<G: Guest>(sh: &mut Shared, g: &mut G, w: TimedWait) -> Outc
     Ok(0)
 }
 
+/// A futex wait with an absolute deadline `at` in logical time on clock `clock` that must run natively
+/// (another task may end it): the kernel compares the deadline with the host's clock, so the guest's timespec
+/// at `ts_addr` is rewritten to the host time as far away as `at` is in logical time (and remembered, so that
+/// a retry with the same memory is understood). A deadline already passed in logical time times out at once.
+fn native_absolute<G: Guest>(
+    sh: &mut Shared,
+    g: &mut G,
+    clock: i64,
+    at: Timespec,
+    ts_addr: u64,
+    watch: &Watch,
+) -> Outcome {
+    let Ok(kind) = ClockKind::from_id(clock) else { return Err(NATIVE) };
+    let Ok((sec, nsec)) = repro_sys::ns::clock_now_syscall(clock as i32) else { return Err(NATIVE) };
+    let logical_now = sh.ctl.clock.peek(kind);
+    match host_deadline(at, logical_now, Timespec { sec, nsec }) {
+        None => {
+            // Due: the kernel would compare the word first (EAGAIN when it changed), then time out.
+            let Watch::Futex { addr, val } = *watch else { return Err(NATIVE) };
+            let mut w = [0u8; 4];
+            g.read_into(addr, &mut w)?;
+            if !g.still_waiting() {
+                return Err(libc::EINTR.into());
+            }
+            if u32::from_le_bytes(w) != val {
+                return Err(libc::EAGAIN.into());
+            }
+            Err(libc::ETIMEDOUT.into())
+        }
+        Some(host) => {
+            g.write_bytes(ts_addr, &super::timespec_bytes(host))?;
+            sh.futex_rewrites.insert(g.tid(), FutexRewrite { addr: ts_addr, host, logical: at });
+            sh.stats.deadlines_translated += 1;
+            Err(NATIVE)
+        }
+    }
+}
+
 /// `Ok(Some(writes))` when the wait would not end before its timeout by what is ready now, with the guest
 /// memory to rewrite when it times out; `Ok(None)` when it would return at once.
 ///
 /// Only waits on descriptors the guest itself feeds count: a descriptor that something outside the guest can
 /// make ready (see [`internal_descriptor`]) makes the wait run natively.
-fn over_already<G: Guest>(g: &mut G, watch: &Watch, inherited: &HashSet<String>) -> Result<Option<Writes>, Refusal> {
+fn over_already<G: Guest>(
+    g: &mut G,
+    watch: &Watch,
+    inherited: &HashSet<String>,
+    own_network: bool,
+) -> Result<Option<Writes>, Refusal> {
     let check = |g: &mut G, fd: i32| match g.fd_target(fd) {
-        Ok(t) if internal_descriptor(&String::from_utf8_lossy(&t), inherited) => Ok(()),
+        Ok(t) if internal_descriptor(&String::from_utf8_lossy(&t), inherited, own_network) => Ok(()),
         _ => Err(NATIVE),
     };
     let ready = |fds: &[(OwnedFd, i16)]| -> Result<bool, Refusal> {
@@ -228,7 +461,7 @@ pub(crate) fn inherited_fds() -> HashSet<String> {
 /// Whether every live guest task other than `me` is asleep in a wait that only another guest task
 /// (or the world outside) can end.
 fn others_blocked(sh: &Shared, me: i32) -> bool {
-    sh.live.iter().filter(|&&t| t != me).all(|&t| blocked_indefinitely(t))
+    sh.live.iter().filter(|&&t| t != me).all(|&t| sh.parked.contains_key(&t) || blocked_indefinitely(t))
 }
 
 /// Whether task `tid` sleeps in a wait only another task can end, as /proc shows it.
@@ -237,6 +470,9 @@ fn blocked_indefinitely(tid: i32) -> bool {
         return true; // gone: it can do nothing any more
     };
     let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+    if state.is_some_and(finished_state) {
+        return true; // exited, not yet reaped: it can do nothing any more
+    }
     if state != Some('S') {
         return false; // running, stopped at a ptrace event, in disk sleep, a zombie about to be reaped...
     }
