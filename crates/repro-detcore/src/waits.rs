@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use crate::clock::Timespec;
+use crate::clock::{ClockKind, Timespec};
 
 /// When a timed wait times out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,14 +109,18 @@ pub fn host_deadline(at: Timespec, logical_now: Timespec, host_now: Timespec) ->
     (left > 0).then(|| Timespec::from_ns(ns(host_now) + left))
 }
 
-/// The logical CLOCK_MONOTONIC time, in nanoseconds, at which a wait with `deadline` started at `now_mono` (the
-/// logical monotonic clock's value) times out; `None` for a deadline on another clock (it is not parked).
-pub fn monotonic_deadline_ns(deadline: Deadline, now_mono: Timespec) -> Option<i128> {
+/// The logical CLOCK_MONOTONIC time, in nanoseconds, at which a wait with `deadline` started when the logical
+/// clocks read `now_mono` and `now_real` times out (an absolute CLOCK_REALTIME deadline is as far from
+/// `now_real` as the result is from `now_mono`); `None` for a CPU-time or unknown clock (it is not parked).
+pub fn monotonic_deadline_ns(deadline: Deadline, now_mono: Timespec, now_real: Timespec) -> Option<i128> {
     let ns = |t: Timespec| t.sec as i128 * 1_000_000_000 + t.nsec as i128;
     match deadline {
         Deadline::After(d) => Some(ns(now_mono) + ns(d)),
-        Deadline::At(clock, t) if clock == libc::CLOCK_MONOTONIC as i64 => Some(ns(t)),
-        Deadline::At(..) => None,
+        Deadline::At(clock, t) => match ClockKind::from_id(clock) {
+            Ok(ClockKind::Monotonic) => Some(ns(t)),
+            Ok(ClockKind::Realtime) => Some(ns(now_mono) + ns(t) - ns(now_real)),
+            _ => None,
+        },
     }
 }
 
@@ -206,11 +210,15 @@ mod tests {
     #[test]
     fn the_earliest_parked_deadline_expires_first() {
         let mono = Timespec { sec: 10_000, nsec: 0 };
-        let d = monotonic_deadline_ns(Deadline::After(Timespec { sec: 0, nsec: 19_000_000 }), mono);
+        let real = Timespec { sec: 1_700_000_000, nsec: 0 };
+        let d = monotonic_deadline_ns(Deadline::After(Timespec { sec: 0, nsec: 19_000_000 }), mono, real);
         assert_eq!(d, Some(10_000_019_000_000));
         let at = Deadline::At(libc::CLOCK_MONOTONIC as i64, Timespec { sec: 10_005, nsec: 1 });
-        assert_eq!(monotonic_deadline_ns(at, mono), Some(10_005_000_000_001));
-        assert_eq!(monotonic_deadline_ns(Deadline::At(libc::CLOCK_REALTIME as i64, mono), mono), None);
+        assert_eq!(monotonic_deadline_ns(at, mono, real), Some(10_005_000_000_001));
+        let at_real = Deadline::At(libc::CLOCK_REALTIME as i64, Timespec { sec: 1_700_000_002, nsec: 0 });
+        assert_eq!(monotonic_deadline_ns(at_real, mono, real), Some(10_002_000_000_000), "2 s away on either clock");
+        let cpu = Deadline::At(libc::CLOCK_PROCESS_CPUTIME_ID as i64, mono);
+        assert_eq!(monotonic_deadline_ns(cpu, mono, real), None);
         let w = |tid, deadline_ns| ParkedWait { tid, deadline_ns };
         assert_eq!(first_to_expire([w(5, 300), w(7, 100), w(3, 200)]), Some(w(7, 100)));
         assert_eq!(first_to_expire([w(9, 100), w(4, 100)]), Some(w(4, 100)), "a tie goes to the lower task id");

@@ -34,6 +34,11 @@ pub(crate) fn dispatch<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Sysc
         }
     }
     use Syscall as S;
+    if let S::Nanosleep { .. } | S::ClockNanosleep { .. } = call {
+        if let Some(parked) = waits::park_sleep(sh, g, nr, call) {
+            return parked;
+        }
+    }
     let r = match call {
         S::ClockGettime { .. }
         | S::ClockGetres { .. }

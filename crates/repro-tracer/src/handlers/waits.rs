@@ -22,7 +22,7 @@ use repro_detcore::{ClockKind, Deadline, Timespec};
 use repro_sys::fdops;
 use repro_sys::seccomp::{ArgCheck, Listener};
 
-use crate::decode::{self, TimedWait};
+use crate::decode::{self, Syscall, TimedWait};
 use crate::guest::{Guest, PidfdCache, TaskGuest};
 use crate::reply::{Outcome, Refusal, Reply};
 use crate::state::{lock, FutexRewrite, Shared, SharedRef};
@@ -62,6 +62,8 @@ enum Watch {
         addr: u64,
         val: u32,
     },
+    /// A parked sleep: nothing but its deadline ends it.
+    Sleep,
 }
 
 /// Guest memory to rewrite when the wait times out: (address, bytes).
@@ -121,17 +123,14 @@ pub(crate) fn handle<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, w: TimedWait
     super::answered(sh, nr, r)
 }
 
-/// Parks a wait on descriptors only the guest feeds, none ready, when another task could still end it (or
-/// other waits are parked, which may expire first): `None` when it is not parked.
+/// Parks a wait on descriptors only the guest feeds, none ready (or a futex whose word still holds the expected
+/// value), when another task could still end it (or other waits are parked, which may expire first): `None`
+/// when it is not parked.
 fn park<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, w: TimedWait) -> Option<Reply> {
-    if matches!(w, TimedWait::Futex { .. }) {
-        return None; // a futex cannot be watched from here: it runs natively (its deadline translated)
-    }
     let id = g.notification()?;
     let tid = g.tid();
     let (deadline, watch, timeout_out) = parse(sh, g, w).ok()?;
-    let now = sh.ctl.clock.peek(ClockKind::Monotonic);
-    let deadline_ns = monotonic_deadline_ns(deadline?, now)?;
+    let deadline_ns = deadline_ns(sh, deadline?)?;
     if sh.parked.is_empty() && others_blocked(sh, tid) {
         return None; // nothing can end it and nothing expires before it: answer() times it out now
     }
@@ -150,6 +149,52 @@ fn park<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, w: TimedWait) -> Option<R
     sh.stats.waits_parked += 1;
     sh.waits_cv.notify_all();
     Some(Reply::Parked)
+}
+
+/// Parks a sleep (nanosleep, clock_nanosleep) while another task could still act, or other waits are parked:
+/// it ends when every task is blocked and it has the earliest deadline, so how often a task polls a busy one
+/// (`while p.poll() is None: time.sleep(0.001)`) does not depend on how long the other runs in real time.
+/// `None` when the sleep is answered at once (by the time handlers) instead.
+pub(crate) fn park_sleep<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Syscall) -> Option<Reply> {
+    let id = g.notification()?;
+    let tid = g.tid();
+    let deadline = match call {
+        Syscall::Nanosleep { req } => {
+            let t = super::read_timespec(g, req).ok()?;
+            Deadline::relative(t.sec, t.nsec, 1)?
+        }
+        Syscall::ClockNanosleep { clock, flags, req } => {
+            let t = super::read_timespec(g, req).ok()?;
+            if flags & libc::TIMER_ABSTIME != 0 {
+                if t.sec < 0 || !(0..1_000_000_000).contains(&t.nsec) {
+                    return None;
+                }
+                Deadline::At(clock, t)
+            } else {
+                Deadline::relative(t.sec, t.nsec, 1)?
+            }
+        }
+        _ => return None,
+    };
+    let deadline_ns = deadline_ns(sh, deadline)?;
+    if sh.parked.is_empty() && others_blocked(sh, tid) {
+        return None;
+    }
+    if !g.still_waiting() {
+        return Some(Reply::Error(libc::EINTR));
+    }
+    let wait = ParkedWait { tid, deadline_ns };
+    sh.parked.insert(tid, Parked { id, nr, watch: Watch::Sleep, timeout_out: None, wait });
+    sh.stats.waits_parked += 1;
+    sh.waits_cv.notify_all();
+    Some(Reply::Parked)
+}
+
+/// A wait's deadline on the logical CLOCK_MONOTONIC, in nanoseconds.
+fn deadline_ns(sh: &Shared, deadline: Deadline) -> Option<i128> {
+    let now_mono = sh.ctl.clock.peek(ClockKind::Monotonic);
+    let now_real = sh.ctl.clock.peek(ClockKind::Realtime);
+    monotonic_deadline_ns(deadline, now_mono, now_real)
 }
 
 /// A wait ran natively in real time because a descriptor may be fed from outside the guest: the run says so.
@@ -217,11 +262,17 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
                 outputs.insert(tid, w);
             }
             _ => {
-                // Ready now (or no longer readable): the native call returns at once.
+                // Ready now (or no longer readable): the native call returns at once. A futex word that changed
+                // is what the kernel answers EAGAIN to (the waker changes the word before it wakes).
                 sh.parked.remove(&tid);
-                sh.stats.continued += 1;
                 // ENOENT: interrupted meanwhile; the kernel restarts or ends the call itself.
-                let _ = listener.respond_continue(p.id);
+                let _ = if p.nr == libc::SYS_futex {
+                    sh.count(decode::name(p.nr));
+                    listener.respond_error(p.id, libc::EAGAIN)
+                } else {
+                    sh.stats.continued += 1;
+                    listener.respond_continue(p.id)
+                };
             }
         }
     }
@@ -250,7 +301,13 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
         wrote &= g.write_bytes(t, &[0u8; 16]).is_ok();
     }
     sh.count(decode::name(p.nr));
-    let r = if wrote { listener.respond_value(p.id, 0) } else { listener.respond_error(p.id, libc::EFAULT) };
+    let r = if !wrote {
+        listener.respond_error(p.id, libc::EFAULT)
+    } else if p.nr == libc::SYS_futex {
+        listener.respond_error(p.id, libc::ETIMEDOUT)
+    } else {
+        listener.respond_value(p.id, 0)
+    };
     if let Err(e) = r {
         if e.raw_os_error() != Some(libc::ENOENT) && sh.stats.warnings.len() < 8 {
             sh.stats.warnings.insert(format!("answering a parked wait failed: {e}"));
@@ -445,6 +502,7 @@ fn over_already<G: Guest>(
             }
             Ok(Some(Vec::new()))
         }
+        Watch::Sleep => Ok(Some(Vec::new())),
     }
 }
 
@@ -464,6 +522,14 @@ fn others_blocked(sh: &Shared, me: i32) -> bool {
     sh.live.iter().filter(|&&t| t != me).all(|&t| sh.parked.contains_key(&t) || blocked_indefinitely(t))
 }
 
+/// Whether zombie `tid` leads a thread group that still has other threads (its exit is reported after theirs).
+fn zombie_leader_of_live_threads(tid: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else { return true };
+    let field =
+        |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse::<i64>().ok());
+    field("Tgid:") == Some(tid as i64) && field("Threads:").is_some_and(|n| n > 1)
+}
+
 /// Whether task `tid` sleeps in a wait only another task can end, as /proc shows it.
 fn blocked_indefinitely(tid: i32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else {
@@ -471,7 +537,10 @@ fn blocked_indefinitely(tid: i32) -> bool {
     };
     let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
     if state.is_some_and(finished_state) {
-        return true; // exited, not yet reaped: it can do nothing any more
+        // Exited. Until the trace loop has collected its exit (and dropped it from the live tasks), its parent's
+        // waitpid may not see it yet: only a thread-group leader whose exit waits for its other threads counts
+        // as blocked meanwhile.
+        return state != Some('Z') || zombie_leader_of_live_threads(tid);
     }
     if state != Some('S') {
         return false; // running, stopped at a ptrace event, in disk sleep, a zombie about to be reaped...
