@@ -59,6 +59,10 @@ pub struct SandboxArgs {
     /// The order of directory listings: sorted, reversed or shuffled:SEED [default: sorted].
     #[arg(long, value_name = "ORDER")]
     dir_order: Option<String>,
+    /// Stop the guest (exit 120) when every task has waited this long on another (a deadlock): 2s, 500ms, 1m;
+    /// 0 turns it off [default: 60s].
+    #[arg(long, value_name = "DURATION")]
+    stuck_after: Option<String>,
 }
 
 impl SandboxArgs {
@@ -79,6 +83,7 @@ impl SandboxArgs {
             hostname: self.hostname,
             dir_order: self.dir_order,
             disk: self.disk,
+            stuck_after: self.stuck_after,
         }
     }
 }

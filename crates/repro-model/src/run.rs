@@ -120,6 +120,16 @@ pub struct RunSettings {
     /// The inode bound of the same layer (derived from `disk_bytes`).
     #[serde(default = "default_disk_inodes")]
     pub disk_inodes: u64,
+    /// The deadlock watchdog's wall time in milliseconds (`--stuck-after`; 0: off).
+    #[serde(default = "default_stuck_after_ms")]
+    pub stuck_after_ms: u64,
+}
+
+/// The deadlock watchdog's default: a minute of every task waiting on another.
+pub const DEFAULT_STUCK_AFTER_MS: u64 = 60_000;
+
+fn default_stuck_after_ms() -> u64 {
+    DEFAULT_STUCK_AFTER_MS
 }
 
 impl RunSettings {
@@ -159,6 +169,9 @@ pub struct Determinism {
     pub tasks_created: u64,
     /// Program images started (execve).
     pub execs: u64,
+    /// The deadlock watchdog stopped the guest (exit 120): where each task waited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stuck: Option<String>,
 }
 
 /// How the guest ended.

@@ -56,6 +56,8 @@ pub struct RunOptions {
     pub dir_order: Option<String>,
     /// The bound of the writable layer (`--disk`; default 2G).
     pub disk: Option<String>,
+    /// The deadlock watchdog's wall time (`--stuck-after`, e.g. `2s`, `500ms`, `1m`, `0` for off; default 60s).
+    pub stuck_after: Option<String>,
 }
 
 /// What `repro capture` and `repro replay` add to a run.
@@ -102,6 +104,7 @@ impl RunSettings {
             dir_order: DirOrder::Sorted,
             disk_bytes: DEFAULT_DISK_BYTES,
             disk_inodes: crate::run::disk_inodes_for(DEFAULT_DISK_BYTES),
+            stuck_after_ms: crate::run::DEFAULT_STUCK_AFTER_MS,
         }
     }
 }

@@ -57,6 +57,10 @@ impl RunRequest {
         if opts.cpus == 0 {
             return Err(SandboxError::usage("--cpus", "expected a number of CPUs of at least 1"));
         }
+        let stuck_after_ms = match &opts.stuck_after {
+            Some(d) => parse::parse_duration_ms("--stuck-after", d)?,
+            None => repro_model::run::DEFAULT_STUCK_AFTER_MS,
+        };
         let specs: Vec<EnvSpec> = opts.env.iter().map(|e| parse::parse_env(e)).collect::<Result<_, _>>()?;
         let env = crate::env::guest_env(epoch.unix, &specs, |k| std::env::var(k).ok());
         let binds: Vec<BindMount> = opts.bind.iter().map(|b| parse::parse_bind(b, &cwd)).collect::<Result<_, _>>()?;
@@ -88,6 +92,7 @@ impl RunRequest {
                 s.clock_step_ns = opts.clock_step_ns;
                 s.dir_order = dir_order;
                 s.disk_bytes = disk_bytes;
+                s.stuck_after_ms = stuck_after_ms;
             });
         Ok(RunRequest { settings, state_dir })
     }
@@ -389,6 +394,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     if ran && !determinism.not_enforced.is_empty() {
         exit_status = ExitCode::NotDeterministic.code();
     }
+    if determinism.stuck.is_some() {
+        exit_status = ExitCode::Stuck.code();
+    }
 
     // Tear down: nothing of the guest is left once its PID 1 has exited; the cgroup goes, then the scratch.
     if let Some(cg) = &cgroup {
@@ -569,6 +577,7 @@ fn init_config(
             cpus: s.cpus,
             record_access: extras.record_access,
             access_stream: extras.access_stream.as_ref().map(|p| p.to_string_lossy().into_owned()),
+            stuck_after_ms: s.stuck_after_ms,
         }),
         root_source: extras.root_source.as_ref().map(|p| p.to_string_lossy().into_owned()),
         host_network: extras.host_network,

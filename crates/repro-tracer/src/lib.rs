@@ -89,6 +89,10 @@ pub struct DetConfig {
     /// so waits on them take part in logical time like waits on its pipes (see `handlers/waits.rs`). False
     /// under the host's network; ignored while the network is taped (the tape is outside the guest).
     pub own_network: bool,
+    /// The deadlock watchdog: when every guest task has waited this long (wall time) in a wait only another
+    /// guest task could end, with nothing changing and no deadline to jump to, the guest is stopped and
+    /// [`GuestOutcome::stuck`] says where each task waited. `None`: never.
+    pub stuck_after: Option<std::time::Duration>,
 }
 
 impl Default for DetConfig {
@@ -107,6 +111,7 @@ impl Default for DetConfig {
             access_stream: None,
             confine: true,
             own_network: false,
+            stuck_after: None,
         }
     }
 }
@@ -143,6 +148,8 @@ pub struct GuestOutcome {
     pub tapes: tape::RecordedTapes,
     /// Why a replay stopped the guest: it did something the tape does not have.
     pub diverged: Option<String>,
+    /// The watchdog stopped the guest ([`DetConfig::stuck_after`]): its tasks and the waits they were stuck in.
+    pub stuck: Option<String>,
 }
 
 /// Errors of the supervisor.
@@ -230,6 +237,7 @@ pub fn supervise(
         vdso_unavailable,
         inherited_fds,
         own_network: cfg.own_network && cfg.tapes.network == tape::NetMode::Off,
+        stuck_after: cfg.stuck_after,
         access: cfg.record_access.then(|| access::AccessLog::new(cfg.access_stream.clone())),
         tape: tape::TapeState::new(&cfg.tapes),
         ..Shared::new(ctl)
@@ -309,6 +317,7 @@ pub fn supervise(
         accessed: sh.access.as_ref().map(|a| a.finish()).unwrap_or_default(),
         tapes: sh.tape.as_mut().map(|t| t.finish()).unwrap_or_default(),
         diverged: sh.tape.as_ref().and_then(|t| t.diverged.clone()),
+        stuck: sh.stuck.clone(),
     })
 }
 

@@ -39,6 +39,9 @@ pub(crate) struct Shared {
     pub waits_cv: Arc<Condvar>,
     /// The guest is gone: the waits scheduler stops.
     pub finished: bool,
+    /// The deadlock watchdog's wall time (see DetConfig::stuck_after), and what it found when it stopped the guest.
+    pub stuck_after: Option<std::time::Duration>,
+    pub stuck: Option<String>,
     /// The paths the guest used, when recording.
     pub access: Option<access::AccessLog>,
     /// The tapes, when recording or replaying.
@@ -64,6 +67,8 @@ impl Shared {
             parked: HashMap::new(),
             waits_cv: Arc::new(Condvar::new()),
             finished: false,
+            stuck_after: None,
+            stuck: None,
             access: None,
             tape: None,
         }

@@ -188,6 +188,7 @@ fn supervised(
         access_stream: stream,
         confine: true,
         own_network: matches!(tape_cfg.network, TapeIo::Off),
+        stuck_after: (det.stuck_after_ms > 0).then(|| std::time::Duration::from_millis(det.stuck_after_ms)),
     };
     let mut sigfd = Some(sigfd);
     let mut on_spawn = |guest: i32| {
@@ -213,6 +214,10 @@ fn supervised(
             determinism.mediated = out.stats.mediated;
             determinism.tasks_created = out.stats.tasks_created;
             determinism.execs = out.stats.execs;
+            if let Some(stuck) = &out.stuck {
+                eprintln!("[repro] the guest is stuck: {stuck}");
+            }
+            determinism.stuck = out.stuck;
             *accessed = out
                 .accessed
                 .into_iter()

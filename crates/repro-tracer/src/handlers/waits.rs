@@ -227,23 +227,141 @@ const PARKED_TICK: Duration = Duration::from_millis(1);
 /// whose descriptors became ready run natively (they return at once), forgets those a signal interrupted, and
 /// when every live task is parked or blocked in a wait only another task can end, times out the parked wait
 /// with the earliest deadline, jumping the logical clock to it. Returns when the guest is gone.
+///
+/// It is also the deadlock watchdog ([`Shared::stuck_after`]): when no wait is parked and every live task has sat
+/// in the same wait only another guest task could end (see [`stuck_wait`]), using no CPU, for that long, the
+/// guest is stopped and [`Shared::stuck`] says where each task waited.
 pub(crate) fn schedule(listener: Listener, shared: SharedRef) {
     let mut pidfds = PidfdCache::default();
     let cv = lock(&shared).waits_cv.clone();
     let mut sh = lock(&shared);
+    // The stuck state seen last (what every task waits in, and their CPU time) and since when.
+    let mut seen: Option<((String, String), std::time::Instant)> = None;
     loop {
         if sh.finished {
             return;
         }
-        if sh.parked.is_empty() {
-            sh = cv.wait(sh).unwrap_or_else(|p| p.into_inner());
+        if !sh.parked.is_empty() {
+            seen = None;
+            if !tick(&mut sh, &listener, &mut pidfds) {
+                sh = cv.wait_timeout(sh, PARKED_TICK).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+            }
             continue;
         }
-        let expired = tick(&mut sh, &listener, &mut pidfds);
-        if !expired {
-            sh = cv.wait_timeout(sh, PARKED_TICK).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+        let Some(limit) = sh.stuck_after else {
+            sh = cv.wait(sh).unwrap_or_else(|p| p.into_inner());
+            continue;
+        };
+        if sh.stuck.is_none() {
+            match stuck_report(&sh) {
+                Some(now) => match &seen {
+                    Some((before, since)) if *before == now => {
+                        if since.elapsed() >= limit {
+                            sh.stuck = Some(now.0);
+                            sh.kill_all();
+                        }
+                    }
+                    _ => seen = Some((now, std::time::Instant::now())),
+                },
+                None => seen = None,
+            }
         }
+        let every = (limit / 4).clamp(Duration::from_millis(10), Duration::from_millis(500));
+        sh = cv.wait_timeout(sh, every).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
     }
+}
+
+/// When every live task is stuck: where each waits, and their CPU times (a task that ran meanwhile changes
+/// them); `None` when one of them can still make progress by itself or be woken from outside.
+fn stuck_report(sh: &Shared) -> Option<(String, String)> {
+    let mut tids: Vec<i32> = sh.live.iter().copied().collect();
+    if tids.is_empty() {
+        return None;
+    }
+    tids.sort_unstable();
+    let mut parts = Vec::with_capacity(tids.len());
+    for tid in tids {
+        let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
+        let (head, rest) = stat.rsplit_once(')')?;
+        let comm = head.split_once('(').map_or("?", |(_, c)| c);
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // After the comm: state is field 3, utime 14 and stime 15 (1-based in proc(5)), so 0, 11 and 12 here.
+        let cpu = format!("{}+{}", fields.get(11)?, fields.get(12)?);
+        let wait = stuck_wait(sh, tid, fields.first()?.chars().next()?)?;
+        parts.push((format!("task {tid} ({comm}) in {wait}"), cpu));
+    }
+    let cpu: Vec<&str> = parts.iter().map(|(_, c)| c.as_str()).collect();
+    let text: Vec<&str> = parts.iter().map(|(t, _)| t.as_str()).collect();
+    Some((text.join("; "), cpu.join(",")))
+}
+
+/// The wait task `tid` (in state `state`) sits in, described, if only another guest task could end it: waiting
+/// for a child, a signal, a futex, or on descriptors only the guest feeds. `None` when it runs, is in a timed
+/// or mediated call, or waits on something outside the guest (a terminal, a host socket, an inherited pipe).
+fn stuck_wait(sh: &Shared, tid: i32, state: char) -> Option<String> {
+    if state == 'Z' {
+        return zombie_leader_of_live_threads(tid).then(|| "exit (its other threads remain)".to_string());
+    }
+    if state != 'S' {
+        return None;
+    }
+    let sc = std::fs::read_to_string(format!("/proc/{tid}/syscall")).ok()?;
+    let mut it = sc.split_whitespace();
+    let nr: i64 = it.next()?.parse().ok()?;
+    let a: Vec<u64> =
+        it.take(6).map(|h| u64::from_str_radix(h.trim_start_matches("0x"), 16).ok()).collect::<Option<_>>()?;
+    if a.len() < 6 || !untimed_wait(nr, &a) {
+        return None;
+    }
+    let fd_text = |fd: u64| -> Option<String> {
+        let t = std::fs::read_link(format!("/proc/{tid}/fd/{fd}")).ok()?;
+        let t = t.to_string_lossy().into_owned();
+        internal_descriptor(&t, &sh.inherited_fds, sh.own_network).then(|| format!("fd {fd} ({t})"))
+    };
+    let fds_text = |fds: &[u64]| -> Option<String> {
+        Some(fds.iter().map(|&fd| fd_text(fd)).collect::<Option<Vec<_>>>()?.join(", "))
+    };
+    Some(match nr {
+        libc::SYS_wait4 | libc::SYS_waitid => "wait4/waitid for a child".to_string(),
+        libc::SYS_pause | libc::SYS_rt_sigsuspend | libc::SYS_rt_sigtimedwait => "a wait for a signal".to_string(),
+        libc::SYS_futex => format!("futex wait at {:#x}", a[0]),
+        libc::SYS_msgrcv => "msgrcv".to_string(),
+        libc::SYS_flock => format!("flock on {}", fd_text(a[0])?),
+        libc::SYS_poll | libc::SYS_ppoll => {
+            let n = usize::try_from(a[1]).ok().filter(|&n| n <= 4096)?;
+            let mut raw = vec![0u8; n * 8];
+            repro_sys::memory::read_exact(tid, a[0], &mut raw).ok()?;
+            let fds: Vec<u64> = raw
+                .chunks_exact(8)
+                .map(|e| i32::from_le_bytes([e[0], e[1], e[2], e[3]]))
+                .filter(|&fd| fd >= 0)
+                .map(|fd| fd as u64)
+                .collect();
+            format!("poll on {}", fds_text(&fds)?)
+        }
+        libc::SYS_epoll_wait | libc::SYS_epoll_pwait | libc::SYS_epoll_pwait2 => {
+            let info = std::fs::read_to_string(format!("/proc/{tid}/fdinfo/{}", a[0])).ok()?;
+            let fds: Vec<u64> = info
+                .lines()
+                .filter_map(|l| l.strip_prefix("tfd:"))
+                .map(|l| l.split_whitespace().next().and_then(|t| t.parse().ok()))
+                .collect::<Option<_>>()?;
+            format!("epoll_wait on {}", fds_text(&fds)?)
+        }
+        // select's sets are not read: a select with no timeout on descriptors is rare enough to stay unjudged.
+        libc::SYS_select | libc::SYS_pselect6 => return None,
+        _ => {
+            let what = match nr {
+                libc::SYS_read | libc::SYS_readv | libc::SYS_pread64 | libc::SYS_preadv => "read",
+                libc::SYS_write | libc::SYS_writev => "write",
+                libc::SYS_recvfrom | libc::SYS_recvmsg => "recv",
+                libc::SYS_sendto | libc::SYS_sendmsg => "send",
+                libc::SYS_accept | libc::SYS_accept4 => "accept",
+                _ => return None,
+            };
+            format!("{what} on {}", fd_text(a[0])?)
+        }
+    })
 }
 
 /// One look at the parked waits; true when one timed out (look again at once).
