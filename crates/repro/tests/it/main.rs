@@ -15,3 +15,4 @@ mod robust;
 mod run;
 mod signals;
 mod sock_tape;
+mod waits;
