@@ -680,7 +680,7 @@ mod tests {
     use crate::decode::decode;
     use crate::guest::fake::FakeGuest;
     use crate::handlers::testing::{shared, EPOCH};
-    use crate::handlers::{dispatch, timespec_bytes};
+    use crate::handlers::{dispatch, read_timespec, timespec_bytes};
     use crate::reply::Reply;
     use repro_detcore::{ClockKind, Timespec};
 
@@ -747,6 +747,88 @@ mod tests {
         assert_eq!(g.get(0x1000, 8), [0; 8]);
         assert_eq!(g.get(0x2000, 16), [0; 16]);
         assert_eq!(sh.ctl.clock.peek(ClockKind::Realtime), Timespec { sec: EPOCH, nsec: 250_000_000 }, "µs");
+    }
+
+    /// This very thread's id: a task that is running.
+    fn running_tid() -> i32 {
+        let me = std::fs::read_link("/proc/thread-self").unwrap();
+        me.file_name().unwrap().to_str().unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn an_absolute_futex_deadline_is_moved_onto_the_host_clock_when_the_wait_runs_natively() {
+        let mut sh = shared(1, 0);
+        sh.live.insert(running_tid()); // another task runs: the wait cannot be jumped
+        let mut g = FakeGuest::new(3);
+        // FUTEX_WAIT_BITSET_PRIVATE on CLOCK_MONOTONIC, 2.5 s after the logical now (10,000 s).
+        g.put(0x1000, &7u32.to_le_bytes()).put(0x2000, &timespec_bytes(Timespec { sec: 10_002, nsec: 500_000_000 }));
+        let nr = libc::SYS_futex;
+        let args = [0x1000, 9 | 128, 7, 0x2000, 0, u32::MAX as u64];
+        let before = repro_sys::ns::clock_now_syscall(libc::CLOCK_MONOTONIC).unwrap();
+        assert!(matches!(dispatch(&mut sh, &mut g, nr, decode(nr, args)), Reply::Continue));
+        let after = repro_sys::ns::clock_now_syscall(libc::CLOCK_MONOTONIC).unwrap();
+        let written = read_timespec(&mut g, 0x2000).unwrap();
+        let ns = |(s, n): (i64, i64)| s as i128 * 1_000_000_000 + n as i128;
+        let w = ns((written.sec, written.nsec));
+        assert!(w >= ns(before) + 2_500_000_000 && w <= ns(after) + 2_500_000_000, "{written:?}");
+        assert_eq!(sh.stats.deadlines_translated, 1);
+        assert_eq!(sh.ctl.clock.peek(ClockKind::Monotonic).sec, 10_000, "the clock did not move");
+        // The retry passes the host value back: it stands for the same logical deadline, translated afresh.
+        assert!(matches!(dispatch(&mut sh, &mut g, nr, decode(nr, args)), Reply::Continue));
+        let again = ns({
+            let t = read_timespec(&mut g, 0x2000).unwrap();
+            (t.sec, t.nsec)
+        });
+        assert!(again >= w && again - w < 1_000_000_000, "not read as a logical time of {written:?}");
+        // Once every other task is blocked, it times out at its logical deadline.
+        sh.live.clear();
+        assert!(matches!(dispatch(&mut sh, &mut g, nr, decode(nr, args)), Reply::Error(libc::ETIMEDOUT)));
+        assert_eq!(sh.ctl.clock.peek(ClockKind::Monotonic), Timespec { sec: 10_002, nsec: 500_000_000 });
+        // A deadline already passed times out at once, without the kernel.
+        sh.live.insert(running_tid());
+        g.put(0x2000, &timespec_bytes(Timespec { sec: 10_001, nsec: 0 }));
+        assert!(matches!(dispatch(&mut sh, &mut g, nr, decode(nr, args)), Reply::Error(libc::ETIMEDOUT)));
+    }
+
+    #[test]
+    fn a_wait_another_task_may_end_is_parked_and_sleeps_too() {
+        let (r, _w) = std::io::pipe().unwrap();
+        let mut sh = shared(1, 0);
+        sh.own_network = true;
+        sh.live.insert(running_tid());
+        let mut g = FakeGuest::new(3);
+        g.notification = Some(42);
+        g.fds.insert(4, r.into());
+        g.targets.insert(4, b"socket:[77]".to_vec()); // a socketpair of the guest's own network
+        let mut pollfd = 4i32.to_le_bytes().to_vec();
+        pollfd.extend(libc::POLLIN.to_le_bytes());
+        pollfd.extend([0, 0]);
+        g.put(0x1000, &pollfd);
+        let nr = libc::SYS_poll;
+        assert!(matches!(dispatch(&mut sh, &mut g, nr, decode(nr, [0x1000, 1, 50, 0, 0, 0])), Reply::Parked));
+        let p = &sh.parked[&3];
+        assert_eq!((p.id, p.wait.deadline_ns), (42, 10_000_050_000_000));
+        // Another task's sleep parks beside it (a wait is parked), and the earlier deadline is the poll's.
+        let mut g2 = FakeGuest::new(5);
+        g2.notification = Some(43);
+        g2.put(0x3000, &timespec_bytes(Timespec { sec: 1, nsec: 0 }));
+        let nr = libc::SYS_nanosleep;
+        assert!(matches!(dispatch(&mut sh, &mut g2, nr, decode(nr, [0x3000, 0, 0, 0, 0, 0])), Reply::Parked));
+        let first = first_to_expire(sh.parked.values().map(|p| p.wait)).unwrap();
+        assert_eq!(first.tid, 3);
+        assert_eq!(sh.ctl.clock.peek(ClockKind::Monotonic).sec, 10_000, "parking moves no clock");
+        assert_eq!(sh.stats.waits_parked, 2);
+        // Without a notification to answer later (or over the host's network) a wait is not parked.
+        sh.own_network = false;
+        let mut g3 = FakeGuest::new(6);
+        g3.notification = Some(44);
+        g3.fds.insert(4, g.fds.remove(&4).unwrap());
+        g3.targets.insert(4, b"socket:[77]".to_vec());
+        g3.put(0x1000, &pollfd);
+        let nr = libc::SYS_poll;
+        assert!(matches!(dispatch(&mut sh, &mut g3, nr, decode(nr, [0x1000, 1, 50, 0, 0, 0])), Reply::Continue));
+        assert_eq!(sh.stats.outside_waits, 1);
+        assert!(sh.stats.warnings.iter().any(|w| w.contains("outside descriptors ran in real time")));
     }
 
     #[test]
