@@ -31,6 +31,9 @@ pub struct SupervisorStats {
     pub deadlines_translated: u64,
     /// Timed waits held by the supervisor until the guest ended them or every task was blocked.
     pub waits_parked: u64,
+    /// Parked waits that timed out while another task still ran, after being held for their duration in wall
+    /// time (at least 2 s): a task that never blocks.
+    pub waits_released: u64,
     /// Timed waits that ran natively, in real time, because a descriptor may be fed from outside the guest.
     pub outside_waits: u64,
     /// What went wrong in the supervisor without changing what the guest saw (an answer that could not be
@@ -59,6 +62,7 @@ impl SupervisorStats {
             "waits_jumped": self.waits_jumped,
             "deadlines_translated": self.deadlines_translated,
             "waits_parked": self.waits_parked,
+            "waits_released": self.waits_released,
             "outside_waits": self.outside_waits,
             "warnings": self.warnings,
         })

@@ -78,7 +78,7 @@ fn a_parent_polling_a_busy_child_is_identical_under_verify() {
     let w = Workdir::new();
     let script = r#"
 import subprocess, time
-p = subprocess.Popen(["python3", "-c", "s = 0\nfor i in range(300000): s += i\nprint(s)"], stdout=subprocess.PIPE)
+p = subprocess.Popen(["python3", "-c", "s = 0\nfor i in range(100000): s += i\nprint(s)"], stdout=subprocess.PIPE)
 n = 0
 while p.poll() is None:
     time.sleep(0.001)
@@ -88,7 +88,28 @@ print(p.stdout.read().decode().strip(), n, time.monotonic())
     std::fs::write(w.path().join("poll.py"), script).unwrap();
     let o = verified(&w, &["python3", "poll.py"]);
     assert_code(&o, 0);
-    assert!(stdout(&o).starts_with("44999850000 "), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("4999950000 "), "{}", stdout(&o));
+}
+
+#[test]
+fn a_spin_on_a_flag_set_after_a_sleep_ends() {
+    // The main thread never blocks while the other sleeps: the sleep is held at most its own wall time (2 s at
+    // least), then times out, so the run ends rather than hanging.
+    require_cmd("python3");
+    let w = Workdir::new();
+    let script = "import threading, time\n\
+                  done = []\n\
+                  threading.Thread(target=lambda: (time.sleep(0.1), done.append(1))).start()\n\
+                  while not done: pass\n\
+                  print('done')\n";
+    let o = repro()
+        .current_dir(w.path())
+        .args(["run", "-q", "--", "python3", "-c", script])
+        .timeout(HANG_GUARD)
+        .output()
+        .unwrap();
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), "done\n");
 }
 
 #[test]
