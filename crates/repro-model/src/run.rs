@@ -120,8 +120,9 @@ pub struct RunSettings {
     /// The inode bound of the same layer (derived from `disk_bytes`).
     #[serde(default = "default_disk_inodes")]
     pub disk_inodes: u64,
-    /// The deadlock watchdog's wall time in milliseconds (`--stuck-after`; 0: off).
-    #[serde(default = "default_stuck_after_ms")]
+    /// The deadlock watchdog's wall time in milliseconds (`--stuck-after`; 0: off). Left out of the record when it
+    /// is the default, so that records written before it existed read and write back the same.
+    #[serde(default = "default_stuck_after_ms", skip_serializing_if = "is_default_stuck_after")]
     pub stuck_after_ms: u64,
 }
 
@@ -130,6 +131,10 @@ pub const DEFAULT_STUCK_AFTER_MS: u64 = 60_000;
 
 fn default_stuck_after_ms() -> u64 {
     DEFAULT_STUCK_AFTER_MS
+}
+
+fn is_default_stuck_after(ms: &u64) -> bool {
+    *ms == DEFAULT_STUCK_AFTER_MS
 }
 
 impl RunSettings {
