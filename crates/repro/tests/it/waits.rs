@@ -6,6 +6,11 @@
 use crate::common::*;
 
 /// `repro run -q --verify -- CMD` in `w` (two runs, compared), under the hang guard.
+///
+/// Guests that print the clock while another process runs print it in milliseconds: each clock read moves the
+/// one logical clock by a microsecond, and how the reads of two processes running at once interleave is up to
+/// the host's scheduler. Real time leaking in (a wait that ran in real time, a sleep repeated as often as a
+/// child takes) shows in the milliseconds.
 fn verified(w: &Workdir, cmd: &[&str]) -> std::process::Output {
     repro().current_dir(w.path()).args(["run", "-q", "--verify", "--"]).args(cmd).timeout(HANG_GUARD).output().unwrap()
 }
@@ -46,7 +51,7 @@ async def main():
     print((await asyncio.wait_for(r.readline(), 5)).decode().strip())
     w.close(); srv.close(); await srv.wait_closed()
 asyncio.run(main())
-print(time.monotonic())
+print(round(time.monotonic(), 3))
 "#;
     std::fs::write(w.path().join("srv.py"), script).unwrap();
     let o = verified(&w, &["python3", "srv.py"]);
@@ -63,7 +68,7 @@ fn event_wait_after_popen_times_out_in_logical_time() {
     let w = Workdir::new();
     let script = "import subprocess, threading, time\n\
                   subprocess.Popen(['sleep', '0'])\n\
-                  print(threading.Event().wait(0.5), time.monotonic())\n";
+                  print(threading.Event().wait(0.5), round(time.monotonic(), 3))\n";
     let o = verified(&w, &["python3", "-c", script]);
     assert_code(&o, 0);
     let out = stdout(&o);
@@ -83,7 +88,7 @@ n = 0
 while p.poll() is None:
     time.sleep(0.001)
     n += 1
-print(p.stdout.read().decode().strip(), n, time.monotonic())
+print(p.stdout.read().decode().strip(), n, round(time.monotonic(), 3))
 "#;
     std::fs::write(w.path().join("poll.py"), script).unwrap();
     let o = verified(&w, &["python3", "poll.py"]);
