@@ -177,6 +177,10 @@ pub struct Determinism {
     /// The deadlock watchdog stopped the guest (exit 120): where each task waited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stuck: Option<String>,
+    /// What the supervisor noticed without changing what the guest saw, e.g. "waits on outside descriptors ran
+    /// in real time: ..." (at most 8).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// How the guest ended.

@@ -218,6 +218,7 @@ fn supervised(
                 eprintln!("[repro] the guest is stuck: {stuck}");
             }
             determinism.stuck = out.stuck;
+            determinism.warnings = out.stats.warnings.into_iter().collect();
             *accessed = out
                 .accessed
                 .into_iter()

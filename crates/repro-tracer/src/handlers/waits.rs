@@ -138,7 +138,7 @@ fn park<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, w: TimedWait) -> Option<R
         Ok(Some(_)) => {}
         Ok(None) => return None,
         Err(_) => {
-            note_outside_wait(sh, nr);
+            note_outside_wait(sh, decode::name(nr));
             return None;
         }
     }
@@ -200,12 +200,13 @@ fn deadline_ns(sh: &Shared, deadline: Deadline) -> Option<i128> {
 }
 
 /// A wait ran natively in real time because a descriptor may be fed from outside the guest: the run says so.
-fn note_outside_wait(sh: &mut Shared, nr: i64) {
+fn note_outside_wait(sh: &mut Shared, name: &str) {
     sh.stats.outside_waits += 1;
     if sh.stats.warnings.len() < 8 {
         sh.stats.warnings.insert(format!(
-            "waits on outside descriptors ran in real time: {} on a terminal, host socket, inherited descriptor or tape",
-            decode::name(nr)
+            "waits on outside descriptors ran in real time: {} on a descriptor the world outside may feed (a \
+             terminal, a host socket, an inherited pipe, a tape)",
+            name
         ));
     }
 }
@@ -510,7 +511,19 @@ fn jump<G: Guest>(
     }
     let outputs = match over_already(g, watch, &sh.inherited_fds, sh.own_network) {
         Ok(Some(outputs)) => outputs,
-        _ => return Err(NATIVE),
+        Ok(None) => return Err(NATIVE),
+        Err(_) => {
+            let name = match w {
+                TimedWait::Poll { .. } => "poll",
+                TimedWait::Ppoll { .. } => "ppoll",
+                TimedWait::Select { micro: true, .. } => "select",
+                TimedWait::Select { .. } => "pselect6",
+                TimedWait::Epoll { .. } | TimedWait::Epoll2 { .. } => "epoll_wait",
+                TimedWait::Futex { .. } => "futex",
+            };
+            note_outside_wait(sh, name);
+            return Err(NATIVE);
+        }
     };
     // Everything read from the guest is only meaningful if the task is still waiting in this call.
     if !g.still_waiting() {
