@@ -455,6 +455,7 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
     }
     sh.sync_out();
     sh.stats.waits_jumped += 1;
+    // Every wait still parked got its outputs in the loop above; none (a sleep, a futex, epoll) writes nothing.
     let mut wrote =
         outputs.remove(&first.tid).unwrap_or_default().into_iter().all(|(a, b)| g.write_bytes(a, &b).is_ok());
     if let Some(t) = p.timeout_out {
