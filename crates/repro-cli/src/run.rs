@@ -67,6 +67,10 @@ pub struct SandboxArgs {
     /// Ignore any repro.toml.
     #[arg(long)]
     no_config: bool,
+    /// Stop the guest (exit 120) when every task has waited this long on another (a deadlock): 2s, 500ms, 1m;
+    /// 0 turns it off [default: 60s].
+    #[arg(long, value_name = "DURATION")]
+    stuck_after: Option<String>,
 }
 
 impl SandboxArgs {
@@ -92,6 +96,7 @@ impl SandboxArgs {
                 (None, true) => ConfigChoice::Ignore,
                 (None, false) => ConfigChoice::Discover,
             },
+            stuck_after: self.stuck_after,
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use crate::clock::Timespec;
+use crate::clock::{ClockKind, Timespec};
 
 /// When a timed wait times out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,16 +84,65 @@ pub fn untimed_wait(nr: i64, a: &[u64]) -> bool {
 }
 
 /// Whether a descriptor whose `/proc/<pid>/fd` link reads `target` can only be made ready by the guest itself:
-/// a pipe, eventfd, signalfd or pidfd the guest created. Sockets (the network, or a server outside), terminals
-/// and other devices, timerfds (host time), inotify (host file changes), nested epolls and anything the guest
-/// inherited from outside (`inherited`) can be made ready by the world outside, so a wait on them is never
-/// jumped.
-pub fn internal_descriptor(target: &str, inherited: &HashSet<String>) -> bool {
+/// a pipe, eventfd, signalfd or pidfd the guest created, and, when the guest has a network namespace of its own
+/// (`own_network`: only `lo`, nothing outside can connect or send to it), any socket it created: a socketpair
+/// (asyncio's and libuv's self-pipe), an AF_UNIX socket, a loopback TCP or UDP socket. Under the host's network
+/// a socket may be fed from outside. Terminals and other devices, timerfds (host time), inotify (host file
+/// changes), nested epolls and anything the guest inherited from outside (`inherited`) can be made ready by the
+/// world outside, so a wait on them is never jumped.
+pub fn internal_descriptor(target: &str, inherited: &HashSet<String>, own_network: bool) -> bool {
     if inherited.contains(target) {
         return false;
     }
     target.starts_with("pipe:[")
+        || (own_network && target.starts_with("socket:["))
         || matches!(target, "anon_inode:[eventfd]" | "anon_inode:[signalfd]" | "anon_inode:[pidfd]")
+}
+
+/// Where the host's clock will be when the logical clock reaches `at`, a wait's absolute deadline in logical
+/// time, given both clocks' readings now (same clock id): the host deadline is as far from the host's now as
+/// `at` is from the logical now. `None` when the deadline has passed in logical time (the wait times out at
+/// once). The kernel compares absolute deadlines with the host's clock, so a logical one must never reach it.
+pub fn host_deadline(at: Timespec, logical_now: Timespec, host_now: Timespec) -> Option<Timespec> {
+    let ns = |t: Timespec| t.sec as i128 * 1_000_000_000 + t.nsec as i128;
+    let left = ns(at) - ns(logical_now);
+    (left > 0).then(|| Timespec::from_ns(ns(host_now) + left))
+}
+
+/// The logical CLOCK_MONOTONIC time, in nanoseconds, at which a wait with `deadline` started when the logical
+/// clocks read `now_mono` and `now_real` times out (an absolute CLOCK_REALTIME deadline is as far from
+/// `now_real` as the result is from `now_mono`); `None` for a CPU-time or unknown clock (it is not parked).
+pub fn monotonic_deadline_ns(deadline: Deadline, now_mono: Timespec, now_real: Timespec) -> Option<i128> {
+    let ns = |t: Timespec| t.sec as i128 * 1_000_000_000 + t.nsec as i128;
+    match deadline {
+        Deadline::After(d) => Some(ns(now_mono) + ns(d)),
+        Deadline::At(clock, t) => match ClockKind::from_id(clock) {
+            Ok(ClockKind::Monotonic) => Some(ns(t)),
+            Ok(ClockKind::Realtime) => Some(ns(now_mono) + ns(t) - ns(now_real)),
+            _ => None,
+        },
+    }
+}
+
+/// A timed wait the supervisor holds (parked) until something in the guest ends it or every guest task is
+/// blocked: then the parked wait with the earliest deadline times out, the logical clock jumping to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParkedWait {
+    pub tid: i32,
+    /// Its deadline on the logical CLOCK_MONOTONIC, in nanoseconds.
+    pub deadline_ns: i128,
+}
+
+/// The parked wait that times out first when every task is blocked: the earliest deadline, ties broken by the
+/// lower task id (ids are deterministic in the guest's PID namespace; the order the waits arrived in is not).
+pub fn first_to_expire(parked: impl IntoIterator<Item = ParkedWait>) -> Option<ParkedWait> {
+    parked.into_iter().min_by_key(|p| (p.deadline_ns, p.tid))
+}
+
+/// Whether a task whose `/proc/<tid>/stat` state letter is `state` can do nothing any more: a zombie (exited,
+/// not yet reaped: a child started by `subprocess.Popen` that has finished) or a dead task.
+pub fn finished_state(state: char) -> bool {
+    matches!(state, 'Z' | 'X' | 'x')
 }
 
 #[cfg(test)]
@@ -133,12 +182,55 @@ mod tests {
     #[test]
     fn only_descriptors_the_guest_feeds_are_internal() {
         let none = HashSet::new();
-        assert!(internal_descriptor("pipe:[12]", &none));
-        assert!(internal_descriptor("anon_inode:[eventfd]", &none));
-        assert!(!internal_descriptor("socket:[12]", &none));
-        assert!(!internal_descriptor("/dev/pts/0", &none));
-        assert!(!internal_descriptor("anon_inode:[timerfd]", &none));
-        let outside: HashSet<String> = ["pipe:[12]".to_string()].into();
-        assert!(!internal_descriptor("pipe:[12]", &outside), "the same pipe, inherited from outside");
+        assert!(internal_descriptor("pipe:[12]", &none, false));
+        assert!(internal_descriptor("anon_inode:[eventfd]", &none, false));
+        assert!(!internal_descriptor("socket:[12]", &none, false), "the host's network: fed from outside");
+        assert!(internal_descriptor("socket:[12]", &none, true), "the guest's own network: only the guest feeds it");
+        assert!(!internal_descriptor("/dev/pts/0", &none, true));
+        assert!(!internal_descriptor("anon_inode:[timerfd]", &none, true));
+        let outside: HashSet<String> = ["pipe:[12]".to_string(), "socket:[9]".to_string()].into();
+        assert!(!internal_descriptor("pipe:[12]", &outside, true), "the same pipe, inherited from outside");
+        assert!(!internal_descriptor("socket:[9]", &outside, true), "a socket inherited from outside");
+    }
+
+    #[test]
+    fn absolute_deadlines_are_moved_onto_the_host_clock() {
+        let ts = |sec, nsec| Timespec { sec, nsec };
+        // 0.5 s left in logical time: 0.5 s from the host's now.
+        assert_eq!(
+            host_deadline(ts(10_001, 0), ts(10_000, 500_000_000), ts(250_000, 900_000_000)),
+            Some(ts(250_001, 400_000_000))
+        );
+        assert_eq!(host_deadline(ts(10_000, 0), ts(10_000, 0), ts(5, 0)), None, "due now: times out at once");
+        assert_eq!(host_deadline(ts(9_000, 0), ts(10_000, 0), ts(5, 0)), None, "passed");
+        // A host clock far behind the logical one (a freshly booted host) still gets a near deadline.
+        assert_eq!(host_deadline(ts(10_000, 1), ts(10_000, 0), ts(3, 0)), Some(ts(3, 1)));
+    }
+
+    #[test]
+    fn the_earliest_parked_deadline_expires_first() {
+        let mono = Timespec { sec: 10_000, nsec: 0 };
+        let real = Timespec { sec: 1_700_000_000, nsec: 0 };
+        let d = monotonic_deadline_ns(Deadline::After(Timespec { sec: 0, nsec: 19_000_000 }), mono, real);
+        assert_eq!(d, Some(10_000_019_000_000));
+        let at = Deadline::At(libc::CLOCK_MONOTONIC as i64, Timespec { sec: 10_005, nsec: 1 });
+        assert_eq!(monotonic_deadline_ns(at, mono, real), Some(10_005_000_000_001));
+        let at_real = Deadline::At(libc::CLOCK_REALTIME as i64, Timespec { sec: 1_700_000_002, nsec: 0 });
+        assert_eq!(monotonic_deadline_ns(at_real, mono, real), Some(10_002_000_000_000), "2 s away on either clock");
+        let cpu = Deadline::At(libc::CLOCK_PROCESS_CPUTIME_ID as i64, mono);
+        assert_eq!(monotonic_deadline_ns(cpu, mono, real), None);
+        let w = |tid, deadline_ns| ParkedWait { tid, deadline_ns };
+        assert_eq!(first_to_expire([w(5, 300), w(7, 100), w(3, 200)]), Some(w(7, 100)));
+        assert_eq!(first_to_expire([w(9, 100), w(4, 100)]), Some(w(4, 100)), "a tie goes to the lower task id");
+        assert_eq!(first_to_expire([]), None);
+    }
+
+    #[test]
+    fn finished_tasks_can_end_no_wait() {
+        assert!(finished_state('Z'));
+        assert!(finished_state('X'));
+        assert!(!finished_state('S'));
+        assert!(!finished_state('R'));
+        assert!(!finished_state('t'));
     }
 }

@@ -15,6 +15,9 @@ pub enum ExitCode {
     /// Bad usage or bad input: an unknown option, a malformed value, an unreadable or invalid file; also a chaos
     /// run whose harness broke (verdict ERROR).
     Usage = 2,
+    /// The guest was stuck: every task waited, for `--stuck-after` of wall time, in a wait only another guest task
+    /// could end (a deadlock), and the supervisor stopped it. Not 124, which is `timeout`'s.
+    Stuck = 120,
     /// The supervisor could not enforce determinism (even if the guest exited 0).
     NotDeterministic = 121,
     /// `run --verify` found the runs differ.
@@ -37,10 +40,11 @@ pub enum ExitCode {
 
 impl ExitCode {
     /// Every code, in numeric order.
-    pub const ALL: [ExitCode; 12] = [
+    pub const ALL: [ExitCode; 13] = [
         ExitCode::Success,
         ExitCode::Failure,
         ExitCode::Usage,
+        ExitCode::Stuck,
         ExitCode::NotDeterministic,
         ExitCode::VerifyDiffers,
         ExitCode::Diverged,

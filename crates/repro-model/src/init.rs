@@ -93,6 +93,9 @@ pub struct DetSettings {
     /// open on a descriptor; the path is for messages).
     #[serde(default)]
     pub access_stream: Option<String>,
+    /// The deadlock watchdog's wall time in milliseconds (0: off).
+    #[serde(default)]
+    pub stuck_after_ms: u64,
 }
 
 fn default_hostname() -> String {

@@ -158,6 +158,21 @@ pub struct RunSettings {
     /// The toolchains found on the host for the command and passed to the guest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub toolchains: Vec<Toolchain>,
+    /// The deadlock watchdog's wall time in milliseconds (`--stuck-after`; 0: off). Left out of the record when it
+    /// is the default, so that records written before it existed read and write back the same.
+    #[serde(default = "default_stuck_after_ms", skip_serializing_if = "is_default_stuck_after")]
+    pub stuck_after_ms: u64,
+}
+
+/// The deadlock watchdog's default: a minute of every task waiting on another.
+pub const DEFAULT_STUCK_AFTER_MS: u64 = 60_000;
+
+fn default_stuck_after_ms() -> u64 {
+    DEFAULT_STUCK_AFTER_MS
+}
+
+fn is_default_stuck_after(ms: &u64) -> bool {
+    *ms == DEFAULT_STUCK_AFTER_MS
 }
 
 impl RunSettings {
@@ -197,8 +212,12 @@ pub struct Determinism {
     pub tasks_created: u64,
     /// Program images started (execve).
     pub execs: u64,
-    /// What the supervisor noticed without it making the run unreproducible (a library containing RDRAND,
-    /// ports left to the kernel on the host's network); also listed with the run's other warnings.
+    /// The deadlock watchdog stopped the guest (exit 120): where each task waited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stuck: Option<String>,
+    /// What the supervisor noticed without it making the run unreproducible: a library containing RDRAND, ports
+    /// left to the kernel on the host's network, "waits on outside descriptors ran in real time: ..." (at most
+    /// 8); also listed with the run's other warnings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }

@@ -57,6 +57,8 @@ pub struct RunOptions {
     pub dir_order: Option<String>,
     /// The bound of the writable layer (`--disk`; default 2G).
     pub disk: Option<String>,
+    /// The deadlock watchdog's wall time (`--stuck-after`, e.g. `2s`, `500ms`, `1m`, `0` for off; default 60s).
+    pub stuck_after: Option<String>,
     /// Which project file (`repro.toml`) to use.
     pub config: ConfigChoice,
 }
@@ -119,6 +121,7 @@ impl RunSettings {
             disk_inodes: crate::run::disk_inodes_for(DEFAULT_DISK_BYTES),
             project_file: None,
             toolchains: Vec::new(),
+            stuck_after_ms: crate::run::DEFAULT_STUCK_AFTER_MS,
         }
     }
 }

@@ -116,6 +116,39 @@ pub fn parse_memory(argument: &str, value: &str) -> Result<u64, SandboxError> {
     Ok(bytes)
 }
 
+/// Parses a wall-time duration into milliseconds: `2s`, `500ms`, `1.5m`, `1h`, or a plain number of seconds;
+/// `0` is allowed (it turns the option off). At most a week.
+pub fn parse_duration_ms(argument: &str, value: &str) -> Result<u64, SandboxError> {
+    let bad = || {
+        SandboxError::usage(
+            argument,
+            format!(
+                "'{value}' is not a duration: expected a number with an optional unit ms, s, m or h (e.g. 2s, 500ms)"
+            ),
+        )
+    };
+    let v = value.trim().to_ascii_lowercase();
+    let (num, ms_per) = if let Some(n) = v.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = v.strip_suffix('s') {
+        (n, 1000.0)
+    } else if let Some(n) = v.strip_suffix('m') {
+        (n, 60_000.0)
+    } else if let Some(n) = v.strip_suffix('h') {
+        (n, 3_600_000.0)
+    } else {
+        (v.as_str(), 1000.0)
+    };
+    if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit() || c == '.') || num.matches('.').count() > 1 {
+        return Err(bad());
+    }
+    let ms = num.parse::<f64>().map_err(|_| bad())? * ms_per;
+    if !ms.is_finite() || ms > 7.0 * 86_400_000.0 {
+        return Err(SandboxError::usage(argument, format!("'{value}' is too long: at most a week")));
+    }
+    Ok(ms.round() as u64)
+}
+
 /// Parses `HOST[:GUEST][:ro|rw]`. HOST must exist; relative HOST paths are taken from `cwd`. GUEST defaults
 /// to HOST's absolute path and must be absolute. Read-only unless `:rw`.
 pub fn parse_bind(value: &str, cwd: &Path) -> Result<BindMount, SandboxError> {
@@ -215,6 +248,22 @@ pub fn parse_env(value: &str) -> Result<EnvSpec, SandboxError> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn durations_take_units_and_refuse_garbage() {
+        assert_eq!(parse_duration_ms("--stuck-after", "2s").unwrap(), 2000);
+        assert_eq!(parse_duration_ms("--stuck-after", "500ms").unwrap(), 500);
+        assert_eq!(parse_duration_ms("--stuck-after", "1.5m").unwrap(), 90_000);
+        assert_eq!(parse_duration_ms("--stuck-after", "1h").unwrap(), 3_600_000);
+        assert_eq!(parse_duration_ms("--stuck-after", "3").unwrap(), 3000);
+        assert_eq!(parse_duration_ms("--stuck-after", "0").unwrap(), 0);
+        for bad in ["", "s", "-1s", "2x", "1.2.3s", "8d"] {
+            let e = parse_duration_ms("--stuck-after", bad).unwrap_err().to_string();
+            assert!(e.contains("--stuck-after"), "{bad}: {e}");
+        }
+        assert!(parse_duration_ms("--stuck-after", "200h").unwrap_err().to_string().contains("at most a week"));
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -77,6 +77,10 @@ impl RunRequest {
         if opts.cpus == 0 {
             return Err(SandboxError::usage("--cpus", "expected a number of CPUs of at least 1"));
         }
+        let stuck_after_ms = match &opts.stuck_after {
+            Some(d) => parse::parse_duration_ms("--stuck-after", d)?,
+            None => repro_model::run::DEFAULT_STUCK_AFTER_MS,
+        };
         let specs: Vec<EnvSpec> = opts.env.iter().map(|e| parse::parse_env(e)).collect::<Result<_, _>>()?;
         let mut env = crate::env::guest_env(epoch.unix, &specs, |k| std::env::var(k).ok());
         let mut binds: Vec<BindMount> =
@@ -119,6 +123,7 @@ impl RunRequest {
                 s.disk_bytes = disk_bytes;
                 s.project_file = project.as_ref().map(|p| p.path.to_string_lossy().into_owned());
                 s.toolchains = resolution.toolchains;
+                s.stuck_after_ms = stuck_after_ms;
             });
         Ok(RunRequest { settings, state_dir, exec_hint: resolution.hint })
     }
@@ -446,6 +451,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     if ran && !determinism.not_enforced.is_empty() {
         exit_status = ExitCode::NotDeterministic.code();
     }
+    if determinism.stuck.is_some() {
+        exit_status = ExitCode::Stuck.code();
+    }
     // The supervisor's warnings are said with the others.
     warnings.append(&mut determinism.warnings);
 
@@ -628,6 +636,7 @@ fn init_config(
             cpus: s.cpus,
             record_access: extras.record_access,
             access_stream: extras.access_stream.as_ref().map(|p| p.to_string_lossy().into_owned()),
+            stuck_after_ms: s.stuck_after_ms,
         }),
         root_source: extras.root_source.as_ref().map(|p| p.to_string_lossy().into_owned()),
         host_network: extras.host_network,

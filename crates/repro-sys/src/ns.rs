@@ -302,6 +302,18 @@ pub fn realtime_coarse_ns() -> i128 {
     ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
 }
 
+/// Clock `clock`'s reading as (seconds, nanoseconds), by the system call itself rather than the vDSO: safe on a
+/// thread that traps rdtsc (see [`crate::tsc`]), where the vDSO's clock read would fault.
+pub fn clock_now_syscall(clock: i32) -> std::io::Result<(i64, i64)> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid out-pointer for clock_gettime, which writes one struct timespec.
+    let r = unsafe { libc::syscall(libc::SYS_clock_gettime, clock, &mut ts as *mut libc::timespec) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok((ts.tv_sec, ts.tv_nsec))
+}
+
 pub fn getuid() -> u32 {
     // SAFETY: getuid cannot fail.
     unsafe { libc::getuid() }

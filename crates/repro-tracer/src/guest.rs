@@ -39,6 +39,10 @@ pub(crate) trait Guest {
     fn epoll_fds(&mut self, epfd: i32) -> Result<Vec<i32>, i32>;
     /// Whether the call is still pending: what was read from the guest's memory still belongs to it.
     fn still_waiting(&self) -> bool;
+    /// The seccomp notification of the call, when there is one to answer later (a parked wait).
+    fn notification(&self) -> Option<u64> {
+        None
+    }
 
     /// Reads `len` bytes at `addr`.
     fn read_bytes(&mut self, addr: u64, len: usize) -> Result<Vec<u8>, i32> {
@@ -157,6 +161,10 @@ impl Guest for TaskGuest<'_> {
     fn still_waiting(&self) -> bool {
         self.pending.is_none_or(|(l, id)| l.id_valid(id))
     }
+
+    fn notification(&self) -> Option<u64> {
+        self.pending.map(|(_, id)| id)
+    }
 }
 
 #[cfg(test)]
@@ -178,6 +186,8 @@ pub(crate) mod fake {
         pub cwd_path: Vec<u8>,
         /// The call was interrupted (a signal): `still_waiting` is false.
         pub interrupted: bool,
+        /// The notification id a parked wait would be answered on (`None`: the call cannot be parked).
+        pub notification: Option<u64>,
     }
 
     impl FakeGuest {
@@ -269,6 +279,10 @@ pub(crate) mod fake {
 
         fn still_waiting(&self) -> bool {
             !self.interrupted
+        }
+
+        fn notification(&self) -> Option<u64> {
+            self.notification
         }
     }
 

@@ -91,6 +91,14 @@ pub struct DetConfig {
     pub host_network: bool,
     /// The run's writable layer (`--disk`): the size and inodes statfs reports for writable file systems.
     pub disk: repro_detcore::statfs::DiskLimit,
+    /// The guest runs in a network namespace of its own (only `lo`): its sockets can only be fed by the guest,
+    /// so waits on them take part in logical time like waits on its pipes (see `handlers/waits.rs`). False
+    /// under the host's network; ignored while the network is taped (the tape is outside the guest).
+    pub own_network: bool,
+    /// The deadlock watchdog: when every guest task has waited this long (wall time) in a wait only another
+    /// guest task could end, with nothing changing and no deadline to jump to, the guest is stopped and
+    /// [`GuestOutcome::stuck`] says where each task waited. `None`: never.
+    pub stuck_after: Option<std::time::Duration>,
 }
 
 impl Default for DetConfig {
@@ -110,6 +118,8 @@ impl Default for DetConfig {
             confine: true,
             host_network: false,
             disk: state::default_disk(),
+            own_network: false,
+            stuck_after: None,
         }
     }
 }
@@ -146,6 +156,8 @@ pub struct GuestOutcome {
     pub tapes: tape::RecordedTapes,
     /// Why a replay stopped the guest: it did something the tape does not have.
     pub diverged: Option<String>,
+    /// The watchdog stopped the guest ([`DetConfig::stuck_after`]): its tasks and the waits they were stuck in.
+    pub stuck: Option<String>,
 }
 
 /// Errors of the supervisor.
@@ -232,12 +244,27 @@ pub fn supervise(
         vdso,
         vdso_unavailable,
         inherited_fds,
+        own_network: cfg.own_network && cfg.tapes.network == tape::NetMode::Off,
+        stuck_after: cfg.stuck_after,
         access: cfg.record_access.then(|| access::AccessLog::new(cfg.access_stream.clone())),
         tape: tape::TapeState::new(&cfg.tapes),
         host_network: cfg.host_network,
         disk: cfg.disk,
         ..Shared::new(ctl)
     }));
+    let waits_listener = pending.listener.try_clone().map_err(|source| TracerError::Sys {
+        context: "duplicating the seccomp listener",
+        pid,
+        source,
+    })?;
+    let scheduler = {
+        let shared = shared.clone();
+        let listener = Listener::new(waits_listener);
+        std::thread::Builder::new()
+            .name("repro-waits".into())
+            .spawn(move || handlers::waits::schedule(listener, shared))
+            .map_err(|source| TracerError::Sys { context: "starting the waits scheduler", pid, source })?
+    };
     let notifier = {
         let shared = shared.clone();
         let listener = Listener::new(listener_fd);
@@ -261,6 +288,12 @@ pub fn supervise(
         let _ = ptrace::kill_process(pid, libc::SIGKILL);
         while ptrace::wait_any().is_ok() {}
         let _ = notifier.join();
+        {
+            let mut sh = lock(&shared);
+            sh.finished = true;
+            sh.waits_cv.notify_all();
+        }
+        let _ = scheduler.join();
         return Err(spawn_error(e, &program_name, pid));
     }
     on_spawn(pid);
@@ -271,9 +304,19 @@ pub fn supervise(
     let _ = repro_sys::tsc::disable_for_this_thread();
     let exit = trace_loop(pid, &shared);
     let _ = repro_sys::tsc::enable_for_this_thread();
+    {
+        let mut sh = lock(&shared);
+        sh.finished = true;
+        sh.waits_cv.notify_all();
+    }
+    let scheduler_panicked = scheduler.join().is_err();
     let exit = exit?;
     let notify_panicked = notifier.join().is_err();
     let mut sh = lock(&shared);
+    if scheduler_panicked {
+        sh.not_enforced
+            .insert("the supervisor's waits scheduler failed (a panic): parked waits went unanswered".into());
+    }
     if notify_panicked {
         sh.not_enforced.insert("the supervisor's notify thread failed (a panic): some calls went unanswered".into());
     }
@@ -293,6 +336,7 @@ pub fn supervise(
         accessed: sh.access.as_ref().map(|a| a.finish()).unwrap_or_default(),
         tapes: sh.tape.as_mut().map(|t| t.finish()).unwrap_or_default(),
         diverged: sh.tape.as_ref().and_then(|t| t.diverged.clone()),
+        stuck: sh.stuck.clone(),
     })
 }
 
@@ -371,14 +415,20 @@ fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
                     exit = Some(GuestExit::Exited(code));
                     kill_remaining(shared, tid);
                 }
-                lock(shared).live.remove(&tid);
+                let mut sh = lock(shared);
+                sh.live.remove(&tid);
+                sh.futex_rewrites.remove(&tid);
+                sh.parked.remove(&tid);
             }
             Event::Killed { tid, sig } => {
                 if tid == top {
                     exit = Some(GuestExit::Signaled(sig));
                     kill_remaining(shared, tid);
                 }
-                lock(shared).live.remove(&tid);
+                let mut sh = lock(shared);
+                sh.live.remove(&tid);
+                sh.futex_rewrites.remove(&tid);
+                sh.parked.remove(&tid);
             }
         }
     }

@@ -18,6 +18,9 @@ pub(crate) enum Reply {
     /// own, which answers when it returns, so that the notify thread goes on serving the guest's other tasks
     /// (one of which may be the peer it waits for).
     Defer(Box<dyn FnOnce(&SharedRef) -> Reply + Send>),
+    /// A timed wait the supervisor holds: the waits scheduler (handlers::waits::schedule) answers it later, when
+    /// the guest ends it or it times out in logical time. Nothing is sent now.
+    Parked,
 }
 
 impl std::fmt::Debug for Reply {
@@ -28,6 +31,7 @@ impl std::fmt::Debug for Reply {
             Reply::Continue => write!(f, "Continue"),
             Reply::AddFd { cloexec, .. } => write!(f, "AddFd(cloexec: {cloexec})"),
             Reply::Defer(_) => write!(f, "Defer"),
+            Reply::Parked => write!(f, "Parked"),
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::CString;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use repro_detcore::{DeterminismController, DirListing};
 
@@ -28,6 +28,20 @@ pub(crate) struct Shared {
     pub vdso_fd_requests: HashSet<i32>,
     /// Identities of the descriptors the guest inherited from outside (see handlers::waits::inherited_fds).
     pub inherited_fds: HashSet<String>,
+    /// The guest's sockets can only be fed by the guest (its own network namespace, untaped).
+    pub own_network: bool,
+    /// The last absolute futex deadline moved onto the host's clock in each task's memory (see
+    /// handlers::waits): a retry of the same wait passes the host value back, which stands for the logical one.
+    pub futex_rewrites: HashMap<i32, FutexRewrite>,
+    /// Timed waits held by the supervisor, by task (see handlers::waits::schedule), and the condition variable
+    /// the scheduler sleeps on (with this state's mutex).
+    pub parked: HashMap<i32, crate::handlers::waits::Parked>,
+    pub waits_cv: Arc<Condvar>,
+    /// The guest is gone: the waits scheduler stops.
+    pub finished: bool,
+    /// The deadlock watchdog's wall time (see DetConfig::stuck_after), and what it found when it stopped the guest.
+    pub stuck_after: Option<std::time::Duration>,
+    pub stuck: Option<String>,
     /// The paths the guest used, when recording.
     pub access: Option<access::AccessLog>,
     /// The tapes, when recording or replaying.
@@ -58,6 +72,13 @@ impl Shared {
             vdso_unavailable: None,
             vdso_fd_requests: HashSet::new(),
             inherited_fds: HashSet::new(),
+            own_network: false,
+            futex_rewrites: HashMap::new(),
+            parked: HashMap::new(),
+            waits_cv: Arc::new(Condvar::new()),
+            finished: false,
+            stuck_after: None,
+            stuck: None,
             access: None,
             tape: None,
             host_network: false,
@@ -126,6 +147,17 @@ impl Shared {
 pub(crate) fn default_disk() -> repro_detcore::statfs::DiskLimit {
     let bytes = repro_model::run::DEFAULT_DISK_BYTES;
     repro_detcore::statfs::DiskLimit { bytes, inodes: repro_model::run::disk_inodes_for(bytes) }
+}
+
+/// An absolute futex deadline the supervisor rewrote in guest memory before letting the wait run natively.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FutexRewrite {
+    /// The address of the guest's timespec.
+    pub addr: u64,
+    /// What was written there (on the host's clock).
+    pub host: repro_detcore::Timespec,
+    /// The logical deadline it stands for.
+    pub logical: repro_detcore::Timespec,
 }
 
 /// Devices of the pseudo file systems whose timestamps follow the host clock rather than writes.

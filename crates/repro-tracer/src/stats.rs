@@ -27,6 +27,15 @@ pub struct SupervisorStats {
     /// Timed waits (poll, select, epoll, futex) that nothing could end, answered by jumping the
     /// clock to their deadline instead of waiting.
     pub waits_jumped: u64,
+    /// Absolute futex deadlines in logical time moved onto the host's clock before a wait ran natively.
+    pub deadlines_translated: u64,
+    /// Timed waits held by the supervisor until the guest ended them or every task was blocked.
+    pub waits_parked: u64,
+    /// Parked waits that timed out while another task still ran, after being held for their duration in wall
+    /// time (at least 2 s): a task that never blocks.
+    pub waits_released: u64,
+    /// Timed waits that ran natively, in real time, because a descriptor may be fed from outside the guest.
+    pub outside_waits: u64,
     /// What went wrong in the supervisor without changing what the guest saw (an answer that could not be
     /// written back, the access stream that could not be written), at most 8.
     pub warnings: BTreeSet<String>,
@@ -51,6 +60,10 @@ impl SupervisorStats {
             "vdso_disabled_why": self.vdso_disabled_why,
             "vdso_clock_reads": self.vdso_clock_reads,
             "waits_jumped": self.waits_jumped,
+            "deadlines_translated": self.deadlines_translated,
+            "waits_parked": self.waits_parked,
+            "waits_released": self.waits_released,
+            "outside_waits": self.outside_waits,
             "warnings": self.warnings,
         })
     }

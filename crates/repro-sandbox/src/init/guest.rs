@@ -192,6 +192,8 @@ fn supervised(
         confine: true,
         host_network: init.host_network,
         disk: repro_detcore::statfs::DiskLimit { bytes: init.disk_bytes, inodes: init.disk_inodes },
+        own_network: matches!(tape_cfg.network, TapeIo::Off),
+        stuck_after: (det.stuck_after_ms > 0).then(|| std::time::Duration::from_millis(det.stuck_after_ms)),
     };
     let mut sigfd = Some(sigfd);
     let mut on_spawn = |guest: i32| {
@@ -217,6 +219,10 @@ fn supervised(
             determinism.mediated = out.stats.mediated;
             determinism.tasks_created = out.stats.tasks_created;
             determinism.execs = out.stats.execs;
+            if let Some(stuck) = &out.stuck {
+                eprintln!("[repro] the guest is stuck: {stuck}");
+            }
+            determinism.stuck = out.stuck;
             determinism.warnings = out.stats.warnings.into_iter().collect();
             *accessed = out
                 .accessed

@@ -38,6 +38,11 @@ pub(crate) fn dispatch<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Sysc
         }
     }
     use Syscall as S;
+    if let S::Nanosleep { .. } | S::ClockNanosleep { .. } = call {
+        if let Some(parked) = waits::park_sleep(sh, g, nr, call) {
+            return parked;
+        }
+    }
     let r = match call {
         S::ClockGettime { .. }
         | S::ClockGetres { .. }
@@ -68,7 +73,7 @@ pub(crate) fn dispatch<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Sysc
         S::Getdents64 { fd, dirp, count } => files::getdents64(sh, g, fd, dirp, count),
         S::Open { path, flags, .. } => return files::open(sh, g, nr, path, flags),
         S::Stat { dirfd, path, flags, out } => files::stat(sh, g, dirfd, path, flags, out),
-        S::Wait(w) => waits::answer(sh, g, w),
+        S::Wait(w) => return waits::handle(sh, g, nr, w),
         S::IoUringSetup => return process::io_uring_setup(sh),
         // What still varies: kernel-chosen ports, file system figures.
         S::Net(NetCall::Control { fd, op: Control::Bind { addr, len } }) => ports::bind(sh, g, fd, addr, len),

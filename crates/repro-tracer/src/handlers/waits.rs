@@ -10,18 +10,22 @@
 //! natively, in real time, and is never cut short. The conclusions (deadlines, which waits and descriptors
 //! count) are repro-detcore's (`repro_detcore::waits`); this file reads the guest and the kernel's view of it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::OwnedFd;
+use std::time::Duration;
 
-use repro_detcore::waits::{internal_descriptor, untimed_wait};
-use repro_detcore::Deadline;
+use repro_detcore::waits::{
+    finished_state, first_to_expire, host_deadline, internal_descriptor, monotonic_deadline_ns, untimed_wait,
+    ParkedWait,
+};
+use repro_detcore::{ClockKind, Deadline, Timespec};
 use repro_sys::fdops;
-use repro_sys::seccomp::ArgCheck;
+use repro_sys::seccomp::{ArgCheck, Listener};
 
-use crate::decode::TimedWait;
-use crate::guest::Guest;
-use crate::reply::{Outcome, Refusal};
-use crate::state::Shared;
+use crate::decode::{self, Syscall, TimedWait};
+use crate::guest::{Guest, PidfdCache, TaskGuest};
+use crate::reply::{Outcome, Refusal, Reply};
+use crate::state::{lock, FutexRewrite, Shared, SharedRef};
 
 /// The waits the filter sends to the supervisor, with the condition that keeps the others native.
 pub(crate) fn conditional_syscalls() -> Vec<(u32, ArgCheck)> {
@@ -38,6 +42,7 @@ pub(crate) fn conditional_syscalls() -> Vec<(u32, ArgCheck)> {
 }
 
 /// What the wait watches, to check whether it is already over.
+#[derive(Debug, Clone, Copy)]
 enum Watch {
     /// pollfd array at `addr` with `n` entries.
     Poll {
@@ -57,6 +62,8 @@ enum Watch {
         addr: u64,
         val: u32,
     },
+    /// A parked sleep: nothing but its deadline ends it.
+    Sleep,
 }
 
 /// Guest memory to rewrite when the wait times out: (address, bytes).
@@ -70,10 +77,12 @@ fn timespec_at<G: Guest>(g: &mut G, addr: u64) -> Result<(i64, i64), Refusal> {
     Ok((t.sec, t.nsec))
 }
 
-/// Answers a notified timed wait: jumps the clock and times it out, or lets it run natively.
-pub(crate) fn answer<G: Guest>(sh: &mut Shared, g: &mut G, w: TimedWait) -> Outcome {
-    let tid = g.tid();
-    let (deadline, watch, timeout_out) = match w {
+/// What a timed wait's arguments say: its deadline (`None`: nothing to jump), what it watches, and where the
+/// kernel would write the time left.
+type Parsed = (Option<Deadline>, Watch, Option<u64>);
+
+fn parse<G: Guest>(sh: &Shared, g: &mut G, w: TimedWait) -> Result<Parsed, Refusal> {
+    Ok(match w {
         TimedWait::Poll { fds, nfds, timeout_ms } => {
             (Deadline::millis(timeout_ms), Watch::Poll { addr: fds, n: nfds }, None)
         }
@@ -92,19 +101,430 @@ pub(crate) fn answer<G: Guest>(sh: &mut Shared, g: &mut G, w: TimedWait) -> Outc
             (Deadline::relative(s, ns, 1), Watch::Epoll { epfd }, None)
         }
         TimedWait::Futex { uaddr, op, val, timeout, val3 } => {
-            let (s, ns) = timespec_at(g, timeout)?;
+            let (mut s, mut ns) = timespec_at(g, timeout)?;
+            // A retry of a wait whose deadline was moved onto the host's clock passes that value back.
+            if let Some(r) = sh.futex_rewrites.get(&g.tid()) {
+                if r.addr == timeout && (r.host.sec, r.host.nsec) == (s, ns) {
+                    (s, ns) = (r.logical.sec, r.logical.nsec);
+                }
+            }
             (Deadline::futex(op, val3, s, ns), Watch::Futex { addr: uaddr, val }, None)
         }
+    })
+}
+
+/// Answers a notified timed wait (syscall `nr`): parks it when another task may still end it (see [`schedule`]),
+/// else jumps the clock and times it out, or lets it run natively.
+pub(crate) fn handle<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, w: TimedWait) -> Reply {
+    if let Some(parked) = park(sh, g, nr, w) {
+        return parked;
+    }
+    let r = answer(sh, g, w);
+    super::answered(sh, nr, r)
+}
+
+/// Parks a wait on descriptors only the guest feeds, none ready (or a futex whose word still holds the expected
+/// value), when another task could still end it (or other waits are parked, which may expire first): `None`
+/// when it is not parked.
+fn park<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, w: TimedWait) -> Option<Reply> {
+    let id = g.notification()?;
+    let tid = g.tid();
+    let (deadline, watch, timeout_out) = parse(sh, g, w).ok()?;
+    let deadline_ns = deadline_ns(sh, deadline?)?;
+    if sh.parked.is_empty() && others_blocked(sh, tid) {
+        return None; // nothing can end it and nothing expires before it: answer() times it out now
+    }
+    match over_already(g, &watch, &sh.inherited_fds, sh.own_network) {
+        Ok(Some(_)) => {}
+        Ok(None) => return None,
+        Err(_) => {
+            note_outside_wait(sh, decode::name(nr));
+            return None;
+        }
+    }
+    if !g.still_waiting() {
+        return Some(Reply::Error(libc::EINTR));
+    }
+    let parked = Parked::new(sh, id, nr, watch, timeout_out, ParkedWait { tid, deadline_ns });
+    sh.parked.insert(tid, parked);
+    sh.stats.waits_parked += 1;
+    sh.waits_cv.notify_all();
+    Some(Reply::Parked)
+}
+
+/// Parks a sleep (nanosleep, clock_nanosleep) while another task could still act, or other waits are parked:
+/// it ends when every task is blocked and it has the earliest deadline, so how often a task polls a busy one
+/// (`while p.poll() is None: time.sleep(0.001)`) does not depend on how long the other runs in real time.
+/// `None` when the sleep is answered at once (by the time handlers) instead.
+pub(crate) fn park_sleep<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Syscall) -> Option<Reply> {
+    let id = g.notification()?;
+    let tid = g.tid();
+    let deadline = match call {
+        Syscall::Nanosleep { req, .. } => {
+            let t = super::read_timespec(g, req).ok()?;
+            Deadline::relative(t.sec, t.nsec, 1)?
+        }
+        Syscall::ClockNanosleep { clock, flags, req, .. } => {
+            let t = super::read_timespec(g, req).ok()?;
+            if flags & libc::TIMER_ABSTIME != 0 {
+                if t.sec < 0 || !(0..1_000_000_000).contains(&t.nsec) {
+                    return None;
+                }
+                Deadline::At(clock, t)
+            } else {
+                Deadline::relative(t.sec, t.nsec, 1)?
+            }
+        }
+        _ => return None,
     };
+    let deadline_ns = deadline_ns(sh, deadline)?;
+    if sh.parked.is_empty() && others_blocked(sh, tid) {
+        return None;
+    }
+    if !g.still_waiting() {
+        return Some(Reply::Error(libc::EINTR));
+    }
+    let wait = ParkedWait { tid, deadline_ns };
+    let parked = Parked::new(sh, id, nr, Watch::Sleep, None, wait);
+    sh.parked.insert(tid, parked);
+    sh.stats.waits_parked += 1;
+    sh.waits_cv.notify_all();
+    Some(Reply::Parked)
+}
+
+/// A wait's deadline on the logical CLOCK_MONOTONIC, in nanoseconds.
+fn deadline_ns(sh: &Shared, deadline: Deadline) -> Option<i128> {
+    let now_mono = sh.ctl.clock.peek(ClockKind::Monotonic);
+    let now_real = sh.ctl.clock.peek(ClockKind::Realtime);
+    monotonic_deadline_ns(deadline, now_mono, now_real)
+}
+
+/// A wait ran natively in real time because a descriptor may be fed from outside the guest: the run says so.
+fn note_outside_wait(sh: &mut Shared, name: &str) {
+    sh.stats.outside_waits += 1;
+    if sh.stats.warnings.len() < 8 {
+        sh.stats.warnings.insert(format!(
+            "waits on outside descriptors ran in real time: {} on a descriptor the world outside may feed (a \
+             terminal, a host socket, an inherited pipe, a tape)",
+            name
+        ));
+    }
+}
+
+/// A timed wait held by the supervisor.
+#[derive(Debug, Clone)]
+pub(crate) struct Parked {
+    /// The seccomp notification to answer.
+    pub id: u64,
+    /// The syscall (for the counts).
+    pub nr: i64,
+    watch: Watch,
+    timeout_out: Option<u64>,
+    pub wait: ParkedWait,
+    /// When the scheduler first saw it (wall time), and how long it is held at most while other tasks run: its
+    /// own duration, and for a sleep or a wait on descriptors at least [`PARK_GRACE`]. A task that never blocks
+    /// (a spin on a flag another task sets after a sleep) must not hold a wait forever.
+    held_since: Option<std::time::Instant>,
+    hold_at_most: Duration,
+}
+
+impl Parked {
+    fn new(sh: &Shared, id: u64, nr: i64, watch: Watch, timeout_out: Option<u64>, wait: ParkedWait) -> Parked {
+        let now = sh.ctl.clock.peek(ClockKind::Monotonic);
+        let now_ns = now.sec as i128 * 1_000_000_000 + now.nsec as i128;
+        let own = Duration::from_nanos(u64::try_from(wait.deadline_ns - now_ns).unwrap_or(0));
+        // A futex is held no longer than natively: a lock or condition handed between threads (CPython's GIL
+        // waits 5 ms, then asks the holder to yield) must not wait for the other thread to block.
+        let hold_at_most = if matches!(watch, Watch::Futex { .. }) { own } else { own.max(PARK_GRACE) };
+        Parked { id, nr, watch, timeout_out, wait, held_since: None, hold_at_most }
+    }
+}
+
+/// The least wall time a parked wait is held while another task runs (see [`Parked::hold_at_most`]): long
+/// enough for a child's ordinary run to end first, so that how often a parent polls it does not vary.
+const PARK_GRACE: Duration = Duration::from_secs(2);
+
+/// How often the scheduler looks at parked waits (for readiness) while the guest runs.
+const PARKED_TICK: Duration = Duration::from_millis(1);
+
+/// The waits scheduler, on a thread of its own for the whole run: every [`PARKED_TICK`] it lets the parked waits
+/// whose descriptors became ready run natively (they return at once), forgets those a signal interrupted, and
+/// when every live task is parked or blocked in a wait only another task can end, times out the parked wait
+/// with the earliest deadline, jumping the logical clock to it. Returns when the guest is gone.
+///
+/// It is also the deadlock watchdog ([`Shared::stuck_after`]): when no wait is parked and every live task has sat
+/// in the same wait only another guest task could end (see [`stuck_wait`]), using no CPU, for that long, the
+/// guest is stopped and [`Shared::stuck`] says where each task waited.
+pub(crate) fn schedule(listener: Listener, shared: SharedRef) {
+    let mut pidfds = PidfdCache::default();
+    let cv = lock(&shared).waits_cv.clone();
+    let mut sh = lock(&shared);
+    // The stuck state seen last (what every task waits in, and their CPU time) and since when.
+    let mut seen: Option<((String, String), std::time::Instant)> = None;
+    loop {
+        if sh.finished {
+            return;
+        }
+        if !sh.parked.is_empty() {
+            seen = None;
+            if !tick(&mut sh, &listener, &mut pidfds) {
+                sh = cv.wait_timeout(sh, PARKED_TICK).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+            }
+            continue;
+        }
+        let Some(limit) = sh.stuck_after else {
+            sh = cv.wait(sh).unwrap_or_else(|p| p.into_inner());
+            continue;
+        };
+        if sh.stuck.is_none() {
+            match stuck_report(&sh) {
+                Some(now) => match &seen {
+                    Some((before, since)) if *before == now => {
+                        if since.elapsed() >= limit {
+                            sh.stuck = Some(now.0);
+                            sh.kill_all();
+                        }
+                    }
+                    _ => seen = Some((now, std::time::Instant::now())),
+                },
+                None => seen = None,
+            }
+        }
+        let every = (limit / 4).clamp(Duration::from_millis(10), Duration::from_millis(500));
+        sh = cv.wait_timeout(sh, every).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
+    }
+}
+
+/// When every live task is stuck: where each waits, and their CPU times (a task that ran meanwhile changes
+/// them); `None` when one of them can still make progress by itself or be woken from outside.
+fn stuck_report(sh: &Shared) -> Option<(String, String)> {
+    let mut tids: Vec<i32> = sh.live.iter().copied().collect();
+    if tids.is_empty() {
+        return None;
+    }
+    tids.sort_unstable();
+    let mut parts = Vec::with_capacity(tids.len());
+    for tid in tids {
+        let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).ok()?;
+        let (head, rest) = stat.rsplit_once(')')?;
+        let comm = head.split_once('(').map_or("?", |(_, c)| c);
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // After the comm: state is field 3, utime 14 and stime 15 (1-based in proc(5)), so 0, 11 and 12 here.
+        let cpu = format!("{}+{}", fields.get(11)?, fields.get(12)?);
+        let wait = stuck_wait(sh, tid, fields.first()?.chars().next()?)?;
+        parts.push((format!("task {tid} ({comm}) in {wait}"), cpu));
+    }
+    let cpu: Vec<&str> = parts.iter().map(|(_, c)| c.as_str()).collect();
+    let text: Vec<&str> = parts.iter().map(|(t, _)| t.as_str()).collect();
+    Some((text.join("; "), cpu.join(",")))
+}
+
+/// The wait task `tid` (in state `state`) sits in, described, if only another guest task could end it: waiting
+/// for a child, a signal, a futex, or on descriptors only the guest feeds. `None` when it runs, is in a timed
+/// or mediated call, or waits on something outside the guest (a terminal, a host socket, an inherited pipe).
+fn stuck_wait(sh: &Shared, tid: i32, state: char) -> Option<String> {
+    if state == 'Z' {
+        return zombie_leader_of_live_threads(tid).then(|| "exit (its other threads remain)".to_string());
+    }
+    if state != 'S' {
+        return None;
+    }
+    let sc = std::fs::read_to_string(format!("/proc/{tid}/syscall")).ok()?;
+    let mut it = sc.split_whitespace();
+    let nr: i64 = it.next()?.parse().ok()?;
+    let a: Vec<u64> =
+        it.take(6).map(|h| u64::from_str_radix(h.trim_start_matches("0x"), 16).ok()).collect::<Option<_>>()?;
+    if a.len() < 6 || !untimed_wait(nr, &a) {
+        return None;
+    }
+    let fd_text = |fd: u64| -> Option<String> {
+        let t = std::fs::read_link(format!("/proc/{tid}/fd/{fd}")).ok()?;
+        let t = t.to_string_lossy().into_owned();
+        internal_descriptor(&t, &sh.inherited_fds, sh.own_network).then(|| format!("fd {fd} ({t})"))
+    };
+    let fds_text = |fds: &[u64]| -> Option<String> {
+        Some(fds.iter().map(|&fd| fd_text(fd)).collect::<Option<Vec<_>>>()?.join(", "))
+    };
+    Some(match nr {
+        libc::SYS_wait4 | libc::SYS_waitid => "wait4/waitid for a child".to_string(),
+        libc::SYS_pause | libc::SYS_rt_sigsuspend | libc::SYS_rt_sigtimedwait => "a wait for a signal".to_string(),
+        libc::SYS_futex => format!("futex wait at {:#x}", a[0]),
+        libc::SYS_msgrcv => "msgrcv".to_string(),
+        libc::SYS_flock => format!("flock on {}", fd_text(a[0])?),
+        libc::SYS_poll | libc::SYS_ppoll => {
+            let n = usize::try_from(a[1]).ok().filter(|&n| n <= 4096)?;
+            let mut raw = vec![0u8; n * 8];
+            repro_sys::memory::read_exact(tid, a[0], &mut raw).ok()?;
+            let fds: Vec<u64> = raw
+                .chunks_exact(8)
+                .map(|e| i32::from_le_bytes([e[0], e[1], e[2], e[3]]))
+                .filter(|&fd| fd >= 0)
+                .map(|fd| fd as u64)
+                .collect();
+            format!("poll on {}", fds_text(&fds)?)
+        }
+        libc::SYS_epoll_wait | libc::SYS_epoll_pwait | libc::SYS_epoll_pwait2 => {
+            let info = std::fs::read_to_string(format!("/proc/{tid}/fdinfo/{}", a[0])).ok()?;
+            let fds: Vec<u64> = info
+                .lines()
+                .filter_map(|l| l.strip_prefix("tfd:"))
+                .map(|l| l.split_whitespace().next().and_then(|t| t.parse().ok()))
+                .collect::<Option<_>>()?;
+            format!("epoll_wait on {}", fds_text(&fds)?)
+        }
+        // select's sets are not read: a select with no timeout on descriptors is rare enough to stay unjudged.
+        libc::SYS_select | libc::SYS_pselect6 => return None,
+        _ => {
+            let what = match nr {
+                libc::SYS_read | libc::SYS_readv | libc::SYS_pread64 | libc::SYS_preadv => "read",
+                libc::SYS_write | libc::SYS_writev => "write",
+                libc::SYS_recvfrom | libc::SYS_recvmsg => "recv",
+                libc::SYS_sendto | libc::SYS_sendmsg => "send",
+                libc::SYS_accept | libc::SYS_accept4 => "accept",
+                _ => return None,
+            };
+            format!("{what} on {}", fd_text(a[0])?)
+        }
+    })
+}
+
+/// One look at the parked waits; true when one timed out (look again at once).
+fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
+    let tids: Vec<i32> = sh.parked.keys().copied().collect();
+    let mut outputs: HashMap<i32, Writes> = HashMap::new();
+    for tid in tids {
+        let Some(p) = sh.parked.get(&tid).cloned() else { continue };
+        let mut g = TaskGuest::new(tid, Some((listener, p.id)), pidfds);
+        if !g.still_waiting() {
+            sh.parked.remove(&tid); // interrupted (a signal) or gone: the kernel ended the call
+            continue;
+        }
+        match over_already(&mut g, &p.watch, &sh.inherited_fds, sh.own_network) {
+            Ok(Some(w)) => {
+                outputs.insert(tid, w);
+            }
+            _ => {
+                // Ready now (or no longer readable): the native call returns at once. A futex word that changed
+                // is what the kernel answers EAGAIN to (the waker changes the word before it wakes).
+                sh.parked.remove(&tid);
+                // ENOENT: interrupted meanwhile; the kernel restarts or ends the call itself.
+                let _ = if p.nr == libc::SYS_futex {
+                    sh.count(decode::name(p.nr));
+                    listener.respond_error(p.id, libc::EAGAIN)
+                } else {
+                    sh.stats.continued += 1;
+                    listener.respond_continue(p.id)
+                };
+            }
+        }
+    }
+    let now = std::time::Instant::now();
+    for p in sh.parked.values_mut() {
+        p.held_since.get_or_insert(now);
+    }
+    let first = if sh.live.iter().all(|t| sh.parked.contains_key(t) || blocked_indefinitely(*t)) {
+        first_to_expire(sh.parked.values().map(|p| p.wait))
+    } else {
+        // Another task still runs: only a wait held for as long as it could be ends, in deadline order.
+        let overdue = sh.parked.values().filter(|p| p.held_since.is_some_and(|s| now - s >= p.hold_at_most));
+        let first = first_to_expire(overdue.map(|p| p.wait));
+        if first.is_some_and(|f| sh.parked.get(&f.tid).is_some_and(|p| p.hold_at_most >= PARK_GRACE)) {
+            sh.stats.waits_released += 1;
+            if sh.stats.warnings.len() < 8 {
+                sh.stats.warnings.insert(format!(
+                    "a parked wait timed out after {} s or more of wall time while another task ran: when it \
+                     ended depended on the host's speed",
+                    PARK_GRACE.as_secs()
+                ));
+            }
+        }
+        first
+    };
+    let Some(first) = first else { return false };
+    let Some(p) = sh.parked.remove(&first.tid) else { return false };
+    let mut g = TaskGuest::new(first.tid, Some((listener, p.id)), pidfds);
+    if !g.still_waiting() {
+        return true;
+    }
+    sh.sync_in();
+    let at = Deadline::At(libc::CLOCK_MONOTONIC as i64, Timespec::from_ns(first.deadline_ns));
+    if sh.ctl.time_out_wait(at).is_err() {
+        // Cannot happen for a deadline built from a valid timespec; the call then runs natively.
+        let _ = listener.respond_continue(p.id);
+        return true;
+    }
+    sh.sync_out();
+    sh.stats.waits_jumped += 1;
+    // Every wait still parked got its outputs in the loop above; none (a sleep, a futex, epoll) writes nothing.
+    let mut wrote =
+        outputs.remove(&first.tid).unwrap_or_default().into_iter().all(|(a, b)| g.write_bytes(a, &b).is_ok());
+    if let Some(t) = p.timeout_out {
+        wrote &= g.write_bytes(t, &[0u8; 16]).is_ok();
+    }
+    sh.count(decode::name(p.nr));
+    let r = if !wrote {
+        listener.respond_error(p.id, libc::EFAULT)
+    } else if p.nr == libc::SYS_futex {
+        listener.respond_error(p.id, libc::ETIMEDOUT)
+    } else {
+        listener.respond_value(p.id, 0)
+    };
+    if let Err(e) = r {
+        if e.raw_os_error() != Some(libc::ENOENT) && sh.stats.warnings.len() < 8 {
+            sh.stats.warnings.insert(format!("answering a parked wait failed: {e}"));
+        }
+    }
+    true
+}
+
+/// Answers a notified timed wait: jumps the clock and times it out, or lets it run natively (an absolute
+/// deadline first moved onto the host's clock).
+fn answer<G: Guest>(sh: &mut Shared, g: &mut G, w: TimedWait) -> Outcome {
+    let tid = g.tid();
+    let (deadline, watch, timeout_out) = parse(sh, g, w)?;
     let Some(deadline) = deadline else { return Err(NATIVE) };
+    match jump(sh, g, tid, deadline, &watch, timeout_out, w) {
+        Err(Refusal::Native) => match (w, deadline) {
+            (TimedWait::Futex { timeout, .. }, Deadline::At(clock, at)) => {
+                native_absolute(sh, g, clock, at, timeout, &watch)
+            }
+            _ => Err(NATIVE),
+        },
+        r => r,
+    }
+}
+
+/// Times the wait out at its deadline if nothing can end it before; `Err(Native)` when something may.
+fn jump<G: Guest>(
+    sh: &mut Shared,
+    g: &mut G,
+    tid: i32,
+    deadline: Deadline,
+    watch: &Watch,
+    timeout_out: Option<u64>,
+    w: TimedWait,
+) -> Outcome {
     // First establish that no other task can act, then look at the descriptors: in the other order a
-    // task could write to them between the two looks and then block, and the wait would be cut short.
-    if !others_blocked(sh, tid) {
+    // task could write to them between the two looks and then block, and the wait would be cut short. A parked
+    // wait may expire before this one: then this one waits too.
+    if !sh.parked.is_empty() || !others_blocked(sh, tid) {
         return Err(NATIVE);
     }
-    let outputs = match over_already(g, &watch, &sh.inherited_fds) {
+    let outputs = match over_already(g, watch, &sh.inherited_fds, sh.own_network) {
         Ok(Some(outputs)) => outputs,
-        _ => return Err(NATIVE),
+        Ok(None) => return Err(NATIVE),
+        Err(_) => {
+            let name = match w {
+                TimedWait::Poll { .. } => "poll",
+                TimedWait::Ppoll { .. } => "ppoll",
+                TimedWait::Select { micro: true, .. } => "select",
+                TimedWait::Select { .. } => "pselect6",
+                TimedWait::Epoll { .. } | TimedWait::Epoll2 { .. } => "epoll_wait",
+                TimedWait::Futex { .. } => "futex",
+            };
+            note_outside_wait(sh, name);
+            return Err(NATIVE);
+        }
     };
     // Everything read from the guest is only meaningful if the task is still waiting in this call.
     if !g.still_waiting() {
@@ -130,14 +550,57 @@ pub(crate) fn answer<G: Guest>(sh: &mut Shared, g: &mut G, w: TimedWait) -> Outc
     Ok(0)
 }
 
+/// A futex wait with an absolute deadline `at` in logical time on clock `clock` that must run natively
+/// (another task may end it): the kernel compares the deadline with the host's clock, so the guest's timespec
+/// at `ts_addr` is rewritten to the host time as far away as `at` is in logical time (and remembered, so that
+/// a retry with the same memory is understood). A deadline already passed in logical time times out at once.
+fn native_absolute<G: Guest>(
+    sh: &mut Shared,
+    g: &mut G,
+    clock: i64,
+    at: Timespec,
+    ts_addr: u64,
+    watch: &Watch,
+) -> Outcome {
+    let Ok(kind) = ClockKind::from_id(clock) else { return Err(NATIVE) };
+    let Ok((sec, nsec)) = repro_sys::ns::clock_now_syscall(clock as i32) else { return Err(NATIVE) };
+    let logical_now = sh.ctl.clock.peek(kind);
+    match host_deadline(at, logical_now, Timespec { sec, nsec }) {
+        None => {
+            // Due: the kernel would compare the word first (EAGAIN when it changed), then time out.
+            let Watch::Futex { addr, val } = *watch else { return Err(NATIVE) };
+            let mut w = [0u8; 4];
+            g.read_into(addr, &mut w)?;
+            if !g.still_waiting() {
+                return Err(libc::EINTR.into());
+            }
+            if u32::from_le_bytes(w) != val {
+                return Err(libc::EAGAIN.into());
+            }
+            Err(libc::ETIMEDOUT.into())
+        }
+        Some(host) => {
+            g.write_bytes(ts_addr, &super::timespec_bytes(host))?;
+            sh.futex_rewrites.insert(g.tid(), FutexRewrite { addr: ts_addr, host, logical: at });
+            sh.stats.deadlines_translated += 1;
+            Err(NATIVE)
+        }
+    }
+}
+
 /// `Ok(Some(writes))` when the wait would not end before its timeout by what is ready now, with the guest
 /// memory to rewrite when it times out; `Ok(None)` when it would return at once.
 ///
 /// Only waits on descriptors the guest itself feeds count: a descriptor that something outside the guest can
 /// make ready (see [`internal_descriptor`]) makes the wait run natively.
-fn over_already<G: Guest>(g: &mut G, watch: &Watch, inherited: &HashSet<String>) -> Result<Option<Writes>, Refusal> {
+fn over_already<G: Guest>(
+    g: &mut G,
+    watch: &Watch,
+    inherited: &HashSet<String>,
+    own_network: bool,
+) -> Result<Option<Writes>, Refusal> {
     let check = |g: &mut G, fd: i32| match g.fd_target(fd) {
-        Ok(t) if internal_descriptor(&String::from_utf8_lossy(&t), inherited) => Ok(()),
+        Ok(t) if internal_descriptor(&String::from_utf8_lossy(&t), inherited, own_network) => Ok(()),
         _ => Err(NATIVE),
     };
     let ready = |fds: &[(OwnedFd, i16)]| -> Result<bool, Refusal> {
@@ -215,6 +678,7 @@ fn over_already<G: Guest>(g: &mut G, watch: &Watch, inherited: &HashSet<String>)
             }
             Ok(Some(Vec::new()))
         }
+        Watch::Sleep => Ok(Some(Vec::new())),
     }
 }
 
@@ -231,7 +695,15 @@ pub(crate) fn inherited_fds() -> HashSet<String> {
 /// Whether every live guest task other than `me` is asleep in a wait that only another guest task
 /// (or the world outside) can end.
 pub(crate) fn others_blocked(sh: &Shared, me: i32) -> bool {
-    sh.live.iter().filter(|&&t| t != me).all(|&t| blocked_indefinitely(t))
+    sh.live.iter().filter(|&&t| t != me).all(|&t| sh.parked.contains_key(&t) || blocked_indefinitely(t))
+}
+
+/// Whether zombie `tid` leads a thread group that still has other threads (its exit is reported after theirs).
+fn zombie_leader_of_live_threads(tid: i32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else { return true };
+    let field =
+        |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse::<i64>().ok());
+    field("Tgid:") == Some(tid as i64) && field("Threads:").is_some_and(|n| n > 1)
 }
 
 /// Whether task `tid` sleeps in a wait only another task can end, as /proc shows it.
@@ -240,6 +712,12 @@ fn blocked_indefinitely(tid: i32) -> bool {
         return true; // gone: it can do nothing any more
     };
     let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+    if state.is_some_and(finished_state) {
+        // Exited. Until the trace loop has collected its exit (and dropped it from the live tasks), its parent's
+        // waitpid may not see it yet: only a thread-group leader whose exit waits for its other threads counts
+        // as blocked meanwhile.
+        return state != Some('Z') || zombie_leader_of_live_threads(tid);
+    }
     if state != Some('S') {
         return false; // running, stopped at a ptrace event, in disk sleep, a zombie about to be reaped...
     }
@@ -260,7 +738,7 @@ mod tests {
     use crate::decode::decode;
     use crate::guest::fake::FakeGuest;
     use crate::handlers::testing::{shared, EPOCH};
-    use crate::handlers::{dispatch, timespec_bytes};
+    use crate::handlers::{dispatch, read_timespec, timespec_bytes};
     use crate::reply::Reply;
     use repro_detcore::{ClockKind, Timespec};
 
@@ -327,6 +805,88 @@ mod tests {
         assert_eq!(g.get(0x1000, 8), [0; 8]);
         assert_eq!(g.get(0x2000, 16), [0; 16]);
         assert_eq!(sh.ctl.clock.peek(ClockKind::Realtime), Timespec { sec: EPOCH, nsec: 250_000_000 }, "µs");
+    }
+
+    /// This very thread's id: a task that is running.
+    fn running_tid() -> i32 {
+        let me = std::fs::read_link("/proc/thread-self").unwrap();
+        me.file_name().unwrap().to_str().unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn an_absolute_futex_deadline_is_moved_onto_the_host_clock_when_the_wait_runs_natively() {
+        let mut sh = shared(1, 0);
+        sh.live.insert(running_tid()); // another task runs: the wait cannot be jumped
+        let mut g = FakeGuest::new(3);
+        // FUTEX_WAIT_BITSET_PRIVATE on CLOCK_MONOTONIC, 2.5 s after the logical now (10,000 s).
+        g.put(0x1000, &7u32.to_le_bytes()).put(0x2000, &timespec_bytes(Timespec { sec: 10_002, nsec: 500_000_000 }));
+        let nr = libc::SYS_futex;
+        let args = [0x1000, 9 | 128, 7, 0x2000, 0, u32::MAX as u64];
+        let before = repro_sys::ns::clock_now_syscall(libc::CLOCK_MONOTONIC).unwrap();
+        assert!(matches!(dispatch(&mut sh, &mut g, nr, decode(nr, args)), Reply::Continue));
+        let after = repro_sys::ns::clock_now_syscall(libc::CLOCK_MONOTONIC).unwrap();
+        let written = read_timespec(&mut g, 0x2000).unwrap();
+        let ns = |(s, n): (i64, i64)| s as i128 * 1_000_000_000 + n as i128;
+        let w = ns((written.sec, written.nsec));
+        assert!(w >= ns(before) + 2_500_000_000 && w <= ns(after) + 2_500_000_000, "{written:?}");
+        assert_eq!(sh.stats.deadlines_translated, 1);
+        assert_eq!(sh.ctl.clock.peek(ClockKind::Monotonic).sec, 10_000, "the clock did not move");
+        // The retry passes the host value back: it stands for the same logical deadline, translated afresh.
+        assert!(matches!(dispatch(&mut sh, &mut g, nr, decode(nr, args)), Reply::Continue));
+        let again = ns({
+            let t = read_timespec(&mut g, 0x2000).unwrap();
+            (t.sec, t.nsec)
+        });
+        assert!(again >= w && again - w < 1_000_000_000, "not read as a logical time of {written:?}");
+        // Once every other task is blocked, it times out at its logical deadline.
+        sh.live.clear();
+        assert!(matches!(dispatch(&mut sh, &mut g, nr, decode(nr, args)), Reply::Error(libc::ETIMEDOUT)));
+        assert_eq!(sh.ctl.clock.peek(ClockKind::Monotonic), Timespec { sec: 10_002, nsec: 500_000_000 });
+        // A deadline already passed times out at once, without the kernel.
+        sh.live.insert(running_tid());
+        g.put(0x2000, &timespec_bytes(Timespec { sec: 10_001, nsec: 0 }));
+        assert!(matches!(dispatch(&mut sh, &mut g, nr, decode(nr, args)), Reply::Error(libc::ETIMEDOUT)));
+    }
+
+    #[test]
+    fn a_wait_another_task_may_end_is_parked_and_sleeps_too() {
+        let (r, _w) = std::io::pipe().unwrap();
+        let mut sh = shared(1, 0);
+        sh.own_network = true;
+        sh.live.insert(running_tid());
+        let mut g = FakeGuest::new(3);
+        g.notification = Some(42);
+        g.fds.insert(4, r.into());
+        g.targets.insert(4, b"socket:[77]".to_vec()); // a socketpair of the guest's own network
+        let mut pollfd = 4i32.to_le_bytes().to_vec();
+        pollfd.extend(libc::POLLIN.to_le_bytes());
+        pollfd.extend([0, 0]);
+        g.put(0x1000, &pollfd);
+        let nr = libc::SYS_poll;
+        assert!(matches!(dispatch(&mut sh, &mut g, nr, decode(nr, [0x1000, 1, 50, 0, 0, 0])), Reply::Parked));
+        let p = &sh.parked[&3];
+        assert_eq!((p.id, p.wait.deadline_ns), (42, 10_000_050_000_000));
+        // Another task's sleep parks beside it (a wait is parked), and the earlier deadline is the poll's.
+        let mut g2 = FakeGuest::new(5);
+        g2.notification = Some(43);
+        g2.put(0x3000, &timespec_bytes(Timespec { sec: 1, nsec: 0 }));
+        let nr = libc::SYS_nanosleep;
+        assert!(matches!(dispatch(&mut sh, &mut g2, nr, decode(nr, [0x3000, 0, 0, 0, 0, 0])), Reply::Parked));
+        let first = first_to_expire(sh.parked.values().map(|p| p.wait)).unwrap();
+        assert_eq!(first.tid, 3);
+        assert_eq!(sh.ctl.clock.peek(ClockKind::Monotonic).sec, 10_000, "parking moves no clock");
+        assert_eq!(sh.stats.waits_parked, 2);
+        // Without a notification to answer later (or over the host's network) a wait is not parked.
+        sh.own_network = false;
+        let mut g3 = FakeGuest::new(6);
+        g3.notification = Some(44);
+        g3.fds.insert(4, g.fds.remove(&4).unwrap());
+        g3.targets.insert(4, b"socket:[77]".to_vec());
+        g3.put(0x1000, &pollfd);
+        let nr = libc::SYS_poll;
+        assert!(matches!(dispatch(&mut sh, &mut g3, nr, decode(nr, [0x1000, 1, 50, 0, 0, 0])), Reply::Continue));
+        assert_eq!(sh.stats.outside_waits, 1);
+        assert!(sh.stats.warnings.iter().any(|w| w.contains("outside descriptors ran in real time")));
     }
 
     #[test]

@@ -83,6 +83,8 @@ fn respond(listener: &Listener, shared: &SharedRef, id: u64, reply: Reply) {
         },
         // Not produced by a deferred call itself.
         Reply::Defer(_) => listener.respond_error(id, libc::EIO),
+        // The waits scheduler answers it.
+        Reply::Parked => Ok(()),
     };
     match r {
         // ENOENT: the task was killed or a signal interrupted the syscall (it will be restarted); nothing waits

@@ -19,3 +19,4 @@ mod sock_tape;
 mod timers;
 mod toolchains;
 mod varies;
+mod waits;
