@@ -441,6 +441,16 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
         first
     };
     let Some(first) = first else { return false };
+    // A timer due before this deadline would have to fire while every task is held here; the parked waits do not
+    // deliver it yet (the timer handlers fire at calls and sleeps): say so rather than skip its signal silently.
+    let timer_due = sh.ctl.timers.earliest_deadline(&sh.ctl.clock, ClockKind::Monotonic).and_then(|t| t.to_ns().ok());
+    if timer_due.is_some_and(|t| t < first.deadline_ns) {
+        sh.not_enforced.insert(
+            "a timer (alarm, setitimer, timer_create or timerfd) came due while the guest's tasks waited on each \
+             other in parked waits: its expiry was not delivered at its logical time"
+                .into(),
+        );
+    }
     let Some(p) = sh.parked.remove(&first.tid) else { return false };
     let mut g = TaskGuest::new(first.tid, Some((listener, p.id)), pidfds);
     if !g.still_waiting() {
