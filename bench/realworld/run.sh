@@ -13,7 +13,8 @@
 # in $cache/logs/NAME.{native,repro,verify}.log.
 #
 # Environment: REPRO (default: target/release/repro of this checkout), REALWORLD_CACHE (default
-# ${XDG_CACHE_HOME:-~/.cache}/repro/realworld), REALWORLD_TIMEOUT (seconds, the most a repro run may take;
+# ${XDG_CACHE_HOME:-~/.cache}/repro/realworld: downloads and logs), REALWORLD_WORK (default
+# /var/tmp/repro-realworld-UID: the unpacked, prepared suites), REALWORLD_TIMEOUT (seconds, the most a repro run may take;
 # default 300; the limit used is min(this, max(30, 5 x native time))).
 set -euo pipefail
 
@@ -22,6 +23,10 @@ root=$(cd "$here/../.." && pwd)
 manifest="$here/projects.tsv"
 cache=${REALWORLD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/repro/realworld}
 REPRO=${REPRO:-$root/target/release/repro}
+# Where the suites are unpacked and run. Not under the cache by default: a working directory below a directory
+# only its owner may enter (/root, mode 700) makes `repro run` fail its setup today (exit 125, "mkdir ...:
+# Permission denied"), so the default is outside $HOME.
+work=${REALWORLD_WORK:-/var/tmp/repro-realworld-$(id -u)}
 max_timeout=${REALWORLD_TIMEOUT:-300}
 py=/usr/bin/python3
 
@@ -46,7 +51,7 @@ done
 
 "$here/fetch.sh" "${projects[@]}" >&2
 
-mkdir -p "$cache/work" "$cache/logs"
+mkdir -p "$work" "$cache/logs"
 state=$(mktemp -d "${TMPDIR:-/tmp}/repro-realworld.XXXXXX")
 trap 'rm -rf "$state"' EXIT
 
@@ -59,7 +64,7 @@ rustup_home=${RUSTUP_HOME:-$HOME/.rustup}
 # The flags a suite needs under repro today, by kind; they are printed in the table's note column.
 repro_flags() {
   case "${kind[$1]}" in
-    crate) echo "--bind $cargo_home --bind $rustup_home --env CARGO_HOME=$cargo_home --env RUSTUP_HOME=$rustup_home --env PATH=$cargo_home/bin:/usr/bin:/bin" ;;
+    crate) echo "--bind $cargo_home:/home/repro/.cargo --bind $rustup_home:/home/repro/.rustup --env CARGO_HOME=/home/repro/.cargo --env RUSTUP_HOME=/home/repro/.rustup --env PATH=/home/repro/.cargo/bin:/usr/bin:/bin" ;;
     *) echo "" ;;
   esac
 }
@@ -68,7 +73,7 @@ archive() { echo "$cache/dl/${url[$1]##*/}"; }
 
 # prepare NAME: unpack and build once; prints the directory the suite runs in.
 prepare() {
-  local n=$1 dir="$cache/work/$1-${version[$1]}"
+  local n=$1 dir="$work/$1-${version[$1]}"
   if [[ -f "$dir/.realworld-prepared" ]]; then echo "$dir"; return 0; fi
   log "$n: preparing $dir"
   rm -rf "$dir" "$dir.tmp"
@@ -196,7 +201,7 @@ for n in "${projects[@]}"; do
   else
     wratio=$(ratio "$rt" "$nt") cratio=$(ratio "$rcpu" "$ncpu")
   fi
-  if [[ "$rres" != HANG* && "$rsum" != "$nsum" ]]; then note+=("repro reported: $rsum"); fi
+  if [[ "$rres" != HANG* && "$rsum" != "-" && "$rsum" != "$nsum" ]]; then note+=("repro reported: $rsum"); fi
 
   if [[ "$rres" == HANG* ]]; then
     vres="not tried (the run hangs)"
@@ -211,12 +216,16 @@ for n in "${projects[@]}"; do
       122) vres="DIFFERS (122)" ;;
       121) vres="REFUSED (121)" ;;
       124 | 137) vres="HANG" ;;
-      *) if grep -qi 'not reproducible' "$cache/logs/$n.verify.log"; then vres="DIFFERS (rc $vrc)"; else vres="identical (rc $vrc)"; fi ;;
+      *) if grep -qi 'not reproducible' "$cache/logs/$n.verify.log"; then vres="DIFFERS (rc $vrc)"; else vres="rc $vrc"; fi ;;
     esac
-    [[ "$vrc" == 0 ]] && vres="identical"
+    if [[ "$vrc" == 0 ]]; then
+      # "verified: 2 runs identical (exit status N, ...)": identical, but say so when both runs failed alike.
+      vst=$(grep -Eo 'runs identical \(exit status [0-9]+' "$cache/logs/$n.verify.log" | grep -Eo '[0-9]+$' | tail -1 || true)
+      if [[ -z "$vst" || "$vst" == 0 ]]; then vres="identical"; else vres="identical (both exit $vst)"; fi
+    fi
   fi
   if [[ "$rres" != pass ]]; then
-    why=$(grep -E '^\[repro\]' "$cache/logs/$n.repro.log" | grep -v -E 'exit(ed)? 0' | head -1 | cut -c1-160 || true)
+    why=$(grep -E '^(\[repro\]|repro:)' "$cache/logs/$n.repro.log" | head -1 | sed 's/; run \/.*//' | cut -c1-200 || true)
     [[ -n "$why" ]] && note+=("${why//|/\\|}")
   fi
 
