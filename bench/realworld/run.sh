@@ -228,7 +228,7 @@ for n in "${projects[@]}"; do
       if [[ -z "$vst" || "$vst" == 0 ]]; then vres="identical"; else vres="identical (both exit $vst)"; fi
     fi
   fi
-  if [[ "$rres" != pass ]]; then
+  if [[ "$rres" != pass && "$rres" != HANG* ]]; then
     why=$(grep -Eo '(\[repro\]|repro:) .*' "$cache/logs/$n.repro.log" | head -1 | sed 's/; run \/.*//' | cut -c1-200 || true)
     [[ -n "$why" ]] && note+=("${why//|/\\|}")
   fi
