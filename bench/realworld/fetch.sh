@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Download the pinned archives of the real-world corpus (bench/realworld/projects.tsv) into the cache and
 # verify each one's sha256. Usage: fetch.sh [PROJECT...]  (default: every row; a project brings its test_deps).
+# REALWORLD_MANIFEST overrides the manifest (used to test this script).
 # Cache: $REALWORLD_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/repro/realworld. Archives already present and
 # matching their hash are not downloaded again; a mismatch is an error (exit 1) and the file is not kept.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-manifest="$here/projects.tsv"
+manifest=${REALWORLD_MANIFEST:-$here/projects.tsv}
 cache=${REALWORLD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/repro/realworld}
 dl="$cache/dl"
 mkdir -p "$dl"
