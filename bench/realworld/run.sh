@@ -20,7 +20,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
-manifest="$here/projects.tsv"
+manifest=${REALWORLD_MANIFEST:-$here/projects.tsv}
 cache=${REALWORLD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/repro/realworld}
 REPRO=${REPRO:-$root/target/release/repro}
 # Where the suites are unpacked and run. Not under the cache by default: a working directory below a directory
