@@ -3,8 +3,9 @@
 #
 #   bench/realworld/run.sh [--prepare-only] [PROJECT...]   (default: every suite in projects.tsv)
 #
-# For each project: prepare it once in the cache (unpack, install its pinned test wheels into .deps, vendor and
-# pre-build a crate, configure and make a C project, compile a local Java suite), then run its test command
+# For each project: prepare it once under $REALWORLD_WORK (unpack, install its pinned test wheels into .deps,
+# vendor a crate, configure and make a C project, compile a local Java suite, then one untimed warm-up run of the
+# suite), then run its test command
 #   1. natively (timed),
 #   2. under `repro run` (timed; a run still going after the time limit is killed and recorded as HANG),
 #   3. under `repro run --verify` (identical / DIFFERS 122 / REFUSED 121 / HANG), unless step 2 hung.
@@ -14,9 +15,12 @@
 #
 # Environment: REPRO (default: target/release/repro of this checkout), REALWORLD_CACHE (default
 # ${XDG_CACHE_HOME:-~/.cache}/repro/realworld: downloads and logs), REALWORLD_WORK (default
-# /var/tmp/repro-realworld-UID: the unpacked, prepared suites), REALWORLD_TIMEOUT (seconds, the most a repro run may take;
+# /var/tmp/repro-realworld-UID: the unpacked, prepared suites; delete a suite's directory to prepare it again),
+# REALWORLD_MANIFEST (default: projects.tsv here), REALWORLD_TIMEOUT (seconds, the most a repro run may take;
 # default 300; the limit used is min(this, max(30, 5 x native time))).
 set -euo pipefail
+# prepare runs in a command substitution: keep -e there, so that a failed step stops the run.
+shopt -s inherit_errexit
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
