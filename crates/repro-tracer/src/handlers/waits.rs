@@ -399,6 +399,16 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
             sh.parked.remove(&tid); // interrupted (a signal) or gone: the kernel ended the call
             continue;
         }
+        // A signal the task will handle is pending (a timer fired while it was held here): the wait ends with
+        // EINTR now, at this logical time, as it would natively; the handler runs and the guest decides whether
+        // to wait again. (The filter's killable wait keeps the kernel from ending it by itself.)
+        if (sh.timer_os.sig_state)(tid).is_some_and(|st| st.interrupting()) {
+            sh.parked.remove(&tid);
+            sh.count(decode::name(p.nr));
+            // ENOENT: the task is gone meanwhile; nothing to answer.
+            let _ = listener.respond_error(p.id, libc::EINTR);
+            continue;
+        }
         match over_already(&mut g, &p.watch, &sh.inherited_fds, sh.own_network) {
             Ok(Some(w)) => {
                 outputs.insert(tid, w);
@@ -441,15 +451,13 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
         first
     };
     let Some(first) = first else { return false };
-    // A timer due before this deadline would have to fire while every task is held here; the parked waits do not
-    // deliver it yet (the timer handlers fire at calls and sleeps): say so rather than skip its signal silently.
-    let timer_due = sh.ctl.timers.earliest_deadline(&sh.ctl.clock, ClockKind::Monotonic).and_then(|t| t.to_ns().ok());
-    if timer_due.is_some_and(|t| t < first.deadline_ns) {
-        sh.not_enforced.insert(
-            "a timer (alarm, setitimer, timer_create or timerfd) came due while the guest's tasks waited on each \
-             other in parked waits: its expiry was not delivered at its logical time"
-                .into(),
-        );
+    // A timer due before this deadline fires first: the clock jumps to its expiry and its signal or timerfd
+    // count is delivered; the next tick ends the waits it interrupts (EINTR, above) or makes ready, and the
+    // earliest deadline is chosen again.
+    let at = Deadline::At(libc::CLOCK_MONOTONIC as i64, Timespec::from_ns(first.deadline_ns));
+    sh.sync_in();
+    if super::timers::fire_before(sh, at) {
+        return true;
     }
     let Some(p) = sh.parked.remove(&first.tid) else { return false };
     let mut g = TaskGuest::new(first.tid, Some((listener, p.id)), pidfds);
