@@ -30,6 +30,10 @@ pub const DORMANT: [&str; 2] = ["OPENSSL_ia32_rdrand_bytes", "OPENSSL_ia32_rdsee
 /// Where the system's programs live (the host's directories, read-only in the sandbox).
 pub const SYSTEM_DIRS: [&str; 6] = ["/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/opt/"];
 
+/// Toolchains installed per user by their official installers (rustup, pyenv, nvm): their programs are judged as
+/// the system's (a warning), since `repro run -- cargo test` finds and binds them without flags.
+pub const TOOLCHAIN_DIRS: [&str; 4] = ["/.cargo/bin/", "/.rustup/toolchains/", "/.pyenv/versions/", "/.nvm/versions/"];
+
 /// One instruction found: its offset in the file, its address in the image, and which one it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Site {
@@ -217,7 +221,7 @@ pub fn verdict(binary: &str, main: bool, sites: &[Site]) -> Option<Verdict> {
     let within = first.function.as_ref().map_or(String::new(), |f| format!(" in {f}"));
     let what = format!("{binary} contains {} at file offset {:#x}{within}{more}", first.name(), first.offset);
     let dormant = sites.iter().all(|s| s.function.as_deref().is_some_and(|f| DORMANT.contains(&f)));
-    let system = SYSTEM_DIRS.iter().any(|d| binary.starts_with(d));
+    let system = SYSTEM_DIRS.iter().any(|d| binary.starts_with(d)) || TOOLCHAIN_DIRS.iter().any(|d| binary.contains(d));
     Some(if main && !dormant && !system {
         Verdict::Refuse(format!("{what}: the CPU's random numbers cannot be trapped (no CPUID faulting)"))
     } else {
@@ -270,7 +274,12 @@ mod tests {
         let Some(Verdict::Warn(m)) = verdict("/root/.nvm/versions/node/v22/bin/node", true, &s) else { panic!() };
         assert!(m.contains("in OPENSSL_ia32_rdrand_bytes") && m.contains("not run by default"), "{m}");
         s[1].function = Some("main".into());
-        assert!(matches!(verdict("/root/.nvm/versions/node/v22/bin/node", true, &s), Some(Verdict::Refuse(_))));
+        // A toolchain's own program is judged as a system one; the same binary elsewhere is refused.
+        assert!(
+            matches!(verdict("/root/.nvm/versions/node/v22/bin/node", true, &s), Some(Verdict::Warn(m)) if m.contains("a system program"))
+        );
+        assert!(matches!(verdict("/root/.cargo/bin/rustup", true, &s), Some(Verdict::Warn(_))));
+        assert!(matches!(verdict("/work/node", true, &s), Some(Verdict::Refuse(_))));
     }
 
     #[test]
