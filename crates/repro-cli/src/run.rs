@@ -141,7 +141,7 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
     }
     let report = repro_sandbox::run::execute(&req, &exe, Echo { stdout: !a.json, stderr: true })?;
     let r = &report.record;
-    report_enforcement(r);
+    report_enforcement(r, a.quiet);
     if a.json {
         print_json(r)?;
     } else if !a.quiet {
@@ -157,10 +157,15 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
     Ok(r.exit_status)
 }
 
-/// Warnings, and what the supervisor could not enforce, on stderr.
-fn report_enforcement(r: &RunRecord) {
+/// Warnings, the supervisor's notes (unless `quiet`), and what the supervisor could not enforce, on stderr.
+fn report_enforcement(r: &RunRecord, quiet: bool) {
     for w in &r.enforcement.warnings {
         errln!("repro: warning: {w}");
+    }
+    if !quiet {
+        for w in &r.determinism.warnings {
+            errln!("repro: note: {w}");
+        }
     }
     for n in &r.determinism.not_enforced {
         errln!("[repro] determinism not enforced: {n}");

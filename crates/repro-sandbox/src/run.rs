@@ -410,7 +410,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         err_pump.join().unwrap_or(Ok(0)).map_err(|e| SandboxError::io("cannot save", dir.join("stderr"), e))?;
 
     let result: Option<InitResult> = read_result(result_fd);
-    let (outcome, mut exit_status, mut determinism, accessed, tapes) = match (result, interrupted, setup_error) {
+    let (outcome, mut exit_status, determinism, accessed, tapes) = match (result, interrupted, setup_error) {
         (Some(r), _, _) => (r.outcome, r.exit_status, r.determinism, r.accessed, r.tapes),
         (None, _, Some(message)) => (
             RunOutcome::SetupFailed { message },
@@ -454,8 +454,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     if determinism.stuck.is_some() {
         exit_status = ExitCode::Stuck.code();
     }
-    // The supervisor's warnings are said with the others.
-    warnings.append(&mut determinism.warnings);
+    // The supervisor's notes (a library holding RDRAND, waits on outside descriptors) stay in
+    // `determinism.warnings`: the CLI says them unless asked to be quiet; the run's own warnings are below.
 
     // Tear down: nothing of the guest is left once its PID 1 has exited; the cgroup goes, then the scratch.
     if let Some(cg) = &cgroup {
