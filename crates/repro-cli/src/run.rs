@@ -217,6 +217,10 @@ pub(crate) fn hold_interrupts() {
 }
 
 fn outcome_text(r: &RunRecord) -> String {
+    if r.determinism.stuck.is_some() {
+        // The watchdog's SIGKILL is repro's, not the guest's end: say what happened (exit 120).
+        return "stuck, stopped by the watchdog (exit 120)".to_string();
+    }
     match &r.outcome {
         RunOutcome::Exited { code } => format!("exit {code}"),
         RunOutcome::Signaled { signal, name } => format!("killed by {name} ({signal})"),

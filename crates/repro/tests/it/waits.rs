@@ -206,11 +206,13 @@ fn a_deadlocked_guest_is_stopped_with_where_it_waits() {
     // A single task reading a pipe whose writer it holds itself.
     let o = repro()
         .current_dir(w.path())
-        .args(["run", "-q", "--stuck-after", "1s", "--", "python3", "-c", "import os; r, w = os.pipe(); os.read(r, 1)"])
+        .args(["run", "--stuck-after", "1s", "--", "python3", "-c", "import os; r, w = os.pipe(); os.read(r, 1)"])
         .timeout(HANG_GUARD)
         .output()
         .unwrap();
     assert_code(&o, 120);
+    // The summary line says the watchdog stopped it, not that the guest was killed by SIGKILL.
+    assert!(stderr(&o).contains("repro: stuck, stopped by the watchdog (exit 120)"), "{}", stderr(&o));
     // A bad duration is a usage error naming the flag.
     let o = w.run(&["--stuck-after", "soon"], &["true"]);
     assert_code(&o, 2);
