@@ -29,14 +29,32 @@ pub(crate) struct ScanCache {
 const CHUNK: usize = 4 << 20;
 const OVERLAP: usize = 512;
 
-fn key_of(f: &File) -> std::io::Result<FileKey> {
-    let m = f.metadata()?;
-    Ok((m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
+fn key_of(m: &std::fs::Metadata) -> FileKey {
+    (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec())
+}
+
+/// Why a file could not be scanned (said in the run's "not enforced" line for a program).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ScanFileError {
+    #[error("opening it: {0}")]
+    Open(#[source] std::io::Error),
+    #[error("its status: {0}")]
+    Status(#[source] std::io::Error),
+    #[error("a program header table of {0} bytes")]
+    TableTooLarge(usize),
+    #[error("reading the program headers: {0}")]
+    Headers(#[source] std::io::Error),
+    #[error(transparent)]
+    Elf(#[from] rdrand::ScanError),
+    #[error("an executable segment of {0} bytes")]
+    SegmentTooLarge(u64),
+    #[error("reading the code at {at:#x}: {source}")]
+    Code { at: u64, source: std::io::Error },
 }
 
 /// The sites in the ELF file `f` (none for a file that is not ELF: a script's interpreter is an exec of its own);
 /// `names`: name their functions from the symbol table (only a program's verdict depends on them).
-fn scan(f: &File, names: bool) -> Result<Vec<Site>, String> {
+fn scan(f: &File, names: bool) -> Result<Vec<Site>, ScanFileError> {
     let mut head = [0u8; 64];
     if f.read_exact_at(&mut head, 0).is_err() {
         return Ok(Vec::new()); // shorter than an ELF header: not ELF
@@ -44,14 +62,14 @@ fn scan(f: &File, names: bool) -> Result<Vec<Site>, String> {
     let Ok((phoff, entsize, count)) = rdrand::program_headers(&head) else { return Ok(Vec::new()) };
     let len = entsize.saturating_mul(count);
     if len > TABLE_MAX {
-        return Err(format!("a program header table of {len} bytes"));
+        return Err(ScanFileError::TableTooLarge(len));
     }
     let mut table = vec![0u8; len];
-    f.read_exact_at(&mut table, phoff).map_err(|e| format!("reading the program headers: {e}"))?;
+    f.read_exact_at(&mut table, phoff).map_err(ScanFileError::Headers)?;
     let mut sites = Vec::new();
-    for seg in rdrand::exec_segments(&table, entsize, count).map_err(|e| e.to_string())? {
+    for seg in rdrand::exec_segments(&table, entsize, count)? {
         if seg.size > SEGMENT_MAX {
-            return Err(format!("an executable segment of {} bytes", seg.size));
+            return Err(ScanFileError::SegmentTooLarge(seg.size));
         }
         scan_segment(f, seg, &mut sites)?;
     }
@@ -65,7 +83,7 @@ fn scan(f: &File, names: bool) -> Result<Vec<Site>, String> {
 
 /// Searches segment `seg` of `f` in chunks of [`CHUNK`], each read with the [`OVERLAP`] bytes before it (an
 /// instruction cut at a chunk's end is found whole in the next; sites found twice are merged by the caller).
-fn scan_segment(f: &File, seg: rdrand::Segment, sites: &mut Vec<Site>) -> Result<(), String> {
+fn scan_segment(f: &File, seg: rdrand::Segment, sites: &mut Vec<Site>) -> Result<(), ScanFileError> {
     let mut buf = vec![0u8; (seg.size as usize).min(CHUNK) + OVERLAP];
     let mut at = 0u64;
     while at < seg.size {
@@ -73,7 +91,7 @@ fn scan_segment(f: &File, seg: rdrand::Segment, sites: &mut Vec<Site>) -> Result
         let end = (at + CHUNK as u64).min(seg.size);
         let code = &mut buf[..(end - from) as usize];
         f.read_exact_at(code, seg.offset + from)
-            .map_err(|e| format!("reading the code at {:#x}: {e}", seg.offset + from))?;
+            .map_err(|source| ScanFileError::Code { at: seg.offset + from, source })?;
         let part = rdrand::Segment { offset: seg.offset + from, size: end - from, vaddr: seg.vaddr.wrapping_add(from) };
         sites.extend(rdrand::scan_code(code, part));
         if sites.len() >= rdrand::MAX_SITES {
@@ -121,9 +139,20 @@ fn apply(sh: &mut Shared, v: Option<Verdict>) {
 
 /// The scan of `path` from the cache or the file (`names`: with the functions named); `Err` says why it could
 /// not be scanned.
-fn sites_of(cache: &mut ScanCache, path: &Path, names: bool) -> Result<Vec<Site>, String> {
-    let f = File::open(path).map_err(|e| format!("opening it: {e}"))?;
-    let key = key_of(&f).map_err(|e| format!("its status: {e}"))?;
+fn sites_of(cache: &mut ScanCache, path: &Path, names: bool) -> Result<Vec<Site>, ScanFileError> {
+    // The guest names the file: O_NONBLOCK so that a FIFO (or a device) called `x.so` cannot block the
+    // supervisor in open, and only a regular file is read (nothing else holds code the guest can map).
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(ScanFileError::Open)?;
+    let meta = f.metadata().map_err(ScanFileError::Status)?;
+    if !meta.is_file() {
+        return Ok(Vec::new());
+    }
+    let key = key_of(&meta);
     match cache.by_file.get(&key) {
         Some((s, named)) if *named || !names || s.is_empty() => return Ok(s.clone()),
         _ => {}
@@ -182,6 +211,27 @@ mod tests {
         assert!(is_library(b"/x/_ssl.cpython-311-x86_64-linux-gnu.so"));
         assert!(!is_library(b"/usr/bin/python3"));
         assert!(!is_library(b"/home/x.so.d/conf"));
+    }
+
+    /// The guest names the library: a FIFO called `x.so` (or a directory) must not block or fail the supervisor.
+    #[test]
+    fn a_fifo_or_directory_named_like_a_library_is_not_read() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("evil.so");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+        assert!(made.success());
+        let dir = d.path().join("dir.so");
+        std::fs::create_dir(&dir).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut cache = ScanCache::default();
+            let r =
+                (sites_of(&mut cache, &fifo, true).map(|s| s.len()), sites_of(&mut cache, &dir, true).map(|s| s.len()));
+            let _ = tx.send(format!("{r:?}"));
+        });
+        // A hang guard, not a speed claim: a blocking open of the FIFO would never return.
+        let got = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("the scan of a FIFO returned");
+        assert_eq!(got, "(Ok(0), Ok(0))");
     }
 
     #[test]
