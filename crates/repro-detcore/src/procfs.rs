@@ -112,37 +112,45 @@ pub fn stat_pid(real: &[u8]) -> Option<i32> {
     std::str::from_utf8(&real[..end]).ok()?.parse().ok()
 }
 
-/// Rewrites a `/proc/PID/status` file: the memory lines to [`FIXED_KB`], the context switch counters to 0.
-pub fn rewrite_status(real: &[u8]) -> Vec<u8> {
-    let text = String::from_utf8_lossy(real);
-    let mut out = String::with_capacity(text.len());
-    for line in text.split_inclusive('\n') {
-        let name = line.split(':').next().unwrap_or("");
-        if FIXED_KB.iter().any(|(n, _)| *n == name) {
-            out.push_str(&format!("{name}:\t{:>8} kB\n", fixed_kb(name)));
-        } else if ZERO_COUNTERS.contains(&name) {
-            out.push_str(&format!("{name}:\t0\n"));
-        } else {
-            out.push_str(line);
+/// `real` line by line (each with its newline), a line replaced where `f` returns a replacement. Bytes are kept
+/// as they are: a task's name (in `status` and `sched`) is the guest's choice and need not be UTF-8.
+fn map_lines(real: &[u8], mut f: impl FnMut(usize, &[u8]) -> Option<Vec<u8>>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(real.len());
+    for (i, line) in real.split_inclusive(|&b| b == b'\n').enumerate() {
+        match f(i, line) {
+            Some(r) => out.extend_from_slice(&r),
+            None => out.extend_from_slice(line),
         }
     }
-    out.into_bytes()
+    out
+}
+
+/// The name of a `name: value` line (the bytes before the first ':').
+fn field_name(line: &[u8]) -> &[u8] {
+    line.split(|&b| b == b':').next().unwrap_or(line)
+}
+
+/// Rewrites a `/proc/PID/status` file: the memory lines to [`FIXED_KB`], the context switch counters to 0.
+pub fn rewrite_status(real: &[u8]) -> Vec<u8> {
+    map_lines(real, |_, line| {
+        let name = field_name(line);
+        if let Some((n, kb)) = FIXED_KB.iter().find(|(n, _)| n.as_bytes() == name) {
+            Some(format!("{n}:\t{kb:>8} kB\n").into_bytes())
+        } else {
+            ZERO_COUNTERS.iter().find(|n| n.as_bytes() == name).map(|n| format!("{n}:\t0\n").into_bytes())
+        }
+    })
 }
 
 /// Rewrites `/proc/PID/io`: the block I/O counters (read_bytes, write_bytes, cancelled_write_bytes: they
 /// depend on the page cache) to 0; the character and syscall counts are the guest's own doing and stay.
 pub fn rewrite_io(real: &[u8]) -> Vec<u8> {
-    let text = String::from_utf8_lossy(real);
-    let mut out = String::with_capacity(text.len());
-    for line in text.split_inclusive('\n') {
-        let name = line.split(':').next().unwrap_or("");
-        if matches!(name, "read_bytes" | "write_bytes" | "cancelled_write_bytes") {
-            out.push_str(&format!("{name}: 0\n"));
-        } else {
-            out.push_str(line);
-        }
-    }
-    out.into_bytes()
+    map_lines(real, |_, line| {
+        let name = field_name(line);
+        [b"read_bytes".as_slice(), b"write_bytes", b"cancelled_write_bytes"]
+            .contains(&name)
+            .then(|| [name, b": 0\n"].concat())
+    })
 }
 
 /// `/proc/PID/schedstat`: time on the CPU, time waiting, timeslices; none of it is the guest's doing.
@@ -150,20 +158,13 @@ pub fn schedstat() -> Vec<u8> {
     b"0 0 0\n".to_vec()
 }
 
-/// Rewrites `/proc/PID/sched`: the heading line stays, every `name : value` figure reads 0.
+/// Rewrites `/proc/PID/sched`: the heading line (the task's name and pid) stays, every `name : value` figure
+/// reads 0.
 pub fn rewrite_sched(real: &[u8]) -> Vec<u8> {
-    let text = String::from_utf8_lossy(real);
-    let mut out = String::with_capacity(text.len());
-    for (i, line) in text.split_inclusive('\n').enumerate() {
-        match line.rsplit_once(':') {
-            Some((name, _)) if i > 0 => {
-                out.push_str(name);
-                out.push_str(": 0\n");
-            }
-            _ => out.push_str(line),
-        }
-    }
-    out.into_bytes()
+    map_lines(real, |i, line| {
+        let colon = line.iter().rposition(|&b| b == b':').filter(|_| i > 0)?;
+        Some([&line[..colon], b": 0\n"].concat())
+    })
 }
 
 /// The `/proc/PID/statm` line the fixed figures give (size resident shared text lib data dt, in pages).
@@ -191,6 +192,47 @@ mod tests {
         let close = line.iter().rposition(|&b| b == b')').unwrap();
         let tail = std::str::from_utf8(&line[close + 1..]).unwrap();
         tail.split_whitespace().nth(n - 3).unwrap().to_string()
+    }
+
+    /// A task's name is the guest's choice (prctl PR_SET_NAME): bytes that are not UTF-8, ')' and ':' in it are
+    /// kept as the kernel shows them; only the pinned figures change.
+    #[test]
+    fn a_name_that_is_not_utf8_is_kept_byte_for_byte() {
+        let status = b"Name:\t\xff\xfe: x)\nVmRSS:\t  123 kB\nvoluntary_ctxt_switches:\t77\n";
+        let out = rewrite_status(status);
+        assert!(out.starts_with(b"Name:\t\xff\xfe: x)\n"), "{}", String::from_utf8_lossy(&out));
+        assert!(!out.windows(3).any(|w| w == b"123") && !out.windows(2).any(|w| w == b"77"));
+        let sched = b"\xff: name (42, #threads: 1)\n-------\nse.sum_exec_runtime   :   12.5\n";
+        let out = rewrite_sched(sched);
+        assert!(out.starts_with(b"\xff: name (42, #threads: 1)\n"));
+        assert!(out.ends_with(b"se.sum_exec_runtime   : 0\n"));
+        let stat = b"7 (\xff) x) S 1 7 7 0 -1 0 5 0 5 0 17 3 0 0 20 0 1 0 98765 1 1 0\n";
+        let out = rewrite_stat(stat, 5).unwrap();
+        assert!(out.starts_with(b"7 (\xff) x) S"));
+        assert_eq!(field(&out, 22), "5");
+    }
+
+    proptest::proptest! {
+        /// Any bytes (a name may hold anything but NUL): no panic; lines that are not pinned figures stay as
+        /// they were, and the rewrite is the same for the same input.
+        #[test]
+        fn rewrites_never_panic_and_keep_other_lines(b in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400), t in 0u64..1 << 40) {
+            let _ = rewrite_stat(&b, t);
+            let _ = stat_pid(&b);
+            for f in [rewrite_status, rewrite_io, rewrite_sched] {
+                let out = f(&b);
+                proptest::prop_assert_eq!(&out, &f(&b));
+            }
+            let out = rewrite_status(&b);
+            for line in b.split_inclusive(|&c| c == b'\n') {
+                let name = field_name(line);
+                let pinned = FIXED_KB.iter().any(|(n, _)| n.as_bytes() == name)
+                    || ZERO_COUNTERS.iter().any(|n| n.as_bytes() == name);
+                if !pinned {
+                    proptest::prop_assert!(out.windows(line.len()).any(|w| w == line));
+                }
+            }
+        }
     }
 
     #[test]
