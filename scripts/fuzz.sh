@@ -23,6 +23,8 @@ case "$target" in
     experiment|prom) max_len=8192 ;;
     args) max_len=256 ;;
     run_record) max_len=16384 ;;
+    project|procfs) max_len=4096 ;;
+    elf_scan) max_len=16384 ;;
     *) echo "unknown target '$target' (scripts/fuzz.sh list)" >&2; exit 2 ;;
 esac
 if [ -z "${REPRO_FUZZ_SCRATCH:-}" ]; then

@@ -24,6 +24,9 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("prom", prom),
     ("args", args),
     ("run_record", run_record),
+    ("project", project),
+    ("procfs", procfs),
+    ("elf_scan", elf_scan),
 ];
 
 /// What `repro inspect` and `repro pack verify` do with a pack file's bytes: read and check it (without
@@ -163,6 +166,69 @@ pub fn run_record(data: &[u8], scratch: &Path) {
         Err(e) => assert!(e.to_string().contains("run.json"), "the error names the file: {e}"),
     }
     let _ = serde_json::from_slice::<repro_model::run::Changes>(data);
+}
+
+/// A project file (`repro.toml`, found in whatever directory a run starts in: a stranger's checkout), as
+/// `repro run` reads it: bounded, parsed, and put under the options; an error names the file.
+pub fn project(data: &[u8], scratch: &Path) {
+    let path = scratch.join("repro.toml");
+    std::fs::write(&path, data).expect("the scratch tmpfs takes repro.toml");
+    match repro_sandbox::project::load(&path) {
+        Ok(loaded) => {
+            let _ = repro_sandbox::project::apply(&repro_model::settings::RunOptions::default(), &loaded);
+        }
+        Err(e) => assert!(e.to_string().contains("repro.toml"), "the error names the file: {e}"),
+    }
+}
+
+/// The /proc files the supervisor rewrites for the guest (`stat`, `status`, `io`, `sched`): their text holds
+/// the task's name, which the guest chooses. No panic, and the same input gives the same output.
+pub fn procfs(data: &[u8], _scratch: &Path) {
+    use repro_detcore::procfs;
+    let t = data.len() as u64;
+    assert_eq!(procfs::rewrite_stat(data, t), procfs::rewrite_stat(data, t));
+    let _ = procfs::stat_pid(data);
+    for f in [procfs::rewrite_status, procfs::rewrite_io, procfs::rewrite_sched] {
+        assert_eq!(f(data), f(data));
+    }
+}
+
+/// An ELF file the guest executes or opens as a library, scanned for RDRAND/RDSEED as the supervisor does
+/// (repro-tracer/src/rdrand.rs), over the bytes in memory: headers, executable segments, code, symbol tables.
+/// No panic; every site found lies inside the file's bytes.
+pub fn elf_scan(data: &[u8], _scratch: &Path) {
+    use repro_detcore::rdrand;
+    let at = |off: u64, len: usize| -> Option<&[u8]> {
+        let off = usize::try_from(off).ok()?;
+        data.get(off..off.checked_add(len)?)
+    };
+    let Ok((phoff, entsize, count)) = rdrand::program_headers(data) else { return };
+    let Some(table) = at(phoff, entsize.saturating_mul(count).min(1 << 16)) else { return };
+    let Ok(segments) = rdrand::exec_segments(table, entsize, count) else { return };
+    let mut sites = Vec::new();
+    for seg in segments {
+        let Some(code) = usize::try_from(seg.size).ok().and_then(|n| at(seg.offset, n)) else { continue };
+        for site in rdrand::scan_code(code, seg) {
+            assert!(site.offset >= seg.offset && site.offset - seg.offset < seg.size, "a site outside its segment");
+            sites.push(site);
+        }
+    }
+    if let Ok((shoff, entsize, count)) = rdrand::section_headers(data) {
+        if let Some(table) = at(shoff, entsize.saturating_mul(count).min(1 << 16)) {
+            for t in rdrand::symbol_tables(table, entsize, count) {
+                let (Some(sym), Some(str_)) = (
+                    usize::try_from(t.symbols.1).ok().and_then(|n| at(t.symbols.0, n)),
+                    usize::try_from(t.strings.1).ok().and_then(|n| at(t.strings.0, n)),
+                ) else {
+                    continue;
+                };
+                for site in &mut sites {
+                    site.function = rdrand::function_at(sym, str_, site.vaddr);
+                }
+            }
+        }
+    }
+    let _ = rdrand::verdict("/work/x", true, &sites);
 }
 
 /// Prometheus text of `samples` (names, escaped label values, values).

@@ -103,7 +103,10 @@ pub fn exec_segments(table: &[u8], entsize: usize, count: usize) -> Result<Vec<S
     const PF_X: u32 = 1;
     let mut v = Vec::new();
     for index in 0..count {
-        let e = index.checked_mul(entsize).and_then(|o| table.get(o..o + 56)).ok_or(ScanError::BadHeader { index })?;
+        let e = index
+            .checked_mul(entsize)
+            .and_then(|o| table.get(o..o.checked_add(56)?))
+            .ok_or(ScanError::BadHeader { index })?;
         let (ty, flags) = (u32_at(e, 0), u32_at(e, 4));
         if ty == Some(PT_LOAD) && flags.is_some_and(|f| f & PF_X != 0) {
             let offset = u64_at(e, 8).ok_or(ScanError::BadHeader { index })?;

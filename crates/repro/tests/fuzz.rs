@@ -182,6 +182,37 @@ proptest! {
         }
     }
 
+    /// Arbitrary bytes as a project file, as the /proc files the supervisor rewrites, and as an ELF file it scans
+    /// for RDRAND never panic (the harness checks what must hold).
+    #[test]
+    fn project_procfs_and_elf_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..2048)) {
+        let scratch = tempfile::tempdir().unwrap();
+        target("project")(&b, scratch.path());
+        target("procfs")(&b, Path::new("/nonexistent"));
+        target("elf_scan")(&b, Path::new("/nonexistent"));
+    }
+
+    /// A real ELF header with bytes overwritten scans without a panic.
+    #[test]
+    fn damaged_elf_never_panics(edits in proptest::collection::vec((any::<proptest::sample::Index>(), any::<u8>()), 1..12)) {
+        // A minimal ELF file: one executable segment holding `rdrand rax`.
+        let mut data = vec![0u8; 0x200];
+        data[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        data[32..40].copy_from_slice(&64u64.to_le_bytes());
+        data[54..56].copy_from_slice(&56u16.to_le_bytes());
+        data[56..58].copy_from_slice(&1u16.to_le_bytes());
+        data[64..68].copy_from_slice(&1u32.to_le_bytes());
+        data[68..72].copy_from_slice(&5u32.to_le_bytes());
+        data[72..80].copy_from_slice(&0x100u64.to_le_bytes());
+        data[96..104].copy_from_slice(&0x10u64.to_le_bytes());
+        data[0x100..0x104].copy_from_slice(&[0x48, 0x0f, 0xc7, 0xf0]);
+        for (i, b) in edits {
+            let i = i.index(data.len());
+            data[i] = b;
+        }
+        target("elf_scan")(&data, Path::new("/nonexistent"));
+    }
+
     /// JSON-shaped input (objects with the fields the parsers look for) never panics either.
     #[test]
     fn json_shaped_input_never_panics(
