@@ -2,7 +2,7 @@
 
 use crate::clock::{ClockKind, ClockRead, LogicalClock, Timespec};
 use crate::entropy::{format_uuid, EntropyStream, DOMAIN_BOOT_ID, DOMAIN_MAIN};
-use crate::files::{FileIdentity, FileTimeMap, FileTimes, InodeMap};
+use crate::files::{FileIdentity, FileOrigin, FileTimeMap, FileTimes, InodeMap};
 use crate::identity::Identity;
 use crate::waits::Deadline;
 use crate::DetError;
@@ -117,6 +117,8 @@ pub struct DeterminismController {
     pub ports: crate::ports::PortAllocator,
     /// Start times (clock ticks since the pretend boot) of the guest processes whose /proc stat was read.
     pub proc_starts: std::collections::HashMap<i32, u64>,
+    /// Real time at the start of the run (ns): file times before it are inputs.
+    run_start_real_ns: i128,
 }
 
 impl DeterminismController {
@@ -142,6 +144,7 @@ impl DeterminismController {
             boot_id: format!("{}\n", format_uuid(b)),
             ports: crate::ports::PortAllocator::new(cfg.seed),
             proc_starts: std::collections::HashMap::new(),
+            run_start_real_ns: cfg.run_start_real_ns,
         }
     }
 
@@ -370,12 +373,23 @@ impl DeterminismController {
     }
 
     /// The virtual device, inode and times the stat family reports for a file of type `fmt` (`st_mode &
-    /// S_IFMT`). Only files whose times record writes (regular files, directories, symlinks on real file
-    /// systems) go through the order-preserving map; pipes, sockets, devices and entries of pseudo file systems
-    /// (`pseudo`: /proc, /sys, /dev...) carry times that follow the host clock, so they read as the logical now.
-    pub fn stat_view(&mut self, id: FileIdentity, times: FileTimes, fmt: u32, pseudo: bool) -> (u64, u64, FileTimes) {
-        let written = matches!(fmt, libc::S_IFREG | libc::S_IFDIR | libc::S_IFLNK) && !pseudo;
+    /// S_IFMT`) living in `origin`. Only files whose times record writes (regular files, directories, symlinks on
+    /// real file systems) go through the order-preserving map; pipes, sockets, devices and entries of pseudo file
+    /// systems carry times that follow the host clock, so they read as the logical now. A file of the host's
+    /// installation that predates the run keeps its host times ([`FileOrigin::Host`]).
+    pub fn stat_view(
+        &mut self,
+        id: FileIdentity,
+        times: FileTimes,
+        fmt: u32,
+        origin: FileOrigin,
+    ) -> (u64, u64, FileTimes) {
+        let written = matches!(fmt, libc::S_IFREG | libc::S_IFDIR | libc::S_IFLNK) && origin != FileOrigin::Pseudo;
         if written {
+            if self.keeps_host_times(times, origin) {
+                let (vdev, vino, _) = self.file_view(id, FileTimes { atime: 0, mtime: 0, ctime: 0 });
+                return (vdev, vino, FileTimes { atime: times.mtime, mtime: times.mtime, ctime: times.ctime });
+            }
             return self.file_view(id, times);
         }
         let (vdev, vino, _) = self.file_view(id, FileTimes { atime: 0, mtime: 0, ctime: 0 });
@@ -384,11 +398,26 @@ impl DeterminismController {
         (vdev, vino, FileTimes { atime: now, mtime: now, ctime: now })
     }
 
-    /// statx's birth time of a file whose mapped change time is `ctime`: mapped like the other times, never
-    /// after the change time; 0 (unknown) stays 0.
-    pub fn birth_time(&mut self, id: FileIdentity, btime: i128, ctime: i128) -> i128 {
+    /// A file of the host's installation that nothing changed since the run started keeps its host times.
+    fn keeps_host_times(&self, times: FileTimes, origin: FileOrigin) -> bool {
+        origin == FileOrigin::Host && times.mtime < self.run_start_real_ns && times.ctime < self.run_start_real_ns
+    }
+
+    /// statx's birth time of a file whose mapped change time is `ctime` (its host times `host`): mapped like the
+    /// other times, never after the change time; 0 (unknown) stays 0; a host file's own when it keeps its times.
+    pub fn birth_time(
+        &mut self,
+        id: FileIdentity,
+        btime: i128,
+        host: FileTimes,
+        origin: FileOrigin,
+        ctime: i128,
+    ) -> i128 {
         if btime == 0 {
             return 0;
+        }
+        if self.keeps_host_times(host, origin) {
+            return btime.min(ctime);
         }
         ctime.min(self.file_times.map(id, btime, ctime))
     }
@@ -533,15 +562,39 @@ mod tests {
         let mut a = DeterminismController::new(&cfg(1));
         let id = FileIdentity { dev: 5, ino: 77 };
         let old = FileTimes { atime: -5, mtime: -5, ctime: -5 };
-        let (d1, i1, t) = a.stat_view(id, old, libc::S_IFCHR, false);
+        let (d1, i1, t) = a.stat_view(id, old, libc::S_IFCHR, FileOrigin::Run);
         let now = 1_600_000_000i128 * 1_000_000_000;
         assert_eq!(t, FileTimes { atime: now, mtime: now, ctime: now });
-        let (d2, i2, t) = a.stat_view(id, old, libc::S_IFREG, true);
+        let (d2, i2, t) = a.stat_view(id, old, libc::S_IFREG, FileOrigin::Pseudo);
         assert_eq!((d1, i1, t.mtime), (d2, i2, now), "same identity, pseudo file system: now");
-        let (_, _, t) = a.stat_view(id, old, libc::S_IFREG, false);
+        let (_, _, t) = a.stat_view(id, old, libc::S_IFREG, FileOrigin::Run);
         assert!(t.mtime < now, "an input file predates the run");
-        assert_eq!(a.birth_time(id, 0, t.ctime), 0);
-        assert!(a.birth_time(id, 1, t.ctime) <= t.ctime);
+        assert_eq!(a.birth_time(id, 0, old, FileOrigin::Run, t.ctime), 0);
+        assert!(a.birth_time(id, 1, old, FileOrigin::Run, t.ctime) <= t.ctime);
+    }
+
+    #[test]
+    fn host_files_that_predate_the_run_keep_their_times() {
+        let mut c = cfg(1);
+        c.run_start_real_ns = 1_000_000;
+        let mut a = DeterminismController::new(&c);
+        let id = FileIdentity { dev: 5, ino: 77 };
+        let host = FileTimes { atime: 999_000, mtime: 400_123, ctime: 500_456 };
+        let (_, ino, t) = a.stat_view(id, host, libc::S_IFREG, FileOrigin::Host);
+        assert_eq!(t, FileTimes { atime: 400_123, mtime: 400_123, ctime: 500_456 }, "atime reads as mtime");
+        assert_eq!(a.birth_time(id, 300_000, host, FileOrigin::Host, t.ctime), 300_000);
+        // The same file in the working directory (or a pack's root) is pinned just before the epoch.
+        let (_, ino2, p) = a.stat_view(id, host, libc::S_IFREG, FileOrigin::Run);
+        assert_eq!(ino, ino2);
+        let pinned = 1_600_000_000i128 * 1_000_000_000 - 1_000_000_000;
+        assert_eq!(p, FileTimes { atime: pinned, mtime: pinned, ctime: pinned });
+        // A host file changed during the run (a `:rw` bind) is mapped to logical time like any write.
+        let changed = FileTimes { atime: 2_000_000, mtime: 2_000_000, ctime: 2_000_000 };
+        let (_, _, w) = a.stat_view(FileIdentity { dev: 5, ino: 78 }, changed, libc::S_IFREG, FileOrigin::Host);
+        assert!(w.mtime >= 1_600_000_000i128 * 1_000_000_000, "written during the run: logical time");
+        // Devices and pipes on the host still read as now.
+        let (_, _, d) = a.stat_view(id, host, libc::S_IFCHR, FileOrigin::Host);
+        assert_eq!(d.mtime, 1_600_000_000i128 * 1_000_000_000);
     }
 
     #[test]

@@ -1,10 +1,13 @@
 //! Deterministic inode numbers and logical file times.
 //!
 //! Inode (and device) numbers are handed out in the order the guest first sees each file, so they depend
-//! only on what the guest does. Timestamps of files that existed before the run are pinned to one
-//! instant just before the epoch (the files are inputs of the run; their host times are not). Timestamps
-//! written during the run are mapped, order-preservingly, to logical times: a file changed later always
-//! looks newer, so `make` still works.
+//! only on what the guest does. Timestamps of files that existed before the run depend on where the file
+//! lives ([`FileOrigin`]): the host's installation (system and toolchain directories, binds) keeps its
+//! times, which are inputs like the files' contents and do not change from run to run (caches such as
+//! Python's `.pyc` files compare them: pinned, every module is compiled again on every run); the working
+//! directory's are pinned to one instant just before the epoch (a checkout's times differ from clone to
+//! clone). Timestamps written during the run are mapped, order-preservingly, to logical times: a file
+//! changed later always looks newer than any other written during the run, so `make` still works.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -39,6 +42,20 @@ impl InodeMap {
         let next = 0x100 + self.devs.len() as u64;
         *self.devs.entry(dev).or_insert(next)
     }
+}
+
+/// Where a file the guest looks at lives, which decides what its times look like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileOrigin {
+    /// A pseudo file system (/proc, /sys, /dev...): its times follow the host's clock, not writes.
+    Pseudo,
+    /// The host's installation outside the working directory (read-only system directories, toolchains,
+    /// `--bind` trees): a file that predates the run keeps its host modification, change and birth times
+    /// (its access time reads as its modification time: the host's moves when anything reads the file).
+    Host,
+    /// Everything else: the working directory, the sandbox's own files (its tmpfs root, /tmp, /home, the
+    /// generated /etc files) and a replayed pack's root: times before the run are pinned.
+    Run,
 }
 
 /// Access, modification and change times in nanoseconds since the Unix epoch.

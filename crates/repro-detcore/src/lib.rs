@@ -24,7 +24,7 @@ pub use clock::{ClockKind, ClockRead, LogicalClock, Timespec};
 pub use controller::{ClockAnswer, ControllerConfig, DeterminismController, HostTimer, GETRANDOM_MAX, URANDOM_BYTES};
 pub use dirs::{DirEntry, DirListing, DirOrder};
 pub use entropy::{format_uuid, ChaCha20, EntropyStream};
-pub use files::{FileIdentity, FileTimeMap, FileTimes, InodeMap};
+pub use files::{FileIdentity, FileOrigin, FileTimeMap, FileTimes, InodeMap};
 pub use identity::{Identity, SysinfoValues, UtsName};
 pub use rng::SplitMix64;
 pub use tapes::{Divergence, NetReplay, ProcReplay};

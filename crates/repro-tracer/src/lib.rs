@@ -99,6 +99,11 @@ pub struct DetConfig {
     /// guest task could end, with nothing changing and no deadline to jump to, the guest is stopped and
     /// [`GuestOutcome::stuck`] says where each task waited. `None`: never.
     pub stuck_after: Option<std::time::Duration>,
+    /// `Some(working directory)`: the guest's root is the host's, so files of the host's installation (disk file
+    /// systems outside the working directory) that predate the run keep their times (see
+    /// [`repro_detcore::FileOrigin`]). `None` (a replayed pack's root, or no sandbox): every file's times before
+    /// the run are pinned.
+    pub host_file_times: Option<std::path::PathBuf>,
 }
 
 impl Default for DetConfig {
@@ -120,6 +125,7 @@ impl Default for DetConfig {
             disk: state::default_disk(),
             own_network: false,
             stuck_after: None,
+            host_file_times: None,
         }
     }
 }
@@ -238,9 +244,15 @@ pub fn supervise(
         pid,
         source,
     })?;
+    let (host_devs, run_files) = match &cfg.host_file_times {
+        Some(cwd) => state::installed_files_here(cwd),
+        None => Default::default(),
+    };
     let shared: SharedRef = Arc::new(Mutex::new(Shared {
         live: HashSet::from([pid]),
         pseudo_devs: state::pseudo_fs_devs(),
+        host_devs,
+        run_files,
         vdso,
         vdso_unavailable,
         inherited_fds,

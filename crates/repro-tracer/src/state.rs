@@ -21,6 +21,10 @@ pub(crate) struct Shared {
     pub dirs: HashMap<(u64, u64), DirListing>,
     /// Devices of pseudo file systems (/proc, /sys, /dev...): their file times are the host's "now".
     pub pseudo_devs: HashSet<u64>,
+    /// Devices of the host's installation (see [`installed_files`]): files there that predate the run keep their
+    /// host times; and the files on them that the sandbox made for this run (the fixed /etc files), which do not.
+    pub host_devs: HashSet<u64>,
+    pub run_files: HashSet<(u64, u64)>,
     /// The replacement vDSO's shared clock page, or why there is none.
     pub vdso: Option<vdso::ClockPage>,
     pub vdso_unavailable: Option<String>,
@@ -68,6 +72,8 @@ impl Shared {
             live: HashSet::new(),
             dirs: HashMap::new(),
             pseudo_devs: HashSet::new(),
+            host_devs: HashSet::new(),
+            run_files: HashSet::new(),
             vdso: None,
             vdso_unavailable: None,
             vdso_fd_requests: HashSet::new(),
@@ -175,9 +181,218 @@ pub(crate) fn pseudo_fs_devs() -> HashSet<u64> {
         .collect()
 }
 
+impl Shared {
+    /// Where the file `(dev, ino)` lives, for its times.
+    pub(crate) fn file_origin(&self, dev: u64, ino: u64) -> repro_detcore::FileOrigin {
+        use repro_detcore::FileOrigin;
+        if self.pseudo_devs.contains(&dev) {
+            FileOrigin::Pseudo
+        } else if self.host_devs.contains(&dev) && !self.run_files.contains(&(dev, ino)) {
+            FileOrigin::Host
+        } else {
+            FileOrigin::Run
+        }
+    }
+}
+
+/// One line of /proc/self/mountinfo: the mount's device, where it is mounted, and its file system type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MountLine {
+    pub dev: u64,
+    pub mount_point: std::path::PathBuf,
+    pub fstype: String,
+}
+
+/// Parses /proc/self/mountinfo (proc(5)): `ID PARENT MAJOR:MINOR ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE
+/// SOURCE SUPER_OPTIONS`, the mount point with spaces, tabs, newlines and backslashes as octal escapes. Lines that do
+/// not have that shape are skipped.
+pub(crate) fn parse_mountinfo(text: &[u8]) -> Vec<MountLine> {
+    use std::os::unix::ffi::OsStringExt;
+    let unescape = |f: &[u8]| {
+        let mut out = Vec::with_capacity(f.len());
+        let mut i = 0;
+        while i < f.len() {
+            let oct = f.get(i + 1..i + 4).filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+            match (f[i], oct) {
+                (b'\\', Some(d)) => {
+                    out.push(d.iter().fold(0u8, |a, c| a.wrapping_mul(8).wrapping_add(c - b'0')));
+                    i += 4;
+                }
+                (c, _) => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        }
+        std::path::PathBuf::from(std::ffi::OsString::from_vec(out))
+    };
+    let mut mounts = Vec::new();
+    for line in text.split(|&c| c == b'\n') {
+        let fields: Vec<&[u8]> = line.split(|&c| c == b' ').collect();
+        let Some(sep) = fields.iter().position(|f| *f == b"-") else { continue };
+        if sep < 6 || fields.len() < sep + 2 {
+            continue;
+        }
+        let Some((major, minor)) = std::str::from_utf8(fields[2]).ok().and_then(|d| d.split_once(':')) else {
+            continue;
+        };
+        let (Ok(major), Ok(minor)) = (major.parse::<u32>(), minor.parse::<u32>()) else { continue };
+        mounts.push(MountLine {
+            dev: libc::makedev(major, minor),
+            mount_point: unescape(fields[4]),
+            fstype: String::from_utf8_lossy(fields[sep + 1]).into_owned(),
+        });
+    }
+    mounts
+}
+
+/// File systems whose files are made for the run or follow the host's clock, never the host's installation.
+const NOT_INSTALLED: &[&str] = &[
+    "tmpfs",
+    "ramfs",
+    "proc",
+    "sysfs",
+    "devpts",
+    "devtmpfs",
+    "mqueue",
+    "cgroup",
+    "cgroup2",
+    "securityfs",
+    "debugfs",
+    "tracefs",
+    "bpf",
+    "binfmt_misc",
+    "autofs",
+    "hugetlbfs",
+    "nsfs",
+    "pstore",
+    "configfs",
+    "fusectl",
+    "efivarfs",
+    "rpc_pipefs",
+];
+
+/// A path's device, inode and whether it is a directory.
+pub(crate) type PathStat = (u64, u64, bool);
+
+/// The devices of the host's installation in the guest's mount namespace (`mounts`), and the files on them that
+/// the sandbox made for this run: every mount of a disk file system (the read-only binds of the host's
+/// directories, toolchains, `--bind` trees) except the working directory `cwd` and what lies under it; the
+/// files bind-mounted onto single paths (the fixed /etc files written into the run directory) are the run's.
+/// `stat` gives a path's (device, inode, is a directory); the device a mount's files report can differ from the
+/// one mountinfo names (btrfs subvolumes), so both count.
+pub(crate) fn installed_files(
+    mounts: &[MountLine],
+    cwd: &std::path::Path,
+    stat: &dyn Fn(&std::path::Path) -> Option<PathStat>,
+) -> (HashSet<u64>, HashSet<(u64, u64)>) {
+    let mut devs = HashSet::new();
+    let mut run_files = HashSet::new();
+    for m in mounts {
+        if NOT_INSTALLED.contains(&m.fstype.as_str()) || m.mount_point.starts_with(cwd) {
+            continue;
+        }
+        match stat(&m.mount_point) {
+            Some((dev, ino, false)) => {
+                run_files.insert((dev, ino));
+            }
+            Some((dev, _, true)) => {
+                devs.insert(m.dev);
+                devs.insert(dev);
+            }
+            None => {}
+        }
+    }
+    (devs, run_files)
+}
+
+/// [`installed_files`] of this process's mount namespace (the guest's), or nothing when it cannot be read.
+pub(crate) fn installed_files_here(cwd: &std::path::Path) -> (HashSet<u64>, HashSet<(u64, u64)>) {
+    let Ok(text) = std::fs::read("/proc/self/mountinfo") else { return Default::default() };
+    let stat = |p: &std::path::Path| {
+        use std::os::unix::ffi::OsStrExt;
+        let c = CString::new(p.as_os_str().as_bytes()).ok()?;
+        let st = repro_sys::fdops::newfstatat_raw(None, &c, 0).ok()?;
+        let dev = u64::from_le_bytes(st[0..8].try_into().ok()?);
+        let ino = u64::from_le_bytes(st[8..16].try_into().ok()?);
+        let mode = u32::from_le_bytes(st[24..28].try_into().ok()?);
+        Some((dev, ino, mode & libc::S_IFMT == libc::S_IFDIR))
+    };
+    installed_files(&parse_mountinfo(&text), cwd, &stat)
+}
+
 pub(crate) type SharedRef = Arc<Mutex<Shared>>;
 
 pub(crate) fn lock(s: &SharedRef) -> std::sync::MutexGuard<'_, Shared> {
     // A panic in the other thread must not make the run lose its results: use the data anyway.
     s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    const MOUNTINFO: &[u8] = b"70 46 0:41 / / ro,nosuid,nodev,relatime - tmpfs tmpfs rw,size=1024k\n\
+74 70 254:0 /etc /etc ro,relatime - ext4 /dev/vda rw\n\
+85 70 254:0 /usr /usr ro,relatime shared:1 master:2 - ext4 /dev/vda rw\n\
+86 70 0:30 /@home /my\\040data ro,relatime - btrfs /dev/vdb rw\n\
+95 86 0:44 / /work/proj rw,nosuid - overlay overlay rw,lowerdir=/x\n\
+96 95 254:0 /x /work/proj/sub ro - ext4 /dev/vda rw\n\
+91 70 0:42 /tmp /tmp rw - tmpfs tmpfs rw\n\
+108 74 254:0 /run/.etc/hosts /etc/hosts ro,relatime - ext4 /dev/vda rw\n\
+110 70 0:51 / /proc rw - proc proc rw\n\
+bad line\n\
+1 2 x:y / /z rw - ext4 /dev/vda rw\n";
+
+    #[test]
+    fn mountinfo_lines_are_parsed_with_escapes() {
+        let m = parse_mountinfo(MOUNTINFO);
+        assert_eq!(m.len(), 9, "the two malformed lines are skipped: {m:?}");
+        assert_eq!(m[1], MountLine { dev: libc::makedev(254, 0), mount_point: "/etc".into(), fstype: "ext4".into() });
+        assert_eq!(m[2].fstype, "ext4", "optional fields before the separator");
+        assert_eq!(m[3].mount_point, Path::new("/my data"));
+    }
+
+    #[test]
+    fn the_installation_is_every_disk_mount_but_the_working_directory_and_file_binds() {
+        let stat = |p: &Path| -> Option<PathStat> {
+            match p.to_str()? {
+                "/etc/hosts" => Some((65024, 967, false)),
+                "/my data" => Some((77, 256, true)),
+                "/tmp" | "/proc" | "/" => panic!("{p:?}: never looked at"),
+                _ => Some((65024, 2, true)),
+            }
+        };
+        let (devs, run_files) = installed_files(&parse_mountinfo(MOUNTINFO), Path::new("/work/proj"), &stat);
+        let mut devs: Vec<u64> = devs.into_iter().collect();
+        devs.sort();
+        let mut want = vec![65024, libc::makedev(254, 0), libc::makedev(0, 30), 77];
+        want.sort();
+        want.dedup();
+        assert_eq!(devs, want, "ext4 and btrfs (both of their devices), not the overlay, tmpfs or proc");
+        assert_eq!(run_files, HashSet::from([(65024, 967)]), "the file bind onto /etc/hosts is the run's");
+    }
+
+    #[test]
+    fn origins() {
+        let mut sh = Shared::new(DeterminismController::new(&repro_detcore::ControllerConfig {
+            seed: 0,
+            epoch_unix_secs: 0,
+            clock_step_ns: 0,
+            cpus: 1,
+            machine: "x86_64".into(),
+            run_start_real_ns: 0,
+            nodename: "n".into(),
+            dir_order: repro_detcore::DirOrder::Sorted,
+        }));
+        sh.pseudo_devs.insert(5);
+        sh.host_devs.insert(7);
+        sh.run_files.insert((7, 9));
+        use repro_detcore::FileOrigin;
+        assert_eq!(sh.file_origin(5, 1), FileOrigin::Pseudo);
+        assert_eq!(sh.file_origin(7, 1), FileOrigin::Host);
+        assert_eq!(sh.file_origin(7, 9), FileOrigin::Run);
+        assert_eq!(sh.file_origin(46, 1), FileOrigin::Run, "a working directory file (overlay's own device)");
+    }
 }

@@ -133,8 +133,8 @@ pub(crate) fn stat<G: Guest>(
 
 /// The controller's view of a file: device, inode and times.
 fn view(sh: &mut Shared, id: FileIdentity, times: FileTimes, mode: u32) -> (u64, u64, FileTimes) {
-    let pseudo = sh.pseudo_devs.contains(&id.dev);
-    sh.ctl.stat_view(id, times, mode & libc::S_IFMT, pseudo)
+    let origin = sh.file_origin(id.dev, id.ino);
+    sh.ctl.stat_view(id, times, mode & libc::S_IFMT, origin)
 }
 
 /// Rewrites a `struct stat` in place.
@@ -171,7 +171,8 @@ fn rewrite_statx(sh: &mut Shared, sx: &mut [u8; 256]) {
     let btime = ts(80);
     let mode = u16::from_le_bytes([sx[28], sx[29]]) as u32;
     let (vdev, vino, t) = view(sh, id, times, mode);
-    let vbtime = sh.ctl.birth_time(id, btime, t.ctime);
+    let origin = sh.file_origin(id.dev, id.ino);
+    let vbtime = sh.ctl.birth_time(id, btime, times, origin, t.ctime);
     sx[32..40].copy_from_slice(&vino.to_le_bytes());
     sx[136..140].copy_from_slice(&0u32.to_le_bytes());
     sx[140..144].copy_from_slice(&(vdev as u32).to_le_bytes());

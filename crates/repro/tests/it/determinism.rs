@@ -156,3 +156,45 @@ fn a_timer_on_the_host_clock_is_reported_not_hidden() {
     let o = w.run(&["-q"], &["python3", "-c", "import signal; signal.alarm(30); signal.alarm(0); print('ok')"]);
     assert_code(&o, 0);
 }
+
+#[test]
+fn installed_files_keep_their_times_the_working_directory_is_pinned() {
+    // A file of the "installation" (outside the working directory, on the host's disk) and one in the working
+    // directory, both last modified on 2020-02-02T00:00:00Z.
+    let installed = tempfile::Builder::new().prefix("repro-it-inst-").tempdir_in("/var/tmp").unwrap();
+    let w = Workdir::new();
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_580_601_600);
+    for p in [installed.path().join("lib.txt"), w.path().join("src.txt")] {
+        std::fs::write(&p, "x").unwrap();
+        std::fs::File::options().write(true).open(&p).unwrap().set_modified(t).unwrap();
+    }
+    let script =
+        format!("stat -c '%Y %X %n' {}/lib.txt src.txt; touch new; stat -c '%Y' new", installed.path().display());
+    let o = w.run(&["--verify"], &["sh", "-c", &script]);
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("1580601600 1580601600 "), "host times, atime read as mtime: {out}");
+    assert!(lines[1].starts_with("1735689599 1735689599 "), "the working directory: pinned before the epoch: {out}");
+    let new: i64 = lines[2].parse().unwrap();
+    assert!(new >= 1_735_689_600, "written during the run: logical time: {out}");
+    assert!(stderr(&o).contains("verified"), "{}", stderr(&o));
+}
+
+#[test]
+fn python_uses_the_installed_bytecode() {
+    // Python checks each .pyc against its source's modification time: with the installation's times pinned it
+    // compiled every module again on every run (twice the time of a test suite, and .pyc files written).
+    require_cmd("python3");
+    let stale = |o: &std::process::Output| {
+        String::from_utf8_lossy(&o.stderr).lines().filter(|l| l.contains("bytecode is stale")).count()
+    };
+    let w = Workdir::new();
+    let cmd = ["python3", "-v", "-c", "import json, email.parser, argparse"];
+    let native = std::process::Command::new("/usr/bin/python3").args(&cmd[1..]).current_dir(w.path()).output().unwrap();
+    let o = w.run(&["-q"], &["/usr/bin/python3", cmd[1], cmd[2], cmd[3]]);
+    assert_code(&o, 0);
+    let imported = String::from_utf8_lossy(&o.stderr).matches("code object from").count();
+    assert!(imported > 20, "python -v lists the modules it loads: {}", stderr(&o));
+    assert_eq!(stale(&o), stale(&native), "as many stale .pyc files as natively: {}", stderr(&o));
+}
