@@ -19,6 +19,8 @@ pub struct VerifiedRun {
     pub dir: PathBuf,
     pub exit_status: i32,
     pub not_enforced: Vec<String>,
+    /// Processes and threads the guest started (the supervisor's count; 0 without it).
+    pub tasks_created: u64,
 }
 
 /// One way in which a run differs from the first.
@@ -124,6 +126,7 @@ pub fn compare(records: &[(RunRecord, PathBuf)]) -> Result<VerifyReport, Sandbox
             dir: d.clone(),
             exit_status: r.exit_status,
             not_enforced: r.determinism.not_enforced.clone(),
+            tasks_created: r.determinism.tasks_created,
         })
         .collect();
     if let Some(((first, first_dir), rest)) = records.split_first() {
@@ -264,6 +267,13 @@ pub fn render(r: &VerifyReport) -> String {
     for n in &r.not_enforced {
         out.push_str(&format!("  likely cause: determinism not enforced: {n}\n"));
     }
+    if let Some(tasks) = r.runs.iter().map(|x| x.tasks_created).max().filter(|&t| t > 0) {
+        out.push_str(&format!(
+            "  possible cause: the guest started {tasks} more process(es) or thread(s); repro does not pin how tasks \
+             that run at the same time interleave (the kernel schedules them), so their order, and the clock \
+             readings and outputs that follow it, can differ from run to run\n"
+        ));
+    }
     out
 }
 
@@ -282,6 +292,29 @@ mod tests {
         assert_eq!(r(true, vec![]).exit_code(), ExitCode::Success);
         assert_eq!(r(true, vec!["x".into()]).exit_code(), ExitCode::NotDeterministic);
         assert_eq!(r(false, vec!["x".into()]).exit_code(), ExitCode::VerifyDiffers);
+    }
+
+    #[test]
+    fn a_difference_in_a_run_with_threads_names_their_interleaving() {
+        let run = |tasks_created| VerifiedRun {
+            id: "r".into(),
+            dir: PathBuf::new(),
+            exit_status: 0,
+            not_enforced: Vec::new(),
+            tasks_created,
+        };
+        let diff = Difference::ExitStatus { run: 2, first: 0, this: 1 };
+        let r = |tasks: u64| VerifyReport {
+            identical: false,
+            runs: vec![run(0), run(tasks)],
+            differences: vec![diff.clone()],
+            not_enforced: Vec::new(),
+        };
+        assert!(!render(&r(0)).contains("interleave"), "{}", render(&r(0)));
+        let text = render(&r(4));
+        assert!(text.contains("possible cause: the guest started 4 more process(es) or thread(s)"), "{text}");
+        let same = VerifyReport { identical: true, differences: Vec::new(), ..r(4) };
+        assert!(!render(&same).contains("cause"), "identical runs need no cause");
     }
 
     #[test]
