@@ -388,7 +388,7 @@ impl DeterminismController {
         if written {
             if self.keeps_host_times(times, origin) {
                 let (vdev, vino, _) = self.file_view(id, FileTimes { atime: 0, mtime: 0, ctime: 0 });
-                return (vdev, vino, FileTimes { atime: times.mtime, mtime: times.mtime, ctime: times.ctime });
+                return (vdev, vino, FileTimes { atime: times.mtime, mtime: times.mtime, ctime: times.mtime });
             }
             return self.file_view(id, times);
         }
@@ -404,7 +404,8 @@ impl DeterminismController {
     }
 
     /// statx's birth time of a file whose mapped change time is `ctime` (its host times `host`): mapped like the
-    /// other times, never after the change time; 0 (unknown) stays 0; a host file's own when it keeps its times.
+    /// other times, never after the change time; 0 (unknown) stays 0; a host file that keeps its times was born at
+    /// its modification time.
     pub fn birth_time(
         &mut self,
         id: FileIdentity,
@@ -417,7 +418,7 @@ impl DeterminismController {
             return 0;
         }
         if self.keeps_host_times(host, origin) {
-            return btime.min(ctime);
+            return host.mtime;
         }
         ctime.min(self.file_times.map(id, btime, ctime))
     }
@@ -581,8 +582,8 @@ mod tests {
         let id = FileIdentity { dev: 5, ino: 77 };
         let host = FileTimes { atime: 999_000, mtime: 400_123, ctime: 500_456 };
         let (_, ino, t) = a.stat_view(id, host, libc::S_IFREG, FileOrigin::Host);
-        assert_eq!(t, FileTimes { atime: 400_123, mtime: 400_123, ctime: 500_456 }, "atime reads as mtime");
-        assert_eq!(a.birth_time(id, 300_000, host, FileOrigin::Host, t.ctime), 300_000);
+        assert_eq!(t, FileTimes { atime: 400_123, mtime: 400_123, ctime: 400_123 }, "all read as mtime");
+        assert_eq!(a.birth_time(id, 300_000, host, FileOrigin::Host, t.ctime), 400_123);
         // The same file in the working directory (or a pack's root) is pinned just before the epoch.
         let (_, ino2, p) = a.stat_view(id, host, libc::S_IFREG, FileOrigin::Run);
         assert_eq!(ino, ino2);

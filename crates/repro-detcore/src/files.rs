@@ -50,8 +50,9 @@ pub enum FileOrigin {
     /// A pseudo file system (/proc, /sys, /dev...): its times follow the host's clock, not writes.
     Pseudo,
     /// The host's installation outside the working directory (read-only system directories, toolchains,
-    /// `--bind` trees): a file that predates the run keeps its host modification, change and birth times
-    /// (its access time reads as its modification time: the host's moves when anything reads the file).
+    /// `--bind` trees): a file that predates the run keeps its host modification time, and its access, change and
+    /// birth times read as that too (the host's access time moves when anything reads the file; a replayed pack's
+    /// root gets back the modification time only, which is all a pack records).
     Host,
     /// Everything else: the working directory, the sandbox's own files (its tmpfs root, /tmp, /home, the
     /// generated /etc files) and a replayed pack's root: times before the run are pinned.

@@ -60,6 +60,9 @@ pub struct InitConfig {
     /// the working directory's overlay then takes its lower layer from inside it.
     #[serde(default)]
     pub root_source: Option<String>,
+    /// `root_source` carries the captured host's file times ([`crate::settings::RunExtras::root_times`]).
+    #[serde(default)]
+    pub root_times: bool,
     /// Share the host's network namespace (`repro capture --network record`): the init then neither brings
     /// up `lo` nor expects a network namespace of its own.
     #[serde(default)]

@@ -312,6 +312,12 @@ pub struct FileEntry {
     /// through.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub access: Vec<AccessKind>,
+    /// The modification time on the host, in nanoseconds since the Unix epoch, of an entry of the host's
+    /// installation (outside the working directory): the replay's root gets it back, so the guest sees the times
+    /// the capture saw (Python checks its .pyc files against them). Absent for the working directory's entries
+    /// (pinned in every run) and in packs written before it was recorded (their replays pin every time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtime_ns: Option<i64>,
 }
 
 /// Recorded tapes; each is a blob holding a JSON document (see docs/pack-format.md).
@@ -654,6 +660,7 @@ mod tests {
             target: None,
             target_hex: None,
             access: vec![],
+            mtime_ns: None,
         };
         let e = f.exact().unwrap_err();
         assert!(e.to_string().starts_with("files[/a\u{fffd}].path_hex: names a UTF-8 path"), "{e}");

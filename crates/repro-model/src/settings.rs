@@ -82,6 +82,9 @@ pub struct RunExtras {
     pub record_access: bool,
     /// Bind this directory as the guest's `/` instead of the host's (a pack's root).
     pub root_source: Option<PathBuf>,
+    /// `root_source` carries the captured host's file times (a pack that recorded them): its files keep them as
+    /// the host's installation does in a run; otherwise every time before the run is pinned.
+    pub root_times: bool,
     /// Share the host's network (`repro capture --network record`) instead of an empty network namespace.
     pub host_network: bool,
     /// The network and /proc tapes to record or replay (need the supervisor).

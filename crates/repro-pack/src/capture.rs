@@ -232,6 +232,7 @@ fn closure_options(req: &RunRequest) -> ClosureOptions {
         hidden: vec![req.state_dir.to_string_lossy().into_owned()],
         map,
         digest_cache: Some(crate::store::cache_dir().join("digests.json")),
+        untimed: vec![s.cwd.clone()],
     }
 }
 

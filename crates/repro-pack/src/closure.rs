@@ -41,6 +41,9 @@ pub struct ClosureOptions {
     pub map: Vec<(String, String)>,
     /// Where the digests of host files are cached between captures ([`crate::store::DigestCache`]).
     pub digest_cache: Option<PathBuf>,
+    /// Prefixes whose entries get no modification time (the working directory: its times are pinned in every
+    /// run, and a checkout's differ from clone to clone); every other entry records its host's.
+    pub untimed: Vec<String>,
 }
 
 fn trim_slashes(p: &[u8]) -> &[u8] {
@@ -193,7 +196,20 @@ impl Closure {
             // Sockets, fifos and devices outside /dev are not packed.
         }
         digests.save();
+        c.record_times(opts);
         Ok(c)
+    }
+
+    /// Records the host's modification time of every entry outside `opts.untimed`.
+    fn record_times(&mut self, opts: &ClosureOptions) {
+        for (path, e) in self.entries.iter_mut() {
+            if opts.untimed.iter().any(|u| under(path, u.as_bytes())) {
+                continue;
+            }
+            if let Ok(md) = fs::symlink_metadata(opts.host(path)) {
+                e.mtime_ns = md.mtime().checked_mul(1_000_000_000).and_then(|s| s.checked_add(md.mtime_nsec()));
+            }
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -223,6 +239,7 @@ impl Closure {
                 target: target.clone(),
                 target_hex: target_hex.clone(),
                 access: Vec::new(),
+                mtime_ns: None,
             }
         });
         if rank(kind) > rank(e.kind) {

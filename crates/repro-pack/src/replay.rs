@@ -243,7 +243,13 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
     let mut runs = Vec::new();
     for i in 0..opts.runs {
         let echo = Echo { stdout: opts.echo.stdout && i == 0, stderr: opts.echo.stderr && i == 0 };
-        let extras = RunExtras { root_source: Some(root.clone()), tapes: tapes.clone(), ..Default::default() };
+        let extras = RunExtras {
+            root_source: Some(root.clone()),
+            // The root has the captured host's times when the pack recorded them (see tree::restore_times).
+            root_times: pack.manifest.files.iter().any(|f| f.mtime_ns.is_some()),
+            tapes: tapes.clone(),
+            ..Default::default()
+        };
         let report = repro_sandbox::run::execute_with(&req, exe, echo, &extras)?;
         if let Some(sig) = report.interrupted {
             // Ctrl-C stops the whole replay: the interrupted run is no evidence, and no next run starts.

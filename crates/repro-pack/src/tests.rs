@@ -69,6 +69,7 @@ fn fixture() -> Fixture {
             target: None,
             target_hex: None,
             access: vec![],
+            mtime_ns: None,
         },
         FileEntry {
             path: "/usr/bin/python3".into(),
@@ -80,6 +81,7 @@ fn fixture() -> Fixture {
             target: Some("python3.11".into()),
             target_hex: None,
             access: vec![],
+            mtime_ns: None,
         },
         FileEntry {
             path: "/usr/bin/python3.11".into(),
@@ -91,6 +93,7 @@ fn fixture() -> Fixture {
             target: None,
             target_hex: None,
             access: vec![AccessKind::Stat],
+            mtime_ns: None,
         },
         FileEntry {
             path: "/work/proj/fail.py".into(),
@@ -102,6 +105,7 @@ fn fixture() -> Fixture {
             target: None,
             target_hex: None,
             access: vec![AccessKind::Open],
+            mtime_ns: None,
         },
     ];
     let (out, err) = (b"".to_vec(), b"boom\n".to_vec());
@@ -504,6 +508,7 @@ fn a_large_blob_is_cut_into_frames_and_reads_back() {
         target: None,
         target_hex: None,
         access: vec![AccessKind::Open],
+        mtime_ns: None,
     });
     m.files.sort_by(|a, b| a.path.cmp(&b.path));
     let mut blobs = f.blobs.clone();
@@ -578,6 +583,7 @@ fn unpack_lays_out_files_that_share_content_with_each_other_and_with_the_output(
             target: None,
             target_hex: None,
             access: vec![AccessKind::Open],
+            mtime_ns: None,
         });
     }
     m.files.sort_by(|a, b| a.path.cmp(&b.path));
@@ -618,6 +624,7 @@ fn layout_never_follows_a_link_of_the_pack() {
                 target: Some(target),
                 target_hex: None,
                 access: vec![],
+                mtime_ns: None,
             },
             FileEntry {
                 path: "/a/x".into(),
@@ -629,6 +636,7 @@ fn layout_never_follows_a_link_of_the_pack() {
                 target: None,
                 target_hex: None,
                 access: vec![],
+                mtime_ns: None,
             },
         ];
         let m = sample_manifest(files, b"", b"");
@@ -677,6 +685,7 @@ fn validation_names_the_field() {
         target: Some("/".into()),
         target_hex: None,
         access: vec![],
+        mtime_ns: None,
     }];
     assert!(m.validate_untrusted().unwrap_err().to_string().starts_with("files[/etc]: a symbolic link where"));
     let mut m = base();
@@ -690,6 +699,7 @@ fn validation_names_the_field() {
         target: None,
         target_hex: None,
         access: vec![],
+        mtime_ns: None,
     }];
     assert!(m.validate_untrusted().unwrap_err().to_string().starts_with("files[/x].mode"));
     assert_eq!(base().validate_untrusted(), Ok(()));
@@ -727,6 +737,7 @@ fn entry(path: &str, path_hex: Option<&str>, kind: EntryKind, blob: Option<(&Dig
         target: None,
         target_hex: None,
         access: vec![],
+        mtime_ns: None,
     }
 }
 

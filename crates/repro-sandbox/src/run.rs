@@ -639,6 +639,7 @@ fn init_config(
             stuck_after_ms: s.stuck_after_ms,
         }),
         root_source: extras.root_source.as_ref().map(|p| p.to_string_lossy().into_owned()),
+        root_times: extras.root_times,
         host_network: extras.host_network,
         tapes: extras.tapes.clone(),
         exec_hint: req.exec_hint.clone(),

@@ -124,6 +124,15 @@ impl Beneath {
         renameat2(self.fd.as_fd(), name, to.fd.as_fd(), to_name, RenameFlags::RENAME_NOREPLACE).map_err(errno)
     }
 
+    /// Sets the access and modification times of `name` (a link itself, never what it points to) to `ns`
+    /// nanoseconds since the Unix epoch.
+    pub fn set_times<N: AsRef<OsStr> + ?Sized>(&self, name: &N, ns: i64) -> io::Result<()> {
+        use nix::sys::stat::{utimensat, UtimensatFlags};
+        let name = component(name)?;
+        let t = nix::sys::time::TimeSpec::new(ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000));
+        utimensat(self.fd.as_fd(), name, &t, &t, UtimensatFlags::NoFollowSymlink).map_err(errno)
+    }
+
     /// Sets this directory's permission bits (setuid, setgid and sticky dropped).
     pub fn chmod(&self, mode: u32) -> io::Result<()> {
         fchmod(self.fd.as_fd(), Mode::from_bits_truncate(mode & PERMISSION_BITS)).map_err(errno)

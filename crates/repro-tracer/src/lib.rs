@@ -104,6 +104,9 @@ pub struct DetConfig {
     /// [`repro_detcore::FileOrigin`]). `None` (a replayed pack's root, or no sandbox): every file's times before
     /// the run are pinned.
     pub host_file_times: Option<std::path::PathBuf>,
+    /// With `host_file_times`: the guest's `/` is a replayed pack's root that got the captured times back, and
+    /// counts as the installation whatever file system holds it.
+    pub root_installed: bool,
 }
 
 impl Default for DetConfig {
@@ -126,6 +129,7 @@ impl Default for DetConfig {
             own_network: false,
             stuck_after: None,
             host_file_times: None,
+            root_installed: false,
         }
     }
 }
@@ -245,7 +249,7 @@ pub fn supervise(
         source,
     })?;
     let (host_devs, run_files) = match &cfg.host_file_times {
-        Some(cwd) => state::installed_files_here(cwd),
+        Some(cwd) => state::installed_files_here(cwd, cfg.root_installed),
         None => Default::default(),
     };
     let shared: SharedRef = Arc::new(Mutex::new(Shared {

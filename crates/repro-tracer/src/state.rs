@@ -246,10 +246,11 @@ pub(crate) fn parse_mountinfo(text: &[u8]) -> Vec<MountLine> {
     mounts
 }
 
-/// File systems whose files are made for the run or follow the host's clock, never the host's installation.
-const NOT_INSTALLED: &[&str] = &[
-    "tmpfs",
-    "ramfs",
+/// A path's device, inode and whether it is a directory.
+pub(crate) type PathStat = (u64, u64, bool);
+
+/// File systems whose files follow the host's clock: never looked at.
+const PSEUDO: &[&str] = &[
     "proc",
     "sysfs",
     "devpts",
@@ -272,44 +273,57 @@ const NOT_INSTALLED: &[&str] = &[
     "rpc_pipefs",
 ];
 
-/// A path's device, inode and whether it is a directory.
-pub(crate) type PathStat = (u64, u64, bool);
+/// File systems made for the run (the sandbox's root, /tmp, /home, /dev, /run, masks), unless they hold a
+/// replayed pack's root.
+const MEMORY: &[&str] = &["tmpfs", "ramfs"];
+
+/// The sandbox's own top-level directories: never a pack's.
+const SANDBOX_DIRS: &[&str] = &["/proc", "/sys", "/dev", "/tmp", "/home", "/run"];
 
 /// The devices of the host's installation in the guest's mount namespace (`mounts`), and the files on them that
 /// the sandbox made for this run: every mount of a disk file system (the read-only binds of the host's
 /// directories, toolchains, `--bind` trees) except the working directory `cwd` and what lies under it; the
 /// files bind-mounted onto single paths (the fixed /etc files written into the run directory) are the run's.
+/// `root_installed`: the top-level directories (but the sandbox's own) are binds of a replayed pack's root that
+/// got the captured times back, whatever file system holds it (a cache on a tmpfs in a container).
 /// `stat` gives a path's (device, inode, is a directory); the device a mount's files report can differ from the
 /// one mountinfo names (btrfs subvolumes), so both count.
 pub(crate) fn installed_files(
     mounts: &[MountLine],
     cwd: &std::path::Path,
+    root_installed: bool,
     stat: &dyn Fn(&std::path::Path) -> Option<PathStat>,
 ) -> (HashSet<u64>, HashSet<(u64, u64)>) {
+    use std::path::Path;
     let mut devs = HashSet::new();
     let mut run_files = HashSet::new();
     for m in mounts {
-        if NOT_INSTALLED.contains(&m.fstype.as_str()) || m.mount_point.starts_with(cwd) {
+        if PSEUDO.contains(&m.fstype.as_str()) {
             continue;
         }
-        match stat(&m.mount_point) {
+        let mp = m.mount_point.as_path();
+        let pack_dir =
+            root_installed && mp.parent() == Some(Path::new("/")) && !SANDBOX_DIRS.iter().any(|d| mp == Path::new(d));
+        // A disk file system or an overlay (the host's root in a container), or a pack's top-level directory.
+        let installed = !mp.starts_with(cwd) && (pack_dir || !MEMORY.contains(&m.fstype.as_str()));
+        match stat(mp) {
             Some((dev, ino, false)) => {
                 run_files.insert((dev, ino));
             }
-            Some((dev, _, true)) => {
+            Some((dev, _, true)) if installed => {
                 devs.insert(m.dev);
                 devs.insert(dev);
             }
-            None => {}
+            _ => {}
         }
     }
     (devs, run_files)
 }
 
 /// [`installed_files`] of this process's mount namespace (the guest's), or nothing when it cannot be read.
-pub(crate) fn installed_files_here(cwd: &std::path::Path) -> (HashSet<u64>, HashSet<(u64, u64)>) {
+pub(crate) fn installed_files_here(cwd: &std::path::Path, root_installed: bool) -> (HashSet<u64>, HashSet<(u64, u64)>) {
     let Ok(text) = std::fs::read("/proc/self/mountinfo") else { return Default::default() };
-    let stat = |p: &std::path::Path| {
+    let stat = |p: &std::path::Path| -> Option<PathStat> {
         use std::os::unix::ffi::OsStrExt;
         let c = CString::new(p.as_os_str().as_bytes()).ok()?;
         let st = repro_sys::fdops::newfstatat_raw(None, &c, 0).ok()?;
@@ -318,7 +332,12 @@ pub(crate) fn installed_files_here(cwd: &std::path::Path) -> (HashSet<u64>, Hash
         let mode = u32::from_le_bytes(st[24..28].try_into().ok()?);
         Some((dev, ino, mode & libc::S_IFMT == libc::S_IFDIR))
     };
-    installed_files(&parse_mountinfo(&text), cwd, &stat)
+    let (devs, mut run_files) = installed_files(&parse_mountinfo(&text), cwd, root_installed, &stat);
+    // `/` is the sandbox's own (a tmpfs, or a replayed pack's root directory, laid out for the run).
+    if let Some((dev, ino, _)) = stat(std::path::Path::new("/")) {
+        run_files.insert((dev, ino));
+    }
+    (devs, run_files)
 }
 
 pub(crate) type SharedRef = Arc<Mutex<Shared>>;
@@ -360,11 +379,14 @@ bad line\n\
             match p.to_str()? {
                 "/etc/hosts" => Some((65024, 967, false)),
                 "/my data" => Some((77, 256, true)),
-                "/tmp" | "/proc" | "/" => panic!("{p:?}: never looked at"),
+                "/proc" => panic!("{p:?}: never looked at"),
+                "/" => Some((41, 1, true)),
+                "/tmp" => Some((42, 1, true)),
+                "/work/proj" => Some((44, 1, true)),
                 _ => Some((65024, 2, true)),
             }
         };
-        let (devs, run_files) = installed_files(&parse_mountinfo(MOUNTINFO), Path::new("/work/proj"), &stat);
+        let (devs, run_files) = installed_files(&parse_mountinfo(MOUNTINFO), Path::new("/work/proj"), false, &stat);
         let mut devs: Vec<u64> = devs.into_iter().collect();
         devs.sort();
         let mut want = vec![65024, libc::makedev(254, 0), libc::makedev(0, 30), 77];
@@ -372,6 +394,27 @@ bad line\n\
         want.dedup();
         assert_eq!(devs, want, "ext4 and btrfs (both of their devices), not the overlay, tmpfs or proc");
         assert_eq!(run_files, HashSet::from([(65024, 967)]), "the file bind onto /etc/hosts is the run's");
+        // A replayed pack's root on a tmpfs (a cache in a container) is the installation.
+        let pack = b"70 46 0:41 / / ro - tmpfs tmpfs rw\n\
+71 70 0:48 /cache/roots/x/root/usr /usr ro - tmpfs tmpfs rw\n\
+72 70 0:48 /cache/roots/x/root/work /work ro - tmpfs tmpfs rw\n\
+73 72 0:44 / /work/proj rw - overlay overlay rw\n\
+74 70 0:42 /tmp /tmp rw - tmpfs tmpfs rw\n\
+75 70 0:48 /cache/run/.etc/hosts /etc/hosts ro - tmpfs tmpfs rw\n";
+        let stat_pack = |p: &Path| -> Option<PathStat> {
+            match p.to_str()? {
+                "/" => Some((41, 1, true)),
+                "/tmp" => Some((42, 1, true)),
+                "/work/proj" => Some((44, 1, true)),
+                "/etc/hosts" => Some((48, 9, false)),
+                _ => Some((48, 2, true)),
+            }
+        };
+        let (devs, run_files) = installed_files(&parse_mountinfo(pack), Path::new("/work/proj"), true, &stat_pack);
+        assert_eq!(devs, HashSet::from([libc::makedev(0, 48), 48]), "the pack's top-level binds, on a tmpfs");
+        assert_eq!(run_files, HashSet::from([(48, 9)]));
+        let (devs, _) = installed_files(&parse_mountinfo(pack), Path::new("/work/proj"), false, &stat_pack);
+        assert!(devs.is_empty(), "a run's tmpfs and overlay mounts are not the installation: {devs:?}");
     }
 
     #[test]

@@ -194,11 +194,10 @@ fn supervised(
         disk: repro_detcore::statfs::DiskLimit { bytes: init.disk_bytes, inodes: init.disk_inodes },
         own_network: matches!(tape_cfg.network, TapeIo::Off),
         stuck_after: (det.stuck_after_ms > 0).then(|| std::time::Duration::from_millis(det.stuck_after_ms)),
-        // A replayed pack's root is laid out from the pack, whose entries carry no times, so a capture pins them
-        // too: the replay must see what the capture saw (with the host's times Python reads a module's .pyc and
-        // not its source, which the pack would then hold as a size only, and its replay would need).
-        host_file_times: (init.root_source.is_none() && !det.record_access)
-            .then(|| std::path::PathBuf::from(&init.cwd)),
+        // A replayed pack's root has the captured host's times when the pack recorded them; an older pack's root
+        // was laid out with the times of its layout, so they are pinned.
+        host_file_times: (init.root_source.is_none() || init.root_times).then(|| std::path::PathBuf::from(&init.cwd)),
+        root_installed: init.root_source.is_some() && init.root_times,
     };
     let mut sigfd = Some(sigfd);
     let mut on_spawn = |guest: i32| {

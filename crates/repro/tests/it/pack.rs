@@ -345,3 +345,46 @@ fn proc_reads_are_served_from_the_tape_on_replay() {
     }
     assert!(stdout(&o).contains(&recorded), "{}", stdout(&o));
 }
+
+#[test]
+fn a_replay_sees_the_installation_times_its_capture_saw() {
+    // The capture records each installed file's modification time and the replay's root gets it back: the
+    // guest sees the same times, and Python uses the same .pyc files instead of compiling the modules again
+    // (their sources may be in the pack as sizes only).
+    require_cmd("python3");
+    let e = PackEnv::new();
+    e.write(
+        "t.py",
+        "import json, os, sys\nprint(int(os.stat(json.__file__).st_mtime), int(os.stat(os.path.dirname(json.__file__)).st_mtime))\nsys.exit(3)\n",
+    );
+    let o = e.capture("t.repro", &[], &["/usr/bin/python3", "-v", "t.py"]);
+    assert_code(&o, 3);
+    let stale = |err: &str| err.lines().filter(|l| l.contains("bytecode is stale")).count();
+    let captured = stderr(&o);
+    let times = stdout(&o);
+    let host = |p: &str| {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(p).unwrap().mtime()
+    };
+    let json_file = String::from_utf8(
+        std::process::Command::new("/usr/bin/python3")
+            .args(["-c", "import json; print(json.__file__)"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let json_file = json_file.trim();
+    let dir = std::path::Path::new(json_file).parent().unwrap().to_str().unwrap().to_string();
+    assert_eq!(times.trim(), format!("{} {}", host(json_file), host(&dir)), "the capture saw the host's times");
+    let o = e.replay("t.repro", &["--runs", "2"]);
+    assert_code(&o, 0);
+    assert!(stderr(&o).contains("reproduced 2/2"), "{}", stderr(&o));
+    let runs = e.path().join(".repro/runs");
+    let mut dirs: Vec<_> = fs::read_dir(&runs).unwrap().map(|d| d.unwrap().path()).collect();
+    dirs.sort();
+    let last = dirs.last().unwrap();
+    assert_eq!(fs::read_to_string(last.join("stdout")).unwrap(), times, "the replay saw the same times");
+    let replayed = fs::read_to_string(last.join("stderr")).unwrap();
+    assert_eq!(stale(&replayed), stale(&captured), "as many stale .pyc files as in the capture: {replayed}");
+}
