@@ -200,10 +200,12 @@ impl Closure {
         Ok(c)
     }
 
-    /// Records the host's modification time of every entry outside `opts.untimed`.
+    /// Records the host's modification time of every entry outside `opts.untimed` and not above it: the
+    /// directories that lead to the working directory (`/tmp`, `/var/tmp`, `/root`) change whenever anything is
+    /// made beside it, so two captures of the same run would differ.
     fn record_times(&mut self, opts: &ClosureOptions) {
         for (path, e) in self.entries.iter_mut() {
-            if opts.untimed.iter().any(|u| under(path, u.as_bytes())) {
+            if opts.untimed.iter().any(|u| under(path, u.as_bytes()) || under(u.as_bytes(), path)) {
                 continue;
             }
             if let Ok(md) = fs::symlink_metadata(opts.host(path)) {

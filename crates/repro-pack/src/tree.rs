@@ -135,7 +135,10 @@ pub fn materialize(pack: &Pack, blobs: &Beneath, root: &Beneath, shown: &Path) -
 
 /// Gives every entry that recorded one its host's modification time (and the same access time), deepest first, so
 /// that nothing made later in a directory moves the time given to it; last, after the mountpoints and the working
-/// directory were made. `/` keeps its own (the sandbox's root is never the host's).
+/// directory were made. In a pack that recorded times, the entries without one (the working directory and the
+/// directories above it) get the pinned time, one second before the recorded epoch, which is what a run shows
+/// for them: the replay treats the whole root as the installation, and the time of the layout must not show.
+/// `/` keeps its own (the sandbox's root is never the host's).
 fn restore_times<'a, E>(
     m: &repro_model::manifest::Manifest,
     levels: &mut Levels<'a>,
@@ -144,16 +147,19 @@ fn restore_times<'a, E>(
 where
     E: FnOnce(std::io::Error) -> PackError,
 {
+    if !m.files.iter().any(|f| f.mtime_ns.is_some()) {
+        return Ok(());
+    }
+    let pinned = m.determinism.epoch_unix.saturating_sub(1).saturating_mul(1_000_000_000);
     let mut timed: Vec<(&repro_model::manifest::FileEntry, std::borrow::Cow<[u8]>)> =
-        m.files.iter().filter(|f| f.mtime_ns.is_some()).map(|f| (f, f.bytes())).collect();
+        m.files.iter().map(|f| (f, f.bytes())).collect();
     timed.sort_by(|a, b| components(&b.1).len().cmp(&components(&a.1).len()).then_with(|| a.1.cmp(&b.1)));
     for (f, exact) in &timed {
         let comps = components(exact);
         let Some((name, parents)) = comps.split_last() else { continue };
         let parent = levels.dir(parents).map_err(err("cannot open the parent directory of", &f.path))?;
-        if let Some(ns) = f.mtime_ns {
-            parent.set_times(OsStr::from_bytes(name), ns).map_err(err("cannot set the times of", &f.path))?;
-        }
+        let ns = f.mtime_ns.unwrap_or(pinned);
+        parent.set_times(OsStr::from_bytes(name), ns).map_err(err("cannot set the times of", &f.path))?;
     }
     Ok(())
 }
