@@ -388,15 +388,24 @@ fn stuck_wait(sh: &Shared, tid: i32, state: char) -> Option<String> {
     })
 }
 
-/// One look at the parked waits; true when one timed out (look again at once).
+/// One look at the parked waits; true when one ended (look again at once).
+///
+/// Whether every task is blocked is looked at before any parked wait's descriptors or futex word, as in
+/// [`jump`]: in the other order a task could run between the two looks (one this very look released, say a
+/// thread whose GIL wait ended), write to a parked wait's descriptor and block again, and that wait would be
+/// timed out although it was ready. And a look that ended any wait times nothing out: the task it released
+/// runs, and the next look sees where it went.
 fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
+    let all_blocked = sh.live.iter().all(|t| sh.parked.contains_key(t) || blocked_indefinitely(*t));
     let tids: Vec<i32> = sh.parked.keys().copied().collect();
     let mut outputs: HashMap<i32, Writes> = HashMap::new();
+    let mut ended = false;
     for tid in tids {
         let Some(p) = sh.parked.get(&tid).cloned() else { continue };
         let mut g = TaskGuest::new(tid, Some((listener, p.id)), pidfds);
         if !g.still_waiting() {
             sh.parked.remove(&tid); // interrupted (a signal) or gone: the kernel ended the call
+            ended = true;
             continue;
         }
         // A signal the task will handle is pending (a timer fired while it was held here): the wait ends with
@@ -404,6 +413,7 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
         // to wait again. (The filter's killable wait keeps the kernel from ending it by itself.)
         if (sh.timer_os.sig_state)(tid).is_some_and(|st| st.interrupting()) {
             sh.parked.remove(&tid);
+            ended = true;
             sh.count(decode::name(p.nr));
             // ENOENT: the task is gone meanwhile; nothing to answer.
             let _ = listener.respond_error(p.id, libc::EINTR);
@@ -417,6 +427,7 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
                 // Ready now (or no longer readable): the native call returns at once. A futex word that changed
                 // is what the kernel answers EAGAIN to (the waker changes the word before it wakes).
                 sh.parked.remove(&tid);
+                ended = true;
                 // ENOENT: interrupted meanwhile; the kernel restarts or ends the call itself.
                 let _ = if p.nr == libc::SYS_futex {
                     sh.count(decode::name(p.nr));
@@ -428,11 +439,14 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
             }
         }
     }
+    if ended {
+        return true;
+    }
     let now = std::time::Instant::now();
     for p in sh.parked.values_mut() {
         p.held_since.get_or_insert(now);
     }
-    let first = if sh.live.iter().all(|t| sh.parked.contains_key(t) || blocked_indefinitely(*t)) {
+    let first = if all_blocked {
         first_to_expire(sh.parked.values().map(|p| p.wait))
     } else {
         // Another task still runs: only a wait held for as long as it could be ends, in deadline order.

@@ -118,6 +118,48 @@ fn a_spin_on_a_flag_set_after_a_sleep_ends() {
 }
 
 #[test]
+fn a_worker_thread_ends_a_timed_wait_before_its_deadline() {
+    // asgiref's test_wsgi: the event loop waits with a 1 s timeout while an executor's thread runs the work and
+    // hands the result back (call_soon_threadsafe writes to the loop's socketpair). The thread was parked in its
+    // GIL wait with the loop's epoll_wait; one look of the scheduler released the thread and, in the same look,
+    // found every task blocked (the thread had written, then gone idle in its queue's untimed futex) and timed
+    // the loop's wait out although its socket was readable: logical time jumped 1 s per round. Then the same with
+    // a plain thread and a queue's timed condition wait.
+    require_cmd("python3");
+    let w = Workdir::new();
+    let script = r#"
+import asyncio, queue, threading, time
+def work(n, q=None):
+    s = sum(k * k for k in range(n))
+    if q is not None:
+        q.put(s)
+    return s
+async def main():
+    loop = asyncio.get_running_loop()
+    t0 = time.monotonic()
+    for i in range(200):
+        await asyncio.wait_for(loop.run_in_executor(None, work, 2000 + i), 1)
+    print("asyncio", round(time.monotonic() - t0, 1))
+asyncio.run(main())
+t0, late = time.monotonic(), 0
+for i in range(200):
+    q = queue.Queue()
+    t = threading.Thread(target=work, args=(2000 + i, q))
+    t.start()
+    try:
+        q.get(timeout=1)
+    except queue.Empty:
+        late += 1
+    t.join()
+print("threads", late, round(time.monotonic() - t0, 1))
+"#;
+    std::fs::write(w.path().join("worker.py"), script).unwrap();
+    let o = verified(&w, &["python3", "worker.py"]);
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), "asyncio 0.0\nthreads 0 0.0\n", "no wait may reach its deadline while a thread works");
+}
+
+#[test]
 fn unittest_isolated_asyncio_test_case() {
     require_cmd("python3");
     let w = Workdir::new();
