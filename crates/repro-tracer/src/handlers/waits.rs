@@ -446,13 +446,20 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
     for p in sh.parked.values_mut() {
         p.held_since.get_or_insert(now);
     }
+    // Whether timing the wait out moves the logical clock to its deadline.
+    let mut jump_clock = true;
     let first = if all_blocked {
         first_to_expire(sh.parked.values().map(|p| p.wait))
     } else {
         // Another task still runs: only a wait held for as long as it could be ends, in deadline order.
         let overdue = sh.parked.values().filter(|p| p.held_since.is_some_and(|s| now - s >= p.hold_at_most));
         let first = first_to_expire(overdue.map(|p| p.wait));
-        if first.is_some_and(|f| sh.parked.get(&f.tid).is_some_and(|p| p.hold_at_most >= PARK_GRACE)) {
+        let held = first.and_then(|f| sh.parked.get(&f.tid));
+        // A futex held for its duration while another task ran (CPython's 5 ms GIL wait while the holder runs C
+        // code) times out as natively, but the logical clock stays: how often that happens follows the host's
+        // speed, and moving the clock each time would make the guest's time depend on it.
+        jump_clock = !held.is_some_and(|p| matches!(p.watch, Watch::Futex { .. }));
+        if held.is_some_and(|p| p.hold_at_most >= PARK_GRACE) {
             sh.stats.waits_released += 1;
             if sh.stats.warnings.len() < 8 {
                 sh.stats.warnings.insert(format!(
@@ -470,7 +477,7 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
     // earliest deadline is chosen again.
     let at = Deadline::At(libc::CLOCK_MONOTONIC as i64, Timespec::from_ns(first.deadline_ns));
     sh.sync_in();
-    if super::timers::fire_before(sh, at) {
+    if jump_clock && super::timers::fire_before(sh, at) {
         return true;
     }
     let Some(p) = sh.parked.remove(&first.tid) else { return false };
@@ -478,15 +485,18 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
     if !g.still_waiting() {
         return true;
     }
-    sh.sync_in();
-    let at = Deadline::At(libc::CLOCK_MONOTONIC as i64, Timespec::from_ns(first.deadline_ns));
-    if sh.ctl.time_out_wait(at).is_err() {
-        // Cannot happen for a deadline built from a valid timespec; the call then runs natively.
-        let _ = listener.respond_continue(p.id);
-        return true;
+    if jump_clock {
+        sh.sync_in();
+        if sh.ctl.time_out_wait(at).is_err() {
+            // Cannot happen for a deadline built from a valid timespec; the call then runs natively.
+            let _ = listener.respond_continue(p.id);
+            return true;
+        }
+        sh.sync_out();
+        sh.stats.waits_jumped += 1;
+    } else {
+        sh.stats.futex_waits_yielded += 1;
     }
-    sh.sync_out();
-    sh.stats.waits_jumped += 1;
     // Every wait still parked got its outputs in the loop above; none (a sleep, a futex, epoll) writes nothing.
     let mut wrote =
         outputs.remove(&first.tid).unwrap_or_default().into_iter().all(|(a, b)| g.write_bytes(a, &b).is_ok());

@@ -160,6 +160,24 @@ print("threads", late, round(time.monotonic() - t0, 1))
 }
 
 #[test]
+fn gil_contention_does_not_move_the_clock() {
+    // The thread holds the GIL in C code (sum over a range) for a while; the main thread's 5 ms GIL waits are
+    // held for 5 ms of wall time each and then time out while the thread runs. How many there are follows the
+    // host's speed: timing them out moved the logical clock by 5 ms each (0.5-0.6 s here, never the same twice).
+    require_cmd("python3");
+    let w = Workdir::new();
+    let script = "import threading, time\n\
+                  t0 = time.monotonic()\n\
+                  t = threading.Thread(target=lambda: sum(range(20_000_000)))\n\
+                  t.start()\n\
+                  while t.is_alive(): pass\n\
+                  print(round(time.monotonic() - t0, 1))\n";
+    let o = verified(&w, &["python3", "-c", script]);
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), "0.0\n");
+}
+
+#[test]
 fn unittest_isolated_asyncio_test_case() {
     require_cmd("python3");
     let w = Workdir::new();
