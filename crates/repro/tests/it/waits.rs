@@ -178,6 +178,30 @@ fn gil_contention_does_not_move_the_clock() {
 }
 
 #[test]
+fn futex_waitv_times_out_in_logical_time() {
+    // futex_waitv's timeout is absolute on the clock the call names: 200 s on CLOCK_MONOTONIC and 100 s on
+    // CLOCK_REALTIME end at once in logical time (natively, or with the logical deadline shown to the kernel,
+    // they outlast the hang guard), and a thread that changes a word and wakes it after a 1 s sleep ends it then.
+    require_cmd("gcc");
+    let w = Workdir::new();
+    std::fs::write(w.path().join("fw.c"), include_str!("futex_waitv.c")).unwrap();
+    let gcc = std::process::Command::new("gcc")
+        .args(["-O2", "-pthread", "fw.c", "-o", "fw"])
+        .current_dir(w.path())
+        .output()
+        .unwrap();
+    assert!(gcc.status.success(), "{}", String::from_utf8_lossy(&gcc.stderr));
+    let o = verified(&w, &["./fw"]);
+    assert_code(&o, 0);
+    assert_eq!(
+        stdout(&o),
+        "monotonic: -1 Connection timed out after 200.0 s\n\
+         realtime: -1 Connection timed out after 100.0 s\n\
+         woken: yes, b=5 after 1.0 s\n"
+    );
+}
+
+#[test]
 fn unittest_isolated_asyncio_test_case() {
     require_cmd("python3");
     let w = Workdir::new();
