@@ -269,6 +269,18 @@ impl Parked {
 /// enough for a child's ordinary run to end first, so that how often a parent polls it does not vary.
 const PARK_GRACE: Duration = Duration::from_secs(2);
 
+/// Futex waits of one task that each timed out without moving the clock (see [`tick`]), one right after the
+/// other: since when the first was held, and when the last timed out.
+#[derive(Debug, Clone, Copy)]
+struct Streak {
+    since: std::time::Instant,
+    last: std::time::Instant,
+}
+
+/// How long a task may take between a futex wait that timed out without moving the clock and its next, for the
+/// two to count as one streak (it only looked at the clock and waited again).
+const STREAK_GAP: Duration = Duration::from_millis(100);
+
 /// How often the scheduler looks at parked waits (for readiness) while the guest runs.
 const PARKED_TICK: Duration = Duration::from_millis(1);
 
@@ -282,6 +294,7 @@ const PARKED_TICK: Duration = Duration::from_millis(1);
 /// guest is stopped and [`Shared::stuck`] says where each task waited.
 pub(crate) fn schedule(listener: Listener, shared: SharedRef) {
     let mut pidfds = PidfdCache::default();
+    let mut streaks: HashMap<i32, Streak> = HashMap::new();
     let cv = lock(&shared).waits_cv.clone();
     let mut sh = lock(&shared);
     // The stuck state seen last (what every task waits in, and their CPU time) and since when.
@@ -292,7 +305,7 @@ pub(crate) fn schedule(listener: Listener, shared: SharedRef) {
         }
         if !sh.parked.is_empty() {
             seen = None;
-            if !tick(&mut sh, &listener, &mut pidfds) {
+            if !tick(&mut sh, &listener, &mut pidfds, &mut streaks) {
                 sh = cv.wait_timeout(sh, PARKED_TICK).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
             }
             continue;
@@ -421,7 +434,8 @@ fn stuck_wait(sh: &Shared, tid: i32, state: char) -> Option<String> {
 /// thread whose GIL wait ended), write to a parked wait's descriptor and block again, and that wait would be
 /// timed out although it was ready. And a look that ended any wait times nothing out: the task it released
 /// runs, and the next look sees where it went.
-fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
+fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache, streaks: &mut HashMap<i32, Streak>) -> bool {
+    streaks.retain(|t, _| sh.live.contains(t));
     let all_blocked = sh.live.iter().all(|t| sh.parked.contains_key(t) || blocked_indefinitely(*t));
     let tids: Vec<i32> = sh.parked.keys().copied().collect();
     let mut outputs: HashMap<i32, Writes> = HashMap::new();
@@ -431,6 +445,7 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
         let mut g = TaskGuest::new(tid, Some((listener, p.id)), pidfds);
         if !g.still_waiting() {
             sh.parked.remove(&tid); // interrupted (a signal) or gone: the kernel ended the call
+            streaks.remove(&tid);
             ended = true;
             continue;
         }
@@ -439,6 +454,7 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
         // to wait again. (The filter's killable wait keeps the kernel from ending it by itself.)
         if (sh.timer_os.sig_state)(tid).is_some_and(|st| st.interrupting()) {
             sh.parked.remove(&tid);
+            streaks.remove(&tid);
             ended = true;
             sh.count(decode::name(p.nr));
             // ENOENT: the task is gone meanwhile; nothing to answer.
@@ -453,6 +469,7 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
                 // Ready now (or no longer readable): the native call returns at once. A futex word that changed
                 // is what the kernel answers EAGAIN to (the waker changes the word before it wakes).
                 sh.parked.remove(&tid);
+                streaks.remove(&tid);
                 ended = true;
                 // ENOENT: interrupted meanwhile; the kernel restarts or ends the call itself.
                 let _ = if p.watch.on_futexes() {
@@ -483,9 +500,26 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
         let held = first.and_then(|f| sh.parked.get(&f.tid));
         // A futex held for its duration while another task ran (CPython's 5 ms GIL wait while the holder runs C
         // code) times out as natively, but the logical clock stays: how often that happens follows the host's
-        // speed, and moving the clock each time would make the guest's time depend on it.
-        jump_clock = !held.is_some_and(|p| p.watch.on_futexes());
-        if held.is_some_and(|p| p.hold_at_most >= PARK_GRACE) {
+        // speed, and moving the clock each time would make the guest's time depend on it. Unless the task has
+        // done nothing but wait again, each wait timed out that way, for PARK_GRACE: a waiter that looks at the
+        // clock and waits again until its deadline has come (Java's AQS), beside a thread that spins until it
+        // has, would otherwise never see it come.
+        let mut released = held.is_some_and(|p| p.hold_at_most >= PARK_GRACE);
+        if let Some(p) = held.filter(|p| p.watch.on_futexes()) {
+            let tid = p.wait.tid;
+            let since = streaks
+                .get(&tid)
+                .filter(|s| now.saturating_duration_since(s.last) <= p.hold_at_most + STREAK_GAP)
+                .map_or(p.held_since.unwrap_or(now), |s| s.since);
+            if now.saturating_duration_since(since) >= PARK_GRACE {
+                released = true;
+                streaks.remove(&tid);
+            } else {
+                jump_clock = false;
+                streaks.insert(tid, Streak { since, last: now });
+            }
+        }
+        if released {
             sh.stats.waits_released += 1;
             if sh.stats.warnings.len() < 8 {
                 sh.stats.warnings.insert(format!(
@@ -512,6 +546,7 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
         return true;
     }
     if jump_clock {
+        streaks.remove(&first.tid);
         sh.sync_in();
         if sh.ctl.time_out_wait(at).is_err() {
             // Cannot happen for a deadline built from a valid timespec; the call then runs natively.

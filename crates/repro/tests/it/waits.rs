@@ -202,6 +202,26 @@ fn futex_waitv_times_out_in_logical_time() {
 }
 
 #[test]
+fn a_spin_until_a_rechecked_timed_wait_expires_ends() {
+    // The waiter's timed condition wait times out (held its 1 s of wall time while the other thread spins)
+    // without moving the clock, looks at the clock, and waits again for the same deadline; the spinner reads no
+    // clock. After 2 s of such waits the clock jumps to the deadline (with a warning), so the run ends.
+    require_cmd("gcc");
+    let w = Workdir::new();
+    std::fs::write(w.path().join("spin.c"), include_str!("spin_timedwait.c")).unwrap();
+    let gcc = std::process::Command::new("gcc")
+        .args(["-O2", "-pthread", "spin.c", "-o", "spin"])
+        .current_dir(w.path())
+        .output()
+        .unwrap();
+    assert!(gcc.status.success(), "{}", String::from_utf8_lossy(&gcc.stderr));
+    let o = repro().current_dir(w.path()).args(["run", "--", "./spin"]).timeout(HANG_GUARD).output().unwrap();
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), "waited 1.0 s\n");
+    assert!(stderr(&o).contains("depended on the host's speed"), "{}", stderr(&o));
+}
+
+#[test]
 fn unittest_isolated_asyncio_test_case() {
     require_cmd("python3");
     let w = Workdir::new();
