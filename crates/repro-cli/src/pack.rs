@@ -128,6 +128,10 @@ pub struct ReplayArgs {
     /// Print a JSON report on stdout (the guest's stdout is then only saved).
     #[arg(long)]
     json: bool,
+    /// Stop a run (exit 120) when every task has waited this long on another (a deadlock): 2s, 500ms, 1m; 0
+    /// turns it off [default: 60s].
+    #[arg(long, value_name = "DURATION")]
+    stuck_after: Option<String>,
     /// Replay with another seed (a variation: the recorded signature is then not expected).
     #[arg(long, value_name = "N", help_heading = "Variations (used by repro explain PACK)")]
     seed: Option<u64>,
@@ -310,6 +314,8 @@ pub fn capture_cmd(a: CaptureArgs) -> Result<i32, CliError> {
 pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
     let vary = variation(&a)?;
     let limits = a.limits.limits()?;
+    let stuck_after_ms =
+        a.stuck_after.as_deref().map(|d| repro_sandbox::parse::parse_duration_ms("--stuck-after", d)).transpose()?;
     let opts = ReplayOptions {
         pack: a.pack,
         runs: a.runs,
@@ -318,6 +324,7 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
         echo: Echo { stdout: !a.json, stderr: !a.json },
         vary,
         limits,
+        stuck_after_ms,
     };
     crate::run::hold_interrupts();
     let r = replay(&opts, &exe())?;
@@ -332,8 +339,12 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
     }
     let n = r.runs.len();
     let diverged = r.runs.iter().find_map(|run| run.diverged.clone());
+    let stuck = r.runs.iter().any(|run| run.stuck.is_some());
     let code = if diverged.is_some() {
         ExitCode::Diverged
+    } else if stuck {
+        // As for `repro run`: the watchdog stopped a run; what it printed is no result of the guest's.
+        ExitCode::Stuck
     } else if r.reproduced as usize == n {
         ExitCode::Success
     } else {
@@ -358,6 +369,9 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
     } else {
         errln!("[repro] reproduced {}/{}: {}", r.reproduced, n, r.recorded.summary());
         for (i, run) in r.runs.iter().enumerate() {
+            if let Some(s) = &run.stuck {
+                errln!("[repro] run {}: stuck, stopped by the watchdog (exit 120): {s}", i + 1);
+            }
             for d in &run.differences {
                 errln!("[repro] run {}: differs: {d}", i + 1);
             }

@@ -47,6 +47,15 @@ impl Deadline {
             _ => None,
         }
     }
+
+    /// The timeout of `futex_waitv(waiters, n, flags, timeout, clockid)`: always absolute, on CLOCK_MONOTONIC or
+    /// CLOCK_REALTIME; `None` for what the kernel rejects (flags, another clock, a bad timespec: the native
+    /// call reports the error).
+    pub fn futex_waitv(flags: u32, clockid: i64, sec: i64, nsec: i64) -> Option<Deadline> {
+        let clock_ok = clockid == libc::CLOCK_MONOTONIC as i64 || clockid == libc::CLOCK_REALTIME as i64;
+        (flags == 0 && clock_ok && sec >= 0 && (0..1_000_000_000).contains(&nsec))
+            .then_some(Deadline::At(clockid, Timespec { sec, nsec }))
+    }
 }
 
 /// Whether a task asleep in syscall `nr` with arguments `a` waits for something only another task (or the
@@ -73,6 +82,7 @@ pub fn untimed_wait(nr: i64, a: &[u64]) -> bool {
         | libc::SYS_msgrcv
         | libc::SYS_flock => true,
         libc::SYS_futex => matches!(arg(1) & FUTEX_CMD_MASK, FUTEX_WAIT | FUTEX_WAIT_BITSET) && arg(3) == 0,
+        libc::SYS_futex_waitv => arg(3) == 0,
         libc::SYS_poll => (arg(2) as i32) < 0,
         libc::SYS_epoll_wait | libc::SYS_epoll_pwait => (arg(3) as i32) < 0,
         libc::SYS_ppoll => arg(2) == 0,
@@ -164,6 +174,14 @@ mod tests {
         assert_eq!(abs, Some(Deadline::At(libc::CLOCK_REALTIME as i64, Timespec { sec: 5, nsec: 7 })));
         assert_eq!(Deadline::futex(9, 0, 5, 7), None, "an empty bitset is EINVAL, left to the kernel");
         assert_eq!(Deadline::futex(1, 0, 5, 7), None, "FUTEX_WAKE does not wait");
+        let mono = libc::CLOCK_MONOTONIC as i64;
+        assert_eq!(Deadline::futex_waitv(0, mono, 5, 7), Some(Deadline::At(mono, Timespec { sec: 5, nsec: 7 })));
+        let real = libc::CLOCK_REALTIME as i64;
+        assert_eq!(Deadline::futex_waitv(0, real, 5, 0), Some(Deadline::At(real, Timespec { sec: 5, nsec: 0 })));
+        assert_eq!(Deadline::futex_waitv(1, mono, 5, 7), None, "flags must be 0");
+        assert_eq!(Deadline::futex_waitv(0, libc::CLOCK_BOOTTIME as i64, 5, 7), None, "EINVAL natively");
+        assert_eq!(Deadline::futex_waitv(0, mono, 5, 1_000_000_000), None);
+        assert_eq!(Deadline::futex_waitv(0, mono, -1, 0), None);
     }
 
     #[test]
@@ -177,6 +195,8 @@ mod tests {
         assert!(!untimed_wait(libc::SYS_nanosleep, &[0; 6]));
         assert!(!untimed_wait(libc::SYS_getdents64, &[0; 6]), "a pending mediated call will return");
         assert!(!untimed_wait(libc::SYS_futex, &[]), "missing arguments are not a wait");
+        assert!(untimed_wait(libc::SYS_futex_waitv, &[0x1000, 2, 0, 0, 1, 0]));
+        assert!(!untimed_wait(libc::SYS_futex_waitv, &[0x1000, 2, 0, 0x2000, 1, 0]), "timed");
     }
 
     #[test]

@@ -81,6 +81,9 @@ pub struct ReplayOptions {
     pub vary: Variation,
     /// Limits of what the pack may unpack to (`--max-unpacked-size`, `--max-entries`).
     pub limits: crate::extract::Limits,
+    /// The deadlock watchdog's wall time in milliseconds (`--stuck-after`; 0: off), as for `repro run`; `None`:
+    /// the default.
+    pub stuck_after_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -96,6 +99,9 @@ pub struct ReplayRun {
     pub diverged: Option<String>,
     /// What the sandbox could not enforce in this run (as `repro run` reports it), e.g. the memory limit.
     pub warnings: Vec<String>,
+    /// Where every task waited when the deadlock watchdog stopped the run (its exit status is then 120).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stuck: Option<String>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -234,6 +240,9 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
     );
     let mut settings = settings(&pack, binds);
     opts.vary.apply(&mut settings);
+    if let Some(ms) = opts.stuck_after_ms {
+        settings.stuck_after_ms = ms;
+    }
     check_supplied(&settings)?;
     explain_excluded(&pack);
     let req = RunRequest { settings, state_dir, exec_hint: None };
@@ -301,6 +310,7 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
             duration_ms: report.record.duration_ms,
             diverged,
             warnings: report.record.enforcement.warnings.clone(),
+            stuck: report.record.determinism.stuck.clone(),
         });
     }
     let reproduced = runs.iter().filter(|r| r.differences.is_empty()).count() as u32;

@@ -182,6 +182,9 @@ pub(crate) enum TimedWait {
     Epoll2 { epfd: i32, tsp: u64 },
     /// futex(uaddr, op, val, timeout, uaddr2, val3).
     Futex { uaddr: u64, op: u64, val: u32, timeout: u64, val3: u32 },
+    /// futex_waitv(waiters, nr_futexes, flags, timeout, clockid): `n` entries of `struct futex_waitv` at
+    /// `waiters`, an absolute timeout on `clockid`.
+    FutexWaitv { waiters: u64, n: u32, flags: u32, timeout: u64, clockid: i64 },
 }
 
 /// A socket call (or plain read/write, which may be on a socket) while the network is taped.
@@ -300,7 +303,12 @@ impl NetCall {
 impl TimedWait {
     /// The waits on descriptors (poll, select, epoll), as opposed to futex.
     pub(crate) fn on_descriptors(self) -> bool {
-        !matches!(self, TimedWait::Futex { .. })
+        !self.on_futexes()
+    }
+
+    /// futex and futex_waitv.
+    pub(crate) fn on_futexes(self) -> bool {
+        matches!(self, TimedWait::Futex { .. } | TimedWait::FutexWaitv { .. })
     }
 }
 
@@ -370,6 +378,13 @@ pub(crate) fn decode(nr: i64, a: [u64; 6]) -> Syscall {
         libc::SYS_futex => {
             S::Wait(TimedWait::Futex { uaddr: a[0], op: a[1], val: a[2] as u32, timeout: a[3], val3: a[5] as u32 })
         }
+        libc::SYS_futex_waitv => S::Wait(TimedWait::FutexWaitv {
+            waiters: a[0],
+            n: a[1] as u32,
+            flags: a[2] as u32,
+            timeout: a[3],
+            clockid: int(4) as i64,
+        }),
         libc::SYS_io_uring_setup => S::IoUringSetup,
         // What still varies.
         libc::SYS_statfs => S::Statfs { path: Some(a[0]), fd: libc::AT_FDCWD, buf: a[1] },
@@ -467,6 +482,7 @@ names!(
     SYS_epoll_pwait,
     SYS_epoll_pwait2,
     SYS_futex,
+    SYS_futex_waitv,
     // What still varies.
     SYS_bind,
     SYS_connect,

@@ -34,6 +34,9 @@ pub struct SupervisorStats {
     /// Parked waits that timed out while another task still ran, after being held for their duration in wall
     /// time (at least 2 s): a task that never blocks.
     pub waits_released: u64,
+    /// Parked futex waits that timed out while another task still ran, after their duration in wall time (a
+    /// GIL's 5 ms wait while the holder runs), without moving the logical clock.
+    pub futex_waits_yielded: u64,
     /// Timed waits that ran natively, in real time, because a descriptor may be fed from outside the guest.
     pub outside_waits: u64,
     /// What went wrong in the supervisor without changing what the guest saw (an answer that could not be
@@ -63,6 +66,7 @@ impl SupervisorStats {
             "deadlines_translated": self.deadlines_translated,
             "waits_parked": self.waits_parked,
             "waits_released": self.waits_released,
+            "futex_waits_yielded": self.futex_waits_yielded,
             "outside_waits": self.outside_waits,
             "warnings": self.warnings,
         })

@@ -149,8 +149,8 @@ fn spawn_plain(
     Ok(wait_guest(guest, sigfd))
 }
 
-/// Starts the guest under the determinism supervisor and waits for it. Signals for the guest are forwarded
-/// by a thread started once the guest runs.
+/// Starts the guest under the determinism supervisor and waits for it. Signals for the guest are forwarded (to
+/// every guest process, see [`forward`]) by a thread started once the guest runs.
 #[allow(clippy::too_many_arguments)]
 fn supervised(
     program: CString,
@@ -200,7 +200,7 @@ fn supervised(
         root_installed: init.root_source.is_some() && init.root_times,
     };
     let mut sigfd = Some(sigfd);
-    let mut on_spawn = |guest: i32| {
+    let mut on_spawn = |_guest: i32| {
         // The guest has its own copies of the output pipes now.
         ns::close_raw(STDOUT_FD);
         ns::close_raw(STDERR_FD);
@@ -208,10 +208,7 @@ fn supervised(
             std::thread::spawn(move || loop {
                 match ns::read_signal(&fd) {
                     Ok(libc_sig::CHLD) => {}
-                    Ok(sig) => {
-                        // The guest may have exited already: nothing to forward to.
-                        let _ = ns::kill(guest, sig);
-                    }
+                    Ok(sig) => forward(sig),
                     Err(_) => return,
                 }
             });
@@ -251,6 +248,15 @@ fn supervised(
     }
 }
 
+/// Forwards a signal `repro run` passed on (SIGINT, SIGTERM, SIGHUP) to the whole guest: `kill(-1)` from the
+/// namespace's PID 1 reaches every process of the namespace but the init itself, so a shell's children get it as
+/// well as the shell (as a terminal's Ctrl-C reaches the whole foreground process group), and so do processes in
+/// process groups or sessions of their own. Only the guest's own status ends the run, as before.
+fn forward(sig: i32) {
+    // Only ESRCH (every guest process has exited meanwhile) can fail it, and ns::kill takes that as done.
+    let _ = ns::kill(-1, sig);
+}
+
 fn wait_guest(guest: i32, sigfd: &std::os::fd::OwnedFd) -> ChildExit {
     loop {
         // Reap whatever has exited; the guest's own status ends the run.
@@ -264,10 +270,7 @@ fn wait_guest(guest: i32, sigfd: &std::os::fd::OwnedFd) -> ChildExit {
         }
         match ns::read_signal(sigfd) {
             Ok(libc_sig::CHLD) => {}
-            Ok(sig) => {
-                // The guest may have exited already: nothing to forward to.
-                let _ = ns::kill(guest, sig);
-            }
+            Ok(sig) => forward(sig),
             Err(_) => return ChildExit::Exited(ExitCode::Setup.code()),
         }
     }

@@ -1,5 +1,5 @@
 //! `repro __init`: PID 1 of the sandbox. It builds the guest's root, starts the guest, reaps every process,
-//! forwards SIGINT/SIGTERM/SIGHUP to the guest and exits with the guest's status.
+//! forwards SIGINT/SIGTERM/SIGHUP to every guest process and exits with the guest's status.
 //!
 //! It is executed fresh (`/proc/self/exe __init fd:10`) by `repro run` in new user, mount, PID, network, UTS and IPC
 //! namespaces, so it starts single-threaded with a clean address space. It reads its configuration from, and

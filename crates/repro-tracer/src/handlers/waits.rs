@@ -1,5 +1,5 @@
-//! Timed waits: poll, ppoll, select, pselect6, epoll_wait, epoll_pwait, epoll_pwait2 and futex waits with a
-//! timeout. The filter sends them to the supervisor only when they have a finite, non-zero timeout (see
+//! Timed waits: poll, ppoll, select, pselect6, epoll_wait, epoll_pwait, epoll_pwait2, futex waits and
+//! futex_waitv with a timeout. The filter sends them to the supervisor only when they have a finite, non-zero timeout (see
 //! [`conditional_syscalls`]); infinite and non-blocking forms run natively.
 //!
 //! A timed wait that nothing can end is answered at once with a timeout, after jumping the logical clock to
@@ -38,6 +38,7 @@ pub(crate) fn conditional_syscalls() -> Vec<(u32, ArgCheck)> {
         (libc::SYS_epoll_pwait as u32, ArgCheck::PositiveInt { arg: 3 }),
         (libc::SYS_epoll_pwait2 as u32, ArgCheck::NonNull { arg: 3 }),
         (libc::SYS_futex as u32, ArgCheck::FutexTimedWait),
+        (libc::SYS_futex_waitv as u32, ArgCheck::NonNull { arg: 3 }),
     ]
 }
 
@@ -62,8 +63,19 @@ enum Watch {
         addr: u64,
         val: u32,
     },
+    /// futex_waitv: each of the `n` `struct futex_waitv` at `addr` names a word that must still hold its value.
+    FutexV {
+        addr: u64,
+        n: u32,
+    },
     /// A parked sleep: nothing but its deadline ends it.
     Sleep,
+}
+
+impl Watch {
+    fn on_futexes(&self) -> bool {
+        matches!(self, Watch::Futex { .. } | Watch::FutexV { .. })
+    }
 }
 
 /// Guest memory to rewrite when the wait times out: (address, bytes).
@@ -101,16 +113,26 @@ fn parse<G: Guest>(sh: &Shared, g: &mut G, w: TimedWait) -> Result<Parsed, Refus
             (Deadline::relative(s, ns, 1), Watch::Epoll { epfd }, None)
         }
         TimedWait::Futex { uaddr, op, val, timeout, val3 } => {
-            let (mut s, mut ns) = timespec_at(g, timeout)?;
-            // A retry of a wait whose deadline was moved onto the host's clock passes that value back.
-            if let Some(r) = sh.futex_rewrites.get(&g.tid()) {
-                if r.addr == timeout && (r.host.sec, r.host.nsec) == (s, ns) {
-                    (s, ns) = (r.logical.sec, r.logical.nsec);
-                }
-            }
+            let (s, ns) = logical_timeout(sh, g, timeout)?;
             (Deadline::futex(op, val3, s, ns), Watch::Futex { addr: uaddr, val }, None)
         }
+        TimedWait::FutexWaitv { waiters, n, flags, timeout, clockid } => {
+            let (s, ns) = logical_timeout(sh, g, timeout)?;
+            (Deadline::futex_waitv(flags, clockid, s, ns), Watch::FutexV { addr: waiters, n }, None)
+        }
     })
+}
+
+/// The timespec at `addr` of a futex wait, as logical time: a retry of a wait whose deadline was moved onto the
+/// host's clock passes that value back.
+fn logical_timeout<G: Guest>(sh: &Shared, g: &mut G, addr: u64) -> Result<(i64, i64), Refusal> {
+    let (s, ns) = timespec_at(g, addr)?;
+    if let Some(r) = sh.futex_rewrites.get(&g.tid()) {
+        if r.addr == addr && (r.host.sec, r.host.nsec) == (s, ns) {
+            return Ok((r.logical.sec, r.logical.nsec));
+        }
+    }
+    Ok((s, ns))
 }
 
 /// Answers a notified timed wait (syscall `nr`): parks it when another task may still end it (see [`schedule`]),
@@ -138,7 +160,10 @@ fn park<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, w: TimedWait) -> Option<R
         Ok(Some(_)) => {}
         Ok(None) => return None,
         Err(_) => {
-            note_outside_wait(sh, decode::name(nr));
+            // A futex the kernel refuses (a misaligned word, bad flags) is no outside wait: the native call fails.
+            if w.on_descriptors() {
+                note_outside_wait(sh, decode::name(nr));
+            }
             return None;
         }
     }
@@ -235,7 +260,7 @@ impl Parked {
         let own = Duration::from_nanos(u64::try_from(wait.deadline_ns - now_ns).unwrap_or(0));
         // A futex is held no longer than natively: a lock or condition handed between threads (CPython's GIL
         // waits 5 ms, then asks the holder to yield) must not wait for the other thread to block.
-        let hold_at_most = if matches!(watch, Watch::Futex { .. }) { own } else { own.max(PARK_GRACE) };
+        let hold_at_most = if watch.on_futexes() { own } else { own.max(PARK_GRACE) };
         Parked { id, nr, watch, timeout_out, wait, held_since: None, hold_at_most }
     }
 }
@@ -243,6 +268,18 @@ impl Parked {
 /// The least wall time a parked wait is held while another task runs (see [`Parked::hold_at_most`]): long
 /// enough for a child's ordinary run to end first, so that how often a parent polls it does not vary.
 const PARK_GRACE: Duration = Duration::from_secs(2);
+
+/// Futex waits of one task that each timed out without moving the clock (see [`tick`]), one right after the
+/// other: since when the first was held, and when the last timed out.
+#[derive(Debug, Clone, Copy)]
+struct Streak {
+    since: std::time::Instant,
+    last: std::time::Instant,
+}
+
+/// How long a task may take between a futex wait that timed out without moving the clock and its next, for the
+/// two to count as one streak (it only looked at the clock and waited again).
+const STREAK_GAP: Duration = Duration::from_millis(100);
 
 /// How often the scheduler looks at parked waits (for readiness) while the guest runs.
 const PARKED_TICK: Duration = Duration::from_millis(1);
@@ -257,6 +294,7 @@ const PARKED_TICK: Duration = Duration::from_millis(1);
 /// guest is stopped and [`Shared::stuck`] says where each task waited.
 pub(crate) fn schedule(listener: Listener, shared: SharedRef) {
     let mut pidfds = PidfdCache::default();
+    let mut streaks: HashMap<i32, Streak> = HashMap::new();
     let cv = lock(&shared).waits_cv.clone();
     let mut sh = lock(&shared);
     // The stuck state seen last (what every task waits in, and their CPU time) and since when.
@@ -267,7 +305,7 @@ pub(crate) fn schedule(listener: Listener, shared: SharedRef) {
         }
         if !sh.parked.is_empty() {
             seen = None;
-            if !tick(&mut sh, &listener, &mut pidfds) {
+            if !tick(&mut sh, &listener, &mut pidfds, &mut streaks) {
                 sh = cv.wait_timeout(sh, PARKED_TICK).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
             }
             continue;
@@ -349,6 +387,7 @@ fn stuck_wait(sh: &Shared, tid: i32, state: char) -> Option<String> {
         libc::SYS_wait4 | libc::SYS_waitid => "wait4/waitid for a child".to_string(),
         libc::SYS_pause | libc::SYS_rt_sigsuspend | libc::SYS_rt_sigtimedwait => "a wait for a signal".to_string(),
         libc::SYS_futex => format!("futex wait at {:#x}", a[0]),
+        libc::SYS_futex_waitv => format!("futex_waitv on {} futexes at {:#x}", a[1], a[0]),
         libc::SYS_msgrcv => "msgrcv".to_string(),
         libc::SYS_flock => format!("flock on {}", fd_text(a[0])?),
         libc::SYS_poll | libc::SYS_ppoll => {
@@ -388,15 +427,26 @@ fn stuck_wait(sh: &Shared, tid: i32, state: char) -> Option<String> {
     })
 }
 
-/// One look at the parked waits; true when one timed out (look again at once).
-fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
+/// One look at the parked waits; true when one ended (look again at once).
+///
+/// Whether every task is blocked is looked at before any parked wait's descriptors or futex word, as in
+/// [`jump`]: in the other order a task could run between the two looks (one this very look released, say a
+/// thread whose GIL wait ended), write to a parked wait's descriptor and block again, and that wait would be
+/// timed out although it was ready. And a look that ended any wait times nothing out: the task it released
+/// runs, and the next look sees where it went.
+fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache, streaks: &mut HashMap<i32, Streak>) -> bool {
+    streaks.retain(|t, _| sh.live.contains(t));
+    let all_blocked = sh.live.iter().all(|t| sh.parked.contains_key(t) || blocked_indefinitely(*t));
     let tids: Vec<i32> = sh.parked.keys().copied().collect();
     let mut outputs: HashMap<i32, Writes> = HashMap::new();
+    let mut ended = false;
     for tid in tids {
         let Some(p) = sh.parked.get(&tid).cloned() else { continue };
         let mut g = TaskGuest::new(tid, Some((listener, p.id)), pidfds);
         if !g.still_waiting() {
             sh.parked.remove(&tid); // interrupted (a signal) or gone: the kernel ended the call
+            streaks.remove(&tid);
+            ended = true;
             continue;
         }
         // A signal the task will handle is pending (a timer fired while it was held here): the wait ends with
@@ -404,6 +454,8 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
         // to wait again. (The filter's killable wait keeps the kernel from ending it by itself.)
         if (sh.timer_os.sig_state)(tid).is_some_and(|st| st.interrupting()) {
             sh.parked.remove(&tid);
+            streaks.remove(&tid);
+            ended = true;
             sh.count(decode::name(p.nr));
             // ENOENT: the task is gone meanwhile; nothing to answer.
             let _ = listener.respond_error(p.id, libc::EINTR);
@@ -417,8 +469,10 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
                 // Ready now (or no longer readable): the native call returns at once. A futex word that changed
                 // is what the kernel answers EAGAIN to (the waker changes the word before it wakes).
                 sh.parked.remove(&tid);
+                streaks.remove(&tid);
+                ended = true;
                 // ENOENT: interrupted meanwhile; the kernel restarts or ends the call itself.
-                let _ = if p.nr == libc::SYS_futex {
+                let _ = if p.watch.on_futexes() {
                     sh.count(decode::name(p.nr));
                     listener.respond_error(p.id, libc::EAGAIN)
                 } else {
@@ -428,17 +482,44 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
             }
         }
     }
+    if ended {
+        return true;
+    }
     let now = std::time::Instant::now();
     for p in sh.parked.values_mut() {
         p.held_since.get_or_insert(now);
     }
-    let first = if sh.live.iter().all(|t| sh.parked.contains_key(t) || blocked_indefinitely(*t)) {
+    // Whether timing the wait out moves the logical clock to its deadline.
+    let mut jump_clock = true;
+    let first = if all_blocked {
         first_to_expire(sh.parked.values().map(|p| p.wait))
     } else {
         // Another task still runs: only a wait held for as long as it could be ends, in deadline order.
         let overdue = sh.parked.values().filter(|p| p.held_since.is_some_and(|s| now - s >= p.hold_at_most));
         let first = first_to_expire(overdue.map(|p| p.wait));
-        if first.is_some_and(|f| sh.parked.get(&f.tid).is_some_and(|p| p.hold_at_most >= PARK_GRACE)) {
+        let held = first.and_then(|f| sh.parked.get(&f.tid));
+        // A futex held for its duration while another task ran (CPython's 5 ms GIL wait while the holder runs C
+        // code) times out as natively, but the logical clock stays: how often that happens follows the host's
+        // speed, and moving the clock each time would make the guest's time depend on it. Unless the task has
+        // done nothing but wait again, each wait timed out that way, for PARK_GRACE: a waiter that looks at the
+        // clock and waits again until its deadline has come (Java's AQS), beside a thread that spins until it
+        // has, would otherwise never see it come.
+        let mut released = held.is_some_and(|p| p.hold_at_most >= PARK_GRACE);
+        if let Some(p) = held.filter(|p| p.watch.on_futexes()) {
+            let tid = p.wait.tid;
+            let since = streaks
+                .get(&tid)
+                .filter(|s| now.saturating_duration_since(s.last) <= p.hold_at_most + STREAK_GAP)
+                .map_or(p.held_since.unwrap_or(now), |s| s.since);
+            if now.saturating_duration_since(since) >= PARK_GRACE {
+                released = true;
+                streaks.remove(&tid);
+            } else {
+                jump_clock = false;
+                streaks.insert(tid, Streak { since, last: now });
+            }
+        }
+        if released {
             sh.stats.waits_released += 1;
             if sh.stats.warnings.len() < 8 {
                 sh.stats.warnings.insert(format!(
@@ -456,7 +537,7 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
     // earliest deadline is chosen again.
     let at = Deadline::At(libc::CLOCK_MONOTONIC as i64, Timespec::from_ns(first.deadline_ns));
     sh.sync_in();
-    if super::timers::fire_before(sh, at) {
+    if jump_clock && super::timers::fire_before(sh, at) {
         return true;
     }
     let Some(p) = sh.parked.remove(&first.tid) else { return false };
@@ -464,15 +545,19 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
     if !g.still_waiting() {
         return true;
     }
-    sh.sync_in();
-    let at = Deadline::At(libc::CLOCK_MONOTONIC as i64, Timespec::from_ns(first.deadline_ns));
-    if sh.ctl.time_out_wait(at).is_err() {
-        // Cannot happen for a deadline built from a valid timespec; the call then runs natively.
-        let _ = listener.respond_continue(p.id);
-        return true;
+    if jump_clock {
+        streaks.remove(&first.tid);
+        sh.sync_in();
+        if sh.ctl.time_out_wait(at).is_err() {
+            // Cannot happen for a deadline built from a valid timespec; the call then runs natively.
+            let _ = listener.respond_continue(p.id);
+            return true;
+        }
+        sh.sync_out();
+        sh.stats.waits_jumped += 1;
+    } else {
+        sh.stats.futex_waits_yielded += 1;
     }
-    sh.sync_out();
-    sh.stats.waits_jumped += 1;
     // Every wait still parked got its outputs in the loop above; none (a sleep, a futex, epoll) writes nothing.
     let mut wrote =
         outputs.remove(&first.tid).unwrap_or_default().into_iter().all(|(a, b)| g.write_bytes(a, &b).is_ok());
@@ -482,7 +567,7 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache) -> bool {
     sh.count(decode::name(p.nr));
     let r = if !wrote {
         listener.respond_error(p.id, libc::EFAULT)
-    } else if p.nr == libc::SYS_futex {
+    } else if p.watch.on_futexes() {
         listener.respond_error(p.id, libc::ETIMEDOUT)
     } else {
         listener.respond_value(p.id, 0)
@@ -503,7 +588,7 @@ fn answer<G: Guest>(sh: &mut Shared, g: &mut G, w: TimedWait) -> Outcome {
     let Some(deadline) = deadline else { return Err(NATIVE) };
     match jump(sh, g, tid, deadline, &watch, timeout_out, w) {
         Err(Refusal::Native) => match (w, deadline) {
-            (TimedWait::Futex { timeout, .. }, Deadline::At(clock, at)) => {
+            (TimedWait::Futex { timeout, .. } | TimedWait::FutexWaitv { timeout, .. }, Deadline::At(clock, at)) => {
                 native_absolute(sh, g, clock, at, timeout, &watch)
             }
             _ => Err(NATIVE),
@@ -538,7 +623,7 @@ fn jump<G: Guest>(
                 TimedWait::Select { micro: true, .. } => "select",
                 TimedWait::Select { .. } => "pselect6",
                 TimedWait::Epoll { .. } | TimedWait::Epoll2 { .. } => "epoll_wait",
-                TimedWait::Futex { .. } => "futex",
+                TimedWait::Futex { .. } | TimedWait::FutexWaitv { .. } => return Err(NATIVE),
             };
             note_outside_wait(sh, name);
             return Err(NATIVE);
@@ -562,13 +647,13 @@ fn jump<G: Guest>(
     if let Some(t) = timeout_out {
         g.write_bytes(t, &[0u8; 16])?;
     }
-    if matches!(w, TimedWait::Futex { .. }) {
+    if w.on_futexes() {
         return Err(libc::ETIMEDOUT.into());
     }
     Ok(0)
 }
 
-/// A futex wait with an absolute deadline `at` in logical time on clock `clock` that must run natively
+/// A futex wait (or futex_waitv) with an absolute deadline `at` in logical time on clock `clock` that must run natively
 /// (another task may end it): the kernel compares the deadline with the host's clock, so the guest's timespec
 /// at `ts_addr` is rewritten to the host time as far away as `at` is in logical time (and remembered, so that
 /// a retry with the same memory is understood). A deadline already passed in logical time times out at once.
@@ -585,14 +670,12 @@ fn native_absolute<G: Guest>(
     let logical_now = sh.ctl.clock.peek(kind);
     match host_deadline(at, logical_now, Timespec { sec, nsec }) {
         None => {
-            // Due: the kernel would compare the word first (EAGAIN when it changed), then time out.
-            let Watch::Futex { addr, val } = *watch else { return Err(NATIVE) };
-            let mut w = [0u8; 4];
-            g.read_into(addr, &mut w)?;
+            // Due: the kernel would compare the words first (EAGAIN when one changed), then time out.
+            let unchanged = futex_words_unchanged(g, watch)?;
             if !g.still_waiting() {
                 return Err(libc::EINTR.into());
             }
-            if u32::from_le_bytes(w) != val {
+            if !unchanged {
                 return Err(libc::EAGAIN.into());
             }
             Err(libc::ETIMEDOUT.into())
@@ -685,13 +768,8 @@ fn over_already<G: Guest>(
             }
             Ok(Some(Vec::new()))
         }
-        Watch::Futex { addr, val } => {
-            if addr % 4 != 0 {
-                return Err(NATIVE);
-            }
-            let mut w = [0u8; 4];
-            g.read_into(addr, &mut w).map_err(|_| NATIVE)?;
-            if u32::from_le_bytes(w) != val {
+        Watch::Futex { .. } | Watch::FutexV { .. } => {
+            if !futex_words_unchanged(g, watch)? {
                 return Ok(None); // EAGAIN at once
             }
             Ok(Some(Vec::new()))
@@ -699,6 +777,49 @@ fn over_already<G: Guest>(
         Watch::Sleep => Ok(Some(Vec::new())),
     }
 }
+
+/// Whether every futex word a futex wait (or futex_waitv) watches still holds its expected value; `Err(Native)`
+/// for what the kernel would refuse (left to it) or memory that cannot be read.
+fn futex_words_unchanged<G: Guest>(g: &mut G, watch: &Watch) -> Result<bool, Refusal> {
+    let mut words: Vec<(u64, u64)> = Vec::new();
+    match *watch {
+        Watch::Futex { addr, val } => words.push((addr, val as u64)),
+        Watch::FutexV { addr, n } => {
+            if !(1..=128).contains(&n) {
+                return Err(NATIVE);
+            }
+            // struct futex_waitv { u64 val; u64 uaddr; u32 flags; u32 __reserved; }
+            let raw = g.read_bytes(addr, n as usize * 24).map_err(|_| NATIVE)?;
+            for e in raw.chunks_exact(24) {
+                let val = u64::from_le_bytes(e[0..8].try_into().map_err(|_| NATIVE)?);
+                let uaddr = u64::from_le_bytes(e[8..16].try_into().map_err(|_| NATIVE)?);
+                let flags = u32::from_le_bytes(e[16..20].try_into().map_err(|_| NATIVE)?);
+                let reserved = u32::from_le_bytes(e[20..24].try_into().map_err(|_| NATIVE)?);
+                // Only 32-bit futexes (FUTEX2_SIZE_U32, optionally FUTEX2_PRIVATE) exist; the rest is EINVAL.
+                if flags & !FUTEX2_PRIVATE != FUTEX2_SIZE_U32 || reserved != 0 || val > u32::MAX as u64 {
+                    return Err(NATIVE);
+                }
+                words.push((uaddr, val));
+            }
+        }
+        _ => return Err(NATIVE),
+    }
+    for (addr, val) in words {
+        if addr % 4 != 0 {
+            return Err(NATIVE);
+        }
+        let mut w = [0u8; 4];
+        g.read_into(addr, &mut w).map_err(|_| NATIVE)?;
+        if u32::from_le_bytes(w) as u64 != val {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// `struct futex_waitv`'s flags: the word's size (32 bits) and process-private.
+const FUTEX2_SIZE_U32: u32 = 2;
+const FUTEX2_PRIVATE: u32 = 128;
 
 /// The identities (`/proc/<pid>/fd` link targets such as `pipe:[1234]`) of the descriptors the
 /// supervisor's process has, which the guest inherits: their other ends are outside the guest.
@@ -779,6 +900,60 @@ mod tests {
         let r = dispatch(&mut sh, &mut g, nr, decode(nr, [0x1000, 0, 7, 0x2000, 0, 0]));
         assert!(matches!(r, Reply::Error(libc::EINTR)));
         assert_eq!(sh.ctl.clock.peek(ClockKind::Realtime).sec, EPOCH + 5);
+    }
+
+    /// `struct futex_waitv` entries for (value, address) pairs, 32-bit private futexes.
+    fn waitv(entries: &[(u64, u64)]) -> Vec<u8> {
+        let mut b = Vec::new();
+        for &(val, addr) in entries {
+            b.extend(val.to_le_bytes());
+            b.extend(addr.to_le_bytes());
+            b.extend((FUTEX2_SIZE_U32 | FUTEX2_PRIVATE).to_le_bytes());
+            b.extend(0u32.to_le_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn futex_waitv_nothing_can_end_jumps_to_its_absolute_deadline() {
+        let mut sh = shared(1, 0);
+        let mut g = FakeGuest::new(3);
+        g.put(0x1000, &7u32.to_le_bytes()).put(0x1004, &9u32.to_le_bytes());
+        g.put(0x3000, &waitv(&[(7, 0x1000), (9, 0x1004)]));
+        // CLOCK_MONOTONIC 10,002.5 s: 2.5 s after the logical now.
+        g.put(0x2000, &timespec_bytes(Timespec { sec: 10_002, nsec: 500_000_000 }));
+        let nr = libc::SYS_futex_waitv;
+        let mono = libc::CLOCK_MONOTONIC as u64;
+        let r = dispatch(&mut sh, &mut g, nr, decode(nr, [0x3000, 2, 0, 0x2000, mono, 0]));
+        assert!(matches!(r, Reply::Error(libc::ETIMEDOUT)), "{r:?}");
+        assert_eq!(sh.ctl.clock.peek(ClockKind::Monotonic), Timespec { sec: 10_002, nsec: 500_000_000 });
+        assert_eq!(sh.stats.waits_jumped, 1);
+        assert_eq!(sh.stats.mediated.get("futex_waitv"), Some(&1));
+        // CLOCK_REALTIME: as far from the logical realtime now.
+        g.put(0x2000, &timespec_bytes(Timespec { sec: EPOCH + 3, nsec: 0 }));
+        let real = libc::CLOCK_REALTIME as u64;
+        let r = dispatch(&mut sh, &mut g, nr, decode(nr, [0x3000, 2, 0, 0x2000, real, 0]));
+        assert!(matches!(r, Reply::Error(libc::ETIMEDOUT)), "{r:?}");
+        assert_eq!(sh.ctl.clock.peek(ClockKind::Realtime), Timespec { sec: EPOCH + 3, nsec: 0 });
+        // One word changed: the wait would end at once; natively, with its deadline moved onto the host clock.
+        g.put(0x1004, &10u32.to_le_bytes());
+        g.put(0x2000, &timespec_bytes(Timespec { sec: 10_010, nsec: 0 }));
+        let r = dispatch(&mut sh, &mut g, nr, decode(nr, [0x3000, 2, 0, 0x2000, mono, 0]));
+        assert!(matches!(r, Reply::Continue), "{r:?}");
+        assert_eq!(sh.stats.deadlines_translated, 1);
+        assert_ne!(read_timespec(&mut g, 0x2000).unwrap().sec, 10_010, "the kernel never sees a logical deadline");
+        // Flags, another clock or a 64-bit futex are the kernel's to refuse (EINVAL): run natively, no jump.
+        g.put(0x1004, &9u32.to_le_bytes());
+        g.put(0x2000, &timespec_bytes(Timespec { sec: 10_020, nsec: 0 }));
+        let boot = libc::CLOCK_BOOTTIME as u64;
+        assert!(matches!(dispatch(&mut sh, &mut g, nr, decode(nr, [0x3000, 2, 1, 0x2000, mono, 0])), Reply::Continue));
+        assert!(matches!(dispatch(&mut sh, &mut g, nr, decode(nr, [0x3000, 2, 0, 0x2000, boot, 0])), Reply::Continue));
+        let mut wide = waitv(&[(7, 0x1000)]);
+        wide[16] = 3; // FUTEX2_SIZE_U64
+        g.put(0x3000, &wide);
+        assert!(matches!(dispatch(&mut sh, &mut g, nr, decode(nr, [0x3000, 1, 0, 0x2000, mono, 0])), Reply::Continue));
+        assert_eq!(sh.stats.waits_jumped, 2);
+        assert_eq!(sh.stats.outside_waits, 0, "no descriptor involved");
     }
 
     #[test]

@@ -156,6 +156,33 @@ fn failures_that_depend_on_the_seed_and_the_date() {
 }
 
 #[test]
+fn replay_stops_a_stuck_run_after_stuck_after() {
+    // With STUCK set (a variation) the program reads a pipe whose writer it holds itself: the watchdog stops the
+    // replay's run after --stuck-after and the replay exits 120, as `repro run` does.
+    let e = PackEnv::new();
+    e.write(
+        "stuck.py",
+        "import os, sys\nr, w = os.pipe()\nos.environ.get('STUCK') and os.read(r, 1)\nsys.exit('fails')\n",
+    );
+    let o = e.capture("stuck.repro", &["-q"], &["python3", "stuck.py"]);
+    assert_code(&o, 1);
+    assert_code(&e.replay("stuck.repro", &["--stuck-after", "1s"]), 0);
+    let o = e.replay("stuck.repro", &["--stuck-after", "1s", "--env", "STUCK=1"]);
+    assert_code(&o, 120);
+    let err = stderr(&o);
+    assert!(err.contains("[repro] run 1: stuck, stopped by the watchdog (exit 120): task "), "{err}");
+    assert!(err.contains("in read on fd "), "{err}");
+    let o = e.replay("stuck.repro", &["--stuck-after", "1s", "--env", "STUCK=1", "--json"]);
+    assert_code(&o, 120);
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["exit_status"], 120, "{report}");
+    assert!(report["runs"][0]["stuck"].as_str().is_some_and(|s| s.contains("pipe:[")), "{report}");
+    let o = e.replay("stuck.repro", &["--stuck-after", "soon"]);
+    assert_code(&o, 2);
+    assert!(stderr(&o).contains("--stuck-after"), "{}", stderr(&o));
+}
+
+#[test]
 fn two_captures_give_byte_identical_packs() {
     let e = PackEnv::new();
     e.write("fail.py", FAIL_PY);

@@ -75,6 +75,37 @@ fn sigterm_without_a_handler_gives_128_plus_15() {
     assert_eq!(run.child.wait().unwrap().code(), Some(143));
 }
 
+/// How long a guest's processes may take to end after a forwarded SIGTERM (about 0.1-0.3 s here): children busy
+/// on the CPU (`yes`) never end by themselves, so a signal that does not reach them fails the test.
+const SIGNAL_ENDS_WITHIN: Duration = Duration::from_secs(3);
+
+#[test]
+fn sigterm_ends_a_shells_background_children() {
+    let w = Workdir::new();
+    let (mut run, mut out) = spawn_run(&w, "yes >/dev/null & yes >/dev/null & echo ready; wait");
+    wait_ready(&mut out);
+    signal(run.child.id(), "TERM");
+    poll("the run ends", SIGNAL_ENDS_WITHIN, || run.child.try_wait().unwrap().is_some());
+    assert_eq!(run.child.wait().unwrap().code(), Some(143));
+}
+
+#[test]
+fn sigterm_reaches_every_guest_process_not_only_the_guest() {
+    // The shell handles SIGTERM and waits on: its children (one in a session of its own) must get the signal too,
+    // as a terminal's Ctrl-C reaches the whole foreground process group.
+    let w = Workdir::new();
+    let script = "trap 'echo got-TERM' TERM; yes >/dev/null & a=$!; setsid yes >/dev/null & b=$!; echo ready; \
+                  wait $a; wait $a; echo \"a: $?\"; wait $b; echo \"b: $?\"";
+    let (mut run, mut out) = spawn_run(&w, script);
+    wait_ready(&mut out);
+    signal(run.child.id(), "TERM");
+    poll("the run ends", SIGNAL_ENDS_WITHIN, || run.child.try_wait().unwrap().is_some());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest, "got-TERM\na: 143\nb: 143\n");
+    assert_eq!(run.child.wait().unwrap().code(), Some(0), "the shell itself handled it and ended normally");
+}
+
 #[test]
 fn a_second_sigterm_kills_a_guest_that_ignores_the_first() {
     let w = Workdir::new();

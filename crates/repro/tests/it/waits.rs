@@ -118,6 +118,110 @@ fn a_spin_on_a_flag_set_after_a_sleep_ends() {
 }
 
 #[test]
+fn a_worker_thread_ends_a_timed_wait_before_its_deadline() {
+    // asgiref's test_wsgi: the event loop waits with a 1 s timeout while an executor's thread runs the work and
+    // hands the result back (call_soon_threadsafe writes to the loop's socketpair). The thread was parked in its
+    // GIL wait with the loop's epoll_wait; one look of the scheduler released the thread and, in the same look,
+    // found every task blocked (the thread had written, then gone idle in its queue's untimed futex) and timed
+    // the loop's wait out although its socket was readable: logical time jumped 1 s per round. Then the same with
+    // a plain thread and a queue's timed condition wait.
+    require_cmd("python3");
+    let w = Workdir::new();
+    let script = r#"
+import asyncio, queue, threading, time
+def work(n, q=None):
+    s = sum(k * k for k in range(n))
+    if q is not None:
+        q.put(s)
+    return s
+async def main():
+    loop = asyncio.get_running_loop()
+    t0 = time.monotonic()
+    for i in range(200):
+        await asyncio.wait_for(loop.run_in_executor(None, work, 2000 + i), 1)
+    print("asyncio", round(time.monotonic() - t0, 1))
+asyncio.run(main())
+t0, late = time.monotonic(), 0
+for i in range(200):
+    q = queue.Queue()
+    t = threading.Thread(target=work, args=(2000 + i, q))
+    t.start()
+    try:
+        q.get(timeout=1)
+    except queue.Empty:
+        late += 1
+    t.join()
+print("threads", late, round(time.monotonic() - t0, 1))
+"#;
+    std::fs::write(w.path().join("worker.py"), script).unwrap();
+    let o = verified(&w, &["python3", "worker.py"]);
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), "asyncio 0.0\nthreads 0 0.0\n", "no wait may reach its deadline while a thread works");
+}
+
+#[test]
+fn gil_contention_does_not_move_the_clock() {
+    // The thread holds the GIL in C code (sum over a range) for a while; the main thread's 5 ms GIL waits are
+    // held for 5 ms of wall time each and then time out while the thread runs. How many there are follows the
+    // host's speed: timing them out moved the logical clock by 5 ms each (0.5-0.6 s here, never the same twice).
+    require_cmd("python3");
+    let w = Workdir::new();
+    let script = "import threading, time\n\
+                  t0 = time.monotonic()\n\
+                  t = threading.Thread(target=lambda: sum(range(20_000_000)))\n\
+                  t.start()\n\
+                  while t.is_alive(): pass\n\
+                  print(round(time.monotonic() - t0, 1))\n";
+    let o = verified(&w, &["python3", "-c", script]);
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), "0.0\n");
+}
+
+#[test]
+fn futex_waitv_times_out_in_logical_time() {
+    // futex_waitv's timeout is absolute on the clock the call names: 200 s on CLOCK_MONOTONIC and 100 s on
+    // CLOCK_REALTIME end at once in logical time (natively, or with the logical deadline shown to the kernel,
+    // they outlast the hang guard), and a thread that changes a word and wakes it after a 1 s sleep ends it then.
+    require_cmd("gcc");
+    let w = Workdir::new();
+    std::fs::write(w.path().join("fw.c"), include_str!("futex_waitv.c")).unwrap();
+    let gcc = std::process::Command::new("gcc")
+        .args(["-O2", "-pthread", "fw.c", "-o", "fw"])
+        .current_dir(w.path())
+        .output()
+        .unwrap();
+    assert!(gcc.status.success(), "{}", String::from_utf8_lossy(&gcc.stderr));
+    let o = verified(&w, &["./fw"]);
+    assert_code(&o, 0);
+    assert_eq!(
+        stdout(&o),
+        "monotonic: -1 Connection timed out after 200.0 s\n\
+         realtime: -1 Connection timed out after 100.0 s\n\
+         woken: yes, b=5 after 1.0 s\n"
+    );
+}
+
+#[test]
+fn a_spin_until_a_rechecked_timed_wait_expires_ends() {
+    // The waiter's timed condition wait times out (held its 1 s of wall time while the other thread spins)
+    // without moving the clock, looks at the clock, and waits again for the same deadline; the spinner reads no
+    // clock. After 2 s of such waits the clock jumps to the deadline (with a warning), so the run ends.
+    require_cmd("gcc");
+    let w = Workdir::new();
+    std::fs::write(w.path().join("spin.c"), include_str!("spin_timedwait.c")).unwrap();
+    let gcc = std::process::Command::new("gcc")
+        .args(["-O2", "-pthread", "spin.c", "-o", "spin"])
+        .current_dir(w.path())
+        .output()
+        .unwrap();
+    assert!(gcc.status.success(), "{}", String::from_utf8_lossy(&gcc.stderr));
+    let o = repro().current_dir(w.path()).args(["run", "--", "./spin"]).timeout(HANG_GUARD).output().unwrap();
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), "waited 1.0 s\n");
+    assert!(stderr(&o).contains("depended on the host's speed"), "{}", stderr(&o));
+}
+
+#[test]
 fn unittest_isolated_asyncio_test_case() {
     require_cmd("python3");
     let w = Workdir::new();
