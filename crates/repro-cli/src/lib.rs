@@ -89,6 +89,7 @@ pub enum Command {
 
 /// Entry point used by the `repro` binary.
 pub fn main() -> std::process::ExitCode {
+    repro_sys::startup::begin();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -98,6 +99,7 @@ pub fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(code.code() as u8);
         }
     };
+    repro_sys::startup::mark("repro: arguments parsed");
     match dispatch(cli) {
         Ok(code) => std::process::ExitCode::from(code.clamp(0, 255) as u8),
         Err(err) => {

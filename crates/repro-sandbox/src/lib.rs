@@ -16,6 +16,7 @@ pub mod doctor;
 pub mod env;
 mod error;
 pub mod gc;
+pub mod githead;
 pub mod identity;
 pub mod init;
 pub mod parse;

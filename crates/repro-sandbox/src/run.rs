@@ -59,13 +59,18 @@ impl RunRequest {
             }
             None => opts,
         };
+        repro_sys::startup::mark("run: project file located");
         let file_epoch = project.as_ref().and_then(|p| p.file.run.epoch.as_ref()).map(|e| e.as_flag());
+        let state_dir =
+            rundir::state_dir(opts.state_dir.as_deref(), std::env::var("REPRO_STATE_DIR").ok().as_deref(), &cwd);
         let epoch = parse::resolve_epoch_with(
             opts.epoch.as_deref(),
             file_epoch.as_deref(),
             std::env::var("SOURCE_DATE_EPOCH").ok().as_deref(),
             &cwd,
+            Some(&state_dir),
         )?;
+        repro_sys::startup::mark("run: epoch resolved");
         let memory_bytes = match &opts.memory {
             Some(m) => parse::parse_memory("--memory", m)?,
             None => DEFAULT_MEMORY,
@@ -92,6 +97,7 @@ impl RunRequest {
             &crate::toolchain::Host { var: &host_var, cwd: &cwd },
             &guest_path,
         );
+        repro_sys::startup::mark("run: toolchains resolved");
         pass_toolchains(&resolution.toolchains, &specs, &cwd, &mut env, &mut binds);
         let hostname = match &opts.hostname {
             Some(h) => check_hostname(h)?,
@@ -106,8 +112,6 @@ impl RunRequest {
             })?,
             None => DirOrder::Sorted,
         };
-        let state_dir =
-            rundir::state_dir(opts.state_dir.as_deref(), std::env::var("REPRO_STATE_DIR").ok().as_deref(), &cwd);
         let settings =
             crate::settings::for_host(opts.command.clone(), cwd.to_string_lossy().into_owned(), epoch, |s| {
                 s.seed = opts.seed.unwrap_or(0);
@@ -246,6 +250,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let id = rundir::new_id(now);
     let dir = RunDir::create(&req.state_dir, &id)?;
     let mut warnings = setting_warnings(s);
+    repro_sys::startup::mark("run: run directory created");
 
     let root = dir.join(".root");
     let layer = dir.join(".layer");
@@ -276,6 +281,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         None => None,
     };
     let (trees_tx, trees_rx) = ns::socketpair()?;
+    repro_sys::startup::mark("run: scratch directories, /etc files, init configuration");
 
     // The cgroup for the memory limit.
     let hierarchy = Hierarchy::detect();
@@ -287,21 +293,25 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         }
     };
 
-    // The reaper outlives us if we are killed.
+    repro_sys::startup::mark("run: cgroup created");
+    // The reaper outlives us if we are killed. Starting it (an exec of this binary) takes a few milliseconds: a
+    // thread does it while the init starts; it is joined before the guest is let go.
     let job = ReapJob {
         cgroup: cgroup.as_ref().map(|c| c.path.clone()),
         scratch: vec![root.clone(), layer.clone(), stage.clone()],
     };
-    let mut reaper = Command::new(exe)
-        .arg("__reap")
-        .args(job.to_args())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| SandboxError::io("cannot start the cleanup process", exe, e))?;
-    let reaper_pipe = reaper.stdin.take();
+    let reaper_exe = exe.to_path_buf();
+    let reaper_start = spawn_beside("repro-reaper-start", move || {
+        Command::new(reaper_exe)
+            .arg("__reap")
+            .args(job.to_args())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+    })
+    .map_err(|e| SandboxError::io("cannot start the cleanup process", exe, e))?;
 
     // Signals are read through a signalfd from here on; threads started below inherit the mask.
     ns::block_signals(&INIT_SIGNALS)?;
@@ -310,6 +320,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let (out_r, out_w) = ns::pipe()?;
     let (err_r, err_w) = ns::pipe()?;
     let (sync_r, sync_w) = ns::pipe()?;
+    let (cgroup_r, cgroup_w) = ns::pipe()?;
     // The init sends the writable layer's directory over this socket; it stays queued there (and the layer
     // alive) until read after the run, and is freed by the kernel if we die first.
     let (layer_sock, layer_sock_init) = ns::socketpair()?;
@@ -332,6 +343,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         (result_fd.as_raw_fd(), RESULT_FD),
         (trees_rx.as_raw_fd(), TREES_FD),
         (layer_sock_init.as_raw_fd(), crate::init::LAYER_FD),
+        (cgroup_r.as_raw_fd(), crate::init::CGROUP_FD),
     ];
     if let Some(f) = &access_fd {
         fds.push((f.as_raw_fd(), ACCESS_FD));
@@ -345,7 +357,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         block_signals: &INIT_SIGNALS,
         become_root: true,
     })?;
-    drop((sync_r, cfg_fd, access_fd, trees_rx, layer_sock_init));
+    drop((sync_r, cfg_fd, access_fd, trees_rx, layer_sock_init, cgroup_r));
+    repro_sys::startup::mark("run: init cloned (new namespaces)");
     // The id maps, then the idmapped trees (they need the namespace the maps define). A failure here ends the
     // run before the guest starts: the init is not released and exits.
     let setup_error = match crate::identity::enter(init_pid, &dir.path, &identity, &trees, &s.binds, &trees_tx) {
@@ -364,11 +377,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     };
     drop(trees_tx);
     if setup_error.is_none() {
-        if let Some(cg) = &cgroup {
-            if let Err(e) = cg.add(init_pid) {
-                warnings.push(format!("memory limit not enforced: cannot join cgroup {}: {e}", cg.path.display()));
-            }
-        }
+        repro_sys::startup::mark("run: id maps written, idmapped trees sent");
         ns::write_byte(&sync_w)?;
     } else {
         // The init holds a copy of the sync pipe's write end until its exec, so closing ours is not enough.
@@ -382,6 +391,37 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         pump(out_r, dir.join("stdout"), echo.stdout.then(|| Box::new(std::io::stdout()) as Box<dyn Write + Send>));
     let err_pump =
         pump(err_r, dir.join("stderr"), echo.stderr.then(|| Box::new(std::io::stderr()) as Box<dyn Write + Send>));
+
+    // While the init starts and assembles the root: the init into the run's cgroup (it waits for the byte on
+    // CGROUP_FD before it starts the guest), and the reaper's start.
+    if setup_error.is_none() {
+        if let Some(cg) = &cgroup {
+            match cg.add(init_pid) {
+                Ok(()) => {}
+                // The init is gone already (its setup failed): its result says why.
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => {
+                    warnings.push(format!("memory limit not enforced: cannot join cgroup {}: {e}", cg.path.display()))
+                }
+            }
+        }
+        repro_sys::startup::mark("run: init joined the cgroup");
+    }
+    let (mut reaper, reaper_error) = match reaper_start.join() {
+        Ok(Ok(child)) => (Some(child), None),
+        Ok(Err(e)) => (None, Some(e)),
+        Err(_) => (None, Some(std::io::Error::other("the thread starting it panicked"))),
+    };
+    if reaper_error.is_some() {
+        // Nothing would clean up after a killed run: the guest does not start.
+        let _ = ns::kill(init_pid, crate::init::libc_sig::KILL);
+    } else if setup_error.is_none() {
+        // An init that died meanwhile (its setup failed) no longer reads the pipe: nothing to tell it.
+        let _ = ns::write_byte(&cgroup_w);
+    }
+    drop(cgroup_w);
+    let reaper_pipe = reaper.as_mut().and_then(|r| r.stdin.take());
+    repro_sys::startup::mark("run: cleanup process started, init told to start the guest");
 
     // SIGINT/SIGTERM/SIGHUP go to the guest (through the init). A second one kills the sandbox: the guest may
     // ignore them, or the sandbox may not have started it yet.
@@ -404,6 +444,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
             }
         }
     };
+    repro_sys::startup::mark("run: init exited");
     let stdout_bytes =
         out_pump.join().unwrap_or(Ok(0)).map_err(|e| SandboxError::io("cannot save", dir.join("stdout"), e))?;
     let stderr_bytes =
@@ -457,6 +498,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     // The supervisor's notes (a library holding RDRAND, waits on outside descriptors) stay in
     // `determinism.warnings`: the CLI says them unless asked to be quiet; the run's own warnings are below.
 
+    repro_sys::startup::mark("run: output saved, result read");
     // Tear down: nothing of the guest is left once its PID 1 has exited; the cgroup goes, then the scratch.
     if let Some(cg) = &cgroup {
         cg.kill_all(std::time::Duration::from_secs(5));
@@ -468,8 +510,15 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     reaper::remove_tree(&etc);
     reaper::remove_tree(&stage);
     drop(reaper_pipe);
-    // Its status says nothing about the run: it only cleans up, and what it leaves `repro gc` removes.
-    let _ = reaper.wait();
+    // Its status says nothing about the run: it only cleans up (what we removed above it finds gone), and what it
+    // leaves `repro gc` removes. A thread reaps it, so that the run does not wait for its exit.
+    if let Some(mut r) = reaper {
+        let _ = spawn_beside("repro-reaper-wait", move || r.wait());
+    }
+    if let Some(e) = reaper_error {
+        return Err(SandboxError::io("cannot start the cleanup process", exe, e));
+    }
+    repro_sys::startup::mark("run: torn down (cgroup, scratch, cleanup process)");
 
     // What the guest changed: read from the writable layer through the descriptor the init sent, then copied
     // to the run directory; the layer itself goes with the descriptor.
@@ -506,6 +555,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         serde_json::to_vec_pretty(&changes).map_err(|source| SandboxError::Encode { what: "changes.json", source })?;
     cjson.push(b'\n');
     dir.write_atomic("changes.json", &cjson)?;
+    repro_sys::startup::mark("run: changes collected");
     if s.keep_changes {
         crate::changes::apply(&changes, &changes_dir, cwd)?;
     }
@@ -531,6 +581,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         determinism,
     };
     dir.finish(&record)?;
+    repro_sys::startup::mark("run: run.json written, run directory complete");
     Ok(RunReport { record, dir: dir.path, accessed, tapes, interrupted })
 }
 

@@ -202,6 +202,7 @@ pub fn supervise(
         .add_notify(&syscalls, &handlers::waits::conditional_syscalls())
         .and_then(|()| BpfFilter::compile(&rules))
         .map_err(|source| TracerError::Sys { context: "building the seccomp filter", pid: 0, source })?;
+    repro_sys::startup::mark("supervisor: seccomp filter compiled");
     let ctl = DeterminismController::new(&ControllerConfig {
         seed: cfg.seed,
         epoch_unix_secs: cfg.epoch_unix_secs,
@@ -217,11 +218,13 @@ pub fn supervise(
         Err(why) => (None, Some(format!("the replacement vDSO is unavailable: {why}"))),
     };
     // Before the guest exists: what it will inherit from us is connected to the world outside.
+    repro_sys::startup::mark("supervisor: controller and vDSO page ready");
     let inherited_fds = handlers::waits::inherited_fds();
     let program_name = spec.program.to_string_lossy().into_owned();
     let pending = spawn::spawn_guest(&spec.program, &spec.argv, &spec.envp, &filter, true, spec.pre_exec)
         .map_err(|e| spawn_error(e, &program_name, 0))?;
     let pid = pending.pid;
+    repro_sys::startup::mark("supervisor: guest forked (stopped before exec)");
     let options = Options::PTRACE_O_TRACEEXEC
         | Options::PTRACE_O_TRACECLONE
         | Options::PTRACE_O_TRACEFORK
@@ -233,6 +236,7 @@ pub fn supervise(
         let _ = ptrace::wait_any();
         return Err(TracerError::Sys { context: "PTRACE_SEIZE of the guest", pid, source });
     }
+    repro_sys::startup::mark("supervisor: guest seized");
     let listener_fd = pending.listener.try_clone().map_err(|source| TracerError::Sys {
         context: "duplicating the seccomp listener",
         pid,
@@ -282,6 +286,7 @@ pub fn supervise(
             .warnings
             .insert("the timers' watcher could not start: a guest waiting for a timer hangs".into());
     }
+    repro_sys::startup::mark("supervisor: threads started");
     if let Err(e) = pending.release() {
         // The guest is being discarded (the error reported is the release's): kill, reap, and let the notify
         // thread end; how it ended changes nothing.
@@ -297,12 +302,14 @@ pub fn supervise(
         return Err(spawn_error(e, &program_name, pid));
     }
     on_spawn(pid);
+    repro_sys::startup::mark("supervisor: guest released");
     // Like the notify thread, this thread switches with the guest at every ptrace stop (exec, fork,
     // the rdtsc trap): with rdtsc trapped here too, those switches do not rewrite CR4.TSD (see
     // repro_sys::tsc). Nothing in the trace loop reads a clock; the setting is undone afterwards. Either failing
     // only costs speed.
     let _ = repro_sys::tsc::disable_for_this_thread();
     let exit = trace_loop(pid, &shared);
+    repro_sys::startup::mark("supervisor: guest exited");
     let _ = repro_sys::tsc::enable_for_this_thread();
     {
         let mut sh = lock(&shared);

@@ -81,6 +81,12 @@ pub(super) fn run_guest(
             return (RunOutcome::SetupFailed { message: m }, ExitCode::Setup.code());
         }
     };
+    repro_sys::startup::mark("init: guest's confinement built");
+    if let Err(x) = super::enter_run_cgroup() {
+        let m = x.to_string();
+        eprintln!("repro: sandbox setup failed: {m}");
+        return (RunOutcome::SetupFailed { message: m }, ExitCode::Setup.code());
+    }
     let setup = ns::GuestSetup {
         umask: cfg.umask,
         no_aslr: cfg.no_aslr,

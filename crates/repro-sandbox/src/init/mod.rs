@@ -5,7 +5,9 @@
 //! namespaces, so it starts single-threaded with a clean address space. It reads its configuration from, and
 //! writes its result to, descriptors `repro run` placed ([`CONFIG_FD`], [`RESULT_FD`]): the run directory
 //! belongs to the host's user, whom the init no longer is. It makes itself non-dumpable (a guest cannot ptrace
-//! it or read its memory) and enters a cgroup namespace, so the guest sees the run's cgroup as the root.
+//! it or read its memory). `repro run` moves it into the run's cgroup while it assembles the root; it waits for
+//! that ([`CGROUP_FD`]) before it starts the guest, and enters a cgroup namespace then, so the guest sees the
+//! run's cgroup as the root.
 
 use std::fs;
 use std::io::Write;
@@ -36,6 +38,11 @@ pub const STDOUT_FD: i32 = 3;
 pub const STDERR_FD: i32 = 4;
 /// The descriptor at which the init receives a unix socket: it sends the writable layer's directory over it.
 pub const LAYER_FD: i32 = 5;
+/// A pipe on which `repro run` writes one byte once the init is in the run's cgroup (or the cgroup is not
+/// enforced: a warning of the run says so). The init waits for it before it starts the guest, so that the guest
+/// and everything it starts are in the cgroup; the move itself (a write to `cgroup.procs`, which waits for an
+/// RCU grace period, ~10 ms) overlaps the init's start and root assembly.
+pub const CGROUP_FD: i32 = 6;
 /// The descriptor from which the init reads its [`InitConfig`] (a memfd).
 pub const CONFIG_FD: i32 = 10;
 /// The descriptor to which the init writes its [`InitResult`] (a memfd `repro run` reads afterwards).
@@ -60,6 +67,7 @@ pub fn main(config: &Path) -> i32 {
         );
         return ExitCode::Setup.code();
     };
+    repro_sys::startup::mark("init: started");
     let mut result_file = fs::File::from(result_fd);
     let cfg: InitConfig = match read_config(config) {
         Ok(c) => c,
@@ -82,6 +90,7 @@ pub fn main(config: &Path) -> i32 {
         }
         Ok(()) => run_guest(&cfg, &mut determinism, (&mut accessed, stream), &mut tapes),
     };
+    repro_sys::startup::mark("init: guest ended");
     let res = InitResult { outcome, exit_status: status, determinism, accessed, tapes };
     // Without a result `repro run` reports the init ended without one; the reason is said here, on stderr.
     match serde_json::to_vec(&res) {
@@ -92,6 +101,7 @@ pub fn main(config: &Path) -> i32 {
         }
         Err(e) => eprintln!("repro: sandbox: cannot encode the run's result: {e}"),
     }
+    repro_sys::startup::mark("init: result written");
     status
 }
 
@@ -112,14 +122,38 @@ fn read_config(config: &Path) -> Result<InitConfig, InitError> {
     Ok(serde_json::from_slice(&data)?)
 }
 
-/// What the init does to itself before anything else, once `repro run` has placed it in the run's cgroup: no
-/// process of the guest may ptrace it or read its memory (non-dumpable, and no program it starts regains
-/// CAP_SYS_PTRACE, which would override that), and the guest sees the run's cgroup as the root of the hierarchy.
+/// What the init does to itself before anything else: no process of the guest may ptrace it or read its memory
+/// (non-dumpable, and no program it starts regains CAP_SYS_PTRACE, which would override that).
 fn harden() -> Result<(), InitError> {
     use repro_sys::idmap;
     idmap::set_non_dumpable()?;
     idmap::drop_bounding(idmap::CAP_SYS_PTRACE)?;
+    Ok(())
+}
+
+/// Just before the guest starts: waits until `repro run` has moved the init into the run's cgroup (one byte on
+/// [`CGROUP_FD`]; the guest inherits the init's cgroup), then enters a cgroup namespace, so that the guest sees
+/// the run's cgroup as the root of the hierarchy (a namespace's root is its maker's cgroup when it is made).
+pub(super) fn enter_run_cgroup() -> Result<(), InitError> {
+    let fd = ns_fd(CGROUP_FD)
+        .ok_or_else(|| InitError::Refused(format!("no descriptor {CGROUP_FD} for the cgroup's go")))?;
+    let mut f = fs::File::from(fd);
+    let mut byte = [0u8; 1];
+    loop {
+        match std::io::Read::read(&mut f, &mut byte) {
+            Ok(1) => break,
+            Ok(_) => {
+                return Err(InitError::Refused(
+                    "repro run ended before it placed the sandbox in the run's cgroup".into(),
+                ))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(InitError::io("read", format!("descriptor {CGROUP_FD}"), e)),
+        }
+    }
+    drop(f);
     ns::unshare(ns::flags::CGROUP).map_err(|e| InitError::from(e).noted("a cgroup namespace"))?;
+    repro_sys::startup::mark("init: in the run's cgroup and its namespace");
     Ok(())
 }
 
@@ -132,8 +166,11 @@ fn setup(cfg: &InitConfig) -> Result<(), InitError> {
         ns::interface_up("lo").map_err(e)?;
     }
     let trees = receive_trees(cfg)?;
+    repro_sys::startup::mark("init: hardened, host name, lo up, released; trees received");
     build_root(cfg, trees)?;
+    repro_sys::startup::mark("init: root assembled");
     ns::pivot_into(&cfg.root).map_err(e)?;
+    repro_sys::startup::mark("init: pivoted");
     Ok(())
 }
 
