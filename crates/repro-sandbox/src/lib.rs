@@ -24,6 +24,7 @@ pub mod project;
 pub mod reaper;
 pub mod run;
 pub mod rundir;
+pub mod scancache;
 pub mod settings;
 pub mod signals;
 pub mod toolchain;

@@ -267,7 +267,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         fs::write(etc.join(name), content).map_err(|e| SandboxError::io("cannot write", etc.join(name), e))?;
     }
     let cwd = Path::new(&s.cwd);
-    let cfg = init_config(req, extras, &trees, &etc_files)?;
+    // Files earlier runs found free of RDRAND/RDSEED: the supervisor does not read them again.
+    let rdrand_known = if s.supervised { crate::scancache::load(&req.state_dir) } else { Vec::new() };
+    let cfg = init_config(req, extras, &trees, &etc_files, &rdrand_known)?;
     // The init cannot open files of the run directory (it is not the host's user): its configuration, result and
     // access stream are descriptors it inherits. The configuration (with the environment) never touches the disk.
     let cfg_json =
@@ -451,6 +453,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         err_pump.join().unwrap_or(Ok(0)).map_err(|e| SandboxError::io("cannot save", dir.join("stderr"), e))?;
 
     let result: Option<InitResult> = read_result(result_fd);
+    if let Some(r) = &result {
+        crate::scancache::store(&req.state_dir, &rdrand_known, &r.rdrand_clean);
+    }
     let (outcome, mut exit_status, determinism, accessed, tapes) = match (result, interrupted, setup_error) {
         (Some(r), _, _) => (r.outcome, r.exit_status, r.determinism, r.accessed, r.tapes),
         (None, _, Some(message)) => (
@@ -647,6 +652,7 @@ fn init_config(
     extras: &RunExtras,
     trees: &[(TreeRole, PathBuf)],
     etc_files: &[(&'static str, String)],
+    rdrand_clean: &[repro_model::init::ScannedFile],
 ) -> Result<InitConfig, SandboxError> {
     let s = &req.settings;
     let cwd = Path::new(&s.cwd);
@@ -688,6 +694,7 @@ fn init_config(
             record_access: extras.record_access,
             access_stream: extras.access_stream.as_ref().map(|p| p.to_string_lossy().into_owned()),
             stuck_after_ms: s.stuck_after_ms,
+            rdrand_clean: rdrand_clean.to_vec(),
         }),
         root_source: extras.root_source.as_ref().map(|p| p.to_string_lossy().into_owned()),
         host_network: extras.host_network,
@@ -796,7 +803,7 @@ mod tests {
         req.state_dir = PathBuf::from(&req.settings.cwd).join(".repro");
         let extras = RunExtras { record_access: true, host_network: true, ..Default::default() };
         let trees = [(TreeRole::Cwd, PathBuf::from(&req.settings.cwd))];
-        let cfg = init_config(&req, &extras, &trees, &etc_files("box")).unwrap();
+        let cfg = init_config(&req, &extras, &trees, &etc_files("box"), &[]).unwrap();
         let det = cfg.determinism.as_ref().unwrap();
         assert_eq!((det.dir_order, det.record_access, det.seed), (DirOrder::Reversed, true, 0));
         assert_eq!((cfg.umask, cfg.no_aslr, cfg.host_network), (UMASK, true, true));
@@ -806,9 +813,9 @@ mod tests {
         assert!(cfg.root.starts_with(&format!("/proc/self/fd/{RUN_DIR_FD}/")));
         assert_eq!(cfg.etc.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["hostname", "hosts", "resolv.conf"]);
         req.settings.supervised = false;
-        assert!(init_config(&req, &extras, &[], &[]).unwrap().determinism.is_none());
+        assert!(init_config(&req, &extras, &[], &[], &[]).unwrap().determinism.is_none());
         req.settings.rlimits.push(repro_model::run::Rlimit { resource: "cpu".into(), soft: 1, hard: 1 });
-        assert!(init_config(&req, &extras, &[], &[]).is_err());
+        assert!(init_config(&req, &extras, &[], &[], &[]).is_err());
     }
 
     #[test]

@@ -99,6 +99,8 @@ pub struct DetConfig {
     /// guest task could end, with nothing changing and no deadline to jump to, the guest is stopped and
     /// [`GuestOutcome::stuck`] says where each task waited. `None`: never.
     pub stuck_after: Option<std::time::Duration>,
+    /// Files known (from earlier runs) to hold no RDRAND/RDSEED: not scanned again while unchanged.
+    pub rdrand_clean: Vec<repro_model::init::ScannedFile>,
 }
 
 impl Default for DetConfig {
@@ -120,6 +122,7 @@ impl Default for DetConfig {
             disk: state::default_disk(),
             own_network: false,
             stuck_after: None,
+            rdrand_clean: Vec::new(),
         }
     }
 }
@@ -158,6 +161,8 @@ pub struct GuestOutcome {
     pub diverged: Option<String>,
     /// The watchdog stopped the guest ([`DetConfig::stuck_after`]): its tasks and the waits they were stuck in.
     pub stuck: Option<String>,
+    /// The files this run scanned and found free of RDRAND/RDSEED, beyond [`DetConfig::rdrand_clean`].
+    pub rdrand_clean: Vec<repro_model::init::ScannedFile>,
 }
 
 /// Errors of the supervisor.
@@ -254,6 +259,7 @@ pub fn supervise(
         tape: tape::TapeState::new(&cfg.tapes),
         host_network: cfg.host_network,
         disk: cfg.disk,
+        rdrand: rdrand::ScanCache::with_clean(&cfg.rdrand_clean),
         ..Shared::new(ctl)
     }));
     let waits_listener = pending.listener.try_clone().map_err(|source| TracerError::Sys {
@@ -344,6 +350,7 @@ pub fn supervise(
         tapes: sh.tape.as_mut().map(|t| t.finish()).unwrap_or_default(),
         diverged: sh.tape.as_ref().and_then(|t| t.diverged.clone()),
         stuck: sh.stuck.clone(),
+        rdrand_clean: sh.rdrand.newly_clean(),
     })
 }
 

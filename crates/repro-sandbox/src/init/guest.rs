@@ -48,7 +48,7 @@ pub(super) fn run_guest(
     cfg: &InitConfig,
     determinism: &mut Determinism,
     (accessed, stream): (&mut Vec<Accessed>, Option<repro_tracer::AccessStream>),
-    tapes: &mut TapesOut,
+    (tapes, rdrand_clean): (&mut TapesOut, &mut Vec<repro_model::init::ScannedFile>),
 ) -> (RunOutcome, i32) {
     // `repro run` refuses an empty command; an empty name would fail below as not found.
     let cmd = cfg.argv.first().cloned().unwrap_or_default();
@@ -112,7 +112,7 @@ pub(super) fn run_guest(
                 sigfd,
                 determinism,
                 (accessed, stream),
-                (cfg, tapes),
+                (cfg, tapes, rdrand_clean),
             ) {
                 Ok(exit) => exit,
                 Err(failed) => return failed(&cmd),
@@ -167,7 +167,7 @@ fn supervised(
     sigfd: std::os::fd::OwnedFd,
     determinism: &mut Determinism,
     (accessed, stream): (&mut Vec<Accessed>, Option<repro_tracer::AccessStream>),
-    (init, tapes): (&InitConfig, &mut TapesOut),
+    (init, tapes, rdrand_clean): (&InitConfig, &mut TapesOut, &mut Vec<repro_model::init::ScannedFile>),
 ) -> Result<ChildExit, Failed> {
     let tape_cfg = &init.tapes;
     use repro_tracer::tape::{NetMode, ProcMode};
@@ -200,6 +200,7 @@ fn supervised(
         disk: repro_detcore::statfs::DiskLimit { bytes: init.disk_bytes, inodes: init.disk_inodes },
         own_network: matches!(tape_cfg.network, TapeIo::Off),
         stuck_after: (det.stuck_after_ms > 0).then(|| std::time::Duration::from_millis(det.stuck_after_ms)),
+        rdrand_clean: det.rdrand_clean.clone(),
     };
     let mut sigfd = Some(sigfd);
     let mut on_spawn = |guest: i32| {
@@ -229,6 +230,7 @@ fn supervised(
                 eprintln!("[repro] the guest is stuck: {stuck}");
             }
             determinism.stuck = out.stuck;
+            *rdrand_clean = out.rdrand_clean;
             determinism.warnings = out.stats.warnings.into_iter().collect();
             *accessed = out
                 .accessed

@@ -83,15 +83,16 @@ pub fn main(config: &Path) -> i32 {
     let mut determinism = Determinism { supervised: cfg.determinism.is_some(), ..Default::default() };
     let mut accessed = Vec::new();
     let mut tapes = TapesOut::default();
+    let mut rdrand_clean = Vec::new();
     let (outcome, status) = match harden().and_then(|_| setup(&cfg)) {
         Err(msg) => {
             eprintln!("repro: sandbox setup failed: {msg}");
             (RunOutcome::SetupFailed { message: msg.to_string() }, ExitCode::Setup.code())
         }
-        Ok(()) => run_guest(&cfg, &mut determinism, (&mut accessed, stream), &mut tapes),
+        Ok(()) => run_guest(&cfg, &mut determinism, (&mut accessed, stream), (&mut tapes, &mut rdrand_clean)),
     };
     repro_sys::startup::mark("init: guest ended");
-    let res = InitResult { outcome, exit_status: status, determinism, accessed, tapes };
+    let res = InitResult { outcome, exit_status: status, determinism, accessed, tapes, rdrand_clean };
     // Without a result `repro run` reports the init ended without one; the reason is said here, on stderr.
     match serde_json::to_vec(&res) {
         Ok(json) => {
