@@ -151,6 +151,9 @@ pub struct InitResult {
     /// state directory's cache).
     #[serde(default)]
     pub rdrand_clean: Vec<ScannedFile>,
+    /// What the init could not enforce itself (joining the run's cgroup), for the run's warnings.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 #[cfg(test)]
@@ -187,6 +190,7 @@ mod tests {
             accessed: vec![Accessed { path: "/a".into(), path_hex: None, kinds: vec!["open".into()] }],
             tapes: TapesOut::default(),
             rdrand_clean: vec![ScannedFile { dev: 1, ino: 2, size: 3, mtime: (4, 5), ctime: (6, 7) }],
+            warnings: vec!["w".into()],
         };
         let back: InitResult = serde_json::from_slice(&serde_json::to_vec(&r).unwrap()).unwrap();
         assert_eq!(back, r);

@@ -295,6 +295,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         }
     };
 
+    // With cgroup v1 the init joins the cgroup itself, through this file; else `repro run` moves it by its pid.
+    let mut cgroup_tasks = cgroup.as_ref().and_then(|c| c.tasks_for_self()).and_then(|r| r.ok());
     repro_sys::startup::mark("run: cgroup created");
     // The reaper outlives us if we are killed. Starting it (an exec of this binary) takes a few milliseconds: a
     // thread does it while the init starts; it is joined before the guest is let go.
@@ -347,6 +349,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         (layer_sock_init.as_raw_fd(), crate::init::LAYER_FD),
         (cgroup_r.as_raw_fd(), crate::init::CGROUP_FD),
     ];
+    if let Some(f) = &cgroup_tasks {
+        fds.push((f.as_raw_fd(), crate::init::CGROUP_TASKS_FD));
+    }
     if let Some(f) = &access_fd {
         fds.push((f.as_raw_fd(), ACCESS_FD));
     }
@@ -360,6 +365,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         become_root: true,
     })?;
     drop((sync_r, cfg_fd, access_fd, trees_rx, layer_sock_init, cgroup_r));
+    let init_joins_itself = cgroup_tasks.take().is_some();
     repro_sys::startup::mark("run: init cloned (new namespaces)");
     // The id maps, then the idmapped trees (they need the namespace the maps define). A failure here ends the
     // run before the guest starts: the init is not released and exits.
@@ -394,10 +400,11 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let err_pump =
         pump(err_r, dir.join("stderr"), echo.stderr.then(|| Box::new(std::io::stderr()) as Box<dyn Write + Send>));
 
-    // While the init starts and assembles the root: the init into the run's cgroup (it waits for the byte on
-    // CGROUP_FD before it starts the guest), and the reaper's start.
+    // While the init starts and assembles the root: with cgroup v2 the init's move into the run's cgroup (a write
+    // of its pid to cgroup.procs, which waits for an RCU grace period: ~10 ms; with v1 the init moves itself, at
+    // no such cost), then the byte on CGROUP_FD that lets it start the guest.
     if setup_error.is_none() {
-        if let Some(cg) = &cgroup {
+        if let (Some(cg), false) = (&cgroup, init_joins_itself) {
             match cg.add(init_pid) {
                 Ok(()) => {}
                 // The init is gone already (its setup failed): its result says why.
@@ -407,23 +414,23 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
                 }
             }
         }
-        repro_sys::startup::mark("run: init joined the cgroup");
+        // An init that died meanwhile (its setup failed) no longer reads the pipe: nothing to tell it.
+        let _ = ns::write_byte(&cgroup_w);
     }
+    drop(cgroup_w);
+    repro_sys::startup::mark("run: init let go to start the guest once in the cgroup");
+    // The reaper has usually started by now (the init takes longer to reach its guest).
     let (mut reaper, reaper_error) = match reaper_start.join() {
         Ok(Ok(child)) => (Some(child), None),
         Ok(Err(e)) => (None, Some(e)),
         Err(_) => (None, Some(std::io::Error::other("the thread starting it panicked"))),
     };
     if reaper_error.is_some() {
-        // Nothing would clean up after a killed run: the guest does not start.
+        // Nothing would clean up after a killed run: the sandbox goes (the error is returned after the teardown).
         let _ = ns::kill(init_pid, crate::init::libc_sig::KILL);
-    } else if setup_error.is_none() {
-        // An init that died meanwhile (its setup failed) no longer reads the pipe: nothing to tell it.
-        let _ = ns::write_byte(&cgroup_w);
     }
-    drop(cgroup_w);
     let reaper_pipe = reaper.as_mut().and_then(|r| r.stdin.take());
-    repro_sys::startup::mark("run: cleanup process started, init told to start the guest");
+    repro_sys::startup::mark("run: cleanup process started");
 
     // SIGINT/SIGTERM/SIGHUP go to the guest (through the init). A second one kills the sandbox: the guest may
     // ignore them, or the sandbox may not have started it yet.
@@ -455,6 +462,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let result: Option<InitResult> = read_result(result_fd);
     if let Some(r) = &result {
         crate::scancache::store(&req.state_dir, &rdrand_known, &r.rdrand_clean);
+        warnings.extend(r.warnings.iter().cloned());
     }
     let (outcome, mut exit_status, determinism, accessed, tapes) = match (result, interrupted, setup_error) {
         (Some(r), _, _) => (r.outcome, r.exit_status, r.determinism, r.accessed, r.tapes),

@@ -49,6 +49,7 @@ pub(super) fn run_guest(
     determinism: &mut Determinism,
     (accessed, stream): (&mut Vec<Accessed>, Option<repro_tracer::AccessStream>),
     (tapes, rdrand_clean): (&mut TapesOut, &mut Vec<repro_model::init::ScannedFile>),
+    warnings: &mut Vec<String>,
 ) -> (RunOutcome, i32) {
     // `repro run` refuses an empty command; an empty name would fail below as not found.
     let cmd = cfg.argv.first().cloned().unwrap_or_default();
@@ -82,10 +83,13 @@ pub(super) fn run_guest(
         }
     };
     repro_sys::startup::mark("init: guest's confinement built");
-    if let Err(x) = super::enter_run_cgroup() {
-        let m = x.to_string();
-        eprintln!("repro: sandbox setup failed: {m}");
-        return (RunOutcome::SetupFailed { message: m }, ExitCode::Setup.code());
+    match super::enter_run_cgroup() {
+        Ok(warning) => warnings.extend(warning),
+        Err(x) => {
+            let m = x.to_string();
+            eprintln!("repro: sandbox setup failed: {m}");
+            return (RunOutcome::SetupFailed { message: m }, ExitCode::Setup.code());
+        }
     }
     let setup = ns::GuestSetup {
         umask: cfg.umask,

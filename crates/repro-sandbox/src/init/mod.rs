@@ -43,6 +43,10 @@ pub const LAYER_FD: i32 = 5;
 /// and everything it starts are in the cgroup; the move itself (a write to `cgroup.procs`, which waits for an
 /// RCU grace period, ~10 ms) overlaps the init's start and root assembly.
 pub const CGROUP_FD: i32 = 6;
+/// With cgroup v1: the run cgroup's `tasks` file, which `repro run` opened for writing: the init moves itself
+/// there (it writes `0`: its own thread, without the wait of a move by pid; see
+/// [`crate::cgroup::Cgroup::tasks_for_self`]) and `repro run` sends the byte on [`CGROUP_FD`] at once.
+pub const CGROUP_TASKS_FD: i32 = 7;
 /// The descriptor from which the init reads its [`InitConfig`] (a memfd).
 pub const CONFIG_FD: i32 = 10;
 /// The descriptor to which the init writes its [`InitResult`] (a memfd `repro run` reads afterwards).
@@ -84,15 +88,18 @@ pub fn main(config: &Path) -> i32 {
     let mut accessed = Vec::new();
     let mut tapes = TapesOut::default();
     let mut rdrand_clean = Vec::new();
+    let mut warnings = Vec::new();
     let (outcome, status) = match harden().and_then(|_| setup(&cfg)) {
         Err(msg) => {
             eprintln!("repro: sandbox setup failed: {msg}");
             (RunOutcome::SetupFailed { message: msg.to_string() }, ExitCode::Setup.code())
         }
-        Ok(()) => run_guest(&cfg, &mut determinism, (&mut accessed, stream), (&mut tapes, &mut rdrand_clean)),
+        Ok(()) => {
+            run_guest(&cfg, &mut determinism, (&mut accessed, stream), (&mut tapes, &mut rdrand_clean), &mut warnings)
+        }
     };
     repro_sys::startup::mark("init: guest ended");
-    let res = InitResult { outcome, exit_status: status, determinism, accessed, tapes, rdrand_clean };
+    let res = InitResult { outcome, exit_status: status, determinism, accessed, tapes, rdrand_clean, warnings };
     // Without a result `repro run` reports the init ended without one; the reason is said here, on stderr.
     match serde_json::to_vec(&res) {
         Ok(json) => {
@@ -132,10 +139,19 @@ fn harden() -> Result<(), InitError> {
     Ok(())
 }
 
-/// Just before the guest starts: waits until `repro run` has moved the init into the run's cgroup (one byte on
-/// [`CGROUP_FD`]; the guest inherits the init's cgroup), then enters a cgroup namespace, so that the guest sees
+/// Just before the guest starts (the init has a single thread): joins the run's cgroup through
+/// [`CGROUP_TASKS_FD`] when it has it, and waits until `repro run` says the init is in the cgroup (one byte on
+/// [`CGROUP_FD`]; the guest inherits the init's cgroup); then enters a cgroup namespace, so that the guest sees
 /// the run's cgroup as the root of the hierarchy (a namespace's root is its maker's cgroup when it is made).
-pub(super) fn enter_run_cgroup() -> Result<(), InitError> {
+/// Returns the warning of a join that failed (the run goes on without the memory limit, as when `repro run`
+/// cannot make the cgroup).
+pub(super) fn enter_run_cgroup() -> Result<Option<String>, InitError> {
+    let mut warning = None;
+    if let Some(tasks) = ns_fd(CGROUP_TASKS_FD) {
+        if let Err(e) = fs::File::from(tasks).write_all(b"0") {
+            warning = Some(format!("memory limit not enforced: the sandbox could not join its cgroup: {e}"));
+        }
+    }
     let fd = ns_fd(CGROUP_FD)
         .ok_or_else(|| InitError::Refused(format!("no descriptor {CGROUP_FD} for the cgroup's go")))?;
     let mut f = fs::File::from(fd);
@@ -155,7 +171,7 @@ pub(super) fn enter_run_cgroup() -> Result<(), InitError> {
     drop(f);
     ns::unshare(ns::flags::CGROUP).map_err(|e| InitError::from(e).noted("a cgroup namespace"))?;
     repro_sys::startup::mark("init: in the run's cgroup and its namespace");
-    Ok(())
+    Ok(warning)
 }
 
 fn setup(cfg: &InitConfig) -> Result<(), InitError> {
