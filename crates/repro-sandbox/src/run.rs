@@ -512,26 +512,34 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     // `determinism.warnings`: the CLI says them unless asked to be quiet; the run's own warnings are below.
 
     repro_sys::startup::mark("run: output saved, result read");
-    // Tear down: nothing of the guest is left once its PID 1 has exited; the cgroup goes, then the scratch.
-    if let Some(cg) = &cgroup {
-        cg.kill_all(std::time::Duration::from_secs(5));
-        // The reaper, waited for below, removes it if this fails (a process not gone yet).
-        let _ = cg.remove();
-    }
-    reaper::remove_tree(&root);
-    reaper::remove_tree(&layer);
-    reaper::remove_tree(&etc);
-    reaper::remove_tree(&stage);
-    drop(reaper_pipe);
-    // Its status says nothing about the run: it only cleans up (what we removed above it finds gone), and what it
-    // leaves `repro gc` removes. A thread reaps it, so that the run does not wait for its exit.
-    if let Some(mut r) = reaper {
-        let _ = spawn_beside("repro-reaper-wait", move || r.wait());
-    }
+    // Tear down, in a thread beside the collection of the changes and the writing of the run directory (it is
+    // joined before the run returns): nothing of the guest is left once its PID 1 has exited; the cgroup goes,
+    // then the scratch; then the reaper is let go (it finds nothing left: its status says nothing about the run,
+    // and what it leaves `repro gc` removes) and reaped. Without the thread the reaper does all of it.
+    let scratch = [root.clone(), layer.clone(), etc.clone(), stage.clone()];
+    let run_cgroup = cgroup.clone();
+    let teardown = spawn_beside("repro-teardown", move || {
+        if let Some(cg) = &run_cgroup {
+            cg.kill_all(std::time::Duration::from_secs(5));
+            // The reaper, let go below, removes it if this fails (a process not gone yet).
+            let _ = cg.remove();
+        }
+        for d in &scratch {
+            reaper::remove_tree(d);
+        }
+        drop(reaper_pipe);
+        if let Some(mut r) = reaper {
+            let _ = r.wait();
+        }
+        repro_sys::startup::mark("run: torn down (cgroup, scratch, cleanup process)");
+    })
+    .ok();
     if let Some(e) = reaper_error {
+        if let Some(t) = teardown {
+            let _ = t.join();
+        }
         return Err(SandboxError::io("cannot start the cleanup process", exe, e));
     }
-    repro_sys::startup::mark("run: torn down (cgroup, scratch, cleanup process)");
 
     // What the guest changed: read from the writable layer through the descriptor the init sent, then copied
     // to the run directory; the layer itself goes with the descriptor.
@@ -595,6 +603,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     };
     dir.finish(&record)?;
     repro_sys::startup::mark("run: run.json written, run directory complete");
+    if let Some(t) = teardown {
+        let _ = t.join();
+    }
     Ok(RunReport { record, dir: dir.path, accessed, tapes, interrupted })
 }
 
