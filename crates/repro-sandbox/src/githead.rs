@@ -210,8 +210,11 @@ mod tests {
         assert_eq!(head_commit(g, g).as_deref(), Some(C1), "detached");
         fs::write(g.join("HEAD"), "ref: refs/heads/main\n").unwrap();
         assert_eq!(head_commit(g, g), None, "unborn branch");
-        fs::write(g.join("packed-refs"), format!("# pack-refs with: peeled\n{C1} refs/heads/other\n{C2} refs/heads/main\n^{C1}\n"))
-            .unwrap();
+        fs::write(
+            g.join("packed-refs"),
+            format!("# pack-refs with: peeled\n{C1} refs/heads/other\n{C2} refs/heads/main\n^{C1}\n"),
+        )
+        .unwrap();
         assert_eq!(head_commit(g, g).as_deref(), Some(C2), "packed");
         fs::create_dir_all(g.join("refs/heads")).unwrap();
         fs::write(g.join("refs/heads/main"), format!("{C1}\n")).unwrap();

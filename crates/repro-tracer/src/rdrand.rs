@@ -311,13 +311,16 @@ mod tests {
         check_library(&mut sh, &path);
         let clean = sh.rdrand.newly_clean();
         let m = std::fs::metadata(&lib).unwrap();
-        assert_eq!(clean, [ScannedFile {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec())
-        }]);
+        assert_eq!(
+            clean,
+            [ScannedFile {
+                dev: m.dev(),
+                ino: m.ino(),
+                size: m.size(),
+                mtime: (m.mtime(), m.mtime_nsec()),
+                ctime: (m.ctime(), m.ctime_nsec())
+            }]
+        );
         // The next run is given it: nothing new, and the file is not read (it now holds RDRAND, unseen).
         let mut next = shared(1, 1000);
         next.rdrand = ScanCache::with_clean(&clean);

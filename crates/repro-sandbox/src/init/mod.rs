@@ -152,8 +152,8 @@ pub(super) fn enter_run_cgroup() -> Result<Option<String>, InitError> {
             warning = Some(format!("memory limit not enforced: the sandbox could not join its cgroup: {e}"));
         }
     }
-    let fd = ns_fd(CGROUP_FD)
-        .ok_or_else(|| InitError::Refused(format!("no descriptor {CGROUP_FD} for the cgroup's go")))?;
+    let fd =
+        ns_fd(CGROUP_FD).ok_or_else(|| InitError::Refused(format!("no descriptor {CGROUP_FD} for the cgroup's go")))?;
     let mut f = fs::File::from(fd);
     let mut byte = [0u8; 1];
     loop {
