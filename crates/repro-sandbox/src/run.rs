@@ -518,7 +518,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     // and what it leaves `repro gc` removes) and reaped. Without the thread the reaper does all of it.
     let scratch = [root.clone(), layer.clone(), etc.clone(), stage.clone()];
     let run_cgroup = cgroup.clone();
-    let teardown = spawn_beside("repro-teardown", move || {
+    // The run waits for the cleanup, not for the reaper's exit.
+    let (torn_down, teardown) = std::sync::mpsc::channel::<()>();
+    let _ = spawn_beside("repro-teardown", move || {
         if let Some(cg) = &run_cgroup {
             cg.kill_all(std::time::Duration::from_secs(5));
             // The reaper, let go below, removes it if this fails (a process not gone yet).
@@ -528,16 +530,15 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
             reaper::remove_tree(d);
         }
         drop(reaper_pipe);
+        repro_sys::startup::mark("run: torn down (cgroup, scratch)");
+        let _ = torn_down.send(());
         if let Some(mut r) = reaper {
             let _ = r.wait();
         }
-        repro_sys::startup::mark("run: torn down (cgroup, scratch, cleanup process)");
-    })
-    .ok();
+    });
     if let Some(e) = reaper_error {
-        if let Some(t) = teardown {
-            let _ = t.join();
-        }
+        // Returns when the cleanup is done, or at once if the thread could not start.
+        let _ = teardown.recv();
         return Err(SandboxError::io("cannot start the cleanup process", exe, e));
     }
 
@@ -603,9 +604,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     };
     dir.finish(&record)?;
     repro_sys::startup::mark("run: run.json written, run directory complete");
-    if let Some(t) = teardown {
-        let _ = t.join();
-    }
+    // Returns when the cleanup is done, or at once if the thread could not start.
+    let _ = teardown.recv();
     Ok(RunReport { record, dir: dir.path, accessed, tapes, interrupted })
 }
 
