@@ -299,7 +299,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let mut cgroup_tasks = cgroup.as_ref().and_then(|c| c.tasks_for_self()).and_then(|r| r.ok());
     repro_sys::startup::mark("run: cgroup created");
     // The reaper outlives us if we are killed. Starting it (an exec of this binary) takes a few milliseconds: a
-    // thread does it while the init starts; it is joined before the guest is let go.
+    // thread does it while the init is cloned; it is joined once the init is let go (a reaper that failed to
+    // start stops the run).
     let job = ReapJob {
         cgroup: cgroup.as_ref().map(|c| c.path.clone()),
         scratch: vec![root.clone(), layer.clone(), stage.clone()],
@@ -512,10 +513,10 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     // `determinism.warnings`: the CLI says them unless asked to be quiet; the run's own warnings are below.
 
     repro_sys::startup::mark("run: output saved, result read");
-    // Tear down, in a thread beside the collection of the changes and the writing of the run directory (it is
-    // joined before the run returns): nothing of the guest is left once its PID 1 has exited; the cgroup goes,
-    // then the scratch; then the reaper is let go (it finds nothing left: its status says nothing about the run,
-    // and what it leaves `repro gc` removes) and reaped. Without the thread the reaper does all of it.
+    // Tear down, in a thread beside the collection of the changes and the writing of the run directory (the run
+    // returns once it is done): nothing of the guest is left once its PID 1 has exited; the cgroup goes, then the
+    // scratch; then the reaper is let go (it finds nothing left: its status says nothing about the run, and what
+    // it leaves `repro gc` removes) and reaped by the thread. Without the thread the reaper does all of it.
     let scratch = [root.clone(), layer.clone(), etc.clone(), stage.clone()];
     let run_cgroup = cgroup.clone();
     // The run waits for the cleanup, not for the reaper's exit.

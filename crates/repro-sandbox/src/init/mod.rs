@@ -5,9 +5,9 @@
 //! namespaces, so it starts single-threaded with a clean address space. It reads its configuration from, and
 //! writes its result to, descriptors `repro run` placed ([`CONFIG_FD`], [`RESULT_FD`]): the run directory
 //! belongs to the host's user, whom the init no longer is. It makes itself non-dumpable (a guest cannot ptrace
-//! it or read its memory). `repro run` moves it into the run's cgroup while it assembles the root; it waits for
-//! that ([`CGROUP_FD`]) before it starts the guest, and enters a cgroup namespace then, so the guest sees the
-//! run's cgroup as the root.
+//! it or read its memory). Just before it starts the guest it is in the run's cgroup (with cgroup v1 it moves
+//! itself, through [`CGROUP_TASKS_FD`]; with v2 `repro run` moves it while it assembles the root, and says so on
+//! [`CGROUP_FD`]) and enters a cgroup namespace, so the guest sees the run's cgroup as the root.
 
 use std::fs;
 use std::io::Write;
@@ -38,10 +38,10 @@ pub const STDOUT_FD: i32 = 3;
 pub const STDERR_FD: i32 = 4;
 /// The descriptor at which the init receives a unix socket: it sends the writable layer's directory over it.
 pub const LAYER_FD: i32 = 5;
-/// A pipe on which `repro run` writes one byte once the init is in the run's cgroup (or the cgroup is not
-/// enforced: a warning of the run says so). The init waits for it before it starts the guest, so that the guest
-/// and everything it starts are in the cgroup; the move itself (a write to `cgroup.procs`, which waits for an
-/// RCU grace period, ~10 ms) overlaps the init's start and root assembly.
+/// A pipe on which `repro run` writes one byte when the init may start the guest: with cgroup v2 once it has
+/// moved the init into the run's cgroup (a write to `cgroup.procs`, which waits for an RCU grace period, ~10 ms,
+/// while the init starts and assembles the root); at once with v1 (the init moves itself, [`CGROUP_TASKS_FD`])
+/// or without a cgroup (a warning of the run says so). So the guest and everything it starts are in the cgroup.
 pub const CGROUP_FD: i32 = 6;
 /// With cgroup v1: the run cgroup's `tasks` file, which `repro run` opened for writing: the init moves itself
 /// there (it writes `0`: its own thread, without the wait of a move by pid; see
