@@ -326,6 +326,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let (err_r, err_w) = ns::pipe()?;
     let (sync_r, sync_w) = ns::pipe()?;
     let (cgroup_r, cgroup_w) = ns::pipe()?;
+    let (done_r, done_w) = ns::pipe()?;
     // The init sends the writable layer's directory over this socket; it stays queued there (and the layer
     // alive) until read after the run, and is freed by the kernel if we die first.
     let (layer_sock, layer_sock_init) = ns::socketpair()?;
@@ -349,6 +350,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         (trees_rx.as_raw_fd(), TREES_FD),
         (layer_sock_init.as_raw_fd(), crate::init::LAYER_FD),
         (cgroup_r.as_raw_fd(), crate::init::CGROUP_FD),
+        (done_w.as_raw_fd(), crate::init::DONE_FD),
     ];
     if let Some(f) = &cgroup_tasks {
         fds.push((f.as_raw_fd(), crate::init::CGROUP_TASKS_FD));
@@ -365,7 +367,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         block_signals: &INIT_SIGNALS,
         become_root: true,
     })?;
-    drop((sync_r, cfg_fd, access_fd, trees_rx, layer_sock_init, cgroup_r));
+    drop((sync_r, cfg_fd, access_fd, trees_rx, layer_sock_init, cgroup_r, done_w));
     let init_joins_itself = cgroup_tasks.take().is_some();
     repro_sys::startup::mark("run: init cloned (new namespaces)");
     // The id maps, then the idmapped trees (they need the namespace the maps define). A failure here ends the
@@ -437,9 +439,23 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     // ignore them, or the sandbox may not have started it yet.
     let mut interrupted: Option<i32> = None;
     let mut killed = false;
-    let init_exit = loop {
+    // The init's exit, or `None` when it said first that it is done (DONE_FD: its result is written and nothing
+    // of the guest is left); its exit (its namespaces' teardown) then goes on beside the rest of the run.
+    let mut done = Some(fs::File::from(done_r));
+    let mut init_exit = loop {
         if let Some((_, exit)) = ns::wait_child(init_pid, true)? {
-            break exit;
+            break Some(exit);
+        }
+        if let Some(d) = &done {
+            if readable_first(d, &sigfd)? {
+                let mut b = [0u8; 1];
+                match (&*d).read(&mut b) {
+                    Ok(1) => break None,
+                    // The init exited without saying it (or the pipe failed): its exit is waited for.
+                    _ => done = None,
+                }
+                continue;
+            }
         }
         match ns::read_signal(&sigfd)? {
             crate::init::libc_sig::CHLD => {}
@@ -454,13 +470,18 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
             }
         }
     };
-    repro_sys::startup::mark("run: init exited");
+    repro_sys::startup::mark("run: init done");
     let stdout_bytes =
         out_pump.join().unwrap_or(Ok(0)).map_err(|e| SandboxError::io("cannot save", dir.join("stdout"), e))?;
     let stderr_bytes =
         err_pump.join().unwrap_or(Ok(0)).map_err(|e| SandboxError::io("cannot save", dir.join("stderr"), e))?;
 
     let result: Option<InitResult> = read_result(result_fd);
+    if result.is_none() && init_exit.is_none() {
+        // Said done without a readable result: how it ended is in its exit.
+        init_exit = ns::wait_child(init_pid, false)?.map(|(_, exit)| exit);
+    }
+    let init_exit = init_exit.ok_or(());
     if let Some(r) = &result {
         crate::scancache::store(&req.state_dir, &rdrand_known, &r.rdrand_clean);
         warnings.extend(r.warnings.iter().cloned());
@@ -484,7 +505,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         ),
         (None, _, None) => (
             RunOutcome::SetupFailed {
-                message: if init_exit == ns::ChildExit::Signaled(crate::init::libc_sig::KILL) {
+                message: if init_exit == Ok(ns::ChildExit::Signaled(crate::init::libc_sig::KILL)) {
                     format!(
                         "the sandbox's init was killed (SIGKILL) without reporting a result: most likely the \
                          memory limit was reached (--memory {} MiB; what the guest writes to its working \
@@ -492,7 +513,10 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
                         s.memory_bytes >> 20
                     )
                 } else {
-                    format!("the sandbox's init ended ({init_exit:?}) without reporting a result")
+                    format!(
+                        "the sandbox's init ended ({:?}) without reporting a result",
+                        init_exit.unwrap_or(ns::ChildExit::Exited(0))
+                    )
                 },
             },
             ExitCode::Setup.code(),
@@ -521,7 +545,12 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let run_cgroup = cgroup.clone();
     // The run waits for the cleanup, not for the reaper's exit.
     let (torn_down, teardown) = std::sync::mpsc::channel::<()>();
+    let init_reaped = init_exit.is_ok();
     let _ = spawn_beside("repro-teardown", move || {
+        if !init_reaped {
+            // The init said it was done: its exit empties the cgroup.
+            let _ = ns::wait_child(init_pid, false);
+        }
         if let Some(cg) = &run_cgroup {
             cg.kill_all(std::time::Duration::from_secs(5));
             // The reaper, let go below, removes it if this fails (a process not gone yet).
@@ -730,6 +759,20 @@ fn disk_limit_message(bytes: u64, inodes: u64, space: ns::FsSpace) -> String {
         "the --disk limit was reached: the guest's writable layer (working directory changes, /tmp, /home) is full \
          ({what}); writes failed with 'No space left on device'. Raise it with --disk SIZE"
     )
+}
+
+/// Waits until `first` or `then` is readable; whether `first` is.
+fn readable_first(first: &fs::File, then: &OwnedFd) -> Result<bool, SandboxError> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    loop {
+        let mut fds = [PollFd::new(first.as_fd(), PollFlags::POLLIN), PollFd::new(then.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => return Ok(fds[0].revents().is_some_and(|r| !r.is_empty())),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(SandboxError::io("cannot wait for the sandbox's init", "poll", e.into())),
+        }
+    }
 }
 
 /// The init's result, from the memfd it wrote.

@@ -47,6 +47,10 @@ pub const CGROUP_FD: i32 = 6;
 /// there (it writes `0`: its own thread, without the wait of a move by pid; see
 /// [`crate::cgroup::Cgroup::tasks_for_self`]) and `repro run` sends the byte on [`CGROUP_FD`] at once.
 pub const CGROUP_TASKS_FD: i32 = 7;
+/// A pipe on which the init writes one byte once its result is written and nothing of the guest is left (it has
+/// no child: every process of the sandbox descends from it, and orphans come back to it). `repro run` then
+/// reads the run's output and changes while the init exits (the teardown of its namespaces takes a millisecond).
+pub const DONE_FD: i32 = 8;
 /// The descriptor from which the init reads its [`InitConfig`] (a memfd).
 pub const CONFIG_FD: i32 = 10;
 /// The descriptor to which the init writes its [`InitResult`] (a memfd `repro run` reads afterwards).
@@ -110,7 +114,24 @@ pub fn main(config: &Path) -> i32 {
         Err(e) => eprintln!("repro: sandbox: cannot encode the run's result: {e}"),
     }
     repro_sys::startup::mark("init: result written");
+    if let Some(done) = ns_fd(DONE_FD) {
+        if no_process_left() {
+            // Unsaid, `repro run` waits for the init's exit instead.
+            let _ = fs::File::from(done).write_all(&[1]);
+        }
+    }
     status
+}
+
+/// Whether the init has no child left (reaping those that have exited): then no process of the guest is left.
+fn no_process_left() -> bool {
+    loop {
+        match ns::wait_child(-1, true) {
+            Ok(Some(_)) => continue,
+            Ok(None) => return false,
+            Err(e) => return e.errno() == libc::ECHILD,
+        }
+    }
 }
 
 fn ns_fd(fd: i32) -> Option<std::os::fd::OwnedFd> {
