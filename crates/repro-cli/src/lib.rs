@@ -89,6 +89,10 @@ pub enum Command {
 
 /// Entry point used by the `repro` binary.
 pub fn main() -> std::process::ExitCode {
+    repro_sys::startup::begin();
+    if let Some(code) = sandbox_process(&std::env::args_os().collect::<Vec<_>>()) {
+        return std::process::ExitCode::from(code.clamp(0, 255) as u8);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -98,12 +102,27 @@ pub fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(code.code() as u8);
         }
     };
+    repro_sys::startup::mark("repro: arguments parsed");
     match dispatch(cli) {
         Ok(code) => std::process::ExitCode::from(code.clamp(0, 255) as u8),
         Err(err) => {
             errln!("repro: {err}");
             std::process::ExitCode::from(err.code.clamp(0, 255) as u8)
         }
+    }
+}
+
+/// The sandbox's own processes, which `repro run` starts with fixed arguments (`repro-init __init fd:N`, `repro
+/// __reap ARGS...`): dispatched without clap, whose parser of the whole command line costs half a millisecond of
+/// every run's start-up. `None` for anything else (clap then parses it, these included if their form differs).
+fn sandbox_process(args: &[std::ffi::OsString]) -> Option<i32> {
+    match args.get(1)?.to_str()? {
+        "__init" if args.len() == 3 => Some(repro_sandbox::init::main(std::path::Path::new(&args[2]))),
+        "__reap" => {
+            let rest: Vec<String> = args[2..].iter().map(|a| a.to_str().map(String::from)).collect::<Option<_>>()?;
+            Some(repro_sandbox::reaper::main(&repro_sandbox::reaper::ReapJob::from_args(&rest)))
+        }
+        _ => None,
     }
 }
 

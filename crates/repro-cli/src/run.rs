@@ -135,6 +135,7 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
         return Err(CliError::usage(format!("--runs {}: --verify needs at least 2 runs", a.runs)));
     }
     let req = RunRequest::prepare(&opts)?;
+    repro_sys::startup::mark("run: settings prepared (project file, epoch, toolchains)");
     let exe = repro_sandbox::run::self_exe();
     if a.verify {
         return verify(&req, &exe, a.runs, a.json);
@@ -154,6 +155,7 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
             report.dir.display()
         );
     }
+    repro_sys::startup::mark("run: summary printed");
     Ok(r.exit_status)
 }
 

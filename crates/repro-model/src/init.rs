@@ -99,6 +99,21 @@ pub struct DetSettings {
     /// The deadlock watchdog's wall time in milliseconds (0: off).
     #[serde(default)]
     pub stuck_after_ms: u64,
+    /// Files earlier runs scanned and found free of RDRAND/RDSEED (the state directory's cache): not read again
+    /// while they are unchanged.
+    #[serde(default)]
+    pub rdrand_clean: Vec<ScannedFile>,
+}
+
+/// A file the RDRAND/RDSEED scan read and found none in, by identity and version: device, inode, size, and the
+/// modification and change times (seconds, nanoseconds). Any change to the file changes its change time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ScannedFile {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime: (i64, i64),
+    pub ctime: (i64, i64),
 }
 
 fn default_hostname() -> String {
@@ -135,6 +150,13 @@ pub struct InitResult {
     pub accessed: Vec<Accessed>,
     #[serde(default)]
     pub tapes: TapesOut,
+    /// The files this run scanned and found free of RDRAND/RDSEED, beyond [`DetSettings::rdrand_clean`] (for the
+    /// state directory's cache).
+    #[serde(default)]
+    pub rdrand_clean: Vec<ScannedFile>,
+    /// What the init could not enforce itself (joining the run's cgroup), for the run's warnings.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 #[cfg(test)]
@@ -170,6 +192,8 @@ mod tests {
             determinism: Determinism::default(),
             accessed: vec![Accessed { path: "/a".into(), path_hex: None, kinds: vec!["open".into()] }],
             tapes: TapesOut::default(),
+            rdrand_clean: vec![ScannedFile { dev: 1, ino: 2, size: 3, mtime: (4, 5), ctime: (6, 7) }],
+            warnings: vec!["w".into()],
         };
         let back: InitResult = serde_json::from_slice(&serde_json::to_vec(&r).unwrap()).unwrap();
         assert_eq!(back, r);

@@ -94,6 +94,15 @@ impl Cgroup {
         repro_sys::ns::write_file(&self.path.join(file).to_string_lossy(), value)
     }
 
+    /// With cgroup v1: the cgroup's `tasks` file, open for writing, for a process that moves itself: writing `0`
+    /// there moves the writing thread, which the kernel does without the global lock whose taking waits for an
+    /// RCU grace period (~10 ms) on every write of a pid to `cgroup.procs`. The kernel checks the credentials of
+    /// whoever opened the file, so a process without the right to open it (the sandbox's init, whose root is
+    /// not the host's) can be given it. `None` with cgroup v2, where a thread cannot move alone.
+    pub fn tasks_for_self(&self) -> Option<std::io::Result<fs::File>> {
+        (!self.v2).then(|| fs::OpenOptions::new().write(true).open(self.path.join("tasks")))
+    }
+
     /// Moves a process into the cgroup.
     pub fn add(&self, pid: i32) -> std::io::Result<()> {
         self.write("cgroup.procs", &pid.to_string())

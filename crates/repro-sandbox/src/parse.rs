@@ -40,15 +40,17 @@ pub fn rfc3339(secs: i64) -> String {
 /// Decides the run's epoch: `--epoch`, else SOURCE_DATE_EPOCH, else the git HEAD's commit time, else the
 /// default.
 pub fn resolve_epoch(flag: Option<&str>, source_date_epoch: Option<&str>, cwd: &Path) -> Result<Epoch, SandboxError> {
-    resolve_epoch_with(flag, None, source_date_epoch, cwd)
+    resolve_epoch_with(flag, None, source_date_epoch, cwd, None)
 }
 
-/// As [`resolve_epoch`], with the project file's `epoch` after the flag and before SOURCE_DATE_EPOCH.
+/// As [`resolve_epoch`], with the project file's `epoch` after the flag and before SOURCE_DATE_EPOCH;
+/// `state_dir`: where git HEAD's commit time is cached ([`crate::githead`]).
 pub fn resolve_epoch_with(
     flag: Option<&str>,
     project: Option<&str>,
     source_date_epoch: Option<&str>,
     cwd: &Path,
+    state_dir: Option<&Path>,
 ) -> Result<Epoch, SandboxError> {
     let (unix, source) = if let Some(f) = flag {
         (parse_epoch("--epoch", f)?, EpochSource::Flag)
@@ -56,7 +58,9 @@ pub fn resolve_epoch_with(
         (parse_epoch("repro.toml [run] epoch", p)?, EpochSource::ProjectFile)
     } else if let Some(s) = source_date_epoch.filter(|s| !s.is_empty()) {
         (parse_epoch("SOURCE_DATE_EPOCH", s)?, EpochSource::SourceDateEpoch)
-    } else if let Some(t) = git_head_time(cwd) {
+    } else if let Some(t) =
+        crate::githead::head_time(cwd, state_dir, &|k| std::env::var_os(k).map(|_| String::new()), &git_head_time)
+    {
         (t, EpochSource::GitHead)
     } else {
         (DEFAULT_EPOCH, EpochSource::Default)
@@ -284,11 +288,11 @@ mod tests {
         assert_eq!((e.unix, e.source), (5, EpochSource::Flag));
         let e = resolve_epoch(None, Some("7"), &dir).unwrap();
         assert_eq!((e.unix, e.source), (7, EpochSource::SourceDateEpoch));
-        let e = resolve_epoch_with(None, Some("6"), Some("7"), &dir).unwrap();
+        let e = resolve_epoch_with(None, Some("6"), Some("7"), &dir, None).unwrap();
         assert_eq!((e.unix, e.source), (6, EpochSource::ProjectFile));
-        let e = resolve_epoch_with(Some("5"), Some("6"), Some("7"), &dir).unwrap();
+        let e = resolve_epoch_with(Some("5"), Some("6"), Some("7"), &dir, None).unwrap();
         assert_eq!((e.unix, e.source), (5, EpochSource::Flag));
-        let bad = resolve_epoch_with(None, Some("soon"), None, &dir).unwrap_err().to_string();
+        let bad = resolve_epoch_with(None, Some("soon"), None, &dir, None).unwrap_err().to_string();
         assert!(bad.starts_with("repro.toml [run] epoch: 'soon' is not a date"), "{bad}");
         assert!(resolve_epoch(None, Some("x"), &dir).unwrap_err().to_string().starts_with("SOURCE_DATE_EPOCH"));
         let e = resolve_epoch(None, None, Path::new("/")).unwrap();

@@ -59,13 +59,18 @@ impl RunRequest {
             }
             None => opts,
         };
+        repro_sys::startup::mark("run: project file located");
         let file_epoch = project.as_ref().and_then(|p| p.file.run.epoch.as_ref()).map(|e| e.as_flag());
+        let state_dir =
+            rundir::state_dir(opts.state_dir.as_deref(), std::env::var("REPRO_STATE_DIR").ok().as_deref(), &cwd);
         let epoch = parse::resolve_epoch_with(
             opts.epoch.as_deref(),
             file_epoch.as_deref(),
             std::env::var("SOURCE_DATE_EPOCH").ok().as_deref(),
             &cwd,
+            Some(&state_dir),
         )?;
+        repro_sys::startup::mark("run: epoch resolved");
         let memory_bytes = match &opts.memory {
             Some(m) => parse::parse_memory("--memory", m)?,
             None => DEFAULT_MEMORY,
@@ -92,6 +97,7 @@ impl RunRequest {
             &crate::toolchain::Host { var: &host_var, cwd: &cwd },
             &guest_path,
         );
+        repro_sys::startup::mark("run: toolchains resolved");
         pass_toolchains(&resolution.toolchains, &specs, &cwd, &mut env, &mut binds);
         let hostname = match &opts.hostname {
             Some(h) => check_hostname(h)?,
@@ -106,8 +112,6 @@ impl RunRequest {
             })?,
             None => DirOrder::Sorted,
         };
-        let state_dir =
-            rundir::state_dir(opts.state_dir.as_deref(), std::env::var("REPRO_STATE_DIR").ok().as_deref(), &cwd);
         let settings =
             crate::settings::for_host(opts.command.clone(), cwd.to_string_lossy().into_owned(), epoch, |s| {
                 s.seed = opts.seed.unwrap_or(0);
@@ -246,6 +250,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let id = rundir::new_id(now);
     let dir = RunDir::create(&req.state_dir, &id)?;
     let mut warnings = setting_warnings(s);
+    repro_sys::startup::mark("run: run directory created");
 
     let root = dir.join(".root");
     let layer = dir.join(".layer");
@@ -262,7 +267,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         fs::write(etc.join(name), content).map_err(|e| SandboxError::io("cannot write", etc.join(name), e))?;
     }
     let cwd = Path::new(&s.cwd);
-    let cfg = init_config(req, extras, &trees, &etc_files)?;
+    // Files earlier runs found free of RDRAND/RDSEED: the supervisor does not read them again.
+    let rdrand_known = if s.supervised { crate::scancache::load(&req.state_dir) } else { Vec::new() };
+    let cfg = init_config(req, extras, &trees, &etc_files, &rdrand_known)?;
     // The init cannot open files of the run directory (it is not the host's user): its configuration, result and
     // access stream are descriptors it inherits. The configuration (with the environment) never touches the disk.
     let cfg_json =
@@ -276,6 +283,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         None => None,
     };
     let (trees_tx, trees_rx) = ns::socketpair()?;
+    repro_sys::startup::mark("run: scratch directories, /etc files, init configuration");
 
     // The cgroup for the memory limit.
     let hierarchy = Hierarchy::detect();
@@ -287,21 +295,28 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         }
     };
 
-    // The reaper outlives us if we are killed.
+    // With cgroup v1 the init joins the cgroup itself, through this file; else `repro run` moves it by its pid.
+    let mut cgroup_tasks = cgroup.as_ref().and_then(|c| c.tasks_for_self()).and_then(|r| r.ok());
+    repro_sys::startup::mark("run: cgroup created");
+    // The reaper outlives us if we are killed. Starting it (an exec of this binary) takes a few milliseconds: a
+    // thread does it while the init is cloned; it is joined once the init is let go (a reaper that failed to
+    // start stops the run).
     let job = ReapJob {
         cgroup: cgroup.as_ref().map(|c| c.path.clone()),
         scratch: vec![root.clone(), layer.clone(), stage.clone()],
     };
-    let mut reaper = Command::new(exe)
-        .arg("__reap")
-        .args(job.to_args())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| SandboxError::io("cannot start the cleanup process", exe, e))?;
-    let reaper_pipe = reaper.stdin.take();
+    let reaper_exe = exe.to_path_buf();
+    let reaper_start = spawn_beside("repro-reaper-start", move || {
+        Command::new(reaper_exe)
+            .arg("__reap")
+            .args(job.to_args())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+    })
+    .map_err(|e| SandboxError::io("cannot start the cleanup process", exe, e))?;
 
     // Signals are read through a signalfd from here on; threads started below inherit the mask.
     ns::block_signals(&INIT_SIGNALS)?;
@@ -310,6 +325,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let (out_r, out_w) = ns::pipe()?;
     let (err_r, err_w) = ns::pipe()?;
     let (sync_r, sync_w) = ns::pipe()?;
+    let (cgroup_r, cgroup_w) = ns::pipe()?;
+    let (done_r, done_w) = ns::pipe()?;
     // The init sends the writable layer's directory over this socket; it stays queued there (and the layer
     // alive) until read after the run, and is freed by the kernel if we die first.
     let (layer_sock, layer_sock_init) = ns::socketpair()?;
@@ -332,7 +349,12 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         (result_fd.as_raw_fd(), RESULT_FD),
         (trees_rx.as_raw_fd(), TREES_FD),
         (layer_sock_init.as_raw_fd(), crate::init::LAYER_FD),
+        (cgroup_r.as_raw_fd(), crate::init::CGROUP_FD),
+        (done_w.as_raw_fd(), crate::init::DONE_FD),
     ];
+    if let Some(f) = &cgroup_tasks {
+        fds.push((f.as_raw_fd(), crate::init::CGROUP_TASKS_FD));
+    }
     if let Some(f) = &access_fd {
         fds.push((f.as_raw_fd(), ACCESS_FD));
     }
@@ -345,7 +367,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         block_signals: &INIT_SIGNALS,
         become_root: true,
     })?;
-    drop((sync_r, cfg_fd, access_fd, trees_rx, layer_sock_init));
+    drop((sync_r, cfg_fd, access_fd, trees_rx, layer_sock_init, cgroup_r, done_w));
+    let init_joins_itself = cgroup_tasks.take().is_some();
+    repro_sys::startup::mark("run: init cloned (new namespaces)");
     // The id maps, then the idmapped trees (they need the namespace the maps define). A failure here ends the
     // run before the guest starts: the init is not released and exits.
     let setup_error = match crate::identity::enter(init_pid, &dir.path, &identity, &trees, &s.binds, &trees_tx) {
@@ -364,11 +388,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     };
     drop(trees_tx);
     if setup_error.is_none() {
-        if let Some(cg) = &cgroup {
-            if let Err(e) = cg.add(init_pid) {
-                warnings.push(format!("memory limit not enforced: cannot join cgroup {}: {e}", cg.path.display()));
-            }
-        }
+        repro_sys::startup::mark("run: id maps written, idmapped trees sent");
         ns::write_byte(&sync_w)?;
     } else {
         // The init holds a copy of the sync pipe's write end until its exec, so closing ours is not enough.
@@ -383,13 +403,59 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let err_pump =
         pump(err_r, dir.join("stderr"), echo.stderr.then(|| Box::new(std::io::stderr()) as Box<dyn Write + Send>));
 
+    // While the init starts and assembles the root: with cgroup v2 the init's move into the run's cgroup (a write
+    // of its pid to cgroup.procs, which waits for an RCU grace period: ~10 ms; with v1 the init moves itself, at
+    // no such cost), then the byte on CGROUP_FD that lets it start the guest.
+    if setup_error.is_none() {
+        if let (Some(cg), false) = (&cgroup, init_joins_itself) {
+            match cg.add(init_pid) {
+                Ok(()) => {}
+                // The init is gone already (its setup failed): its result says why.
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => {
+                    warnings.push(format!("memory limit not enforced: cannot join cgroup {}: {e}", cg.path.display()))
+                }
+            }
+        }
+        // An init that died meanwhile (its setup failed) no longer reads the pipe: nothing to tell it.
+        let _ = ns::write_byte(&cgroup_w);
+    }
+    drop(cgroup_w);
+    repro_sys::startup::mark("run: init let go to start the guest once in the cgroup");
+    // The reaper has usually started by now (the init takes longer to reach its guest).
+    let (mut reaper, reaper_error) = match reaper_start.join() {
+        Ok(Ok(child)) => (Some(child), None),
+        Ok(Err(e)) => (None, Some(e)),
+        Err(_) => (None, Some(std::io::Error::other("the thread starting it panicked"))),
+    };
+    if reaper_error.is_some() {
+        // Nothing would clean up after a killed run: the sandbox goes (the error is returned after the teardown).
+        let _ = ns::kill(init_pid, crate::init::libc_sig::KILL);
+    }
+    let reaper_pipe = reaper.as_mut().and_then(|r| r.stdin.take());
+    repro_sys::startup::mark("run: cleanup process started");
+
     // SIGINT/SIGTERM/SIGHUP go to the guest (through the init). A second one kills the sandbox: the guest may
     // ignore them, or the sandbox may not have started it yet.
     let mut interrupted: Option<i32> = None;
     let mut killed = false;
-    let init_exit = loop {
+    // The init's exit, or `None` when it said first that it is done (DONE_FD: its result is written and nothing
+    // of the guest is left); its exit (its namespaces' teardown) then goes on beside the rest of the run.
+    let mut done = Some(fs::File::from(done_r));
+    let mut init_exit = loop {
         if let Some((_, exit)) = ns::wait_child(init_pid, true)? {
-            break exit;
+            break Some(exit);
+        }
+        if let Some(d) = &done {
+            if readable_first(d, &sigfd)? {
+                let mut b = [0u8; 1];
+                match (&*d).read(&mut b) {
+                    Ok(1) => break None,
+                    // The init exited without saying it (or the pipe failed): its exit is waited for.
+                    _ => done = None,
+                }
+                continue;
+            }
         }
         match ns::read_signal(&sigfd)? {
             crate::init::libc_sig::CHLD => {}
@@ -404,12 +470,22 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
             }
         }
     };
+    repro_sys::startup::mark("run: init done");
     let stdout_bytes =
         out_pump.join().unwrap_or(Ok(0)).map_err(|e| SandboxError::io("cannot save", dir.join("stdout"), e))?;
     let stderr_bytes =
         err_pump.join().unwrap_or(Ok(0)).map_err(|e| SandboxError::io("cannot save", dir.join("stderr"), e))?;
 
     let result: Option<InitResult> = read_result(result_fd);
+    if result.is_none() && init_exit.is_none() {
+        // Said done without a readable result: how it ended is in its exit.
+        init_exit = ns::wait_child(init_pid, false)?.map(|(_, exit)| exit);
+    }
+    let init_exit = init_exit.ok_or(());
+    if let Some(r) = &result {
+        crate::scancache::store(&req.state_dir, &rdrand_known, &r.rdrand_clean);
+        warnings.extend(r.warnings.iter().cloned());
+    }
     let (outcome, mut exit_status, determinism, accessed, tapes) = match (result, interrupted, setup_error) {
         (Some(r), _, _) => (r.outcome, r.exit_status, r.determinism, r.accessed, r.tapes),
         (None, _, Some(message)) => (
@@ -429,7 +505,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         ),
         (None, _, None) => (
             RunOutcome::SetupFailed {
-                message: if init_exit == ns::ChildExit::Signaled(crate::init::libc_sig::KILL) {
+                message: if init_exit == Ok(ns::ChildExit::Signaled(crate::init::libc_sig::KILL)) {
                     format!(
                         "the sandbox's init was killed (SIGKILL) without reporting a result: most likely the \
                          memory limit was reached (--memory {} MiB; what the guest writes to its working \
@@ -437,7 +513,10 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
                         s.memory_bytes >> 20
                     )
                 } else {
-                    format!("the sandbox's init ended ({init_exit:?}) without reporting a result")
+                    format!(
+                        "the sandbox's init ended ({:?}) without reporting a result",
+                        init_exit.unwrap_or(ns::ChildExit::Exited(0))
+                    )
                 },
             },
             ExitCode::Setup.code(),
@@ -457,19 +536,41 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     // The supervisor's notes (a library holding RDRAND, waits on outside descriptors) stay in
     // `determinism.warnings`: the CLI says them unless asked to be quiet; the run's own warnings are below.
 
-    // Tear down: nothing of the guest is left once its PID 1 has exited; the cgroup goes, then the scratch.
-    if let Some(cg) = &cgroup {
-        cg.kill_all(std::time::Duration::from_secs(5));
-        // The reaper, waited for below, removes it if this fails (a process not gone yet).
-        let _ = cg.remove();
+    repro_sys::startup::mark("run: output saved, result read");
+    // Tear down, in a thread beside the collection of the changes and the writing of the run directory (the run
+    // returns once it is done): nothing of the guest is left once its PID 1 has exited; the cgroup goes, then the
+    // scratch; then the reaper is let go (it finds nothing left: its status says nothing about the run, and what
+    // it leaves `repro gc` removes) and reaped by the thread. Without the thread the reaper does all of it.
+    let scratch = [root.clone(), layer.clone(), etc.clone(), stage.clone()];
+    let run_cgroup = cgroup.clone();
+    // The run waits for the cleanup, not for the reaper's exit.
+    let (torn_down, teardown) = std::sync::mpsc::channel::<()>();
+    let init_reaped = init_exit.is_ok();
+    let _ = spawn_beside("repro-teardown", move || {
+        if !init_reaped {
+            // The init said it was done: its exit empties the cgroup.
+            let _ = ns::wait_child(init_pid, false);
+        }
+        if let Some(cg) = &run_cgroup {
+            cg.kill_all(std::time::Duration::from_secs(5));
+            // The reaper, let go below, removes it if this fails (a process not gone yet).
+            let _ = cg.remove();
+        }
+        for d in &scratch {
+            reaper::remove_tree(d);
+        }
+        drop(reaper_pipe);
+        repro_sys::startup::mark("run: torn down (cgroup, scratch)");
+        let _ = torn_down.send(());
+        if let Some(mut r) = reaper {
+            let _ = r.wait();
+        }
+    });
+    if let Some(e) = reaper_error {
+        // Returns when the cleanup is done, or at once if the thread could not start.
+        let _ = teardown.recv();
+        return Err(SandboxError::io("cannot start the cleanup process", exe, e));
     }
-    reaper::remove_tree(&root);
-    reaper::remove_tree(&layer);
-    reaper::remove_tree(&etc);
-    reaper::remove_tree(&stage);
-    drop(reaper_pipe);
-    // Its status says nothing about the run: it only cleans up, and what it leaves `repro gc` removes.
-    let _ = reaper.wait();
 
     // What the guest changed: read from the writable layer through the descriptor the init sent, then copied
     // to the run directory; the layer itself goes with the descriptor.
@@ -506,6 +607,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         serde_json::to_vec_pretty(&changes).map_err(|source| SandboxError::Encode { what: "changes.json", source })?;
     cjson.push(b'\n');
     dir.write_atomic("changes.json", &cjson)?;
+    repro_sys::startup::mark("run: changes collected");
     if s.keep_changes {
         crate::changes::apply(&changes, &changes_dir, cwd)?;
     }
@@ -531,6 +633,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         determinism,
     };
     dir.finish(&record)?;
+    repro_sys::startup::mark("run: run.json written, run directory complete");
+    // Returns when the cleanup is done, or at once if the thread could not start.
+    let _ = teardown.recv();
     Ok(RunReport { record, dir: dir.path, accessed, tapes, interrupted })
 }
 
@@ -596,6 +701,7 @@ fn init_config(
     extras: &RunExtras,
     trees: &[(TreeRole, PathBuf)],
     etc_files: &[(&'static str, String)],
+    rdrand_clean: &[repro_model::init::ScannedFile],
 ) -> Result<InitConfig, SandboxError> {
     let s = &req.settings;
     let cwd = Path::new(&s.cwd);
@@ -637,6 +743,7 @@ fn init_config(
             record_access: extras.record_access,
             access_stream: extras.access_stream.as_ref().map(|p| p.to_string_lossy().into_owned()),
             stuck_after_ms: s.stuck_after_ms,
+            rdrand_clean: rdrand_clean.to_vec(),
         }),
         root_source: extras.root_source.as_ref().map(|p| p.to_string_lossy().into_owned()),
         root_times: extras.root_times,
@@ -653,6 +760,20 @@ fn disk_limit_message(bytes: u64, inodes: u64, space: ns::FsSpace) -> String {
         "the --disk limit was reached: the guest's writable layer (working directory changes, /tmp, /home) is full \
          ({what}); writes failed with 'No space left on device'. Raise it with --disk SIZE"
     )
+}
+
+/// Waits until `first` or `then` is readable; whether `first` is.
+fn readable_first(first: &fs::File, then: &OwnedFd) -> Result<bool, SandboxError> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    loop {
+        let mut fds = [PollFd::new(first.as_fd(), PollFlags::POLLIN), PollFd::new(then.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => return Ok(fds[0].revents().is_some_and(|r| !r.is_empty())),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(SandboxError::io("cannot wait for the sandbox's init", "poll", e.into())),
+        }
+    }
 }
 
 /// The init's result, from the memfd it wrote.
@@ -746,7 +867,7 @@ mod tests {
         req.state_dir = PathBuf::from(&req.settings.cwd).join(".repro");
         let extras = RunExtras { record_access: true, host_network: true, ..Default::default() };
         let trees = [(TreeRole::Cwd, PathBuf::from(&req.settings.cwd))];
-        let cfg = init_config(&req, &extras, &trees, &etc_files("box")).unwrap();
+        let cfg = init_config(&req, &extras, &trees, &etc_files("box"), &[]).unwrap();
         let det = cfg.determinism.as_ref().unwrap();
         assert_eq!((det.dir_order, det.record_access, det.seed), (DirOrder::Reversed, true, 0));
         assert_eq!((cfg.umask, cfg.no_aslr, cfg.host_network), (UMASK, true, true));
@@ -756,9 +877,9 @@ mod tests {
         assert!(cfg.root.starts_with(&format!("/proc/self/fd/{RUN_DIR_FD}/")));
         assert_eq!(cfg.etc.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["hostname", "hosts", "resolv.conf"]);
         req.settings.supervised = false;
-        assert!(init_config(&req, &extras, &[], &[]).unwrap().determinism.is_none());
+        assert!(init_config(&req, &extras, &[], &[], &[]).unwrap().determinism.is_none());
         req.settings.rlimits.push(repro_model::run::Rlimit { resource: "cpu".into(), soft: 1, hard: 1 });
-        assert!(init_config(&req, &extras, &[], &[]).is_err());
+        assert!(init_config(&req, &extras, &[], &[], &[]).is_err());
     }
 
     #[test]

@@ -18,5 +18,6 @@ pub mod ptrace;
 pub mod seccomp;
 pub mod shmem;
 pub mod spawn;
+pub mod startup;
 pub mod syscalls;
 pub mod tsc;

@@ -91,6 +91,7 @@ pub(crate) fn on_exec(tracee: &Tracee<Stopped>, shared: &SharedRef) -> ExecDone 
     let tid = tracee.tid();
     let mut done = ExecDone::default();
     crate::rdrand::check_exec(tid, shared);
+    repro_sys::startup::mark("supervisor: exec stop, program scanned for RDRAND");
     let slots = {
         let mut sh = lock(shared);
         sh.stats.execs += 1;
@@ -140,6 +141,7 @@ pub(crate) fn on_exec(tracee: &Tracee<Stopped>, shared: &SharedRef) -> ExecDone 
         Err(Failed::Gone(ev)) => done.gone = Some(ev),
         Err(Failed::Other(why)) => lock(shared).vdso_fallback(why),
     }
+    repro_sys::startup::mark("supervisor: exec stop handled (AT_RANDOM, vDSO)");
     done
 }
 

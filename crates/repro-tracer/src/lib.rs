@@ -107,6 +107,8 @@ pub struct DetConfig {
     /// With `host_file_times`: the guest's `/` is a replayed pack's root that got the captured times back, and
     /// counts as the installation whatever file system holds it.
     pub root_installed: bool,
+    /// Files known (from earlier runs) to hold no RDRAND/RDSEED: not scanned again while unchanged.
+    pub rdrand_clean: Vec<repro_model::init::ScannedFile>,
 }
 
 impl Default for DetConfig {
@@ -130,6 +132,7 @@ impl Default for DetConfig {
             stuck_after: None,
             host_file_times: None,
             root_installed: false,
+            rdrand_clean: Vec::new(),
         }
     }
 }
@@ -168,6 +171,8 @@ pub struct GuestOutcome {
     pub diverged: Option<String>,
     /// The watchdog stopped the guest ([`DetConfig::stuck_after`]): its tasks and the waits they were stuck in.
     pub stuck: Option<String>,
+    /// The files this run scanned and found free of RDRAND/RDSEED, beyond [`DetConfig::rdrand_clean`].
+    pub rdrand_clean: Vec<repro_model::init::ScannedFile>,
 }
 
 /// Errors of the supervisor.
@@ -212,6 +217,7 @@ pub fn supervise(
         .add_notify(&syscalls, &handlers::waits::conditional_syscalls())
         .and_then(|()| BpfFilter::compile(&rules))
         .map_err(|source| TracerError::Sys { context: "building the seccomp filter", pid: 0, source })?;
+    repro_sys::startup::mark("supervisor: seccomp filter compiled");
     let ctl = DeterminismController::new(&ControllerConfig {
         seed: cfg.seed,
         epoch_unix_secs: cfg.epoch_unix_secs,
@@ -227,11 +233,13 @@ pub fn supervise(
         Err(why) => (None, Some(format!("the replacement vDSO is unavailable: {why}"))),
     };
     // Before the guest exists: what it will inherit from us is connected to the world outside.
+    repro_sys::startup::mark("supervisor: controller and vDSO page ready");
     let inherited_fds = handlers::waits::inherited_fds();
     let program_name = spec.program.to_string_lossy().into_owned();
     let pending = spawn::spawn_guest(&spec.program, &spec.argv, &spec.envp, &filter, true, spec.pre_exec)
         .map_err(|e| spawn_error(e, &program_name, 0))?;
     let pid = pending.pid;
+    repro_sys::startup::mark("supervisor: guest forked (stopped before exec)");
     let options = Options::PTRACE_O_TRACEEXEC
         | Options::PTRACE_O_TRACECLONE
         | Options::PTRACE_O_TRACEFORK
@@ -243,6 +251,7 @@ pub fn supervise(
         let _ = ptrace::wait_any();
         return Err(TracerError::Sys { context: "PTRACE_SEIZE of the guest", pid, source });
     }
+    repro_sys::startup::mark("supervisor: guest seized");
     let listener_fd = pending.listener.try_clone().map_err(|source| TracerError::Sys {
         context: "duplicating the seccomp listener",
         pid,
@@ -266,6 +275,7 @@ pub fn supervise(
         tape: tape::TapeState::new(&cfg.tapes),
         host_network: cfg.host_network,
         disk: cfg.disk,
+        rdrand: rdrand::ScanCache::with_clean(&cfg.rdrand_clean),
         ..Shared::new(ctl)
     }));
     let waits_listener = pending.listener.try_clone().map_err(|source| TracerError::Sys {
@@ -298,6 +308,7 @@ pub fn supervise(
             .warnings
             .insert("the timers' watcher could not start: a guest waiting for a timer hangs".into());
     }
+    repro_sys::startup::mark("supervisor: threads started");
     if let Err(e) = pending.release() {
         // The guest is being discarded (the error reported is the release's): kill, reap, and let the notify
         // thread end; how it ended changes nothing.
@@ -313,12 +324,14 @@ pub fn supervise(
         return Err(spawn_error(e, &program_name, pid));
     }
     on_spawn(pid);
+    repro_sys::startup::mark("supervisor: guest released");
     // Like the notify thread, this thread switches with the guest at every ptrace stop (exec, fork,
     // the rdtsc trap): with rdtsc trapped here too, those switches do not rewrite CR4.TSD (see
     // repro_sys::tsc). Nothing in the trace loop reads a clock; the setting is undone afterwards. Either failing
     // only costs speed.
     let _ = repro_sys::tsc::disable_for_this_thread();
     let exit = trace_loop(pid, &shared);
+    repro_sys::startup::mark("supervisor: guest exited");
     let _ = repro_sys::tsc::enable_for_this_thread();
     {
         let mut sh = lock(&shared);
@@ -353,6 +366,7 @@ pub fn supervise(
         tapes: sh.tape.as_mut().map(|t| t.finish()).unwrap_or_default(),
         diverged: sh.tape.as_ref().and_then(|t| t.diverged.clone()),
         stuck: sh.stuck.clone(),
+        rdrand_clean: sh.rdrand.newly_clean(),
     })
 }
 

@@ -1,7 +1,10 @@
 //! RDRAND/RDSEED in the code the guest runs: the program of each exec (at the ptrace exec stop) and each shared
 //! library it opens are scanned ([`repro_detcore::rdrand`]), once per file and run (cached by device, inode,
 //! size and modification time). A program that contains the instruction makes the run not reproducible; a
-//! library gets a warning (see the detcore module for why).
+//! library gets a warning (see the detcore module for why). The files found clean go back to `repro run`, which
+//! keeps them in the state directory and passes them to the next runs ([`ScanCache::with_clean`]).
+//!
+//! The key includes the change time: rewriting a file, even keeping its size and modification time, changes it.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -9,6 +12,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 
 use repro_detcore::rdrand::{self, Site, Verdict};
+use repro_model::init::ScannedFile;
 
 use crate::state::{lock, Shared, SharedRef};
 
@@ -17,12 +21,39 @@ const TABLE_MAX: usize = 1 << 16;
 const SEGMENT_MAX: u64 = 1 << 30;
 
 /// A file's identity and version.
-type FileKey = (u64, u64, u64, i64, i64);
+type FileKey = (u64, u64, u64, i64, i64, i64, i64);
 
 /// The scans made in this run: the sites of each file, and whether their functions were named.
 #[derive(Debug, Default)]
 pub(crate) struct ScanCache {
     by_file: HashMap<FileKey, (Vec<Site>, bool)>,
+    /// The entries of `by_file` that came from earlier runs ([`ScanCache::with_clean`]).
+    given: std::collections::HashSet<FileKey>,
+}
+
+fn key_of_scanned(f: &ScannedFile) -> FileKey {
+    (f.dev, f.ino, f.size, f.mtime.0, f.mtime.1, f.ctime.0, f.ctime.1)
+}
+
+impl ScanCache {
+    /// A cache that knows `clean` (files earlier runs found free of RDRAND/RDSEED).
+    pub(crate) fn with_clean(clean: &[ScannedFile]) -> ScanCache {
+        let given: std::collections::HashSet<FileKey> = clean.iter().map(key_of_scanned).collect();
+        let by_file = given.iter().map(|k| (*k, (Vec::new(), true))).collect();
+        ScanCache { by_file, given }
+    }
+
+    /// The files this run scanned and found clean (not those it was given).
+    pub(crate) fn newly_clean(&self) -> Vec<ScannedFile> {
+        let mut v: Vec<ScannedFile> = self
+            .by_file
+            .iter()
+            .filter(|(k, (sites, _))| sites.is_empty() && !self.given.contains(*k))
+            .map(|(k, _)| ScannedFile { dev: k.0, ino: k.1, size: k.2, mtime: (k.3, k.4), ctime: (k.5, k.6) })
+            .collect();
+        v.sort_by_key(|f| (f.dev, f.ino));
+        v
+    }
 }
 
 /// Code is read and searched this much at a time (with the decoder's window of the chunk before).
@@ -30,7 +61,7 @@ const CHUNK: usize = 4 << 20;
 const OVERLAP: usize = 512;
 
 fn key_of(m: &std::fs::Metadata) -> FileKey {
-    (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec())
+    (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec())
 }
 
 /// Why a file could not be scanned (said in the run's "not enforced" line for a program).
@@ -158,6 +189,9 @@ fn sites_of(cache: &mut ScanCache, path: &Path, names: bool) -> Result<Vec<Site>
         _ => {}
     }
     let s = scan(&f, names)?;
+    if repro_sys::startup::enabled() {
+        repro_sys::startup::mark(format!("supervisor: scanned {} for RDRAND ({} bytes)", path.display(), meta.len()));
+    }
     cache.by_file.insert(key, (s.clone(), names));
     Ok(s)
 }
@@ -260,5 +294,60 @@ mod tests {
         assert!(w[0].contains("librd.so contains RDRAND at file offset 0x100"), "{w:?}");
         check_library(&mut sh, b"/nonexistent/libx.so");
         assert!(sh.not_enforced.is_empty(), "a library is never refused");
+    }
+
+    /// Clean files go to the next run, which does not read them again; a file changed since is read again (its
+    /// change time moved, even with its size and modification time kept).
+    #[test]
+    fn clean_files_are_passed_on_and_not_read_again_while_unchanged() {
+        use std::os::unix::fs::MetadataExt;
+        let d = tempfile::tempdir().unwrap();
+        let lib = d.path().join("libclean.so");
+        let mut elf = vec![0u8; 0x200];
+        elf[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        std::fs::write(&lib, &elf).unwrap();
+        let path = lib.as_os_str().as_encoded_bytes().to_vec();
+        let mut sh = shared(1, 1000);
+        check_library(&mut sh, &path);
+        let clean = sh.rdrand.newly_clean();
+        let m = std::fs::metadata(&lib).unwrap();
+        assert_eq!(
+            clean,
+            [ScannedFile {
+                dev: m.dev(),
+                ino: m.ino(),
+                size: m.size(),
+                mtime: (m.mtime(), m.mtime_nsec()),
+                ctime: (m.ctime(), m.ctime_nsec())
+            }]
+        );
+        // The next run is given it: nothing new, and the file is not read (it now holds RDRAND, unseen).
+        let mut next = shared(1, 1000);
+        next.rdrand = ScanCache::with_clean(&clean);
+        let mtime = std::fs::File::options().write(true).open(&lib).unwrap().metadata().unwrap().modified().unwrap();
+        let rdrand_at_0x100 = {
+            // One executable segment holding rdrand rax, as in the test above.
+            let mut e = elf.clone();
+            e[32..40].copy_from_slice(&64u64.to_le_bytes());
+            e[54..56].copy_from_slice(&56u16.to_le_bytes());
+            e[56..58].copy_from_slice(&1u16.to_le_bytes());
+            e[64..68].copy_from_slice(&1u32.to_le_bytes());
+            e[68..72].copy_from_slice(&5u32.to_le_bytes());
+            e[72..80].copy_from_slice(&0x100u64.to_le_bytes());
+            e[96..104].copy_from_slice(&0x10u64.to_le_bytes());
+            e[0x100..0x104].copy_from_slice(&[0x48, 0x0f, 0xc7, 0xf0]);
+            e
+        };
+        check_library(&mut next, &path);
+        assert!(next.rdrand.newly_clean().is_empty() && next.stats.warnings.is_empty());
+        // Rewritten in place with the same size and modification time: the change time differs, so it is read.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&lib, &rdrand_at_0x100).unwrap();
+        std::fs::File::options().write(true).open(&lib).unwrap().set_modified(mtime).unwrap();
+        let now = std::fs::metadata(&lib).unwrap();
+        assert_eq!((now.size(), now.mtime(), now.mtime_nsec()), (m.size(), m.mtime(), m.mtime_nsec()));
+        check_library(&mut next, &path);
+        assert_eq!(next.stats.warnings.len(), 1, "{:?}", next.stats.warnings);
+        assert!(next.rdrand.newly_clean().is_empty(), "a file with RDRAND is not clean");
     }
 }

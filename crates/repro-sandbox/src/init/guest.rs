@@ -48,7 +48,8 @@ pub(super) fn run_guest(
     cfg: &InitConfig,
     determinism: &mut Determinism,
     (accessed, stream): (&mut Vec<Accessed>, Option<repro_tracer::AccessStream>),
-    tapes: &mut TapesOut,
+    (tapes, rdrand_clean): (&mut TapesOut, &mut Vec<repro_model::init::ScannedFile>),
+    warnings: &mut Vec<String>,
 ) -> (RunOutcome, i32) {
     // `repro run` refuses an empty command; an empty name would fail below as not found.
     let cmd = cfg.argv.first().cloned().unwrap_or_default();
@@ -81,6 +82,15 @@ pub(super) fn run_guest(
             return (RunOutcome::SetupFailed { message: m }, ExitCode::Setup.code());
         }
     };
+    repro_sys::startup::mark("init: guest's confinement built");
+    match super::enter_run_cgroup() {
+        Ok(warning) => warnings.extend(warning),
+        Err(x) => {
+            let m = x.to_string();
+            eprintln!("repro: sandbox setup failed: {m}");
+            return (RunOutcome::SetupFailed { message: m }, ExitCode::Setup.code());
+        }
+    }
     let setup = ns::GuestSetup {
         umask: cfg.umask,
         no_aslr: cfg.no_aslr,
@@ -106,7 +116,7 @@ pub(super) fn run_guest(
                 sigfd,
                 determinism,
                 (accessed, stream),
-                (cfg, tapes),
+                (cfg, tapes, rdrand_clean),
             ) {
                 Ok(exit) => exit,
                 Err(failed) => return failed(&cmd),
@@ -161,7 +171,7 @@ fn supervised(
     sigfd: std::os::fd::OwnedFd,
     determinism: &mut Determinism,
     (accessed, stream): (&mut Vec<Accessed>, Option<repro_tracer::AccessStream>),
-    (init, tapes): (&InitConfig, &mut TapesOut),
+    (init, tapes, rdrand_clean): (&InitConfig, &mut TapesOut, &mut Vec<repro_model::init::ScannedFile>),
 ) -> Result<ChildExit, Failed> {
     let tape_cfg = &init.tapes;
     use repro_tracer::tape::{NetMode, ProcMode};
@@ -198,6 +208,7 @@ fn supervised(
         // was laid out with the times of its layout, so they are pinned.
         host_file_times: (init.root_source.is_none() || init.root_times).then(|| std::path::PathBuf::from(&init.cwd)),
         root_installed: init.root_source.is_some() && init.root_times,
+        rdrand_clean: det.rdrand_clean.clone(),
     };
     let mut sigfd = Some(sigfd);
     let mut on_spawn = |_guest: i32| {
@@ -224,6 +235,7 @@ fn supervised(
                 eprintln!("[repro] the guest is stuck: {stuck}");
             }
             determinism.stuck = out.stuck;
+            *rdrand_clean = out.rdrand_clean;
             determinism.warnings = out.stats.warnings.into_iter().collect();
             *accessed = out
                 .accessed

@@ -5,7 +5,9 @@
 //! namespaces, so it starts single-threaded with a clean address space. It reads its configuration from, and
 //! writes its result to, descriptors `repro run` placed ([`CONFIG_FD`], [`RESULT_FD`]): the run directory
 //! belongs to the host's user, whom the init no longer is. It makes itself non-dumpable (a guest cannot ptrace
-//! it or read its memory) and enters a cgroup namespace, so the guest sees the run's cgroup as the root.
+//! it or read its memory). Just before it starts the guest it is in the run's cgroup (with cgroup v1 it moves
+//! itself, through [`CGROUP_TASKS_FD`]; with v2 `repro run` moves it while it assembles the root, and says so on
+//! [`CGROUP_FD`]) and enters a cgroup namespace, so the guest sees the run's cgroup as the root.
 
 use std::fs;
 use std::io::Write;
@@ -36,6 +38,19 @@ pub const STDOUT_FD: i32 = 3;
 pub const STDERR_FD: i32 = 4;
 /// The descriptor at which the init receives a unix socket: it sends the writable layer's directory over it.
 pub const LAYER_FD: i32 = 5;
+/// A pipe on which `repro run` writes one byte when the init may start the guest: with cgroup v2 once it has
+/// moved the init into the run's cgroup (a write to `cgroup.procs`, which waits for an RCU grace period, ~10 ms,
+/// while the init starts and assembles the root); at once with v1 (the init moves itself, [`CGROUP_TASKS_FD`])
+/// or without a cgroup (a warning of the run says so). So the guest and everything it starts are in the cgroup.
+pub const CGROUP_FD: i32 = 6;
+/// With cgroup v1: the run cgroup's `tasks` file, which `repro run` opened for writing: the init moves itself
+/// there (it writes `0`: its own thread, without the wait of a move by pid; see
+/// [`crate::cgroup::Cgroup::tasks_for_self`]) and `repro run` sends the byte on [`CGROUP_FD`] at once.
+pub const CGROUP_TASKS_FD: i32 = 7;
+/// A pipe on which the init writes one byte once its result is written and nothing of the guest is left (it has
+/// no child: every process of the sandbox descends from it, and orphans come back to it). `repro run` then
+/// reads the run's output and changes while the init exits (the teardown of its namespaces takes a millisecond).
+pub const DONE_FD: i32 = 8;
 /// The descriptor from which the init reads its [`InitConfig`] (a memfd).
 pub const CONFIG_FD: i32 = 10;
 /// The descriptor to which the init writes its [`InitResult`] (a memfd `repro run` reads afterwards).
@@ -60,6 +75,7 @@ pub fn main(config: &Path) -> i32 {
         );
         return ExitCode::Setup.code();
     };
+    repro_sys::startup::mark("init: started");
     let mut result_file = fs::File::from(result_fd);
     let cfg: InitConfig = match read_config(config) {
         Ok(c) => c,
@@ -75,14 +91,19 @@ pub fn main(config: &Path) -> i32 {
     let mut determinism = Determinism { supervised: cfg.determinism.is_some(), ..Default::default() };
     let mut accessed = Vec::new();
     let mut tapes = TapesOut::default();
+    let mut rdrand_clean = Vec::new();
+    let mut warnings = Vec::new();
     let (outcome, status) = match harden().and_then(|_| setup(&cfg)) {
         Err(msg) => {
             eprintln!("repro: sandbox setup failed: {msg}");
             (RunOutcome::SetupFailed { message: msg.to_string() }, ExitCode::Setup.code())
         }
-        Ok(()) => run_guest(&cfg, &mut determinism, (&mut accessed, stream), &mut tapes),
+        Ok(()) => {
+            run_guest(&cfg, &mut determinism, (&mut accessed, stream), (&mut tapes, &mut rdrand_clean), &mut warnings)
+        }
     };
-    let res = InitResult { outcome, exit_status: status, determinism, accessed, tapes };
+    repro_sys::startup::mark("init: guest ended");
+    let res = InitResult { outcome, exit_status: status, determinism, accessed, tapes, rdrand_clean, warnings };
     // Without a result `repro run` reports the init ended without one; the reason is said here, on stderr.
     match serde_json::to_vec(&res) {
         Ok(json) => {
@@ -92,7 +113,25 @@ pub fn main(config: &Path) -> i32 {
         }
         Err(e) => eprintln!("repro: sandbox: cannot encode the run's result: {e}"),
     }
+    repro_sys::startup::mark("init: result written");
+    if let Some(done) = ns_fd(DONE_FD) {
+        if no_process_left() {
+            // Unsaid, `repro run` waits for the init's exit instead.
+            let _ = fs::File::from(done).write_all(&[1]);
+        }
+    }
     status
+}
+
+/// Whether the init has no child left (reaping those that have exited): then no process of the guest is left.
+fn no_process_left() -> bool {
+    loop {
+        match ns::wait_child(-1, true) {
+            Ok(Some(_)) => continue,
+            Ok(None) => return false,
+            Err(e) => return e.errno() == libc::ECHILD,
+        }
+    }
 }
 
 fn ns_fd(fd: i32) -> Option<std::os::fd::OwnedFd> {
@@ -112,15 +151,48 @@ fn read_config(config: &Path) -> Result<InitConfig, InitError> {
     Ok(serde_json::from_slice(&data)?)
 }
 
-/// What the init does to itself before anything else, once `repro run` has placed it in the run's cgroup: no
-/// process of the guest may ptrace it or read its memory (non-dumpable, and no program it starts regains
-/// CAP_SYS_PTRACE, which would override that), and the guest sees the run's cgroup as the root of the hierarchy.
+/// What the init does to itself before anything else: no process of the guest may ptrace it or read its memory
+/// (non-dumpable, and no program it starts regains CAP_SYS_PTRACE, which would override that).
 fn harden() -> Result<(), InitError> {
     use repro_sys::idmap;
     idmap::set_non_dumpable()?;
     idmap::drop_bounding(idmap::CAP_SYS_PTRACE)?;
-    ns::unshare(ns::flags::CGROUP).map_err(|e| InitError::from(e).noted("a cgroup namespace"))?;
     Ok(())
+}
+
+/// Just before the guest starts (the init has a single thread): joins the run's cgroup through
+/// [`CGROUP_TASKS_FD`] when it has it, and waits until `repro run` says the init is in the cgroup (one byte on
+/// [`CGROUP_FD`]; the guest inherits the init's cgroup); then enters a cgroup namespace, so that the guest sees
+/// the run's cgroup as the root of the hierarchy (a namespace's root is its maker's cgroup when it is made).
+/// Returns the warning of a join that failed (the run goes on without the memory limit, as when `repro run`
+/// cannot make the cgroup).
+pub(super) fn enter_run_cgroup() -> Result<Option<String>, InitError> {
+    let mut warning = None;
+    if let Some(tasks) = ns_fd(CGROUP_TASKS_FD) {
+        if let Err(e) = fs::File::from(tasks).write_all(b"0") {
+            warning = Some(format!("memory limit not enforced: the sandbox could not join its cgroup: {e}"));
+        }
+    }
+    let fd =
+        ns_fd(CGROUP_FD).ok_or_else(|| InitError::Refused(format!("no descriptor {CGROUP_FD} for the cgroup's go")))?;
+    let mut f = fs::File::from(fd);
+    let mut byte = [0u8; 1];
+    loop {
+        match std::io::Read::read(&mut f, &mut byte) {
+            Ok(1) => break,
+            Ok(_) => {
+                return Err(InitError::Refused(
+                    "repro run ended before it placed the sandbox in the run's cgroup".into(),
+                ))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(InitError::io("read", format!("descriptor {CGROUP_FD}"), e)),
+        }
+    }
+    drop(f);
+    ns::unshare(ns::flags::CGROUP).map_err(|e| InitError::from(e).noted("a cgroup namespace"))?;
+    repro_sys::startup::mark("init: in the run's cgroup and its namespace");
+    Ok(warning)
 }
 
 fn setup(cfg: &InitConfig) -> Result<(), InitError> {
@@ -132,8 +204,11 @@ fn setup(cfg: &InitConfig) -> Result<(), InitError> {
         ns::interface_up("lo").map_err(e)?;
     }
     let trees = receive_trees(cfg)?;
+    repro_sys::startup::mark("init: hardened, host name, lo up, released; trees received");
     build_root(cfg, trees)?;
+    repro_sys::startup::mark("init: root assembled");
     ns::pivot_into(&cfg.root).map_err(e)?;
+    repro_sys::startup::mark("init: pivoted");
     Ok(())
 }
 

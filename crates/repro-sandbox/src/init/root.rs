@@ -89,6 +89,7 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
         .map_err(e)?;
     let source = pack_root.as_deref().or(cfg.root_source.as_deref()).unwrap_or("/");
     let closed = populate_root(source, r, &mount_point_tops(cfg))?;
+    repro_sys::startup::mark("init: root: top-level directories bound");
     scaffold_closed(cfg, r, &closed)?;
     for (d, mode) in [("proc", 0o555), ("sys", 0o555), ("dev", 0o755), ("run", 0o755), ("tmp", 0o1777), ("home", 0o755)]
     {
@@ -98,6 +99,7 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
     // Nothing is mounted there unless the run directory lies inside a bound directory.
     let _ = ns::umount_detach(&under(r, &host_path(r)));
     scrub_kernel_mounts(r)?;
+    repro_sys::startup::mark("init: root: kernel file systems beneath scrubbed");
     ns::make_readonly_recursive(r).map_err(e)?;
 
     // The writable layer (mounted after the binds, so no copy of it lies in the root).
@@ -177,7 +179,9 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
     }
 
     // /dev, /etc files, binds.
+    repro_sys::startup::mark("init: root: layer, /tmp, /home, working directory's overlay");
     build_dev(r)?;
+    repro_sys::startup::mark("init: root: /dev");
 
     for (name, host) in &cfg.etc {
         let t = resolve_in_root(r, &format!("/etc/{name}"));
@@ -240,6 +244,7 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
     }
 
     // proc and sys.
+    repro_sys::startup::mark("init: root: /etc files, binds");
     build_proc_sys(cfg, r)
 }
 

@@ -156,7 +156,7 @@ fn provider(cmd: &str) -> String {
 }
 
 /// The executable `cmd` on `path` (a `PATH`-style list), if any.
-fn find_on_path(cmd: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
+pub fn find_on_path(cmd: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     std::env::split_paths(path)
         .map(|d| d.join(cmd))

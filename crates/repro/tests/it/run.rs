@@ -285,6 +285,17 @@ fn memory_limit_is_enforced() {
     let o =
         w.run(&["-q", "--memory", "256M"], &["python3", "-c", "b = bytearray(32 * 1024 * 1024); print('allocated')"]);
     assert_code(&o, 0);
+    // The guest is in the run's cgroup (the init joins it while it assembles the root) and sees it as the root
+    // of its cgroup namespace (entered after the join): every controller's line ends in '/'.
+    let o = w.run(&["-q"], &["sh", "-c", "cat /proc/self/cgroup; cat /proc/1/cgroup"]);
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    assert!(!out.is_empty() && out.lines().all(|l| l.ends_with(":/")), "{out}");
+    let rec: serde_json::Value = serde_json::from_slice(&fs::read(w.last_run().join("run.json")).unwrap()).unwrap();
+    if let Some(cg) = rec["enforcement"]["cgroup"].as_str() {
+        // The host sees the guest's processes there while it runs: the record names the cgroup it was in.
+        assert!(cg.contains(&format!("repro-{}", rec["id"].as_str().unwrap())), "{cg}");
+    }
 }
 
 #[test]

@@ -208,6 +208,53 @@ fn the_summary_line_states_the_epoch_and_its_source() {
     assert!(summary(&o).contains("; epoch 2020-09-13T12:26:40Z (the commit time of git HEAD); "), "{}", stderr(&o));
 }
 
+/// git is started for the epoch only inside a repository, and once per commit (the state directory caches HEAD's
+/// commit time): a `git` first on PATH logs each call and runs the real one.
+#[test]
+fn git_is_started_only_in_a_repository_and_once_per_commit() {
+    use std::os::unix::fs::PermissionsExt;
+    require_cmd("git");
+    let real = find_on_path("git", &std::env::var_os("PATH").unwrap_or_default()).unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    let log = bin.path().join("calls");
+    let logging_git = bin.path().join("git");
+    fs::write(
+        &logging_git,
+        format!("#!/bin/sh\necho \"$@\" >> '{}'\nexec '{}' \"$@\"\n", log.display(), real.display()),
+    )
+    .unwrap();
+    fs::set_permissions(&logging_git, fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap_or_default());
+    let w = Workdir::new();
+    let run = || {
+        let o = run_with(&w, &[("PATH", Some(&path))], &[], &["true"]);
+        assert_code(&o, 0);
+        summary(&o)
+    };
+    assert!(run().contains("(default: no --epoch, no SOURCE_DATE_EPOCH, not a git checkout)"));
+    assert!(!log.exists(), "outside a repository git is not started");
+    let commit = |date: &str| {
+        let ok = Command::new(&real)
+            .current_dir(w.path())
+            .args(["-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-q", "--allow-empty", "-m", "x"])
+            .env("GIT_COMMITTER_DATE", date)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    assert!(Command::new(&real).current_dir(w.path()).args(["init", "-q"]).status().unwrap().success());
+    commit("1600000000 +0000");
+    for _ in 0..2 {
+        assert!(run().contains("; epoch 2020-09-13T12:26:40Z (the commit time of git HEAD); "));
+    }
+    let calls = || fs::read_to_string(&log).unwrap_or_default().lines().count();
+    assert_eq!(calls(), 1, "the second run took the time from the cache");
+    commit("1700000000 +0000");
+    assert!(run().contains("; epoch 2023-11-14T22:13:20Z (the commit time of git HEAD); "));
+    assert_eq!(calls(), 2, "a new commit: git again");
+}
+
 /// `repro.toml`: found from a subdirectory, applied under the flags, recorded; bad ones refused by file and line.
 #[test]
 fn repro_toml_sets_the_run_and_flags_win() {

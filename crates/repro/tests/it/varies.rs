@@ -116,4 +116,19 @@ fn rdrand_in_the_program_is_refused() {
     assert!(stderr(&o).contains("rd contains RDRAND at file offset 0x"), "{}", stderr(&o));
     // A program without it is not refused.
     assert_code(&w.run(&["-q"], &["true"]), 0);
+    // The files found clean are cached in the state directory (true and its libraries): the next runs do not read
+    // them again, and the program with RDRAND is refused again (never cached). Replaced by a clean program of
+    // the same name, it is scanned afresh (its identity changed) and runs.
+    let cache = std::fs::read_to_string(w.path().join(".repro/cache/rdrand-clean")).unwrap();
+    assert!(cache.lines().count() >= 2, "{cache}");
+    let o = w.run(&[], &["./rd"]);
+    assert_code(&o, 121);
+    assert!(stderr(&o).contains("rd contains RDRAND at file offset 0x"), "{}", stderr(&o));
+    std::fs::write(&src, "int main(){return 0;}\n").unwrap();
+    let gcc =
+        std::process::Command::new("gcc").args(["-O2", "rd.c", "-o", "rd"]).current_dir(w.path()).output().unwrap();
+    assert!(gcc.status.success(), "{}", String::from_utf8_lossy(&gcc.stderr));
+    assert_code(&w.run(&["-q"], &["./rd"]), 0);
+    let again = std::fs::read_to_string(w.path().join(".repro/cache/rdrand-clean")).unwrap();
+    assert!(again.lines().count() > cache.lines().count(), "the clean rd was added: {again}");
 }
