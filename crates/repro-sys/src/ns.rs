@@ -702,6 +702,13 @@ pub fn allowed_cpus() -> Vec<usize> {
     (0..libc::CPU_SETSIZE as usize).filter(|c| unsafe { libc::CPU_ISSET(*c, &set) }).collect()
 }
 
+/// The CPU this thread runs on now, if the kernel says.
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu takes no arguments and touches no memory of ours.
+    let c = unsafe { libc::sched_getcpu() };
+    usize::try_from(c).ok()
+}
+
 /// Whether `path` is executable by us (access X_OK).
 pub fn is_executable(path: &str) -> std::result::Result<(), i32> {
     let p = cstr(path);
