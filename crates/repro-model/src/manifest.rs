@@ -315,7 +315,8 @@ pub struct FileEntry {
     /// The modification time on the host, in nanoseconds since the Unix epoch, of an entry of the host's
     /// installation (outside the working directory): the replay's root gets it back, so the guest sees the times
     /// the capture saw (Python checks its .pyc files against them). Absent for the working directory's entries
-    /// (pinned in every run) and in packs written before it was recorded (their replays pin every time).
+    /// (pinned in every run) and the directories above it (their times move with anything made beside it), and in
+    /// packs written before it was recorded (their replays pin every time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtime_ns: Option<i64>,
 }

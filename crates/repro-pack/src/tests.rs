@@ -402,6 +402,36 @@ fn materialize_and_unpack() {
 }
 
 #[test]
+fn the_layout_gives_back_the_recorded_times() {
+    use std::os::unix::fs::MetadataExt;
+    let mtime = |p: &Path| {
+        let m = fs::symlink_metadata(p).unwrap();
+        (m.mtime(), m.mtime_nsec())
+    };
+    // A pack without times: the layout's own (now), as before.
+    let f = fixture();
+    let out = f.dir.path().join("plain");
+    summary::unpack(&write(&f, "plain.repro"), &out, &store(&f)).unwrap();
+    assert!(mtime(&out.join("root/usr/bin/python3.11")).0 > 1_700_000_000, "no times recorded: left alone");
+
+    // With times: each entry gets its own back (a directory, a link itself, a sized file), after everything in
+    // it was made; an entry without one (the working directory's) gets one second before the recorded epoch.
+    let mut f = fixture();
+    let times =
+        [("/usr", -5_000_000_001i64), ("/usr/bin/python3", 1_600_000_000_123_456_789), ("/usr/bin/python3.11", 42)];
+    for e in f.manifest.files.iter_mut() {
+        e.mtime_ns = times.iter().find(|(p, _)| *p == e.path).map(|(_, t)| *t);
+    }
+    let out = f.dir.path().join("timed");
+    summary::unpack(&write(&f, "timed.repro"), &out, &store(&f)).unwrap();
+    let root = out.join("root");
+    assert_eq!(mtime(&root.join("usr")), (-6, 999_999_999), "a time before 1970");
+    assert_eq!(mtime(&root.join("usr/bin/python3")), (1_600_000_000, 123_456_789), "the link, not its target");
+    assert_eq!(mtime(&root.join("usr/bin/python3.11")), (0, 42));
+    assert_eq!(mtime(&root.join("work/proj/fail.py")), (1_699_999_999, 0), "pinned: epoch - 1 s");
+}
+
+#[test]
 fn inspect_summary_snapshot() {
     let f = fixture();
     let p = write(&f, "a.repro");
