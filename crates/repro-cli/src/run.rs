@@ -71,6 +71,13 @@ pub struct SandboxArgs {
     /// 0 turns it off [default: 60s].
     #[arg(long, value_name = "DURATION")]
     stuck_after: Option<String>,
+    /// How the scheduler picks the next guest thread at each scheduling point: random, round-robin or pct
+    /// [default: random].
+    #[arg(long, value_name = "POLICY")]
+    sched: Option<String>,
+    /// Seed of the scheduler's choices (the same seed, the same interleaving) [default: 0].
+    #[arg(long, value_name = "N")]
+    sched_seed: Option<u64>,
 }
 
 impl SandboxArgs {
@@ -97,6 +104,8 @@ impl SandboxArgs {
                 (None, false) => ConfigChoice::Discover,
             },
             stuck_after: self.stuck_after,
+            sched: self.sched,
+            sched_seed: self.sched_seed,
         }
     }
 }

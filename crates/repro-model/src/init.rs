@@ -99,6 +99,9 @@ pub struct DetSettings {
     /// The deadlock watchdog's wall time in milliseconds (0: off).
     #[serde(default)]
     pub stuck_after_ms: u64,
+    /// The deterministic scheduler's policy and seed.
+    #[serde(default)]
+    pub sched: crate::sched::SchedSettings,
     /// Files earlier runs scanned and found free of RDRAND/RDSEED (the state directory's cache): not read again
     /// while they are unchanged.
     #[serde(default)]

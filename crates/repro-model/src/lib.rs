@@ -9,6 +9,7 @@ pub mod manifest;
 pub mod pathenc;
 pub mod project;
 pub mod run;
+pub mod sched;
 pub mod secrets;
 pub mod settings;
 pub mod tape;
@@ -16,3 +17,4 @@ pub mod timeline;
 
 pub use dirorder::DirOrder;
 pub use exit::ExitCode;
+pub use sched::{SchedPolicy, SchedSettings};

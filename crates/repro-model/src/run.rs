@@ -162,6 +162,10 @@ pub struct RunSettings {
     /// is the default, so that records written before it existed read and write back the same.
     #[serde(default = "default_stuck_after_ms", skip_serializing_if = "is_default_stuck_after")]
     pub stuck_after_ms: u64,
+    /// The deterministic scheduler's policy and seed (`--sched`, `--sched-seed`); records written before it existed
+    /// read as the default (random, seed 0).
+    #[serde(default)]
+    pub sched: crate::sched::SchedSettings,
 }
 
 /// The deadlock watchdog's default: a minute of every task waiting on another.
@@ -371,7 +375,12 @@ mod tests {
         let r: RunRecord = serde_json::from_str(text).unwrap();
         assert_eq!(r.settings.dir_order, crate::DirOrder::Shuffled(7));
         let original: serde_json::Value = serde_json::from_str(text).unwrap();
-        assert_eq!(serde_json::to_value(&r).unwrap(), original);
+        // It had no scheduler: the default, which is always written back (the interleaving is part of the run).
+        assert_eq!(r.settings.sched, crate::SchedSettings::default());
+        let mut back = serde_json::to_value(&r).unwrap();
+        assert_eq!(back["settings"]["sched"], serde_json::json!({"policy": "random", "seed": 0}));
+        back["settings"].as_object_mut().unwrap().remove("sched");
+        assert_eq!(back, original);
         // The oldest records have no dir_order at all: sorted.
         let mut v = original.clone();
         v["settings"].as_object_mut().unwrap().remove("dir_order");

@@ -59,6 +59,10 @@ pub struct RunOptions {
     pub disk: Option<String>,
     /// The deadlock watchdog's wall time (`--stuck-after`, e.g. `2s`, `500ms`, `1m`, `0` for off; default 60s).
     pub stuck_after: Option<String>,
+    /// The scheduler's policy (`--sched`: random, round-robin or pct; default random).
+    pub sched: Option<String>,
+    /// The scheduler's seed (`--sched-seed`; default 0).
+    pub sched_seed: Option<u64>,
     /// Which project file (`repro.toml`) to use.
     pub config: ConfigChoice,
 }
@@ -125,6 +129,7 @@ impl RunSettings {
             project_file: None,
             toolchains: Vec::new(),
             stuck_after_ms: crate::run::DEFAULT_STUCK_AFTER_MS,
+            sched: crate::sched::SchedSettings::default(),
         }
     }
 }

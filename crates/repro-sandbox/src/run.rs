@@ -86,6 +86,13 @@ impl RunRequest {
             Some(d) => parse::parse_duration_ms("--stuck-after", d)?,
             None => repro_model::run::DEFAULT_STUCK_AFTER_MS,
         };
+        let sched = repro_model::SchedSettings {
+            policy: match &opts.sched {
+                Some(p) => p.parse().map_err(|m: String| SandboxError::usage(format!("--sched '{p}'"), m))?,
+                None => repro_model::SchedPolicy::default(),
+            },
+            seed: opts.sched_seed.unwrap_or(0),
+        };
         let specs: Vec<EnvSpec> = opts.env.iter().map(|e| parse::parse_env(e)).collect::<Result<_, _>>()?;
         let mut env = crate::env::guest_env(epoch.unix, &specs, |k| std::env::var(k).ok());
         let mut binds: Vec<BindMount> =
@@ -128,6 +135,7 @@ impl RunRequest {
                 s.project_file = project.as_ref().map(|p| p.path.to_string_lossy().into_owned());
                 s.toolchains = resolution.toolchains;
                 s.stuck_after_ms = stuck_after_ms;
+                s.sched = sched;
             });
         Ok(RunRequest { settings, state_dir, exec_hint: resolution.hint })
     }
@@ -743,6 +751,7 @@ fn init_config(
             record_access: extras.record_access,
             access_stream: extras.access_stream.as_ref().map(|p| p.to_string_lossy().into_owned()),
             stuck_after_ms: s.stuck_after_ms,
+            sched: s.sched,
             rdrand_clean: rdrand_clean.to_vec(),
         }),
         root_source: extras.root_source.as_ref().map(|p| p.to_string_lossy().into_owned()),
@@ -857,8 +866,12 @@ mod tests {
         assert_eq!(s.rlimits, repro_model::settings::fixed_rlimits());
         assert_eq!(s.memory_bytes, DEFAULT_MEMORY);
         assert!(s.supervised && s.identity.is_some() && s.cpu_affinity.len() <= 1);
+        assert_eq!(s.sched, repro_model::SchedSettings::default());
         let d = RunRequest::prepare(&opts()).unwrap().settings;
         assert_eq!((d.dir_order, d.hostname.as_str()), (DirOrder::Sorted, HOSTNAME));
+        let o = RunOptions { sched: Some("pct".into()), sched_seed: Some(9), ..opts() };
+        let p = RunRequest::prepare(&o).unwrap().settings;
+        assert_eq!(p.sched, repro_model::SchedSettings { policy: repro_model::SchedPolicy::Pct, seed: 9 });
     }
 
     #[test]
@@ -888,6 +901,7 @@ mod tests {
             (RunOptions { dir_order: Some("sideways".into()), ..opts() }, "--dir-order 'sideways'", "shuffled:SEED"),
             (RunOptions { hostname: Some("a b".into()), ..opts() }, "--hostname 'a b'", "letters, digits"),
             (RunOptions { cpus: 0, ..opts() }, "--cpus", "at least 1"),
+            (RunOptions { sched: Some("fifo".into()), ..opts() }, "--sched 'fifo'", "round-robin"),
             (RunOptions { command: vec![], ..opts() }, "CMD", "no command given"),
         ];
         for (o, argument, expected) in cases {
