@@ -25,12 +25,16 @@ impl From<HuntError> for CliError {
 /// Options shared by hunt and explain.
 #[derive(Debug, Args)]
 pub struct SearchArgs {
-    /// Dimensions to vary: seed, epoch, dir-order, env, cpus, hostname, clock-step, or all.
+    /// Dimensions to vary: seed, epoch, dir-order, env, cpus, hostname, clock-step, schedule (the interleaving of
+    /// the guest's threads: scheduler seeds under the random and pct policies), or all.
     #[arg(long, value_name = "LIST", default_value = "all")]
     vary: String,
     /// Seeds to try: a count (seeds 0..N) or a range A..B.
     #[arg(long, value_name = "N|A..B")]
     seeds: Option<String>,
+    /// Scheduler seeds to try when varying the schedule: a count (0..N) or a range A..B [default: as --seeds].
+    #[arg(long, value_name = "N|A..B")]
+    sched_seeds: Option<String>,
     /// Dates to try besides the calendar edges: FROM..TO (dates, RFC 3339 or Unix seconds).
     #[arg(long, value_name = "FROM..TO")]
     epoch_range: Option<String>,
@@ -113,6 +117,10 @@ fn prepare(
         Some(s) => Some(config::parse_seeds(s)?),
         None => Some((0..default_seeds).collect()),
     };
+    let sched_seeds = match &a.sched_seeds {
+        Some(s) => Some(config::parse_seeds(s)?),
+        None => seeds.clone(),
+    };
     let epoch_range = a.epoch_range.as_deref().map(|r| config::parse_date_range("--epoch-range", r)).transpose()?;
     let env_variants = a.env_variant.iter().map(|v| config::parse_env_variant(v)).collect::<Result<Vec<_>, _>>()?;
     let cwd = std::env::current_dir()
@@ -129,7 +137,7 @@ fn prepare(
     };
     let base_epoch = resolved.unix;
     let mut epoch = BaselineEpoch::new(base_epoch, epoch_source(&resolved.source));
-    let space = Space::new(&SpaceOptions { dims, seeds, epoch_range, env_variants, random_epochs: 12 }, 0);
+    let space = Space::new(&SpaceOptions { dims, seeds, epoch_range, env_variants, random_epochs: 12, sched_seeds }, 0);
     // The baseline: `repro run`'s defaults, or what the pack recorded.
     let base = match pack {
         None => Config::baseline(base_epoch),
@@ -157,6 +165,7 @@ fn prepare(
                 epoch: d.epoch_unix,
                 cpus: pack.manifest.resources.cpus,
                 clock_step_ns: d.clock_step_ns,
+                sched: d.sched,
                 ..Config::baseline(d.epoch_unix)
             }
         }

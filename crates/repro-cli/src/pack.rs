@@ -154,6 +154,13 @@ pub struct ReplayArgs {
     /// Replay with another host name.
     #[arg(long, value_name = "NAME", help_heading = "Variations (used by repro explain PACK)")]
     hostname: Option<String>,
+    /// Replay with another scheduling policy: random, round-robin or pct (the seed stays the recorded one unless
+    /// --sched-seed is given too).
+    #[arg(long, value_name = "POLICY", help_heading = "Variations (used by repro explain PACK)")]
+    sched: Option<String>,
+    /// Replay with another scheduler seed (another interleaving of the guest's threads).
+    #[arg(long, value_name = "N", help_heading = "Variations (used by repro explain PACK)")]
+    sched_seed: Option<u64>,
 }
 
 fn variation(a: &ReplayArgs) -> Result<repro_pack::replay::Variation, CliError> {
@@ -187,7 +194,22 @@ fn variation(a: &ReplayArgs) -> Result<repro_pack::replay::Variation, CliError> 
             })
             .transpose()?,
         hostname: a.hostname.clone(),
+        sched: sched_variation(a)?,
     })
+}
+
+/// `--sched`/`--sched-seed` over the pack's recorded scheduler settings: what is not given stays as recorded
+/// (resolved against the manifest when the replay's settings are made).
+fn sched_variation(a: &ReplayArgs) -> Result<Option<repro_pack::replay::SchedVariation>, CliError> {
+    if a.sched.is_none() && a.sched_seed.is_none() {
+        return Ok(None);
+    }
+    let policy = a
+        .sched
+        .as_deref()
+        .map(|p| p.parse::<repro_model::SchedPolicy>().map_err(|m| CliError::usage(format!("--sched '{p}': {m}"))))
+        .transpose()?;
+    Ok(Some(repro_pack::replay::SchedVariation { policy, seed: a.sched_seed }))
 }
 
 #[derive(Debug, Args)]

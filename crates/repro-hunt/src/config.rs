@@ -18,10 +18,12 @@ pub enum Dimension {
     Cpus,
     Hostname,
     ClockStep,
+    /// The scheduler's policy and seed: the interleaving of the guest's threads and processes.
+    Schedule,
 }
 
 impl Dimension {
-    pub const ALL: [Dimension; 7] = [
+    pub const ALL: [Dimension; 8] = [
         Dimension::Seed,
         Dimension::Epoch,
         Dimension::DirOrder,
@@ -29,6 +31,7 @@ impl Dimension {
         Dimension::Cpus,
         Dimension::Hostname,
         Dimension::ClockStep,
+        Dimension::Schedule,
     ];
 
     pub fn name(self) -> &'static str {
@@ -40,6 +43,7 @@ impl Dimension {
             Dimension::Cpus => "cpus",
             Dimension::Hostname => "hostname",
             Dimension::ClockStep => "clock-step",
+            Dimension::Schedule => "schedule",
         }
     }
 
@@ -77,7 +81,7 @@ impl fmt::Display for Dimension {
     }
 }
 
-pub use repro_model::DirOrder;
+pub use repro_model::{DirOrder, SchedPolicy, SchedSettings};
 
 /// A directory order in hunt's JSON reports as they have always been written: `"sorted"`, `"reversed"`,
 /// `{"shuffled": SEED}` (run records and packs write `shuffled:SEED`).
@@ -110,6 +114,8 @@ pub struct Config {
     pub cpus: u32,
     pub hostname: String,
     pub clock_step_ns: u64,
+    /// The scheduler's policy and seed.
+    pub sched: SchedSettings,
 }
 
 fn serialize_env_redacted<S: serde::Serializer>(env: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
@@ -127,6 +133,7 @@ impl Config {
             cpus: 1,
             hostname: repro_model::settings::HOSTNAME.into(),
             clock_step_ns: repro_model::settings::DEFAULT_CLOCK_STEP_NS,
+            sched: SchedSettings::default(),
         }
     }
 
@@ -149,6 +156,12 @@ impl Config {
         if self.hostname != "repro" {
             a.push("--hostname".into());
             a.push(self.hostname.clone());
+        }
+        if self.sched != SchedSettings::default() {
+            a.push("--sched".into());
+            a.push(self.sched.policy.to_string());
+            a.push("--sched-seed".into());
+            a.push(self.sched.seed.to_string());
         }
         for (k, v) in &self.env {
             a.push("--env".into());
@@ -184,6 +197,7 @@ impl Config {
             Dimension::Cpus => self.cpus.to_string(),
             Dimension::Hostname => self.hostname.clone(),
             Dimension::ClockStep => format!("{}ns", self.clock_step_ns),
+            Dimension::Schedule => format!("{}:{}", self.sched.policy, self.sched.seed),
         }
     }
 
@@ -297,6 +311,30 @@ pub fn epoch_edges() -> Vec<(i64, &'static str)> {
     ]
 }
 
+/// The schedules a hunt tries: each seed under the seeded random policy, then under PCT, alternating (random
+/// choices find shallow races quickly, PCT's priority change points find ordering bugs of small depth with a
+/// known probability); the baseline (random, seed 0) is not repeated.
+fn schedules(seeds: Option<&[u64]>) -> Vec<SchedSettings> {
+    let seeds: Vec<u64> = match seeds {
+        Some(s) if !s.is_empty() => s.to_vec(),
+        _ => (0..500).collect(),
+    };
+    let mut out = Vec::with_capacity(seeds.len() * 2);
+    for seed in seeds {
+        for policy in [SchedPolicy::Random, SchedPolicy::Pct] {
+            let s = SchedSettings { policy, seed };
+            if s != SchedSettings::default() {
+                out.push(s);
+            }
+        }
+    }
+    if out.is_empty() {
+        // Only seed 0 asked for: its PCT schedule at least.
+        out.push(SchedSettings { policy: SchedPolicy::Pct, seed: 0 });
+    }
+    out
+}
+
 /// The values the hunt tries for each dimension, in order.
 #[derive(Debug, Clone)]
 pub struct Space {
@@ -308,6 +346,7 @@ pub struct Space {
     pub cpus: Vec<u32>,
     pub hostnames: Vec<String>,
     pub clock_steps: Vec<u64>,
+    pub schedules: Vec<SchedSettings>,
 }
 
 /// The hunt's own choices (random dates) come from splitmix64.
@@ -322,6 +361,9 @@ pub struct SpaceOptions {
     pub env_variants: Vec<(String, Vec<String>)>,
     /// How many random dates to add to the edges.
     pub random_epochs: usize,
+    /// The scheduler seeds tried (`--sched-seeds`; default 0..500), each under the seeded random policy and
+    /// under PCT.
+    pub sched_seeds: Option<Vec<u64>>,
 }
 
 impl Space {
@@ -374,6 +416,7 @@ impl Space {
             cpus: vec![1, 2, 4, 64],
             hostnames: vec!["repro".into(), "localhost".into(), "ci-runner-7.example.internal".into(), "h".into()],
             clock_steps: vec![1000, 0, 1, 1_000_000],
+            schedules: schedules(o.sched_seeds.as_deref()),
         }
     }
 
@@ -392,6 +435,7 @@ impl Space {
                 Dimension::Cpus => c.cpus = self.cpus[j % self.cpus.len()],
                 Dimension::Hostname => c.hostname = self.hostnames[j % self.hostnames.len()].clone(),
                 Dimension::ClockStep => c.clock_step_ns = self.clock_steps[j % self.clock_steps.len()],
+                Dimension::Schedule => c.sched = self.schedules[j % self.schedules.len()],
             }
         }
         c
@@ -409,6 +453,7 @@ impl Space {
                 Dimension::Cpus => self.cpus.len(),
                 Dimension::Hostname => self.hostnames.len(),
                 Dimension::ClockStep => self.clock_steps.len(),
+                Dimension::Schedule => self.schedules.len(),
             })
             .max()
             .unwrap_or(1)
@@ -422,7 +467,7 @@ mod tests {
     #[test]
     fn vary_lists() {
         assert_eq!(Dimension::parse_list("seed, epoch").unwrap(), vec![Dimension::Seed, Dimension::Epoch]);
-        assert_eq!(Dimension::parse_list("all").unwrap().len(), 7);
+        assert_eq!(Dimension::parse_list("all").unwrap().len(), 8);
         let e = Dimension::parse_list("seed,moon").unwrap_err().to_string();
         assert!(e.starts_with("--vary 'seed,moon': unknown dimension 'moon'"), "{e}");
         assert!(Dimension::parse_list(",").is_err());
@@ -458,6 +503,7 @@ mod tests {
             epoch_range: None,
             env_variants: vec![],
             random_epochs: 4,
+            sched_seeds: None,
         };
         let space = Space::new(&o, 1);
         let base = Config::baseline(0);

@@ -102,6 +102,7 @@ pub fn values_for(d: Dimension, space: &Space, base: &Config) -> Vec<Config> {
         Dimension::Cpus => space.cpus.iter().map(|n| with(&|c| c.cpus = *n)).collect(),
         Dimension::Hostname => space.hostnames.iter().map(|h| with(&|c| c.hostname = h.clone())).collect(),
         Dimension::ClockStep => space.clock_steps.iter().map(|s| with(&|c| c.clock_step_ns = *s)).collect(),
+        Dimension::Schedule => space.schedules.iter().map(|s| with(&|c| c.sched = *s)).collect(),
     }
 }
 
@@ -329,6 +330,13 @@ pub fn explain(
                     report.epoch_boundaries = boundaries;
                     text
                 }
+                Dimension::Schedule => format!(
+                    "scheduling: the interleaving of the guest's threads decides; {} of {} schedules {}: {}",
+                    deciding.len(),
+                    outcomes.len(),
+                    if control_fails { "pass" } else { "fail" },
+                    short_list(&finding.deciding_values, 12)
+                ),
                 _ => format!("outcome changes for: {}", short_list(&finding.deciding_values, 8)),
             });
         }
@@ -529,6 +537,7 @@ mod tests {
             epoch_range: Some((1_000_000_000, 2_000_000_000)),
             env_variants: vec![],
             random_epochs: 4,
+            sched_seeds: None,
         };
         Space::new(&o, 7)
     }

@@ -55,13 +55,16 @@ fn space_options() -> impl Strategy<Value = SpaceOptions> {
         ),
         // Zero random dates too: a range that holds no edge then still has its start as the one epoch.
         0usize..12,
+        // Scheduler seeds: none given, an empty list, only seed 0 (whose random schedule is the baseline), others.
+        proptest::option::of(proptest::collection::vec(0u64..20, 0..5)),
     )
-        .prop_map(|(dims, seeds, range, env_variants, random_epochs)| SpaceOptions {
+        .prop_map(|(dims, seeds, range, env_variants, random_epochs, sched_seeds)| SpaceOptions {
             dims,
             seeds: seeds.map(|s| s.into_iter().collect()),
             epoch_range: range.map(|(from, len)| (from, from + len)),
             env_variants,
             random_epochs,
+            sched_seeds,
         })
 }
 
@@ -100,6 +103,7 @@ fn full_space(seeds: u64, random_epochs: usize) -> Space {
         epoch_range: None,
         env_variants: vec![],
         random_epochs,
+        sched_seeds: None,
     };
     Space::new(&o, 7)
 }

@@ -135,6 +135,14 @@ pub struct DeterminismSpec {
     /// The guest's host name; absent in older packs.
     #[serde(default = "default_hostname")]
     pub hostname: String,
+    /// The scheduler's policy and seed (`--sched`, `--sched-seed`): a replay runs the same interleaving. Absent in
+    /// older packs and when it is the default (random, seed 0), so packs that do not vary it keep their ids.
+    #[serde(default, skip_serializing_if = "is_default_sched")]
+    pub sched: crate::sched::SchedSettings,
+}
+
+fn is_default_sched(s: &crate::sched::SchedSettings) -> bool {
+    *s == crate::sched::SchedSettings::default()
 }
 
 fn default_hostname() -> String {

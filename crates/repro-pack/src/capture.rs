@@ -327,6 +327,7 @@ fn build_manifest(
             clock_step_ns: s.clock_step_ns,
             dir_order: s.dir_order,
             hostname: s.hostname.clone(),
+            sched: s.sched,
         },
         resources: Resources { cpus: s.cpus, memory_bytes: s.memory_bytes },
         system: facts.system,

@@ -27,6 +27,15 @@ pub struct Variation {
     pub env: Vec<(String, String)>,
     pub dir_order: Option<DirOrder>,
     pub hostname: Option<String>,
+    /// Another scheduler policy or seed (`--sched`, `--sched-seed`).
+    pub sched: Option<SchedVariation>,
+}
+
+/// `--sched` and `--sched-seed` on replay: each unset part keeps the recording's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SchedVariation {
+    pub policy: Option<repro_model::SchedPolicy>,
+    pub seed: Option<u64>,
 }
 
 impl Variation {
@@ -39,6 +48,7 @@ impl Variation {
             && self.env.is_empty()
             && self.dir_order.is_none()
             && self.hostname.is_none()
+            && self.sched.is_none()
     }
 
     /// Applies the changes to a replay's settings.
@@ -62,6 +72,14 @@ impl Variation {
         }
         if let Some(v) = self.dir_order {
             s.dir_order = v;
+        }
+        if let Some(v) = self.sched {
+            if let Some(p) = v.policy {
+                s.sched.policy = p;
+            }
+            if let Some(n) = v.seed {
+                s.sched.seed = n;
+            }
         }
         if let Some(v) = &self.hostname {
             s.hostname = v.clone();
@@ -138,6 +156,7 @@ pub fn settings(pack: &Pack, binds: Vec<BindMount>) -> RunSettings {
         s.supervised = m.determinism.supervised;
         s.clock_step_ns = m.determinism.clock_step_ns;
         s.dir_order = m.determinism.dir_order;
+        s.sched = m.determinism.sched;
     })
 }
 

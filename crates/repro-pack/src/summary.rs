@@ -49,6 +49,8 @@ pub struct Summary {
     pub seed: u64,
     pub epoch: String,
     pub clock_step_ns: u64,
+    /// The scheduler's policy and seed the replay uses.
+    pub sched: repro_model::SchedSettings,
     pub outcome: Outcome,
     pub exit_status: i32,
     pub signature: Signature,
@@ -92,6 +94,7 @@ pub fn summarize(pack: &Pack) -> Summary {
         seed: m.determinism.seed,
         epoch: m.determinism.epoch_rfc3339.clone(),
         clock_step_ns: m.determinism.clock_step_ns,
+        sched: m.determinism.sched,
         outcome: m.result.outcome,
         exit_status: m.result.exit_status,
         signature: m.signature.clone(),
@@ -140,7 +143,10 @@ pub fn render(s: &Summary) -> String {
     o.push_str(&format!("format     {} (repro {})\n", s.format, s.repro_version));
     o.push_str(&format!("command    {}\n", argv.join(" ")));
     o.push_str(&format!("cwd        {}\n", s.cwd));
-    o.push_str(&format!("seed       {}   epoch {}   clock step {} ns\n", s.seed, s.epoch, s.clock_step_ns));
+    o.push_str(&format!(
+        "seed       {}   epoch {}   clock step {} ns   sched {} seed {}\n",
+        s.seed, s.epoch, s.clock_step_ns, s.sched.policy, s.sched.seed
+    ));
     o.push_str(&format!("system     {}\n", s.system));
     if let Some(c) = &s.git_commit {
         o.push_str(&format!("git        {c}{}\n", if s.uncommitted_changes { " + uncommitted changes" } else { "" }));

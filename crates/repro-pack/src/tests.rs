@@ -25,6 +25,7 @@ pub(crate) fn sample_manifest(files: Vec<FileEntry>, stdout: &[u8], stderr: &[u8
             clock_step_ns: 1000,
             dir_order: repro_model::DirOrder::Sorted,
             hostname: "repro".into(),
+            sched: Default::default(),
         },
         resources: Resources { cpus: 1, memory_bytes: 4 << 30 },
         system: System { arch: "x86_64".into(), kernel_release: "6.1.0".into(), libc_version: "glibc 2.36".into() },
@@ -953,4 +954,30 @@ fn a_huge_manifest_is_refused_before_it_is_read() {
         );
         assert_eq!(err.exit_code(), 2);
     }
+}
+
+#[test]
+fn the_schedule_is_recorded_only_when_it_is_not_the_default_and_replays() {
+    let mut f = fixture();
+    let default_json = String::from_utf8(serde_json::to_vec(&f.manifest).unwrap()).unwrap();
+    assert!(!default_json.contains("\"sched\""), "the default schedule keeps older packs' bytes and ids");
+    let sched = repro_model::SchedSettings { policy: repro_model::SchedPolicy::Pct, seed: 17 };
+    f.manifest.determinism.sched = sched;
+    let p = write(&f, "pct.repro");
+    let pack = read_pack(&p, &store(&f), None).unwrap();
+    assert_eq!(pack.manifest.determinism.sched, sched);
+    assert_eq!(crate::replay::settings(&pack, vec![]).sched, sched, "a replay runs the recorded schedule");
+    // A variation changes one part and keeps the other.
+    let mut s = crate::replay::settings(&pack, vec![]);
+    crate::replay::Variation {
+        sched: Some(crate::replay::SchedVariation { policy: None, seed: Some(3) }),
+        ..Default::default()
+    }
+    .apply(&mut s);
+    assert_eq!(s.sched, repro_model::SchedSettings { policy: repro_model::SchedPolicy::Pct, seed: 3 });
+    // A stranger's policy that is not one is refused naming the field.
+    let mut v: serde_json::Value = serde_json::from_slice(&serde_json::to_vec(&pack.manifest).unwrap()).unwrap();
+    v["determinism"]["sched"]["policy"] = serde_json::json!("fifo");
+    let e = crate::archive::parse_manifest(Path::new("bad.repro"), &serde_json::to_vec(&v).unwrap()).unwrap_err();
+    assert!(e.to_string().contains("bad.repro"), "{e}");
 }
