@@ -52,6 +52,7 @@ impl std::str::FromStr for SchedPolicy {
 /// The scheduler's policy and seed, as `settings.sched` in run.json. The seed is its own (`--sched-seed`, default
 /// 0), not derived from `--seed`: the entropy stream and the interleaving vary independently.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SchedSettings {
     #[serde(default)]
     pub policy: SchedPolicy,
