@@ -128,6 +128,7 @@ const PROVIDERS: &[(&str, &str)] = &[
     ("chromium", "chromium"),
     ("gcc", "gcc"),
     ("git", "git"),
+    ("go", "golang-go"),
     ("ip", "iproute2"),
     ("ldd", "libc6-dev"),
     ("make", "make"),

@@ -1,0 +1,75 @@
+//! The scheduler on Rust and Go guests (C and Python are in `sched`): each program's output depends only on how
+//! its threads interleave. It varies natively; under repro it is the same in every run for one scheduler seed
+//! and differs across seeds.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::*;
+
+fn guest(rel: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/guests").join(rel)
+}
+
+/// Runs `bin` natively up to 40 times and under repro: 5 runs with one scheduler seed, then seeds 0..20.
+fn check(w: &Workdir, bin: &str, run_args: &[&str]) {
+    let native: BTreeSet<String> = (0..40)
+        .map(|_| {
+            let o = Command::new(w.path().join(bin)).current_dir(w.path()).output().unwrap();
+            assert!(o.status.success(), "{bin} natively: {}", stderr(&o));
+            stdout(&o)
+        })
+        .collect();
+    assert!(native.len() > 1, "{bin} should vary natively: {native:?}");
+    let under = |seed: u64| {
+        let seed = seed.to_string();
+        let mut args = vec!["-q", "--sched-seed", seed.as_str()];
+        args.extend(run_args);
+        let o = w.run(&args, &[&format!("./{bin}")]);
+        assert_code(&o, 0);
+        stdout(&o)
+    };
+    let first = under(7);
+    for _ in 0..4 {
+        assert_eq!(under(7), first, "{bin}: one scheduler seed, one interleaving");
+    }
+    let across: BTreeSet<String> = (0..20).map(under).collect();
+    assert!(across.len() > 1, "{bin}: another seed, another interleaving: {across:?}");
+}
+
+#[test]
+fn a_rust_producer_race_is_pinned_by_the_scheduler_seed() {
+    require_cmd("rustc");
+    let w = Workdir::new();
+    let o = Command::new("rustc")
+        .args(["-O", "-o"])
+        .arg(w.path().join("producers"))
+        .arg(guest("rust/producers.rs"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    check(&w, "producers", &[]);
+}
+
+#[test]
+fn a_go_select_and_producer_race_is_pinned_by_the_scheduler_seed() {
+    require_cmd("go");
+    let w = Workdir::new();
+    let cache = w.path().join(".gocache");
+    let o = Command::new("go")
+        .args(["build", "-o"])
+        .arg(w.path().join("race"))
+        .arg(guest("go/race.go"))
+        .env("GOCACHE", &cache)
+        .env("GOPATH", w.path().join(".gopath"))
+        .env("HOME", w.path())
+        .env("GOFLAGS", "-mod=mod")
+        .env("GO111MODULE", "off")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::remove_dir_all(&cache).unwrap();
+    // Two CPUs as the guest sees them: GOMAXPROCS=2, so goroutines run on two OS threads the scheduler orders.
+    check(&w, "race", &["--cpus", "2"]);
+}
