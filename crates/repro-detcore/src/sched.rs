@@ -37,14 +37,7 @@ impl Scheduler {
             SchedPolicy::Pct => (0..PCT_DEPTH).map(|i| (1 + rng.below(PCT_STEPS), i)).collect(),
             _ => Vec::new(),
         };
-        Scheduler {
-            policy,
-            rng,
-            steps: 0,
-            last: None,
-            priorities: Default::default(),
-            change_points,
-        }
+        Scheduler { policy, rng, steps: 0, last: None, priorities: Default::default(), change_points }
     }
 
     pub fn policy(&self) -> SchedPolicy {
