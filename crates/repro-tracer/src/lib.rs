@@ -371,13 +371,11 @@ pub fn supervise(
         let watched = shared.clone();
         let limit = c.spin_limit;
         let others: Vec<usize> = host_cpus.iter().copied().filter(|x| !c.cpus.contains(x)).collect();
-        let polled = pending.listener.try_clone().map(Listener::new);
-        if polled
-            .and_then(|l| {
-                std::thread::Builder::new().name("repro-spin-watch".into()).spawn(move || {
-                    sched::supervisor_thread();
-                    sched::watchdog(watched, l, limit, others)
-                })
+        if std::thread::Builder::new()
+            .name("repro-spin-watch".into())
+            .spawn(move || {
+                sched::supervisor_thread();
+                sched::watchdog(watched, limit, others)
             })
             .is_err()
         {

@@ -6,9 +6,9 @@
 //!
 //! A thread that never enters the kernel (a spin loop) would keep the others from running: the [`watchdog`],
 //! on another CPU when there is one, notices a guest thread that used more than the limit of CPU time while no
-//! notification arrived and another guest thread waited, has the tracer stop it (SIGSTOP, suppressed at its
-//! signal-delivery stop) to read where it spins, and demotes it to SCHED_OTHER so the others run. Where that
-//! happens is not deterministic: the run then says so (exit 121).
+//! notification arrived while another guest thread was ready to run, and has the tracer stop it (SIGSTOP,
+//! suppressed at its signal-delivery stop) to read where it spins, and demotes it to SCHED_OTHER so the others
+//! run. Where that happens is not deterministic: the run then says so (exit 121).
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -40,11 +40,9 @@ pub(crate) struct SchedState {
     next_id: u64,
     /// Notifications and ptrace events seen so far (the watchdog's sign of progress).
     pub progress: u64,
-    /// Notifications held by the notify thread now.
-    pub held: usize,
-    /// Threads the watchdog asked the tracer to stop, and those already demoted.
+    /// Threads the watchdog asked the tracer to stop (with the CPU time they spun), and those already reported.
     pub probes: HashMap<i32, u64>,
-    pub demoted: HashSet<i32>,
+    pub reported: HashSet<i32>,
     /// Whether the guest runs SCHED_FIFO on one CPU (else the choices are not made; see `unavailable`).
     pub active: bool,
     /// Why the guest's threads could not be serialized.
@@ -58,9 +56,8 @@ impl SchedState {
             task_ids: HashMap::new(),
             next_id: 0,
             progress: 0,
-            held: 0,
             probes: HashMap::new(),
-            demoted: HashSet::new(),
+            reported: HashSet::new(),
             active: false,
             unavailable: None,
         }
@@ -116,14 +113,9 @@ pub(crate) fn scheduling_syscalls() -> [u32; 2] {
 
 /// The spin-loop watchdog: runs until the guest is finished (`Shared::finished`).
 ///
-/// `listener` is only polled: a notification not yet received (the notify thread waits for the CPU the spinner
-/// holds) is a thread that waits too.
-pub(crate) fn watchdog(
-    shared: SharedRef,
-    listener: repro_sys::seccomp::Listener,
-    limit: Duration,
-    other_cpus: Vec<usize>,
-) {
+/// Only a thread that keeps another from running is preempted: one that computes while the others wait for it
+/// (a worker holding CPython's GIL, the others in their timed GIL waits) is left alone, however long it runs.
+pub(crate) fn watchdog(shared: SharedRef, limit: Duration, other_cpus: Vec<usize>) {
     if !other_cpus.is_empty() {
         // On the guest's CPU it still runs while a guest thread spins (the kernel keeps a share of the CPU for
         // SCHED_OTHER threads), only later.
@@ -136,13 +128,13 @@ pub(crate) fn watchdog(
     let mut base: HashMap<i32, u64> = HashMap::new();
     loop {
         std::thread::sleep(tick);
-        let (progress, held, live) = {
+        let (progress, live) = {
             let sh = lock(&shared);
             if sh.finished {
                 return;
             }
             let Some(s) = sh.sched.as_ref() else { return };
-            (s.progress, s.held, sh.live.iter().copied().collect::<Vec<_>>())
+            (s.progress, sh.live.iter().copied().collect::<Vec<_>>())
         };
         if progress != last_progress {
             last_progress = progress;
@@ -158,17 +150,16 @@ pub(crate) fn watchdog(
             base = figures.iter().map(|&(t, c, _)| (t, c)).collect();
             continue;
         }
-        let unreceived = matches!(listener.wait(0), Ok(repro_sys::seccomp::ListenerState::Readable));
-        let runnable_others = |me: i32| unreceived || figures.iter().any(|&(t, _, s)| t != me && s == 'R');
+        let ready_other = |me: i32| figures.iter().any(|&(t, _, s)| t != me && ready(t, s));
         for &(t, c, state) in &figures {
             let Some(&b) = base.get(&t) else { continue };
-            if state != 'R' || c.saturating_sub(b) < limit_ticks || !(held > 0 || runnable_others(t)) {
+            if state != 'R' || c.saturating_sub(b) < limit_ticks || !ready_other(t) {
                 continue;
             }
             let ms = (c - b) * 1000 / hz;
             let mut sh = lock(&shared);
             let Some(s) = sh.sched.as_mut() else { return };
-            if s.demoted.contains(&t) || s.probes.contains_key(&t) {
+            if s.probes.contains_key(&t) {
                 continue;
             }
             s.probes.insert(t, ms);
@@ -179,8 +170,45 @@ pub(crate) fn watchdog(
     }
 }
 
-/// At a SIGSTOP signal-delivery stop of a thread the watchdog probed: reads where it spins, records it, demotes
-/// it to SCHED_OTHER. `true`: the stop was the probe's (the signal is to be suppressed).
+/// Whether thread `tid`, in state `state`, could run if it had the CPU: runnable (`R`: queued behind the spinner),
+/// or stopped at a scheduling point that would let it go at once (a sched_yield, a futex call other than a wait,
+/// a futex wait whose word has already changed, another mediated call but a sleep). A thread waiting for a
+/// futex word to change, for a sleep to end, for a child or on a descriptor is not.
+fn ready(tid: i32, state: char) -> bool {
+    if state == 'R' {
+        return true;
+    }
+    if state != 'S' {
+        return false;
+    }
+    let Ok(sc) = std::fs::read_to_string(format!("/proc/{tid}/syscall")) else { return false };
+    let mut it = sc.split_whitespace();
+    let Some(Ok(nr)) = it.next().map(|n| n.parse::<i64>()) else { return false };
+    let a: Vec<u64> = it.take(6).filter_map(|h| u64::from_str_radix(h.trim_start_matches("0x"), 16).ok()).collect();
+    if a.len() < 6 {
+        return false;
+    }
+    match nr {
+        libc::SYS_sched_yield => true,
+        libc::SYS_futex => match (a[1] & 0x7f) as i32 {
+            libc::FUTEX_WAIT | libc::FUTEX_WAIT_BITSET => {
+                let mut word = [0u8; 4];
+                repro_sys::memory::read_exact(tid, a[0], &mut word).is_ok() && u32::from_ne_bytes(word) != a[2] as u32
+            }
+            libc::FUTEX_WAKE | libc::FUTEX_WAKE_OP | libc::FUTEX_WAKE_BITSET | libc::FUTEX_REQUEUE => true,
+            libc::FUTEX_CMP_REQUEUE => true,
+            _ => false,
+        },
+        libc::SYS_nanosleep | libc::SYS_clock_nanosleep => false,
+        nr => crate::decode::MEDIATED.contains(&nr),
+    }
+}
+
+/// At a SIGSTOP signal-delivery stop of a thread the watchdog probed: reads where it spins, records it (once per
+/// thread) and demotes it to SCHED_OTHER, where it runs only when no guest thread of the scheduler can, and shares
+/// the CPU with the supervisor's threads (as a spinning SCHED_FIFO thread, even put back behind the others, it
+/// would starve them: a waiter that looks at the clock and waits again would take the CPU's scarce leftovers for
+/// each round). `true`: the stop was the probe's (the signal is to be suppressed).
 pub(crate) fn on_probe_stop(
     tracee: &repro_sys::ptrace::Tracee<repro_sys::ptrace::Stopped>,
     shared: &SharedRef,
@@ -190,15 +218,18 @@ pub(crate) fn on_probe_stop(
         let mut sh = lock(shared);
         let Some(s) = sh.sched.as_mut() else { return false };
         let Some(ms) = s.probes.remove(&tid) else { return false };
-        s.demoted.insert(tid);
+        if !s.reported.insert(tid) {
+            let _ = ksched::set_other(tid);
+            return true;
+        }
         ms
     };
+    // Lowering the policy is always allowed; ESRCH: the task is gone.
+    let _ = ksched::set_other(tid);
     let at = match tracee.regs() {
         Ok(r) => symbolize(tid, r.rip),
         Err(_) => "an unknown address".into(),
     };
-    // Lowering the policy is always allowed; ESRCH: the task is gone.
-    let _ = ksched::set_other(tid);
     let mut sh = lock(shared);
     let id = sh.sched.as_mut().map_or(0, |s| s.task_id(tid));
     sh.not_enforced.insert(format!("thread {id} ran {ms} ms without a system call (spin loop at {at})"));

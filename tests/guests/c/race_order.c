@@ -1,10 +1,11 @@
-// Four threads do the same work in rounds, yielding between rounds, and note the order in which they finish:
-// natively the kernel's preemption and the second CPU make the order vary; under repro the scheduler's seed
-// decides it.
+// Four threads do work in rounds, yielding between rounds, and note the order in which they finish: natively the
+// kernel's preemption, the second CPU and the clock (each round's length follows it, so that the race is close
+// even on a loaded machine) make the order vary; under repro the scheduler's seed decides it.
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <time.h>
 
 #define N 4
 #define ROUNDS 50
@@ -15,8 +16,10 @@ static volatile unsigned long sink;
 static void *work(void *arg) {
     long id = (long)arg;
     for (int r = 0; r < ROUNDS; r++) {
-        unsigned long acc = 0;
-        for (int i = 0; i < 20000; i++) acc += (unsigned long)i * (id + 1);
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        unsigned long acc = 0, n = 10000 + (unsigned long)ts.tv_nsec % 20000;
+        for (unsigned long i = 0; i < n; i++) acc += i * (unsigned long)(id + 1);
         sink += acc;
         sched_yield();
     }

@@ -865,6 +865,11 @@ fn blocked_indefinitely(tid: i32) -> bool {
     if state != Some('S') {
         return false; // running, stopped at a ptrace event, in disk sleep, a zombie about to be reaped...
     }
+    // Waiting for the supervisor's answer (held by the scheduler, or not received yet), not for the call itself:
+    // /proc/TID/syscall shows the call (a futex wait looks untimed) but the task runs once it is let go.
+    if std::fs::read_to_string(format!("/proc/{tid}/wchan")).is_ok_and(|w| w.starts_with("seccomp")) {
+        return false;
+    }
     let Ok(sc) = std::fs::read_to_string(format!("/proc/{tid}/syscall")) else { return false };
     let mut it = sc.split_whitespace();
     let Some(Ok(nr)) = it.next().map(|s| s.parse::<i64>()) else { return false };

@@ -66,13 +66,7 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
         let pick = {
             let mut sh = lock(&shared);
             let ids: Vec<u64> = held.iter().map(|(id, _)| *id).collect();
-            match sh.sched.as_mut() {
-                Some(s) => {
-                    s.held = held.len() - 1;
-                    s.scheduler.pick(&ids)
-                }
-                None => 0,
-            }
+            sh.sched.as_mut().map_or(0, |s| s.scheduler.pick(&ids))
         };
         let (_, n) = held.swap_remove(pick);
         serve_one(n, &listener, &shared, &mut pidfds);
