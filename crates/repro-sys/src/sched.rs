@@ -99,7 +99,14 @@ mod tests {
         assert_eq!(state, 'R');
         assert_eq!(policy_of(0).unwrap(), libc::SCHED_OTHER);
         assert!(thread_cpu_ticks(-5).is_none());
+        assert_eq!(thread_group(tid), Some(tid));
     }
+}
+
+/// The thread group (process id) of thread `tid`, from /proc/TID/status.
+pub fn thread_group(tid: i32) -> Option<i32> {
+    let text = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    text.lines().find_map(|l| l.strip_prefix("Tgid:")).and_then(|v| v.trim().parse().ok())
 }
 
 /// The kernel's clock ticks per second (the unit of /proc's CPU times; 100 on Linux).

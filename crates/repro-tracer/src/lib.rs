@@ -432,8 +432,9 @@ pub fn supervise(
     }
     if let Some(why) = sh.sched.as_ref().and_then(|s| s.unavailable.clone()) {
         let m = format!("the scheduler could not serialize the guest's threads: {why}");
-        if sh.stats.tasks_created > 0 {
-            // More than one task ran: the kernel interleaved them as it liked.
+        if sh.sched.as_ref().is_some_and(|s| s.threads_created > 0) {
+            // Threads ran: the kernel interleaved them as it liked. (Processes only: as before the scheduler, the
+            // order of their effects is the kernel's, said as a warning.)
             sh.not_enforced.insert(m);
         } else {
             sh.warn(m);
@@ -511,6 +512,9 @@ fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
                             if let Some(s) = sh.sched.as_mut() {
                                 s.task_id(child as i32);
                                 s.progress += 1;
+                                if event == PTRACE_EVENT_CLONE {
+                                    s.threads_created += 1;
+                                }
                             }
                         }
                     }

@@ -144,3 +144,27 @@ fn a_single_threaded_run_is_not_held_and_says_nothing() {
     assert_eq!(stdout(&o), "one\ntwo\n");
     assert!(!stderr(&o).contains("not enforced"), "{}", stderr(&o));
 }
+
+#[test]
+fn without_sched_fifo_a_multithreaded_run_is_not_claimed_deterministic() {
+    // As an unprivileged user (no CAP_SYS_NICE, RLIMIT_RTPRIO 0) the guest cannot run SCHED_FIFO: its threads
+    // interleave as the kernel likes, and the run says so.
+    require_cmd("setpriv");
+    use std::os::unix::fs::PermissionsExt;
+    let w = Workdir::new();
+    build_c(&w, "race_order");
+    let bin_dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(bin_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = bin_dir.path().join("repro");
+    std::fs::copy(repro_path(), &bin).unwrap();
+    std::fs::set_permissions(w.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&bin)
+        .args(["run", "-q", "--", "./race_order"])
+        .current_dir(w.path())
+        .output()
+        .unwrap();
+    assert_code(&o, 121);
+    assert!(stderr(&o).contains("the scheduler could not serialize the guest's threads"), "{}", stderr(&o));
+}
