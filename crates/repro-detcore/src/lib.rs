@@ -15,6 +15,7 @@ pub mod ports;
 pub mod procfs;
 pub mod rdrand;
 pub mod rng;
+pub mod sched;
 pub mod statfs;
 pub mod tapes;
 pub mod timers;
@@ -27,6 +28,7 @@ pub use entropy::{format_uuid, ChaCha20, EntropyStream};
 pub use files::{FileIdentity, FileOrigin, FileTimeMap, FileTimes, InodeMap};
 pub use identity::{Identity, SysinfoValues, UtsName};
 pub use rng::SplitMix64;
+pub use sched::Scheduler;
 pub use tapes::{Divergence, NetReplay, ProcReplay};
 pub use waits::Deadline;
 

@@ -112,14 +112,40 @@ pub fn run() -> Report {
             "perf counters",
             Status::Warn,
             "hardware performance counters are not available: repro does not need them, but thread \
-             interleavings cannot be recorded instruction-exactly (as rr does); multithreaded guests run on one \
-             CPU and are only as deterministic as their syscalls",
+             interleavings cannot be recorded instruction-exactly (as rr does); the seeded scheduler runs one guest \
+             thread at a time and switches only at system calls",
             None,
         )
     });
+    checks.push(scheduler());
     checks.push(docker());
     let usable = !checks.iter().any(|c| c.status == Status::Missing);
     Report { usable, checks }
+}
+
+/// Whether `repro run` can make the guest SCHED_FIFO (what the deterministic scheduler needs): the same call it
+/// makes on the init, tried in a child.
+fn scheduler() -> Check {
+    let priority = repro_sys::sched::TRACER_RT_PRIORITY;
+    let ok = ns::probe_in_child(|| if repro_sys::sched::set_fifo(0, priority).is_ok() { 0 } else { 1 })
+        .map(|c| c == 0)
+        .unwrap_or(false);
+    if ok {
+        check(
+            "scheduler",
+            Status::Ok,
+            "SCHED_FIFO is allowed: one guest thread runs at a time, in the seed's order",
+            None,
+        )
+    } else {
+        check(
+            "scheduler",
+            Status::Warn,
+            "SCHED_FIFO is refused (no CAP_SYS_NICE, RLIMIT_RTPRIO 0): multithreaded guests interleave as the \
+             kernel likes and their runs are reported as not deterministic (exit 121)",
+            Some("run repro as root (CAP_SYS_NICE), or raise RLIMIT_RTPRIO to 2 (e.g. `rtprio 2` in /etc/security/limits.conf)"),
+        )
+    }
 }
 
 fn kernel() -> Check {

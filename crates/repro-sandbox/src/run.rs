@@ -366,6 +366,12 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     if let Some(f) = &access_fd {
         fds.push((f.as_raw_fd(), ACCESS_FD));
     }
+    if req.settings.supervised {
+        // The init and the guest are in a user namespace, where only RLIMIT_RTPRIO lets the guest's threads run
+        // SCHED_FIFO (the deterministic scheduler, see repro-tracer's sched.rs) and the tracer one above them.
+        // Refused (unprivileged, hard limit 0): the supervisor finds the guest not FIFO and says so.
+        let _ = repro_sys::sched::allow_rt_priority(repro_sys::sched::TRACER_RT_PRIORITY as u64);
+    }
     let init_pid = ns::spawn_init(&ns::InitSpawn {
         namespaces,
         program: &exe_c,
@@ -378,6 +384,12 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     drop((sync_r, cfg_fd, access_fd, trees_rx, layer_sock_init, cgroup_r, done_w));
     let init_joins_itself = cgroup_tasks.take().is_some();
     repro_sys::startup::mark("run: init cloned (new namespaces)");
+    if s.supervised {
+        // The deterministic scheduler (repro-tracer's sched.rs): the init starts SCHED_FIFO one above where the
+        // guest will run; in its user namespace it could only choose that with RLIMIT_RTPRIO, but here
+        // CAP_SYS_NICE may allow it. Refused: the supervisor finds the guest not FIFO and says so.
+        let _ = repro_sys::sched::set_fifo(init_pid, repro_sys::sched::TRACER_RT_PRIORITY);
+    }
     // The id maps, then the idmapped trees (they need the namespace the maps define). A failure here ends the
     // run before the guest starts: the init is not released and exits.
     let setup_error = match crate::identity::enter(init_pid, &dir.path, &identity, &trees, &s.binds, &trees_tx) {

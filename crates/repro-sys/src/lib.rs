@@ -15,6 +15,7 @@ pub mod memory;
 pub mod net;
 pub mod ns;
 pub mod ptrace;
+pub mod sched;
 pub mod seccomp;
 pub mod shmem;
 pub mod spawn;

@@ -35,11 +35,13 @@
 mod access;
 pub use access::AccessStream;
 mod decode;
+mod elfsym;
 mod exec;
 mod guest;
 mod handlers;
 mod rdrand;
 mod reply;
+pub mod sched;
 mod state;
 mod stats;
 pub use stats::SupervisorStats;
@@ -109,6 +111,8 @@ pub struct DetConfig {
     pub root_installed: bool,
     /// Files known (from earlier runs) to hold no RDRAND/RDSEED: not scanned again while unchanged.
     pub rdrand_clean: Vec<repro_model::init::ScannedFile>,
+    /// The deterministic scheduler (see sched.rs): `None`, the kernel schedules the guest's threads.
+    pub sched: Option<sched::SchedConfig>,
 }
 
 impl Default for DetConfig {
@@ -133,6 +137,7 @@ impl Default for DetConfig {
             host_file_times: None,
             root_installed: false,
             rdrand_clean: Vec::new(),
+            sched: None,
         }
     }
 }
@@ -212,6 +217,16 @@ pub fn supervise(
         syscalls.extend(access::record_only_syscalls());
     }
     syscalls.extend(tape::net_syscalls(&cfg.tapes));
+    // The scheduler: where it serializes the guest, futex and sched_yield are scheduling points too. This thread
+    // (the tracer) runs SCHED_FIFO above the guest, which inherits it at the fork and lowers itself.
+    // The CPUs this process may use, before it is pinned to the guest's: the spin-loop watchdog runs on the others.
+    let host_cpus = repro_sys::ns::allowed_cpus();
+    let sched_cpu_error = cfg.sched.as_ref().map(sched::pin_supervisor);
+    let tracer_rt = matches!(sched_cpu_error, Some(Ok(())))
+        && repro_sys::sched::set_fifo(0, repro_sys::sched::TRACER_RT_PRIORITY).is_ok();
+    if let Some(Ok(())) = sched_cpu_error {
+        syscalls.extend(sched::scheduling_syscalls());
+    }
     let mut rules = if cfg.confine { repro_sys::confine::guest_rules() } else { Rules::new() };
     let filter = rules
         .add_notify(&syscalls, &handlers::waits::conditional_syscalls())
@@ -236,7 +251,20 @@ pub fn supervise(
     repro_sys::startup::mark("supervisor: controller and vDSO page ready");
     let inherited_fds = handlers::waits::inherited_fds();
     let program_name = spec.program.to_string_lossy().into_owned();
-    let pending = spawn::spawn_guest(&spec.program, &spec.argv, &spec.envp, &filter, true, spec.pre_exec)
+    let serialize = matches!(sched_cpu_error, Some(Ok(())));
+    let caller_pre_exec = spec.pre_exec;
+    let mut pre_exec = || -> std::io::Result<()> {
+        caller_pre_exec()?;
+        if serialize {
+            // Every thread and child of the guest inherits it. A refusal (EPERM without RLIMIT_RTPRIO) is seen by
+            // the parent below, which reads the guest's policy.
+            let _ = repro_sys::sched::set_fifo(0, repro_sys::sched::GUEST_RT_PRIORITY);
+            // The guest may not change priorities (as natively, where the limit is 0): nor rise to the tracer's.
+            let _ = repro_sys::sched::limit_rt_priority(0);
+        }
+        Ok(())
+    };
+    let pending = spawn::spawn_guest(&spec.program, &spec.argv, &spec.envp, &filter, true, &mut pre_exec)
         .map_err(|e| spawn_error(e, &program_name, 0))?;
     let pid = pending.pid;
     repro_sys::startup::mark("supervisor: guest forked (stopped before exec)");
@@ -276,6 +304,25 @@ pub fn supervise(
         host_network: cfg.host_network,
         disk: cfg.disk,
         rdrand: rdrand::ScanCache::with_clean(&cfg.rdrand_clean),
+        sched: cfg.sched.as_ref().map(|c| {
+            let mut s = sched::SchedState::new(c.settings);
+            s.task_id(pid);
+            match &sched_cpu_error {
+                Some(Err(why)) => s.unavailable = Some(why.clone()),
+                _ => match repro_sys::sched::policy_of(pid) {
+                    Ok(libc::SCHED_FIFO) => s.active = true,
+                    Ok(_) => {
+                        s.unavailable = Some(
+                            "the guest's threads could not be made SCHED_FIFO (no RLIMIT_RTPRIO: repro runs \
+                             unprivileged?)"
+                                .into(),
+                        )
+                    }
+                    Err(e) => s.unavailable = Some(format!("reading the guest's scheduling policy: {e}")),
+                },
+            }
+            s
+        }),
         ..Shared::new(ctl)
     }));
     let waits_listener = pending.listener.try_clone().map_err(|source| TracerError::Sys {
@@ -288,7 +335,10 @@ pub fn supervise(
         let listener = Listener::new(waits_listener);
         std::thread::Builder::new()
             .name("repro-waits".into())
-            .spawn(move || handlers::waits::schedule(listener, shared))
+            .spawn(move || {
+                sched::supervisor_thread();
+                handlers::waits::schedule(listener, shared)
+            })
             .map_err(|source| TracerError::Sys { context: "starting the waits scheduler", pid, source })?
     };
     let notifier = {
@@ -296,17 +346,41 @@ pub fn supervise(
         let listener = Listener::new(listener_fd);
         std::thread::Builder::new()
             .name("repro-notify".into())
-            .spawn(move || transport::notify::serve(listener, shared))
+            .spawn(move || {
+                sched::supervisor_thread();
+                transport::notify::serve(listener, shared)
+            })
             .map_err(|source| TracerError::Sys { context: "starting the notify thread", pid, source })?
     };
     // The timers' watcher: fires a timer when every guest task waits for it (handlers/timers.rs).
     let watched = shared.clone();
-    if std::thread::Builder::new().name("repro-timers".into()).spawn(move || handlers::timers::watch(watched)).is_err()
+    if std::thread::Builder::new()
+        .name("repro-timers".into())
+        .spawn(move || {
+            sched::supervisor_thread();
+            handlers::timers::watch(watched)
+        })
+        .is_err()
     {
         lock(&shared)
             .stats
             .warnings
             .insert("the timers' watcher could not start: a guest waiting for a timer hangs".into());
+    }
+    if let Some(c) = cfg.sched.as_ref().filter(|_| lock(&shared).sched.as_ref().is_some_and(|s| s.active)) {
+        let watched = shared.clone();
+        let limit = c.spin_limit;
+        let others: Vec<usize> = host_cpus.iter().copied().filter(|x| !c.cpus.contains(x)).collect();
+        if std::thread::Builder::new()
+            .name("repro-spin-watch".into())
+            .spawn(move || {
+                sched::supervisor_thread();
+                sched::watchdog(watched, limit, others)
+            })
+            .is_err()
+        {
+            lock(&shared).warn("the spin-loop watchdog could not start: a spinning thread may hang the run".into());
+        }
     }
     repro_sys::startup::mark("supervisor: threads started");
     if let Err(e) = pending.release() {
@@ -331,6 +405,10 @@ pub fn supervise(
     // only costs speed.
     let _ = repro_sys::tsc::disable_for_this_thread();
     let exit = trace_loop(pid, &shared);
+    if tracer_rt {
+        // Back to what it was; only the speed of what follows depends on it.
+        let _ = repro_sys::sched::set_other(0);
+    }
     repro_sys::startup::mark("supervisor: guest exited");
     let _ = repro_sys::tsc::enable_for_this_thread();
     {
@@ -351,6 +429,16 @@ pub fn supervise(
     }
     if sh.access.as_ref().is_some_and(|a| a.stream_failed) {
         sh.stats.warnings.insert("writing the access stream failed: a capture packs the paths only at the end".into());
+    }
+    if let Some(why) = sh.sched.as_ref().and_then(|s| s.unavailable.clone()) {
+        let m = format!("the scheduler could not serialize the guest's threads: {why}");
+        if sh.sched.as_ref().is_some_and(|s| s.threads_created > 0) {
+            // Threads ran: the kernel interleaved them as it liked. (Processes only: as before the scheduler, the
+            // order of their effects is the kernel's, said as a warning.)
+            sh.not_enforced.insert(m);
+        } else {
+            sh.warn(m);
+        }
     }
     let reads = sh.vdso.as_ref().map_or(0, |p| p.reads());
     sh.stats.vdso_clock_reads = reads;
@@ -421,6 +509,13 @@ fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
                             let mut sh = lock(shared);
                             sh.live.insert(child as i32);
                             sh.stats.tasks_created += 1;
+                            if let Some(s) = sh.sched.as_mut() {
+                                s.task_id(child as i32);
+                                s.progress += 1;
+                                if event == PTRACE_EVENT_CLONE {
+                                    s.threads_created += 1;
+                                }
+                            }
                         }
                     }
                     _ => {
@@ -435,6 +530,9 @@ fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
             Event::Signal { tracee, sig } => {
                 // Resuming fails only for a task that vanished (SIGKILL) since the stop: its exit event follows.
                 if sig == libc::SIGSEGV && exec::emulate_rdtsc(&tracee, shared) {
+                    let _ = tracee.cont(None);
+                } else if sig == libc::SIGSTOP && sched::on_probe_stop(&tracee, shared) {
+                    // The watchdog's probe, not the guest's signal.
                     let _ = tracee.cont(None);
                 } else {
                     let _ = tracee.cont(if sig == 0 { None } else { Some(sig) });

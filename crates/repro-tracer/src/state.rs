@@ -60,6 +60,8 @@ pub(crate) struct Shared {
     pub timer_os: crate::handlers::timers::TimerOs,
     /// The guest's timerfds (eventfds the supervisor writes at each expiry), by eventfd id.
     pub timerfds: HashMap<u64, crate::handlers::timers::TimerFd>,
+    /// The deterministic scheduler (see sched.rs), when the run has one.
+    pub sched: Option<crate::sched::SchedState>,
 }
 
 impl Shared {
@@ -92,6 +94,7 @@ impl Shared {
             rdrand: Default::default(),
             timer_os: crate::handlers::timers::DEFAULT_OS,
             timerfds: HashMap::new(),
+            sched: None,
         }
     }
 

@@ -209,6 +209,11 @@ fn supervised(
         host_file_times: (init.root_source.is_none() || init.root_times).then(|| std::path::PathBuf::from(&init.cwd)),
         root_installed: init.root_source.is_some() && init.root_times,
         rdrand_clean: det.rdrand_clean.clone(),
+        sched: Some(repro_tracer::sched::SchedConfig {
+            settings: det.sched,
+            cpus: setup.cpus.clone(),
+            spin_limit: repro_tracer::sched::DEFAULT_SPIN_LIMIT,
+        }),
     };
     let mut sigfd = Some(sigfd);
     let mut on_spawn = |_guest: i32| {
@@ -216,11 +221,14 @@ fn supervised(
         ns::close_raw(STDOUT_FD);
         ns::close_raw(STDERR_FD);
         if let Some(fd) = sigfd.take() {
-            std::thread::spawn(move || loop {
-                match ns::read_signal(&fd) {
-                    Ok(libc_sig::CHLD) => {}
-                    Ok(sig) => forward(sig),
-                    Err(_) => return,
+            std::thread::spawn(move || {
+                repro_tracer::sched::supervisor_thread();
+                loop {
+                    match ns::read_signal(&fd) {
+                        Ok(libc_sig::CHLD) => {}
+                        Ok(sig) => forward(sig),
+                        Err(_) => return,
+                    }
                 }
             });
         }

@@ -437,7 +437,12 @@ fn stuck_wait(sh: &Shared, tid: i32, state: char) -> Option<String> {
 fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache, streaks: &mut HashMap<i32, Streak>) -> bool {
     streaks.retain(|t, _| sh.live.contains(t));
     let all_blocked = sh.live.iter().all(|t| sh.parked.contains_key(t) || blocked_indefinitely(*t));
-    let tids: Vec<i32> = sh.parked.keys().copied().collect();
+    let mut tids: Vec<i32> = sh.parked.keys().copied().collect();
+    // Released in a fixed order (each released task runs at once, under the scheduler): by task id.
+    match sh.sched.as_mut() {
+        Some(s) => tids.sort_by_cached_key(|&t| s.task_id(t)),
+        None => tids.sort_unstable(),
+    }
     let mut outputs: HashMap<i32, Writes> = HashMap::new();
     let mut ended = false;
     for tid in tids {
@@ -859,6 +864,11 @@ fn blocked_indefinitely(tid: i32) -> bool {
     }
     if state != Some('S') {
         return false; // running, stopped at a ptrace event, in disk sleep, a zombie about to be reaped...
+    }
+    // Waiting for the supervisor's answer (held by the scheduler, or not received yet), not for the call itself:
+    // /proc/TID/syscall shows the call (a futex wait looks untimed) but the task runs once it is let go.
+    if std::fs::read_to_string(format!("/proc/{tid}/wchan")).is_ok_and(|w| w.starts_with("seccomp")) {
+        return false;
     }
     let Ok(sc) = std::fs::read_to_string(format!("/proc/{tid}/syscall")) else { return false };
     let mut it = sc.split_whitespace();

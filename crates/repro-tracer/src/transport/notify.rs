@@ -27,33 +27,90 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
     // below reads the TSC (no clocks are read on this thread); a failure only costs speed.
     let _ = repro_sys::tsc::disable_for_this_thread();
     let mut pidfds = PidfdCache::default();
+    let scheduling = lock(&shared).sched.as_ref().is_some_and(|s| s.active);
+    // With the scheduler: the notifications of the guest's threads that wait for an answer, with their task ids.
+    let mut held: Vec<(u64, Notification)> = Vec::new();
     loop {
-        let n = match listener.recv() {
-            Ok(n) => n,
-            Err(_) => match listener.wait(-1) {
-                Ok(ListenerState::Readable) | Ok(ListenerState::Timeout) => continue,
-                Ok(ListenerState::Hangup) | Err(_) => return,
-            },
-        };
-        match handle(&n, &listener, &shared, &mut pidfds) {
-            Reply::Defer(call) => {
-                let (l, s, id) = (listener.clone(), shared.clone(), n.id);
-                // The thread inherits this one's blocked signals (the init's signalfd set).
-                let spawned = std::thread::Builder::new()
-                    .name("repro-blocking-call".into())
-                    .spawn(move || respond(&l, &s, id, call(&s)));
-                if spawned.is_err() {
-                    respond(&listener, &shared, n.id, Reply::Error(libc::EAGAIN));
-                }
+        if held.is_empty() {
+            let n = match listener.recv() {
+                Ok(n) => n,
+                Err(_) => match listener.wait(-1) {
+                    Ok(ListenerState::Readable) | Ok(ListenerState::Timeout) => continue,
+                    Ok(ListenerState::Hangup) | Err(_) => return,
+                },
+            };
+            if !scheduling {
+                serve_one(n, &listener, &shared, &mut pidfds);
+                continue;
             }
-            reply => respond(&listener, &shared, n.id, reply),
+            let (id, alone) = note(&shared, &n);
+            held.push((id, n));
+            if alone {
+                // A single task: nothing to choose between (and no poll to pay for).
+                let (_, n) = held.swap_remove(0);
+                serve_one(n, &listener, &shared, &mut pidfds);
+                continue;
+            }
         }
+        // Every guest thread is blocked now (they run SCHED_FIFO, this thread SCHED_OTHER on their CPU): what is
+        // pending is all there is. Take it, then let one thread go.
+        while let Ok(ListenerState::Readable) = listener.wait(0) {
+            match listener.recv() {
+                Ok(n) => {
+                    let (id, _) = note(&shared, &n);
+                    held.push((id, n));
+                }
+                Err(_) => break,
+            }
+        }
+        let pick = {
+            let mut sh = lock(&shared);
+            let ids: Vec<u64> = held.iter().map(|(id, _)| *id).collect();
+            sh.sched.as_mut().map_or(0, |s| s.scheduler.pick(&ids))
+        };
+        let (_, n) = held.swap_remove(pick);
+        serve_one(n, &listener, &shared, &mut pidfds);
+    }
+}
+
+/// A notification arrived: the watchdog's sign of progress. Returns its task's id, and whether the guest has only
+/// this one task.
+fn note(shared: &SharedRef, n: &Notification) -> (u64, bool) {
+    let mut sh = lock(shared);
+    let alone = sh.live.len() <= 1;
+    match sh.sched.as_mut() {
+        Some(s) => {
+            s.progress += 1;
+            (s.task_id(n.pid as i32), alone)
+        }
+        None => (0, true),
+    }
+}
+
+/// Answers one notification (or has a thread of its own answer it, for a call that blocks).
+fn serve_one(n: Notification, listener: &Arc<Listener>, shared: &SharedRef, pidfds: &mut PidfdCache) {
+    match handle(&n, listener, shared, pidfds) {
+        Reply::Defer(call) => {
+            let (l, s, id) = (listener.clone(), shared.clone(), n.id);
+            // The thread inherits this one's blocked signals (the init's signalfd set).
+            let spawned = std::thread::Builder::new()
+                .name("repro-blocking-call".into())
+                .spawn(move || respond(&l, &s, id, call(&s)));
+            if spawned.is_err() {
+                respond(listener, shared, n.id, Reply::Error(libc::EAGAIN));
+            }
+        }
+        reply => respond(listener, shared, n.id, reply),
     }
 }
 
 /// Answers one notification; the vDSO's shared clock page is synchronised with the controller around it.
 fn handle(n: &Notification, listener: &Listener, shared: &SharedRef, pidfds: &mut PidfdCache) -> Reply {
     let nr = n.nr as i64;
+    if crate::sched::only_a_scheduling_point(nr, &n.args) {
+        // Notified only so that the scheduler chooses when it runs (see sched.rs): it runs natively now.
+        return Reply::Continue;
+    }
     let call = decode(nr, n.args);
     let mut guest = TaskGuest::new(n.pid as i32, Some((listener, n.id)), pidfds);
     let mut sh = lock(shared);

@@ -14,6 +14,7 @@ mod pack_docker;
 mod pack_names;
 mod robust;
 mod run;
+mod sched;
 mod sched_langs;
 mod schedules;
 mod signals;

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The deterministic scheduler's cost: each workload natively, under a `repro run` without the scheduler (BEFORE,
+# e.g. main's release binary) and under this tree's release `repro run` (AFTER), median wall time of RUNS runs.
+# Usage: bench/sched.sh BEFORE_BINARY [AFTER_BINARY] (RUNS=7 by default). Not a test; run it on an idle machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BEFORE=${1:?usage: bench/sched.sh BEFORE_BINARY [AFTER_BINARY]}
+AFTER=${2:-$ROOT/target/release/repro}
+RUNS=${RUNS:-7}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+export PATH=/usr/bin:/bin
+cat > "$WORK/loop.c" <<'C'
+#include <stdio.h>
+int main(void) { volatile unsigned long s = 0; for (unsigned long i = 0; i < 600000000UL; i++) s += i; printf("%lu\n", s); return 0; }
+C
+gcc -O1 -o "$WORK/loop" "$WORK/loop.c"
+gcc -O2 -pthread -o "$WORK/race_order" "$ROOT/tests/guests/c/race_order.c"
+cat > "$WORK/pool.py" <<'P'
+from concurrent.futures import ThreadPoolExecutor
+def work(i):
+    return sum(k * k for k in range(200000))
+with ThreadPoolExecutor(4) as ex:
+    print(sum(ex.map(work, range(32))))
+P
+cat > "$WORK/pool_io.py" <<'P'
+import threading, queue
+q = queue.Queue()
+def producer(n):
+    for i in range(2000):
+        q.put((n, i))
+ts = [threading.Thread(target=producer, args=(n,)) for n in range(4)]
+for t in ts: t.start()
+got = sum(1 for _ in range(8000) if q.get() is not None)
+for t in ts: t.join()
+print(got)
+P
+cp -r "$ROOT/tests/guests/make" "$WORK/make"
+ms() { date +%s%N; }
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+measure() { # label, then the command (run in $WORK)
+  local label=$1; shift
+  local times=()
+  for _ in $(seq "$RUNS"); do
+    (cd "$WORK/make" && make -s clean >/dev/null 2>&1) || true
+    local t0; t0=$(ms)
+    (cd "$WORK" && "$@" >/dev/null 2>&1) || true
+    local t1; t1=$(ms)
+    times+=($(( (t1 - t0) / 1000000 )))
+  done
+  printf '%s\n' "${times[@]}" | median
+}
+printf '%-28s %9s %9s %9s %8s\n' workload native before after after/bef
+for w in "python3 -c pass" "./loop" "python3 pool.py" "python3 pool_io.py" "./race_order" "make -C make -j4"; do
+  n=$(measure native $w)
+  b=$(measure before "$BEFORE" run -q --state-dir "$WORK/.repro" -- $w)
+  a=$(measure after "$AFTER" run -q --state-dir "$WORK/.repro" -- $w)
+  printf '%-28s %7s ms %7s ms %7s ms %8s\n' "$w" "$n" "$b" "$a" "$(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.3f", a/b}')"
+done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

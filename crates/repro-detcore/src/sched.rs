@@ -1,0 +1,166 @@
+//! The deterministic scheduler's policy: which of the guest threads ready at a scheduling point runs next.
+//!
+//! The supervisor holds every guest thread that stopped at a scheduling point (a mediated syscall, futex,
+//! sched_yield) while no guest thread runs, and asks [`Scheduler::pick`] which one to let go. Threads are named by
+//! task ids in the order the guest created them (0 for the first), never by host thread ids, so the same seed
+//! gives the same choices on every run and machine.
+
+use repro_model::SchedPolicy;
+
+use crate::rng::SplitMix64;
+
+/// Priority change points of the PCT policy (depth d = 3 finds every bug of depth 3 or less with probability at
+/// least 1/(n k^2) per run, n threads, k steps).
+pub const PCT_DEPTH: u64 = 3;
+/// The steps over which PCT's change points are spread.
+pub const PCT_STEPS: u64 = 2_000;
+
+/// A seeded chooser among ready threads.
+#[derive(Debug, Clone)]
+pub struct Scheduler {
+    policy: SchedPolicy,
+    rng: SplitMix64,
+    /// Decisions made so far.
+    steps: u64,
+    /// Round-robin: the task that ran last.
+    last: Option<u64>,
+    /// PCT: each task's priority (higher runs first), given on first sight.
+    priorities: std::collections::BTreeMap<u64, u64>,
+    /// PCT: the steps at which the running task's priority drops, with the priority it drops to.
+    change_points: Vec<(u64, u64)>,
+}
+
+impl Scheduler {
+    pub fn new(policy: SchedPolicy, seed: u64) -> Scheduler {
+        let mut rng = SplitMix64::new(seed ^ 0x5c4e_d01e_5eed_0000);
+        let change_points = match policy {
+            SchedPolicy::Pct => (0..PCT_DEPTH).map(|i| (1 + rng.below(PCT_STEPS), i)).collect(),
+            _ => Vec::new(),
+        };
+        Scheduler { policy, rng, steps: 0, last: None, priorities: Default::default(), change_points }
+    }
+
+    pub fn policy(&self) -> SchedPolicy {
+        self.policy
+    }
+
+    /// Decisions made so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// The index in `ready` (task ids, in any order but without duplicates) of the task to run next; 0 for an
+    /// empty or one-element list. The choice depends only on the seed, the policy and the sequence of `ready`
+    /// sets asked about (as sets: the same ids in another order give the same task).
+    pub fn pick(&mut self, ready: &[u64]) -> usize {
+        if ready.len() <= 1 {
+            if let Some(&t) = ready.first() {
+                self.ran(t);
+            }
+            return 0;
+        }
+        let mut sorted: Vec<u64> = ready.to_vec();
+        sorted.sort_unstable();
+        let chosen = match self.policy {
+            SchedPolicy::Random => sorted[self.rng.below(sorted.len() as u64) as usize],
+            SchedPolicy::RoundRobin => match self.last {
+                Some(l) => sorted.iter().copied().find(|&t| t > l).unwrap_or(sorted[0]),
+                None => sorted[0],
+            },
+            SchedPolicy::Pct => {
+                for &t in &sorted {
+                    if !self.priorities.contains_key(&t) {
+                        let p = PCT_DEPTH + 1 + self.rng.below(1 << 32);
+                        self.priorities.insert(t, p);
+                    }
+                }
+                // Highest priority; ties (vanishingly rare) to the lower id.
+                let best = sorted.iter().copied().max_by_key(|t| (self.priorities[t], std::cmp::Reverse(*t)));
+                best.unwrap_or(sorted[0])
+            }
+        };
+        self.ran(chosen);
+        ready.iter().position(|&t| t == chosen).unwrap_or(0)
+    }
+
+    fn ran(&mut self, task: u64) {
+        self.steps += 1;
+        self.last = Some(task);
+        if self.policy == SchedPolicy::Pct {
+            let step = self.steps;
+            for &(at, to) in &self.change_points {
+                if at == step {
+                    self.priorities.insert(task, to);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(policy: SchedPolicy, seed: u64, rounds: usize) -> Vec<u64> {
+        let mut s = Scheduler::new(policy, seed);
+        let ready = [0u64, 1, 2, 3];
+        (0..rounds).map(|_| ready[s.pick(&ready)]).collect()
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_choices() {
+        for p in [SchedPolicy::Random, SchedPolicy::RoundRobin, SchedPolicy::Pct] {
+            assert_eq!(run(p, 7, 200), run(p, 7, 200), "{p}");
+        }
+    }
+
+    #[test]
+    fn random_choices_differ_across_seeds_and_cover_every_task() {
+        let a = run(SchedPolicy::Random, 1, 200);
+        assert_ne!(a, run(SchedPolicy::Random, 2, 200));
+        for t in 0..4 {
+            assert!(a.contains(&t), "task {t} never chosen");
+        }
+    }
+
+    #[test]
+    fn round_robin_takes_the_next_task_after_the_last() {
+        assert_eq!(run(SchedPolicy::RoundRobin, 0, 6), [0, 1, 2, 3, 0, 1]);
+        let mut s = Scheduler::new(SchedPolicy::RoundRobin, 0);
+        assert_eq!(s.pick(&[5, 2]), 1, "the lowest id first");
+        assert_eq!(s.pick(&[5, 2, 9]), 0, "then the next one above 2");
+        assert_eq!(s.pick(&[2, 9]), 1);
+        assert_eq!(s.pick(&[2, 5]), 0, "round again");
+    }
+
+    #[test]
+    fn the_order_of_the_ready_list_does_not_change_the_task() {
+        for p in [SchedPolicy::Random, SchedPolicy::RoundRobin, SchedPolicy::Pct] {
+            let (mut a, mut b) = (Scheduler::new(p, 3), Scheduler::new(p, 3));
+            for _ in 0..50 {
+                let x = [0u64, 1, 2];
+                let y = [2u64, 0, 1];
+                assert_eq!(x[a.pick(&x)], y[b.pick(&y)], "{p}");
+            }
+        }
+    }
+
+    #[test]
+    fn pct_runs_the_highest_priority_until_a_change_point_lowers_it() {
+        let mut s = Scheduler::new(SchedPolicy::Pct, 11);
+        let first = [0u64, 1, 2][s.pick(&[0, 1, 2])];
+        // Until the first change point the same task keeps winning.
+        let before = s.change_points.iter().map(|c| c.0).min().unwrap();
+        for _ in 1..before {
+            assert_eq!([0u64, 1, 2][s.pick(&[0, 1, 2])], first);
+        }
+        // Across all steps, every task runs at some point for some seed.
+        let mut seen = std::collections::BTreeSet::new();
+        for seed in 0..20 {
+            seen.insert(run(SchedPolicy::Pct, seed, 1)[0]);
+        }
+        assert!(seen.len() > 1, "{seen:?}");
+        assert_eq!(Scheduler::new(SchedPolicy::Pct, 0).pick(&[4]), 0);
+        assert_eq!(Scheduler::new(SchedPolicy::Pct, 0).pick(&[]), 0);
+    }
+}

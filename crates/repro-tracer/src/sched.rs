@@ -1,0 +1,284 @@
+//! The deterministic scheduler's transport: the guest's threads run SCHED_FIFO at one priority on the one guest
+//! CPU, so a guest thread runs until it blocks or traps; the supervisor's threads are SCHED_OTHER on the same CPU
+//! and so run only when every guest thread is blocked. The notify thread then sees every pending notification,
+//! and lets one go, chosen by [`repro_detcore::Scheduler`] (see transport/notify.rs); the tracer runs SCHED_FIFO
+//! one above the guest, so a ptrace stop (clone, exec) is handled before any guest thread runs again.
+//!
+//! A thread that never enters the kernel (a spin loop) would keep the others from running: the [`watchdog`],
+//! on another CPU when there is one, notices a guest thread that used more than the limit of CPU time while no
+//! notification arrived while another guest thread was ready to run, and has the tracer stop it (SIGSTOP,
+//! suppressed at its signal-delivery stop) to read where it spins, and demotes it to SCHED_OTHER so the others
+//! run. Where that happens is not deterministic: the run then says so (exit 121).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use repro_detcore::Scheduler;
+use repro_model::SchedSettings;
+use repro_sys::sched as ksched;
+
+use crate::state::{lock, SharedRef};
+
+/// The default time a guest thread may run without a system call while another waits.
+pub const DEFAULT_SPIN_LIMIT: Duration = Duration::from_millis(200);
+
+/// What the scheduler needs from the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedConfig {
+    pub settings: SchedSettings,
+    /// The host CPUs the guest is pinned to: the scheduler serializes only on exactly one.
+    pub cpus: Vec<usize>,
+    /// The spin-loop watchdog's limit of CPU time without a system call.
+    pub spin_limit: Duration,
+}
+
+/// The scheduler's state, in [`crate::state::Shared`].
+pub(crate) struct SchedState {
+    pub scheduler: Scheduler,
+    /// Task ids by host thread id, in the order the guest created its tasks (the first is 0).
+    task_ids: HashMap<i32, u64>,
+    next_id: u64,
+    /// Notifications and ptrace events seen so far (the watchdog's sign of progress).
+    pub progress: u64,
+    /// Threads the watchdog asked the tracer to stop (with the CPU time they spun and whether a thread of the same
+    /// process was kept waiting), and those already reported.
+    pub probes: HashMap<i32, (u64, bool)>,
+    pub reported: HashSet<i32>,
+    /// Threads (tasks sharing their process's memory) the guest created: without the scheduler, their
+    /// interleaving is the kernel's.
+    pub threads_created: u64,
+    /// Whether the guest runs SCHED_FIFO on one CPU (else the choices are not made; see `unavailable`).
+    pub active: bool,
+    /// Why the guest's threads could not be serialized.
+    pub unavailable: Option<String>,
+}
+
+impl SchedState {
+    pub(crate) fn new(settings: SchedSettings) -> SchedState {
+        SchedState {
+            scheduler: Scheduler::new(settings.policy, settings.seed),
+            task_ids: HashMap::new(),
+            next_id: 0,
+            progress: 0,
+            probes: HashMap::new(),
+            threads_created: 0,
+            reported: HashSet::new(),
+            active: false,
+            unavailable: None,
+        }
+    }
+
+    /// The task id of thread `tid`, given on first sight (the tracer sees each new task at its clone event).
+    pub(crate) fn task_id(&mut self, tid: i32) -> u64 {
+        if let Some(&id) = self.task_ids.get(&tid) {
+            return id;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.task_ids.insert(tid, id);
+        id
+    }
+}
+
+/// Puts the calling thread on the guest's CPU (the threads it starts inherit it); `Err` with why the scheduler
+/// cannot serialize the guest.
+pub(crate) fn pin_supervisor(cfg: &SchedConfig) -> Result<(), String> {
+    match cfg.cpus.as_slice() {
+        [cpu] => ksched::pin_this_thread(&[*cpu]).map_err(|e| format!("pinning the supervisor to CPU {cpu}: {e}")),
+        [] => Err("the guest is not pinned to a CPU".into()),
+        more => Err(format!("the guest runs on {} CPUs (--cpus {}): threads run in parallel", more.len(), more.len())),
+    }
+}
+
+/// Called first by every thread the supervisor starts: back to SCHED_OTHER (the tracer it inherits from runs
+/// SCHED_FIFO), so that it runs only when no guest thread can. Lowering is always allowed.
+pub fn supervisor_thread() {
+    if ksched::policy_of(0).is_ok_and(|p| p != libc::SCHED_OTHER) {
+        let _ = ksched::set_other(0);
+    }
+}
+
+/// Whether the notified call is only a scheduling point (futex other than a timed wait, sched_yield): it runs
+/// natively once the scheduler lets it go.
+pub(crate) fn only_a_scheduling_point(nr: i64, args: &[u64; 6]) -> bool {
+    match nr {
+        libc::SYS_sched_yield => true,
+        libc::SYS_futex => {
+            let cmd = args[1] & 0x7f;
+            !((cmd == libc::FUTEX_WAIT as u64 || cmd == libc::FUTEX_WAIT_BITSET as u64) && args[3] != 0)
+        }
+        _ => false,
+    }
+}
+
+/// The syscalls notified only for the scheduler.
+pub(crate) fn scheduling_syscalls() -> [u32; 2] {
+    [libc::SYS_futex as u32, libc::SYS_sched_yield as u32]
+}
+
+/// The spin-loop watchdog: runs until the guest is finished (`Shared::finished`).
+///
+/// Only a thread that keeps another from running is preempted: one that computes while the others wait for it
+/// (a worker holding CPython's GIL, the others in their timed GIL waits) is left alone, however long it runs.
+pub(crate) fn watchdog(shared: SharedRef, limit: Duration, other_cpus: Vec<usize>) {
+    if !other_cpus.is_empty() {
+        // On the guest's CPU it still runs while a guest thread spins (the kernel keeps a share of the CPU for
+        // SCHED_OTHER threads), only later.
+        let _ = ksched::pin_this_thread(&other_cpus);
+    }
+    let tick = Duration::from_millis(50);
+    let hz = ksched::clock_ticks_per_second().max(1);
+    let limit_ticks = ((limit.as_millis() as u64) * hz).div_ceil(1000).max(1);
+    let mut last_progress = u64::MAX;
+    let mut base: HashMap<i32, u64> = HashMap::new();
+    loop {
+        std::thread::sleep(tick);
+        let (progress, live) = {
+            let sh = lock(&shared);
+            if sh.finished {
+                return;
+            }
+            let Some(s) = sh.sched.as_ref() else { return };
+            (s.progress, sh.live.iter().copied().collect::<Vec<_>>())
+        };
+        if progress != last_progress {
+            last_progress = progress;
+            base.clear();
+            continue;
+        }
+        if live.len() < 2 {
+            continue;
+        }
+        let figures: Vec<(i32, u64, char)> =
+            live.iter().filter_map(|&t| ksched::thread_cpu_ticks(t).map(|(c, s)| (t, c, s))).collect();
+        if base.is_empty() {
+            base = figures.iter().map(|&(t, c, _)| (t, c)).collect();
+            continue;
+        }
+        let ready: Vec<i32> = figures.iter().filter(|&&(t, _, s)| ready(t, s)).map(|f| f.0).collect();
+        for &(t, c, state) in &figures {
+            let Some(&b) = base.get(&t) else { continue };
+            let kept: Vec<i32> = ready.iter().copied().filter(|&o| o != t).collect();
+            if state != 'R' || c.saturating_sub(b) < limit_ticks || kept.is_empty() {
+                continue;
+            }
+            // A thread of its own process kept waiting: they share memory, a data race's outcome may follow
+            // where it was preempted. Other processes: only the order of their effects.
+            let group = ksched::thread_group(t);
+            let same_process = group.is_some() && kept.iter().any(|&o| ksched::thread_group(o) == group);
+            let ms = (c - b) * 1000 / hz;
+            let mut sh = lock(&shared);
+            let Some(s) = sh.sched.as_mut() else { return };
+            if s.probes.contains_key(&t) {
+                continue;
+            }
+            s.probes.insert(t, (ms, same_process));
+            drop(sh);
+            // The tracer takes it from its signal-delivery stop (see `on_probe_stop`); ESRCH: it is gone.
+            let _ = repro_sys::ptrace::kill_task(t, libc::SIGSTOP);
+        }
+    }
+}
+
+/// Whether thread `tid`, in state `state`, could run if it had the CPU: runnable (`R`: queued behind the spinner),
+/// or stopped at a scheduling point that would let it go at once (a sched_yield, a futex call other than a wait,
+/// a futex wait whose word has already changed, another mediated call but a sleep). A thread waiting for a
+/// futex word to change, for a sleep to end, for a child or on a descriptor is not.
+fn ready(tid: i32, state: char) -> bool {
+    if state == 'R' {
+        return true;
+    }
+    if state != 'S' {
+        return false;
+    }
+    let Ok(sc) = std::fs::read_to_string(format!("/proc/{tid}/syscall")) else { return false };
+    let mut it = sc.split_whitespace();
+    let Some(Ok(nr)) = it.next().map(|n| n.parse::<i64>()) else { return false };
+    let a: Vec<u64> = it.take(6).filter_map(|h| u64::from_str_radix(h.trim_start_matches("0x"), 16).ok()).collect();
+    if a.len() < 6 {
+        return false;
+    }
+    match nr {
+        libc::SYS_sched_yield => true,
+        libc::SYS_futex => match (a[1] & 0x7f) as i32 {
+            libc::FUTEX_WAIT | libc::FUTEX_WAIT_BITSET => {
+                let mut word = [0u8; 4];
+                repro_sys::memory::read_exact(tid, a[0], &mut word).is_ok() && u32::from_ne_bytes(word) != a[2] as u32
+            }
+            libc::FUTEX_WAKE | libc::FUTEX_WAKE_OP | libc::FUTEX_WAKE_BITSET | libc::FUTEX_REQUEUE => true,
+            libc::FUTEX_CMP_REQUEUE => true,
+            _ => false,
+        },
+        libc::SYS_nanosleep | libc::SYS_clock_nanosleep => false,
+        nr => crate::decode::MEDIATED.contains(&nr),
+    }
+}
+
+/// At a SIGSTOP signal-delivery stop of a thread the watchdog probed: reads where it spins, records it (once per
+/// thread) and demotes it to SCHED_OTHER, where it runs only when no guest thread of the scheduler can, and shares
+/// the CPU with the supervisor's threads (as a spinning SCHED_FIFO thread, even put back behind the others, it
+/// would starve them: a waiter that looks at the clock and waits again would take the CPU's scarce leftovers for
+/// each round). `true`: the stop was the probe's (the signal is to be suppressed).
+pub(crate) fn on_probe_stop(
+    tracee: &repro_sys::ptrace::Tracee<repro_sys::ptrace::Stopped>,
+    shared: &SharedRef,
+) -> bool {
+    let tid = tracee.tid();
+    let (ms, same_process) = {
+        let mut sh = lock(shared);
+        let Some(s) = sh.sched.as_mut() else { return false };
+        let Some((ms, same_process)) = s.probes.remove(&tid) else { return false };
+        if !s.reported.insert(tid) {
+            let _ = ksched::set_other(tid);
+            return true;
+        }
+        (ms, same_process)
+    };
+    // Lowering the policy is always allowed; ESRCH: the task is gone.
+    let _ = ksched::set_other(tid);
+    let at = match tracee.regs() {
+        Ok(r) => symbolize(tid, r.rip),
+        Err(_) => "an unknown address".into(),
+    };
+    let mut sh = lock(shared);
+    let id = sh.sched.as_mut().map_or(0, |s| s.task_id(tid));
+    if same_process {
+        sh.not_enforced.insert(format!("thread {id} ran {ms} ms without a system call (spin loop at {at})"));
+    } else {
+        sh.warn(format!(
+            "task {id} ran {ms} ms without a system call while another process waited (at {at}): preempted, so \
+             the order of the processes' effects followed the host's speed"
+        ));
+    }
+    true
+}
+
+/// `module!symbol+0xoff` for an address of thread `tid`, or `module+0xoff`, or the bare address.
+pub(crate) fn symbolize(tid: i32, addr: u64) -> String {
+    let Ok(maps) = std::fs::read_to_string(format!("/proc/{tid}/maps")) else { return format!("{addr:#x}") };
+    for line in maps.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(range), _, Some(off)) = (f.next(), f.next(), f.next()) else { continue };
+        let path = f.nth(2).unwrap_or("");
+        let Some((lo, hi)) = range.split_once('-') else { continue };
+        let (Ok(lo), Ok(hi), Ok(off)) =
+            (u64::from_str_radix(lo, 16), u64::from_str_radix(hi, 16), u64::from_str_radix(off, 16))
+        else {
+            continue;
+        };
+        if addr < lo || addr >= hi {
+            continue;
+        }
+        if !path.starts_with('/') {
+            return format!("{addr:#x} ({})", if path.is_empty() { "anonymous memory" } else { path });
+        }
+        let file_off = addr - lo + off;
+        let name = path.rsplit('/').next().unwrap_or(path);
+        let root_path = format!("/proc/{tid}/root{path}");
+        return match crate::elfsym::symbol_at_file_offset(std::path::Path::new(&root_path), file_off) {
+            Some((sym, delta)) => format!("{sym}+{delta:#x} in {name}"),
+            None => format!("{name}+{file_off:#x}"),
+        };
+    }
+    format!("{addr:#x}")
+}
