@@ -342,7 +342,18 @@ fn run_directory_is_complete_and_listed() {
     for f in ["run.json", "stdout", "stderr", "changes.json", "changes"] {
         assert!(run.join(f).exists(), "{f} exists");
     }
-    for f in ["INCOMPLETE", ".root", ".layer", ".etc", ".stage", ".work", "upper", ".init.json", ".init-result.json"] {
+    for f in [
+        "INCOMPLETE",
+        ".scratch",
+        ".root",
+        ".layer",
+        ".etc",
+        ".stage",
+        ".work",
+        "upper",
+        ".init.json",
+        ".init-result.json",
+    ] {
         assert!(!run.join(f).exists(), "{f} is gone");
     }
     let id = run.file_name().unwrap().to_str().unwrap().to_string();
