@@ -449,6 +449,12 @@ fn build_proc_sys(cfg: &InitConfig, r: &str) -> Result<(), InitError> {
     let e = InitError::from;
     let (proc, sys) = (under(r, "/proc"), under(r, "/sys"));
     ns::mount("proc", &proc, "proc", mflags::NOSUID | mflags::NODEV | mflags::NOEXEC, None).map_err(e)?;
+    // The thread that made the network namespace took PID 2 of the namespace (it is gone): the guest is PID 2
+    // again, as it was when `repro run`'s clone made that namespace. Best effort: without the file (a kernel
+    // without checkpoint/restore) the guest is PID 3, in every run alike.
+    if !cfg.host_network {
+        let _ = fs::write(under(&proc, "/sys/kernel/ns_last_pid"), b"1");
+    }
     if cfg.host_network {
         ns::mount("/sys", &sys, "", mflags::BIND | mflags::REC, None).map_err(e)?;
         scrub_kernel_mounts(&sys)?;
