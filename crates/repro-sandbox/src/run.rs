@@ -536,16 +536,24 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let (torn_down, teardown) = std::sync::mpsc::channel::<()>();
     let init_reaped = init_exit.is_ok();
     let _ = spawn_beside("repro-teardown", move || {
+        // The scratch directory is empty on the host (the init's tmpfs on it lives in the init's mount namespace,
+        // which may still be going: a mount point of another namespace can be removed); removed while the init
+        // exits.
+        let scratch_left = fs::remove_dir(&scratch).is_err();
         if !init_reaped {
             // The init said it was done: its exit empties the cgroup.
             let _ = ns::wait_child(init_pid, false);
+            repro_sys::startup::mark("run: the init's exit (its namespaces' teardown) waited for");
         }
         if let Some(cg) = &run_cgroup {
             cg.kill_all(std::time::Duration::from_secs(5));
             // The reaper, let go below, removes it if this fails (a process not gone yet).
             let _ = cg.remove();
+            repro_sys::startup::mark("run: cgroup removed");
         }
-        reaper::remove_tree(&scratch);
+        if scratch_left {
+            reaper::remove_tree(&scratch);
+        }
         drop(reaper_pipe);
         repro_sys::startup::mark("run: torn down (cgroup, scratch)");
         let _ = torn_down.send(());
