@@ -1,8 +1,9 @@
 //! `repro __init`: PID 1 of the sandbox. It builds the guest's root, starts the guest, reaps every process,
 //! forwards SIGINT/SIGTERM/SIGHUP to every guest process and exits with the guest's status.
 //!
-//! It is executed fresh (`/proc/self/exe __init fd:10`) by `repro run` in new user, mount, PID, network, UTS and IPC
-//! namespaces, so it starts single-threaded with a clean address space. It reads its configuration from, and
+//! It is executed fresh (`/proc/self/exe __init fd:10`) by `repro run` in new user, mount, PID, UTS and IPC
+//! namespaces, so it starts single-threaded with a clean address space; it makes the guest's network namespace
+//! itself, in a thread, while it assembles the root (`NetNs`). It reads its configuration from, and
 //! writes its result to, descriptors `repro run` placed ([`CONFIG_FD`], [`RESULT_FD`]): the run directory
 //! belongs to the host's user, whom the init no longer is. It makes itself non-dumpable (a guest cannot ptrace
 //! it or read its memory). Just before it starts the guest it is in the run's cgroup (with cgroup v1 it moves
