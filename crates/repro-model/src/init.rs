@@ -27,17 +27,22 @@ pub struct InitConfig {
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
     pub cwd: String,
-    /// An empty directory on the host where the new root is assembled.
+    /// The one empty directory of the run on the host: the init mounts a small tmpfs of its own there first (seen
+    /// only in its mount namespace) and makes [`InitConfig::root`], [`InitConfig::layer`], [`InitConfig::stage`]
+    /// and the /etc files in it, so the host's disk holds no other scratch of the run.
+    #[serde(default)]
+    pub scratch: String,
+    /// Where the new root is assembled: a directory the init makes in `scratch`.
     pub root: String,
-    /// An empty directory on the host where the init mounts the writable layer (a tmpfs of `disk_bytes` and
-    /// `disk_inodes`); visible only in the init's mount namespace.
+    /// Where the init mounts the writable layer (a tmpfs of `disk_bytes` and `disk_inodes`): a directory it makes
+    /// in `scratch`.
     pub layer: String,
     pub disk_bytes: u64,
     pub disk_inodes: u64,
     /// Paths to hide from the guest (the state directory when it lies inside the working directory).
     pub hide: Vec<String>,
     pub binds: Vec<BindMount>,
-    /// Host files to place at `/etc/<name>`: `(name, host path)`.
+    /// Files to place at `/etc/<name>` (read-only): `(name, content)`; the init writes them in `scratch`.
     pub etc: Vec<(String, String)>,
     pub hostname: String,
     pub domainname: String,
@@ -51,7 +56,8 @@ pub struct InitConfig {
     /// The detached idmapped mounts the init receives, in order (empty for an unprivileged caller).
     #[serde(default)]
     pub trees: Vec<TreeRole>,
-    /// An empty directory where the tree of the working directory (or of a pack's root) is attached.
+    /// Where the tree of the working directory (or of a pack's root) is attached: a directory the init makes in
+    /// `scratch`.
     #[serde(default)]
     pub stage: String,
     /// The determinism supervisor's settings; `None` runs the guest without it.

@@ -22,9 +22,9 @@ pub const GC_PREFIX: &str = ".gc-";
 pub const NEW_GRACE: Duration = Duration::from_secs(60);
 
 /// Files and directories of a run's own scratch, which a finished run has removed and a killed one may leave
-/// (`.work`, `upper` and the `.init*.json` files are those of runs made by earlier versions).
-pub const SCRATCH: [&str; 8] =
-    [".root", ".layer", ".etc", ".stage", ".work", "upper", ".init.json", ".init-result.json"];
+/// (`.scratch` is this version's; the others are those of runs made by earlier versions).
+pub const SCRATCH: [&str; 9] =
+    [".scratch", ".root", ".layer", ".etc", ".stage", ".work", "upper", ".init.json", ".init-result.json"];
 
 /// What to prune besides the leftovers of interrupted runs.
 #[derive(Debug, Clone, Default)]

@@ -71,10 +71,15 @@ const KERNEL_FS: [&str; 16] = [
 /// 3. empty /run (and /var/run), /tmp and /home from the layer, the working directory's overlay;
 /// 4. /dev (nodev, noexec) with the standard nodes bound in, /etc files, `--bind`s;
 /// 5. a fresh proc and sysfs, runc's masks and read-only paths.
-pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd::OwnedFd)>) -> Result<(), InitError> {
+pub(super) fn build_root(
+    cfg: &InitConfig,
+    mut trees: Vec<(TreeRole, std::os::fd::OwnedFd)>,
+    net: super::NetNs,
+) -> Result<(), InitError> {
     let e = InitError::from;
     let r = cfg.root.as_str();
     ns::mount("", "/", "", mflags::REC | mflags::PRIVATE, None).map_err(e)?;
+    build_scratch(cfg)?;
     // An idmapped tree (the working directory or a pack's root) is attached at the stage first.
     let mut take = |role: TreeRole| trees.iter().position(|(r, _)| *r == role).map(|i| trees.remove(i).1);
     let staged = |fd: std::os::fd::OwnedFd| -> Result<String, InitError> {
@@ -95,9 +100,9 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
     {
         mkdir_p(&under(r, d), mode)?;
     }
-    // When the run directory lies inside a bound directory, the bind copied the root being built: drop it.
-    // Nothing is mounted there unless the run directory lies inside a bound directory.
-    let _ = ns::umount_detach(&under(r, &host_path(r)));
+    // When the run directory lies inside a bound directory, the bind copied the scratch (with the root being
+    // built): drop it. Nothing is mounted there unless the run directory lies inside a bound directory.
+    let _ = ns::umount_detach(&under(r, &host_path(&cfg.scratch)));
     scrub_kernel_mounts(r)?;
     repro_sys::startup::mark("init: root: kernel file systems beneath scrubbed");
     ns::make_readonly_recursive(r).map_err(e)?;
@@ -183,7 +188,9 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
     build_dev(r)?;
     repro_sys::startup::mark("init: root: /dev");
 
-    for (name, host) in &cfg.etc {
+    for (name, _) in &cfg.etc {
+        let host = etc_file(cfg, name);
+        let host = host.as_str();
         let t = resolve_in_root(r, &format!("/etc/{name}"));
         if stays_inside(r, &t, "").is_err() {
             // A link that leaves the root (before the pivot an absolute link names a host path): not covered.
@@ -243,9 +250,44 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
         }
     }
 
-    // proc and sys.
+    // proc and sys (of the guest's network namespace).
     repro_sys::startup::mark("init: root: /etc files, binds");
+    net.enter(cfg)?;
+    repro_sys::startup::mark("init: in the network namespace made beside");
     build_proc_sys(cfg, r)
+}
+
+/// Mounts the init's own tmpfs on the run's scratch directory (seen in its mount namespace only; nosuid, nodev,
+/// noexec) and makes in it the directories of the root, the layer and the stage, and the /etc files (0644, bound
+/// read-only into the root later). The host's disk holds nothing of it.
+fn build_scratch(cfg: &InitConfig) -> Result<(), InitError> {
+    let s = cfg.scratch.as_str();
+    ns::mount(
+        "tmpfs",
+        s,
+        "tmpfs",
+        mflags::NOSUID | mflags::NODEV | mflags::NOEXEC,
+        Some("mode=755,size=64k,nr_inodes=64"),
+    )
+    .map_err(|x| InitError::from(x).within("the run's scratch directory"))?;
+    for d in [cfg.root.as_str(), cfg.layer.as_str(), cfg.stage.as_str(), &under(s, "etc")] {
+        mkdir_p(d, 0o755)?;
+    }
+    for (name, content) in &cfg.etc {
+        // A name is one of ours (hostname, hosts, resolv.conf), never a path.
+        if name.is_empty() || name.contains('/') || name.starts_with('.') {
+            return Err(InitError::Refused(format!("the /etc file name '{name}' is not a plain name")));
+        }
+        let p = etc_file(cfg, name);
+        fs::write(&p, content).map_err(|x| InitError::io("write", &p, x))?;
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).map_err(|x| InitError::io("chmod", &p, x))?;
+    }
+    Ok(())
+}
+
+/// Where the /etc file `name` is written in the scratch.
+fn etc_file(cfg: &InitConfig, name: &str) -> String {
+    under(&cfg.scratch, &format!("etc/{name}"))
 }
 
 /// The top-level names under which the working directory or a bind is mounted.
@@ -407,6 +449,12 @@ fn build_proc_sys(cfg: &InitConfig, r: &str) -> Result<(), InitError> {
     let e = InitError::from;
     let (proc, sys) = (under(r, "/proc"), under(r, "/sys"));
     ns::mount("proc", &proc, "proc", mflags::NOSUID | mflags::NODEV | mflags::NOEXEC, None).map_err(e)?;
+    // The thread that made the network namespace took PID 2 of the namespace (it is gone): the guest is PID 2
+    // again, as it was when `repro run`'s clone made that namespace. Best effort: without the file (a kernel
+    // without checkpoint/restore) the guest is PID 3, in every run alike.
+    if !cfg.host_network {
+        let _ = fs::write(under(&proc, "/sys/kernel/ns_last_pid"), b"1");
+    }
     if cfg.host_network {
         ns::mount("/sys", &sys, "", mflags::BIND | mflags::REC, None).map_err(e)?;
         scrub_kernel_mounts(&sys)?;

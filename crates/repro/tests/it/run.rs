@@ -84,6 +84,22 @@ fn identity_hostname_and_etc_files() {
 }
 
 #[test]
+fn the_fixed_etc_files_are_read_only_and_the_run_directory_keeps_no_scratch() {
+    let w = Workdir::new();
+    // The init writes them into its own scratch tmpfs and binds them read-only: neither the guest's root nor a
+    // remount-free write can change them, and their mode is the usual one.
+    let o = w.sh("for f in hostname hosts resolv.conf; do echo x >> /etc/$f 2>/dev/null && echo \"$f written\"; \
+         stat -c '%n %a' /etc/$f; done; grep -c . /etc/hostname");
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), "/etc/hostname 644\n/etc/hosts 644\n/etc/resolv.conf 644\n1\n");
+    // Nothing of the scratch is left in the run directory, nor anywhere on the host's side of it.
+    let mut names: Vec<String> =
+        fs::read_dir(w.last_run()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["changes", "changes.json", "run.json", "stderr", "stdout"]);
+}
+
+#[test]
 fn environment_is_replaced_not_inherited() {
     let w = Workdir::new();
     let mut c = repro();
@@ -342,7 +358,18 @@ fn run_directory_is_complete_and_listed() {
     for f in ["run.json", "stdout", "stderr", "changes.json", "changes"] {
         assert!(run.join(f).exists(), "{f} exists");
     }
-    for f in ["INCOMPLETE", ".root", ".layer", ".etc", ".stage", ".work", "upper", ".init.json", ".init-result.json"] {
+    for f in [
+        "INCOMPLETE",
+        ".scratch",
+        ".root",
+        ".layer",
+        ".etc",
+        ".stage",
+        ".work",
+        "upper",
+        ".init.json",
+        ".init-result.json",
+    ] {
         assert!(!run.join(f).exists(), "{f} is gone");
     }
     let id = run.file_name().unwrap().to_str().unwrap().to_string();

@@ -153,7 +153,7 @@ fn sigkill_to_repro_leaves_no_process_mount_or_cgroup() {
     poll("guest processes gone", Duration::from_secs(10), || !pids.iter().any(|p| alive(p)));
     poll("cgroup removed", Duration::from_secs(10), || !cgroups[0].exists());
     poll("scratch directories removed", Duration::from_secs(10), || {
-        !dir.join(".root").exists() && !dir.join(".work").exists()
+        !dir.join(".scratch").exists() && !dir.join(".root").exists() && !dir.join(".work").exists()
     });
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     assert!(!mounts.contains(dir.to_str().unwrap()), "no mount of the run is left");
