@@ -62,7 +62,7 @@ impl Variation {
         }
         if let Some(v) = self.cpus {
             s.cpus = v;
-            s.cpu_affinity = repro_sys::ns::allowed_cpus().into_iter().take(v as usize).collect();
+            s.cpu_affinity = repro_sandbox::settings::affinity_for(s);
         }
         if let Some(v) = self.clock_step_ns {
             s.clock_step_ns = v;

@@ -657,7 +657,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
 /// What the settings themselves warn about: more CPUs asked than there are, a `--disk` larger than `--memory`.
 fn setting_warnings(s: &RunSettings) -> Vec<String> {
     let mut warnings = Vec::new();
-    if (s.cpus as usize) > s.cpu_affinity.len() {
+    // Supervised, the guest runs on one CPU whatever it sees (settings::affinity_for): nothing to warn about.
+    if !s.supervised && (s.cpus as usize) > s.cpu_affinity.len() {
         warnings.push(format!(
             "--cpus {}: only {} CPU(s) are available here; the guest is pinned to {:?}",
             s.cpus,

@@ -18,12 +18,21 @@ use crate::SandboxError;
 pub fn for_host(command: Vec<String>, cwd: String, epoch: Epoch, tune: impl FnOnce(&mut RunSettings)) -> RunSettings {
     let mut s = RunSettings::defaults(command, cwd, epoch);
     tune(&mut s);
-    s.cpu_affinity = pick_cpus(&ns::allowed_cpus(), ns::current_cpu(), s.cpus as usize);
+    s.cpu_affinity = affinity_for(&s);
     s.disk_inodes = disk_inodes_for(s.disk_bytes);
     if s.identity.is_none() {
         s.identity = Some(crate::identity::current());
     }
     s
+}
+
+/// The host CPUs a run's guest runs on. Supervised, one, whatever `--cpus` says: the scheduler serializes the
+/// guest's threads and processes on it (two CPUs would run them in parallel, beyond its control), while the guest
+/// sees `cpus` CPUs (nproc, sched_getaffinity and getcpu are answered), so a program sizes its thread pools as
+/// it would on such a machine. Unsupervised, `cpus` of them.
+pub fn affinity_for(s: &RunSettings) -> Vec<usize> {
+    let n = if s.supervised { 1 } else { s.cpus as usize };
+    pick_cpus(&ns::allowed_cpus(), ns::current_cpu(), n)
 }
 
 /// `n` of the `allowed` CPUs, starting at the one this process runs on (`current`) and going round. Which host CPU
@@ -96,6 +105,13 @@ mod tests {
             s.disk_bytes = 64 << 20;
         });
         assert_eq!(s.cpu_affinity.len(), 1);
+        let four = for_host(vec!["true".into()], "/w".into(), epoch(), |s| s.cpus = 4);
+        assert_eq!((four.cpus, four.cpu_affinity.len()), (4, 1), "supervised: four CPUs seen, one used");
+        let unsupervised = for_host(vec!["true".into()], "/w".into(), epoch(), |s| {
+            s.cpus = 4;
+            s.supervised = false;
+        });
+        assert_eq!(unsupervised.cpu_affinity.len(), ns::allowed_cpus().len().min(4));
         assert_eq!(s.disk_inodes, disk_inodes_for(64 << 20));
         assert!(s.identity.is_some());
         assert_eq!(umask_of(&s).unwrap(), UMASK);

@@ -1,35 +1,32 @@
-// Two producers send into one channel and a select races two channels: the order printed depends on how the
-// goroutines are scheduled.
+// Two producers send into one channel while the consumer reads, and a select races two ready channels: what is
+// printed depends on how the goroutines, and the threads running them, interleave. Each producer enters the kernel
+// now and then (sched_yield), as real goroutines do when they read, write or wait.
 package main
 
 import (
 	"fmt"
 	"strings"
-	"sync"
+	"syscall"
 )
 
 func main() {
-	ch := make(chan string, 64)
-	var wg sync.WaitGroup
+	ch := make(chan string)
 	for _, name := range []string{"a", "b"} {
-		wg.Add(1)
 		go func(n string) {
-			defer wg.Done()
 			for i := 0; i < 8; i++ {
 				x := 0
 				for j := 0; j < 20000; j++ {
 					x += j
 				}
 				_ = x
+				syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 				ch <- n
 			}
 		}(name)
 	}
-	wg.Wait()
-	close(ch)
 	var order []string
-	for s := range ch {
-		order = append(order, s)
+	for i := 0; i < 16; i++ {
+		order = append(order, <-ch)
 	}
 	c1, c2 := make(chan int, 1), make(chan int, 1)
 	var picks []string

@@ -93,7 +93,7 @@ fn explain_names_scheduling_when_the_interleaving_decides() {
     assert!(text.contains("scheduling: the interleaving of the guest's threads decides"), "{text}");
     assert!(text.contains("seed        no effect"), "{text}");
     // And for a pack: replayed under other schedules, the recorded one is the baseline.
-    let o = in_dir(&w, &["capture", "-o", "base.repro", "--", "./sched_claim"]);
+    let o = in_dir(&w, &["capture", "--always", "-o", "base.repro", "--", "./sched_claim"]);
     assert!(o.status.code().is_some(), "{}", stderr(&o));
     let o = in_dir(&w, &["explain", "--vary", "schedule", "--sched-seeds", "30", "--json", "base.repro"]);
     let r = json(&o);
