@@ -40,6 +40,9 @@ pub(crate) struct Shared {
     /// Timed waits held by the supervisor, by task (see handlers::waits::schedule), and the condition variable
     /// the scheduler sleeps on (with this state's mutex).
     pub parked: HashMap<i32, crate::handlers::waits::Parked>,
+    /// Tasks whose call a thread of its own answers (`Reply::Defer`: a held sleep, a blocking read of a tape):
+    /// they wait for that, not for the notify thread's choice (see handlers::waits::tick).
+    pub deferred: HashSet<i32>,
     pub waits_cv: Arc<Condvar>,
     /// The guest is gone: the waits scheduler stops.
     pub finished: bool,
@@ -83,6 +86,7 @@ impl Shared {
             own_network: false,
             futex_rewrites: HashMap::new(),
             parked: HashMap::new(),
+            deferred: HashSet::new(),
             waits_cv: Arc::new(Condvar::new()),
             finished: false,
             stuck_after: None,

@@ -437,6 +437,17 @@ fn stuck_wait(sh: &Shared, tid: i32, state: char) -> Option<String> {
 fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache, streaks: &mut HashMap<i32, Streak>) -> bool {
     streaks.retain(|t, _| sh.live.contains(t));
     let all_blocked = sh.live.iter().all(|t| sh.parked.contains_key(t) || blocked_indefinitely(*t));
+    // Under the scheduler no guest thread runs while this thread does (they run SCHED_FIFO on its CPU), but one
+    // may be waiting for the notify thread's answer, which lets it go when the scheduler says. Releasing a parked
+    // wait now (its futex word changed, its descriptor is ready, it was held for its duration in wall time) would
+    // race that answer: which of the two ran first would follow the host's timing. So parked waits move only
+    // once the notify thread has let every such task go. (A task that really runs here, a spinner the watchdog
+    // demoted, has made the run not deterministic already: the rules below, on wall time, then apply.)
+    if sh.sched.as_ref().is_some_and(|s| s.active)
+        && sh.live.iter().any(|t| !sh.parked.contains_key(t) && !sh.deferred.contains(t) && awaits_answer(*t))
+    {
+        return false;
+    }
     let mut tids: Vec<i32> = sh.parked.keys().copied().collect();
     // Released in a fixed order (each released task runs at once, under the scheduler): by task id.
     match sh.sched.as_mut() {
@@ -848,6 +859,14 @@ fn zombie_leader_of_live_threads(tid: i32) -> bool {
     let field =
         |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse::<i64>().ok());
     field("Tgid:") == Some(tid as i64) && field("Threads:").is_some_and(|n| n > 1)
+}
+
+/// Whether task `tid` sleeps until the supervisor answers its notification (held by the scheduler, or not
+/// received yet), as /proc shows it.
+fn awaits_answer(tid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else { return false };
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
+    state == Some('S') && std::fs::read_to_string(format!("/proc/{tid}/wchan")).is_ok_and(|w| w.starts_with("seccomp"))
 }
 
 /// Whether task `tid` sleeps in a wait only another task can end, as /proc shows it.

@@ -91,12 +91,16 @@ fn note(shared: &SharedRef, n: &Notification) -> (u64, bool) {
 fn serve_one(n: Notification, listener: &Arc<Listener>, shared: &SharedRef, pidfds: &mut PidfdCache) {
     match handle(&n, listener, shared, pidfds) {
         Reply::Defer(call) => {
-            let (l, s, id) = (listener.clone(), shared.clone(), n.id);
+            let (l, s, id, tid) = (listener.clone(), shared.clone(), n.id, n.pid as i32);
+            lock(shared).deferred.insert(tid);
             // The thread inherits this one's blocked signals (the init's signalfd set).
-            let spawned = std::thread::Builder::new()
-                .name("repro-blocking-call".into())
-                .spawn(move || respond(&l, &s, id, call(&s)));
+            let spawned = std::thread::Builder::new().name("repro-blocking-call".into()).spawn(move || {
+                let reply = call(&s);
+                lock(&s).deferred.remove(&tid);
+                respond(&l, &s, id, reply)
+            });
             if spawned.is_err() {
+                lock(shared).deferred.remove(&tid);
                 respond(listener, shared, n.id, Reply::Error(libc::EAGAIN));
             }
         }

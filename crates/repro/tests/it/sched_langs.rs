@@ -71,5 +71,7 @@ fn a_go_select_and_producer_race_is_pinned_by_the_scheduler_seed() {
     assert!(o.status.success(), "{}", stderr(&o));
     std::fs::remove_dir_all(&cache).unwrap();
     // Two CPUs as the guest sees them: GOMAXPROCS=2, so goroutines run on two OS threads the scheduler orders.
-    check(&w, "race", &["--cpus", "2"]);
+    // Go's asynchronous preemption is off: sysmon's SIGURG still lands at a point the scheduler does not choose
+    // (1 run in 20 of this program differed with it on; docs/determinism.md, known gaps).
+    check(&w, "race", &["--cpus", "2", "--env", "GODEBUG=asyncpreemptoff=1"]);
 }
