@@ -1,4 +1,4 @@
-//! The scheduler on Rust and Go guests (C and Python are in `sched`): each program's output depends only on how
+//! The scheduler on Rust, Go and Python guests (C and a CPU-bound Python pool are in `sched`): each program's output depends only on how
 //! its threads interleave. It varies natively; under repro it is the same in every run for one scheduler seed
 //! and differs across seeds.
 
@@ -12,11 +12,18 @@ fn guest(rel: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/guests").join(rel)
 }
 
-/// Runs `bin` natively up to 40 times and under repro: 5 runs with one scheduler seed, then seeds 0..20.
+/// Runs `bin` natively 40 times and under repro: 5 runs with one scheduler seed, then seeds 0..20.
 fn check(w: &Workdir, bin: &str, run_args: &[&str]) {
+    check_cmd(w, &[&format!("./{bin}")], run_args);
+}
+
+/// [`check`] for any command run in the working directory.
+fn check_cmd(w: &Workdir, cmd: &[&str], run_args: &[&str]) {
+    let bin = cmd.join(" ");
     let native: BTreeSet<String> = (0..40)
         .map(|_| {
-            let o = Command::new(w.path().join(bin)).current_dir(w.path()).output().unwrap();
+            let path = if cmd[0].starts_with("./") { w.path().join(cmd[0]) } else { cmd[0].into() };
+            let o = Command::new(path).args(&cmd[1..]).current_dir(w.path()).output().unwrap();
             assert!(o.status.success(), "{bin} natively: {}", stderr(&o));
             stdout(&o)
         })
@@ -26,7 +33,7 @@ fn check(w: &Workdir, bin: &str, run_args: &[&str]) {
         let seed = seed.to_string();
         let mut args = vec!["-q", "--sched-seed", seed.as_str()];
         args.extend(run_args);
-        let o = w.run(&args, &[&format!("./{bin}")]);
+        let o = w.run(&args, cmd);
         assert_code(&o, 0);
         stdout(&o)
     };
@@ -74,4 +81,12 @@ fn a_go_select_and_producer_race_is_pinned_by_the_scheduler_seed() {
     // Go's asynchronous preemption is off: sysmon's SIGURG still lands at a point the scheduler does not choose
     // (1 run in 20 of this program differed with it on; docs/determinism.md, known gaps).
     check(&w, "race", &["--cpus", "2", "--env", "GODEBUG=asyncpreemptoff=1"]);
+}
+
+#[test]
+fn a_python_pool_whose_threads_release_the_gil_is_pinned_by_the_scheduler_seed() {
+    require_cmd("python3");
+    let w = Workdir::new();
+    std::fs::copy(guest("python/pool_stat.py"), w.path().join("pool_stat.py")).unwrap();
+    check_cmd(&w, &["python3", "pool_stat.py"], &[]);
 }
