@@ -88,21 +88,6 @@ pub fn thread_cpu_ticks(tid: i32) -> Option<(u64, char)> {
     Some((ticks, state))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn this_threads_figures_are_read() {
-        let tid = std::process::id() as i32;
-        let (_, state) = thread_cpu_ticks(tid).unwrap();
-        assert_eq!(state, 'R');
-        assert_eq!(policy_of(0).unwrap(), libc::SCHED_OTHER);
-        assert!(thread_cpu_ticks(-5).is_none());
-        assert_eq!(thread_group(tid), Some(tid));
-    }
-}
-
 /// The thread group (process id) of thread `tid`, from /proc/TID/status.
 pub fn thread_group(tid: i32) -> Option<i32> {
     let text = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
@@ -121,4 +106,21 @@ pub fn limit_rt_priority(priority: u64) -> io::Result<()> {
     let l = libc::rlimit { rlim_cur: priority, rlim_max: priority };
     // SAFETY: a valid rlimit on this stack frame.
     check(unsafe { libc::setrlimit(libc::RLIMIT_RTPRIO, &l) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_threads_figures_are_read() {
+        // SAFETY: gettid takes no arguments.
+        let tid = unsafe { libc::gettid() };
+        let (_, state) = thread_cpu_ticks(tid).unwrap();
+        assert_eq!(state, 'R', "this very thread runs");
+        assert_eq!(policy_of(0).unwrap(), libc::SCHED_OTHER);
+        assert!(thread_cpu_ticks(-5).is_none());
+        assert_eq!(thread_group(tid), Some(std::process::id() as i32));
+        assert!((1..=10_000).contains(&clock_ticks_per_second()));
+    }
 }

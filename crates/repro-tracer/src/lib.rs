@@ -221,7 +221,12 @@ pub fn supervise(
     // (the tracer) runs SCHED_FIFO above the guest, which inherits it at the fork and lowers itself.
     // The CPUs this process may use, before it is pinned to the guest's: the spin-loop watchdog runs on the others.
     let host_cpus = repro_sys::ns::allowed_cpus();
-    let sched_cpu_error = cfg.sched.as_ref().map(sched::pin_supervisor);
+    // Not while the network is taped: a taped socket's reads and polls run on the supervisor's threads, and a
+    // guest thread retrying one in a loop kept the thread that must answer from running (as before the scheduler,
+    // the kernel interleaves the guest's threads then; said as a warning).
+    let taped = !matches!(cfg.tapes.network, tape::NetMode::Off);
+    let sched_cfg = cfg.sched.as_ref().filter(|_| !taped);
+    let sched_cpu_error = sched_cfg.map(sched::pin_supervisor);
     let tracer_rt = matches!(sched_cpu_error, Some(Ok(())))
         && repro_sys::sched::set_fifo(0, repro_sys::sched::TRACER_RT_PRIORITY).is_ok();
     if let Some(Ok(())) = sched_cpu_error {
@@ -304,7 +309,7 @@ pub fn supervise(
         host_network: cfg.host_network,
         disk: cfg.disk,
         rdrand: rdrand::ScanCache::with_clean(&cfg.rdrand_clean),
-        sched: cfg.sched.as_ref().map(|c| {
+        sched: sched_cfg.map(|c| {
             let mut s = sched::SchedState::new(c.settings);
             s.task_id(pid);
             match &sched_cpu_error {
@@ -367,7 +372,11 @@ pub fn supervise(
             .warnings
             .insert("the timers' watcher could not start: a guest waiting for a timer hangs".into());
     }
-    if let Some(c) = cfg.sched.as_ref().filter(|_| lock(&shared).sched.as_ref().is_some_and(|s| s.active)) {
+    if cfg.sched.is_some() && taped {
+        lock(&shared)
+            .warn("the scheduler is off while the network is taped: threads interleave as the kernel likes".into());
+    }
+    if let Some(c) = sched_cfg.filter(|_| lock(&shared).sched.as_ref().is_some_and(|s| s.active)) {
         let watched = shared.clone();
         let limit = c.spin_limit;
         let others: Vec<usize> = host_cpus.iter().copied().filter(|x| !c.cpus.contains(x)).collect();

@@ -168,3 +168,18 @@ fn without_sched_fifo_a_multithreaded_run_is_not_claimed_deterministic() {
     assert_code(&o, 121);
     assert!(stderr(&o).contains("the scheduler could not serialize the guest's threads"), "{}", stderr(&o));
 }
+
+#[test]
+fn two_rust_producers_interleave_as_the_seed_says() {
+    require_cmd("rustc");
+    let w = Workdir::new();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/guests/rust/race_producers.rs");
+    let o = std::process::Command::new("rustc")
+        .args(["--edition", "2021", "-O", "-o", "race_producers"])
+        .arg(&src)
+        .current_dir(w.path())
+        .output()
+        .expect("rustc runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    varies_natively_fixed_by_seed(&w, &["./race_producers"], 30, 5, 10);
+}
