@@ -371,7 +371,7 @@ mod tests {
         let vars = [
             ("GOROOT", text(&goroot)),
             ("GOPATH", text(&t.path().join("gopath"))),
-            ("PATH", format!("/usr/bin:{}/bin", goroot.display())),
+            ("PATH", format!("{}/bin:/usr/bin", goroot.display())),
         ];
         let r = resolve_with("go", &vars, Path::new("/w"));
         let t0 = &r.toolchains[0];
