@@ -338,8 +338,10 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         // Cannot fail: a number has no NUL byte.
         CString::new(format!("fd:{CONFIG_FD}")).unwrap_or_default(),
     ];
-    // The network namespace (unless the run shares the host's) is made by the init, beside its root's assembly.
-    let namespaces = flags::USER | flags::MOUNT | flags::PID | flags::UTS | flags::IPC;
+    let mut namespaces = flags::USER | flags::MOUNT | flags::PID | flags::UTS | flags::IPC;
+    if !extras.host_network {
+        namespaces |= flags::NET;
+    }
     let mut fds = vec![
         (out_w.as_raw_fd(), STDOUT_FD),
         (err_w.as_raw_fd(), STDERR_FD),

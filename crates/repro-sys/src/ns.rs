@@ -439,13 +439,6 @@ pub fn pivot_into(new_root: &str) -> Result<()> {
     Ok(())
 }
 
-/// setns(2): the calling thread enters the namespace `ns` refers to (`nstype`: one of [`flags`], checked by the
-/// kernel).
-pub fn setns(ns: &OwnedFd, nstype: i32) -> Result<()> {
-    // SAFETY: setns on a descriptor we hold for the duration of the call.
-    check(unsafe { libc::setns(ns.as_raw_fd(), nstype) }, "setns", || format!("{nstype:#x}")).map(|_| ())
-}
-
 /// unshare(2).
 pub fn unshare(namespaces: i32) -> Result<()> {
     // SAFETY: unshare has no memory-safety preconditions.

@@ -30,21 +30,6 @@ pub fn thread_count() -> Option<usize> {
     std::fs::read_dir("/proc/self/task").ok().map(|d| d.count())
 }
 
-/// Waits until this process has a single thread again, for at most `limit`: a thread whose join has returned
-/// still shows in /proc/self/task until the kernel has released it, a moment later. Whether it has one.
-pub fn wait_single_threaded(limit: std::time::Duration) -> bool {
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        if thread_count().is_none_or(|n| n <= 1) {
-            return true;
-        }
-        if std::time::Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::yield_now();
-    }
-}
-
 fn ensure_single_threaded() -> io::Result<()> {
     match thread_count() {
         Some(n) if n > 1 => Err(io::Error::other(format!(

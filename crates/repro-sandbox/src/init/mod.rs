@@ -1,9 +1,8 @@
 //! `repro __init`: PID 1 of the sandbox. It builds the guest's root, starts the guest, reaps every process,
 //! forwards SIGINT/SIGTERM/SIGHUP to every guest process and exits with the guest's status.
 //!
-//! It is executed fresh (`/proc/self/exe __init fd:10`) by `repro run` in new user, mount, PID, UTS and IPC
-//! namespaces, so it starts single-threaded with a clean address space; it makes the guest's network namespace
-//! itself, in a thread, while it assembles the root (`NetNs`). It reads its configuration from, and
+//! It is executed fresh (`/proc/self/exe __init fd:10`) by `repro run` in new user, mount, PID, network, UTS and IPC
+//! namespaces, so it starts single-threaded with a clean address space. It reads its configuration from, and
 //! writes its result to, descriptors `repro run` placed ([`CONFIG_FD`], [`RESULT_FD`]): the run directory
 //! belongs to the host's user, whom the init no longer is. It makes itself non-dumpable (a guest cannot ptrace
 //! it or read its memory). Just before it starts the guest it is in the run's cgroup (with cgroup v1 it moves
@@ -198,63 +197,19 @@ pub(super) fn enter_run_cgroup() -> Result<Option<String>, InitError> {
 
 fn setup(cfg: &InitConfig) -> Result<(), InitError> {
     let e = InitError::from;
-    let net = NetNs::start(cfg);
     ns::setsid().map_err(e)?;
     ns::sethostname(&cfg.hostname).map_err(e)?;
     ns::setdomainname(&cfg.domainname).map_err(e)?;
+    if !cfg.host_network {
+        ns::interface_up("lo").map_err(e)?;
+    }
     let trees = receive_trees(cfg)?;
-    repro_sys::startup::mark("init: hardened, host name, released; trees received");
-    build_root(cfg, trees, net)?;
+    repro_sys::startup::mark("init: hardened, host name, lo up, released; trees received");
+    build_root(cfg, trees)?;
     repro_sys::startup::mark("init: root assembled");
     ns::pivot_into(&cfg.root).map_err(e)?;
     repro_sys::startup::mark("init: pivoted");
     Ok(())
-}
-
-/// The guest's network namespace (unless it shares the host's), made beside the root's assembly: creating one
-/// (its loopback device, sysctls, IPv6) takes the kernel ~1.3 ms, which `repro run`'s clone spent before the init
-/// could start. A thread of the init unshares it (owned by the init's user namespace, as the clone made it), brings
-/// `lo` up there and hands it over; the init enters it before it mounts sysfs (which shows the mounting task's
-/// network namespace) and long before it starts the guest or any other thread, and waits until the thread is gone
-/// (the guest is forked from a single-threaded init).
-pub(super) struct NetNs(Option<std::thread::JoinHandle<Result<std::os::fd::OwnedFd, InitError>>>);
-
-impl NetNs {
-    fn start(cfg: &InitConfig) -> NetNs {
-        if cfg.host_network {
-            return NetNs(None);
-        }
-        let made = std::thread::Builder::new().name("repro-netns".into()).spawn(|| {
-            ns::unshare(ns::flags::NET).map_err(|x| InitError::from(x).noted("a network namespace"))?;
-            ns::interface_up("lo")?;
-            fs::File::open("/proc/thread-self/ns/net")
-                .map(std::os::fd::OwnedFd::from)
-                .map_err(|x| InitError::io("open", "/proc/thread-self/ns/net", x))
-        });
-        match made {
-            Ok(handle) => NetNs(Some(handle)),
-            // Made by the init itself when `enter` is called.
-            Err(_) => NetNs(None),
-        }
-    }
-
-    /// Enters the guest's network namespace (with the host's network: nothing to do).
-    pub(super) fn enter(self, cfg: &InitConfig) -> Result<(), InitError> {
-        if cfg.host_network {
-            return Ok(());
-        }
-        let Some(handle) = self.0 else {
-            ns::unshare(ns::flags::NET).map_err(|x| InitError::from(x).noted("a network namespace"))?;
-            return Ok(ns::interface_up("lo")?);
-        };
-        let netns =
-            handle.join().map_err(|_| InitError::Refused("the network namespace's thread panicked".into()))??;
-        ns::setns(&netns, ns::flags::NET).map_err(|x| InitError::from(x).noted("the network namespace"))?;
-        if !repro_sys::spawn::wait_single_threaded(std::time::Duration::from_secs(5)) {
-            return Err(InitError::Refused("the network namespace's thread did not end".into()));
-        }
-        Ok(())
-    }
 }
 
 /// The idmapped trees `repro run` sends on [`TREES_FD`] (one message, possibly without descriptors).

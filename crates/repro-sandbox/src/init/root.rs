@@ -71,11 +71,7 @@ const KERNEL_FS: [&str; 16] = [
 /// 3. empty /run (and /var/run), /tmp and /home from the layer, the working directory's overlay;
 /// 4. /dev (nodev, noexec) with the standard nodes bound in, /etc files, `--bind`s;
 /// 5. a fresh proc and sysfs, runc's masks and read-only paths.
-pub(super) fn build_root(
-    cfg: &InitConfig,
-    mut trees: Vec<(TreeRole, std::os::fd::OwnedFd)>,
-    net: super::NetNs,
-) -> Result<(), InitError> {
+pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd::OwnedFd)>) -> Result<(), InitError> {
     let e = InitError::from;
     let r = cfg.root.as_str();
     ns::mount("", "/", "", mflags::REC | mflags::PRIVATE, None).map_err(e)?;
@@ -189,8 +185,7 @@ pub(super) fn build_root(
     repro_sys::startup::mark("init: root: /dev");
 
     for (name, _) in &cfg.etc {
-        let host = etc_file(cfg, name);
-        let host = host.as_str();
+        let host = &etc_file(cfg, name);
         let t = resolve_in_root(r, &format!("/etc/{name}"));
         if stays_inside(r, &t, "").is_err() {
             // A link that leaves the root (before the pivot an absolute link names a host path): not covered.
@@ -250,10 +245,8 @@ pub(super) fn build_root(
         }
     }
 
-    // proc and sys (of the guest's network namespace).
+    // proc and sys.
     repro_sys::startup::mark("init: root: /etc files, binds");
-    net.enter(cfg)?;
-    repro_sys::startup::mark("init: in the network namespace made beside");
     build_proc_sys(cfg, r)
 }
 
@@ -449,12 +442,6 @@ fn build_proc_sys(cfg: &InitConfig, r: &str) -> Result<(), InitError> {
     let e = InitError::from;
     let (proc, sys) = (under(r, "/proc"), under(r, "/sys"));
     ns::mount("proc", &proc, "proc", mflags::NOSUID | mflags::NODEV | mflags::NOEXEC, None).map_err(e)?;
-    // The thread that made the network namespace took PID 2 of the namespace (it is gone): the guest is PID 2
-    // again, as it was when `repro run`'s clone made that namespace. Best effort: without the file (a kernel
-    // without checkpoint/restore) the guest is PID 3, in every run alike.
-    if !cfg.host_network {
-        let _ = fs::write(under(&proc, "/sys/kernel/ns_last_pid"), b"1");
-    }
     if cfg.host_network {
         ns::mount("/sys", &sys, "", mflags::BIND | mflags::REC, None).map_err(e)?;
         scrub_kernel_mounts(&sys)?;
