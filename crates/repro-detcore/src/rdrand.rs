@@ -159,6 +159,11 @@ pub fn symbol_tables(table: &[u8], entsize: usize, count: usize) -> Vec<SymbolTa
 
 /// The name of the function symbol of `symbols` (24-byte ELF64 entries) whose range holds `vaddr`.
 pub fn function_at(symbols: &[u8], strings: &[u8], vaddr: u64) -> Option<String> {
+    function_containing(symbols, strings, vaddr).map(|(name, _)| name)
+}
+
+/// [`function_at`], with the function's start address.
+pub fn function_containing(symbols: &[u8], strings: &[u8], vaddr: u64) -> Option<(String, u64)> {
     const STT_FUNC: u8 = 2;
     symbols.chunks_exact(24).find_map(|e| {
         let (value, size) = (u64_at(e, 8)?, u64_at(e, 16)?);
@@ -167,7 +172,7 @@ pub fn function_at(symbols: &[u8], strings: &[u8], vaddr: u64) -> Option<String>
         }
         let name = strings.get(u32_at(e, 0)? as usize..)?;
         let end = name.iter().position(|&b| b == 0)?;
-        Some(String::from_utf8_lossy(&name[..end]).into_owned())
+        Some((String::from_utf8_lossy(&name[..end]).into_owned(), value))
     })
 }
 

@@ -3,18 +3,10 @@
 
 use std::path::Path;
 
+use repro_detcore::rdrand;
+
 /// Files larger than this are not read.
 const MAX_FILE: u64 = 512 << 20;
-
-fn u16_at(b: &[u8], o: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(o..o + 2)?.try_into().ok()?))
-}
-fn u32_at(b: &[u8], o: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?))
-}
-fn u64_at(b: &[u8], o: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?))
-}
 
 /// The function containing file offset `off` of the ELF file at `path`, and the distance from its start.
 pub(crate) fn symbol_at_file_offset(path: &Path, off: u64) -> Option<(String, u64)> {
@@ -25,60 +17,19 @@ pub(crate) fn symbol_at_file_offset(path: &Path, off: u64) -> Option<(String, u6
     symbol_in(&b, off)
 }
 
+/// The ELF parsing is the RDRAND scan's (repro-detcore's `rdrand`: bounds-checked and fuzzed as `elf_scan`).
 fn symbol_in(b: &[u8], off: u64) -> Option<(String, u64)> {
-    // ELF64, little-endian.
-    if b.get(0..6)? != b"\x7fELF\x02\x01" {
-        return None;
-    }
-    let phoff = u64_at(b, 0x20)? as usize;
-    let shoff = u64_at(b, 0x28)? as usize;
-    let (phentsize, phnum) = (u16_at(b, 0x36)? as usize, u16_at(b, 0x38)? as usize);
-    let (shentsize, shnum) = (u16_at(b, 0x3a)? as usize, u16_at(b, 0x3c)? as usize);
-    // The virtual address of the offset, from the loadable segment holding it.
-    let vaddr = (0..phnum).find_map(|i| {
-        let p = phoff.checked_add(i.checked_mul(phentsize)?)?;
-        if u32_at(b, p)? != 1 {
-            return None; // not PT_LOAD
-        }
-        let (p_off, p_vaddr, p_filesz) = (u64_at(b, p + 8)?, u64_at(b, p + 16)?, u64_at(b, p + 32)?);
-        (off >= p_off && off < p_off.checked_add(p_filesz)?).then(|| off - p_off + p_vaddr)
-    })?;
-    let section = |i: usize| -> Option<(u32, u64, u64, u32, u64)> {
-        let s = shoff.checked_add(i.checked_mul(shentsize)?)?;
-        // type, offset, size, link, entsize
-        Some((u32_at(b, s + 4)?, u64_at(b, s + 24)?, u64_at(b, s + 32)?, u32_at(b, s + 40)?, u64_at(b, s + 56)?))
-    };
-    let mut best: Option<(String, u64)> = None;
-    for i in 0..shnum {
-        let Some((ty, s_off, s_size, link, entsize)) = section(i) else { continue };
-        // SHT_SYMTAB (2) or SHT_DYNSYM (11).
-        if (ty != 2 && ty != 11) || entsize < 24 {
-            continue;
-        }
-        let Some((_, str_off, str_size, _, _)) = section(link as usize) else { continue };
-        let n = (s_size / entsize) as usize;
-        for k in 0..n {
-            let Some(e) = (s_off as usize).checked_add(k * entsize as usize) else { break };
-            let (Some(name), Some(info), Some(value), Some(size)) =
-                (u32_at(b, e), b.get(e + 4).copied(), u64_at(b, e + 8), u64_at(b, e + 16))
-            else {
-                break;
-            };
-            // STT_FUNC.
-            if info & 0xf != 2 || value == 0 || vaddr < value || vaddr >= value.saturating_add(size.max(1)) {
-                continue;
-            }
-            let start = (str_off as usize).saturating_add(name as usize);
-            let end = (str_off as usize).saturating_add(str_size as usize).min(b.len());
-            let Some(bytes) = b.get(start..end) else { continue };
-            let text = bytes.split(|&c| c == 0).next().unwrap_or(&[]);
-            let delta = vaddr - value;
-            if best.as_ref().is_none_or(|(_, d)| delta < *d) {
-                best = Some((String::from_utf8_lossy(text).into_owned(), delta));
-            }
-        }
-    }
-    best
+    let at = |place: (u64, u64)| b.get(place.0 as usize..(place.0.checked_add(place.1)?) as usize);
+    // The virtual address of the offset, from the executable segment holding it (a spinning thread runs code).
+    let (phoff, phentsize, phnum) = rdrand::program_headers(b).ok()?;
+    let segments = rdrand::exec_segments(b.get(phoff as usize..)?, phentsize, phnum).ok()?;
+    let seg = segments.iter().find(|s| off >= s.offset && off - s.offset < s.size)?;
+    let vaddr = off - seg.offset + seg.vaddr;
+    let (shoff, shentsize, shnum) = rdrand::section_headers(b).ok()?;
+    rdrand::symbol_tables(b.get(shoff as usize..)?, shentsize, shnum).into_iter().find_map(|t| {
+        let (name, start) = rdrand::function_containing(at(t.symbols)?, at(t.strings)?, vaddr)?;
+        Some((name, vaddr - start))
+    })
 }
 
 #[cfg(test)]
