@@ -441,6 +441,9 @@ macro_rules! names {
 }
 
 names!(
+    SYS_sched_setscheduler,
+    SYS_sched_setparam,
+    SYS_sched_setattr,
     SYS_clock_gettime,
     SYS_clock_getres,
     SYS_gettimeofday,

@@ -111,9 +111,27 @@ pub(crate) fn only_a_scheduling_point(nr: i64, args: &[u64; 6]) -> bool {
     }
 }
 
+/// Whether the notified call would take a guest thread out of the scheduler's hands (another policy or priority:
+/// SCHED_OTHER threads run when the kernel likes). Answered 0 without effect: a refusal would fail what glibc does
+/// with it (`pthread_create` with an explicit scheduling attribute sets it in the new thread and fails with it).
+pub(crate) fn changes_policy(nr: i64) -> bool {
+    matches!(nr, libc::SYS_sched_setscheduler | libc::SYS_sched_setparam | libc::SYS_sched_setattr)
+}
+
+/// What the run says when the guest asked for [`changes_policy`].
+pub(crate) const POLICY_REFUSED: &str = "the guest asked to change a thread's scheduling policy or priority \
+    (sched_setscheduler, sched_setparam or sched_setattr): answered as done but not done, so that the scheduler \
+    keeps ordering its threads";
+
 /// The syscalls notified only for the scheduler.
-pub(crate) fn scheduling_syscalls() -> [u32; 2] {
-    [libc::SYS_futex as u32, libc::SYS_sched_yield as u32]
+pub(crate) fn scheduling_syscalls() -> [u32; 5] {
+    [
+        libc::SYS_futex as u32,
+        libc::SYS_sched_yield as u32,
+        libc::SYS_sched_setscheduler as u32,
+        libc::SYS_sched_setparam as u32,
+        libc::SYS_sched_setattr as u32,
+    ]
 }
 
 /// The spin-loop watchdog: runs until the guest is finished (`Shared::finished`).

@@ -111,6 +111,14 @@ fn serve_one(n: Notification, listener: &Arc<Listener>, shared: &SharedRef, pidf
 /// Answers one notification; the vDSO's shared clock page is synchronised with the controller around it.
 fn handle(n: &Notification, listener: &Listener, shared: &SharedRef, pidfds: &mut PidfdCache) -> Reply {
     let nr = n.nr as i64;
+    if crate::sched::changes_policy(nr) {
+        let mut sh = lock(shared);
+        sh.count(crate::decode::name(nr));
+        if sh.stats.warnings.len() < 8 {
+            sh.stats.warnings.insert(crate::sched::POLICY_REFUSED.to_string());
+        }
+        return Reply::Value(0);
+    }
     if crate::sched::only_a_scheduling_point(nr, &n.args) {
         // Notified only so that the scheduler chooses when it runs (see sched.rs): it runs natively now.
         return Reply::Continue;

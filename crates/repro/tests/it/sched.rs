@@ -183,3 +183,20 @@ fn two_rust_producers_interleave_as_the_seed_says() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     varies_natively_fixed_by_seed(&w, &["./race_producers"], 30, 5, 10);
 }
+
+#[test]
+fn a_guest_cannot_leave_the_scheduler_by_changing_its_policy() {
+    // A thread that made itself SCHED_OTHER would run when the kernel likes, out of the scheduler's order: the
+    // change is answered as done but not made (a refusal would fail glibc's pthread_create with an explicit
+    // scheduling attribute), and the run says so; the guest still runs SCHED_FIFO afterwards.
+    require_cmd("python3");
+    let w = Workdir::new();
+    let script = "import os\n\
+                  try:\n    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))\n    print('changed')\n\
+                  except PermissionError as e:\n    print('refused', e.errno)\n\
+                  print('policy', 'fifo' if os.sched_getscheduler(0) == os.SCHED_FIFO else 'other')\n";
+    let o = w.run(&[], &["python3", "-c", script]);
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), "changed\npolicy fifo\n");
+    assert!(stderr(&o).contains("change a thread's scheduling policy"), "{}", stderr(&o));
+}
