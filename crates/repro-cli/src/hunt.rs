@@ -78,7 +78,7 @@ struct Prepared {
 
 /// Installs the SIGINT/SIGTERM handler of a search; without it (it could not be registered) a signal ends
 /// repro at once and the child runs finish on their own, which is said.
-fn install(cancel: &Arc<Cancel>) -> Option<SignalGuard> {
+pub(crate) fn install(cancel: &Arc<Cancel>) -> Option<SignalGuard> {
     match cancel.install() {
         Ok(g) => Some(g),
         Err(e) => {

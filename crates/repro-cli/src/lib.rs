@@ -7,6 +7,7 @@ mod chaos;
 mod error;
 mod hunt;
 mod pack;
+mod race;
 mod run;
 
 use repro_model::ExitCode;
@@ -62,6 +63,9 @@ pub enum Command {
     Explain(hunt::ExplainArgs),
     /// Shrink a reproducer pack to the smallest inputs that still fail the same way (delta debugging).
     Shrink(hunt::ShrinkArgs),
+    /// Report the race of a failing schedule: the fewest preemptions that still fail, and the decision whose
+    /// order decides, side by side with the passing run.
+    Race(race::RaceArgs),
     /// Check what this machine offers repro, and how to fix what is missing.
     Doctor {
         /// Print the report as JSON.
@@ -140,6 +144,7 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Hunt(args) => hunt::hunt(args),
         Command::Explain(args) => hunt::explain(args),
         Command::Shrink(args) => hunt::shrink(args),
+        Command::Race(args) => race::race_cmd(args),
         Command::Doctor { json } => {
             let report = repro_sandbox::doctor::run();
             if json {

@@ -78,6 +78,15 @@ pub struct SandboxArgs {
     /// Seed of the scheduler's choices (the same seed, the same interleaving) [default: 0].
     #[arg(long, value_name = "N")]
     sched_seed: Option<u64>,
+    /// Force a schedule: a JSON file {"switches": [{"step": N, "task": T}, ...]} naming the decisions (counted
+    /// from 0 where two or more threads were ready) at which task T runs; every other decision runs the thread
+    /// that ran last (no preemption). `repro race` writes them. --sched and --sched-seed are then not used.
+    #[arg(long, value_name = "FILE")]
+    sched_script: Option<PathBuf>,
+    /// Log the scheduler's decisions (the ready threads, the system call and code location of each, the one
+    /// chosen) into run.json's determinism.schedule (at most 20000).
+    #[arg(long)]
+    sched_log: bool,
 }
 
 impl SandboxArgs {
@@ -106,6 +115,8 @@ impl SandboxArgs {
             stuck_after: self.stuck_after,
             sched: self.sched,
             sched_seed: self.sched_seed,
+            sched_script: self.sched_script,
+            sched_log: self.sched_log,
         }
     }
 }

@@ -5,7 +5,9 @@
 //! task ids in the order the guest created them (0 for the first), never by host thread ids, so the same seed
 //! gives the same choices on every run and machine.
 
-use repro_model::SchedPolicy;
+use std::collections::BTreeMap;
+
+use repro_model::{SchedPolicy, SchedScript};
 
 use crate::rng::SplitMix64;
 
@@ -28,6 +30,12 @@ pub struct Scheduler {
     priorities: std::collections::BTreeMap<u64, u64>,
     /// PCT: the steps at which the running task's priority drops, with the priority it drops to.
     change_points: Vec<(u64, u64)>,
+    /// Decisions among two or more ready tasks so far (a [`SchedScript`]'s steps).
+    choices: u64,
+    /// A forced schedule: the task to run at each listed decision; the non-preemptive choice at the others.
+    script: Option<BTreeMap<u64, u64>>,
+    /// The task the last decision among two or more would have let go without preemption.
+    last_default: u64,
 }
 
 impl Scheduler {
@@ -37,7 +45,34 @@ impl Scheduler {
             SchedPolicy::Pct => (0..PCT_DEPTH).map(|i| (1 + rng.below(PCT_STEPS), i)).collect(),
             _ => Vec::new(),
         };
-        Scheduler { policy, rng, steps: 0, last: None, priorities: Default::default(), change_points }
+        Scheduler {
+            policy,
+            rng,
+            steps: 0,
+            last: None,
+            priorities: Default::default(),
+            change_points,
+            choices: 0,
+            script: None,
+            last_default: 0,
+        }
+    }
+
+    /// A scheduler that follows `script` (see [`SchedScript`]); `policy` is only reported.
+    pub fn scripted(policy: SchedPolicy, script: &SchedScript) -> Scheduler {
+        let mut s = Scheduler::new(policy, 0);
+        s.script = Some(script.switches.iter().map(|sw| (sw.step, sw.task)).collect());
+        s
+    }
+
+    /// Decisions among two or more ready tasks made so far; the last one was step `choices() - 1`.
+    pub fn choices(&self) -> u64 {
+        self.choices
+    }
+
+    /// The task the last decision among two or more would have let go without preemption.
+    pub fn last_default(&self) -> u64 {
+        self.last_default
     }
 
     pub fn policy(&self) -> SchedPolicy {
@@ -61,6 +96,17 @@ impl Scheduler {
         }
         let mut sorted: Vec<u64> = ready.to_vec();
         sorted.sort_unstable();
+        let step = self.choices;
+        self.choices += 1;
+        self.last_default = non_preemptive(self.last, &sorted);
+        if let Some(script) = &self.script {
+            let chosen = match script.get(&step) {
+                Some(t) if sorted.contains(t) => *t,
+                _ => self.last_default,
+            };
+            self.ran(chosen);
+            return ready.iter().position(|&t| t == chosen).unwrap_or(0);
+        }
         let chosen = match self.policy {
             SchedPolicy::Random => sorted[self.rng.below(sorted.len() as u64) as usize],
             SchedPolicy::RoundRobin => match self.last {
@@ -97,6 +143,15 @@ impl Scheduler {
     }
 }
 
+/// The choice without preemption: the task that ran last if it is ready (it goes on), else the ready task created
+/// first. `sorted` is the ready tasks in ascending order, not empty.
+pub fn non_preemptive(last: Option<u64>, sorted: &[u64]) -> u64 {
+    match last {
+        Some(l) if sorted.contains(&l) => l,
+        _ => sorted[0],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +160,37 @@ mod tests {
         let mut s = Scheduler::new(policy, seed);
         let ready = [0u64, 1, 2, 3];
         (0..rounds).map(|_| ready[s.pick(&ready)]).collect()
+    }
+
+    #[test]
+    fn a_script_forces_its_steps_and_goes_on_without_preemption_elsewhere() {
+        use repro_model::sched::SchedSwitch;
+        let script = SchedScript { switches: vec![SchedSwitch { step: 1, task: 2 }, SchedSwitch { step: 3, task: 9 }] };
+        let mut s = Scheduler::scripted(SchedPolicy::Random, &script);
+        let ready = [0u64, 1, 2];
+        assert_eq!(ready[s.pick(&ready)], 0, "step 0: nothing ran yet, the first task");
+        assert_eq!((s.choices(), s.last_default()), (1, 0));
+        assert_eq!(ready[s.pick(&ready)], 2, "step 1 is forced");
+        assert_eq!(s.last_default(), 0, "without the switch task 0 would have gone on");
+        assert_eq!(ready[s.pick(&ready)], 2, "step 2: task 2 goes on");
+        assert_eq!(ready[s.pick(&ready)], 2, "step 3 names a task that is not ready: no switch");
+        assert_eq!(s.pick(&[1]), 0, "a single ready task is no decision");
+        assert_eq!(s.choices(), 4);
+        assert_eq!([0u64, 1][s.pick(&[0, 1])], 1, "task 1 ran last");
+        // A script that forces every choice of a random run reproduces it.
+        let mut free = Scheduler::new(SchedPolicy::Random, 5);
+        let mut switches = Vec::new();
+        let mut chosen = Vec::new();
+        for step in 0..100 {
+            let c = ready[free.pick(&ready)];
+            if c != free.last_default() {
+                switches.push(SchedSwitch { step, task: c });
+            }
+            chosen.push(c);
+        }
+        let mut forced = Scheduler::scripted(SchedPolicy::Random, &SchedScript { switches });
+        let again: Vec<u64> = (0..100).map(|_| ready[forced.pick(&ready)]).collect();
+        assert_eq!(again, chosen);
     }
 
     #[test]

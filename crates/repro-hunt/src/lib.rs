@@ -11,6 +11,7 @@ pub mod explain;
 pub mod hunt;
 #[cfg(test)]
 mod props;
+pub mod race;
 pub mod runner;
 pub mod shrink;
 

@@ -108,6 +108,12 @@ pub struct DetSettings {
     /// The deterministic scheduler's policy and seed.
     #[serde(default)]
     pub sched: crate::sched::SchedSettings,
+    /// A forced schedule, instead of `sched`'s policy.
+    #[serde(default)]
+    pub sched_script: Option<crate::sched::SchedScript>,
+    /// Log the scheduler's decisions.
+    #[serde(default)]
+    pub sched_log: bool,
     /// Files earlier runs scanned and found free of RDRAND/RDSEED (the state directory's cache): not read again
     /// while they are unchanged.
     #[serde(default)]

@@ -17,4 +17,4 @@ pub mod timeline;
 
 pub use dirorder::DirOrder;
 pub use exit::ExitCode;
-pub use sched::{SchedPolicy, SchedSettings};
+pub use sched::{SchedLog, SchedPolicy, SchedScript, SchedSettings};

@@ -166,6 +166,13 @@ pub struct RunSettings {
     /// read as the default (random, seed 0).
     #[serde(default)]
     pub sched: crate::sched::SchedSettings,
+    /// A forced schedule (`--sched-script`): the decisions where the scheduler switched, every other one
+    /// non-preemptive; `settings.sched` is then not used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sched_script: Option<crate::sched::SchedScript>,
+    /// Whether the scheduler's decisions were logged (`--sched-log`, into `determinism.schedule`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sched_log: bool,
 }
 
 /// The deadlock watchdog's default: a minute of every task waiting on another.
@@ -224,6 +231,9 @@ pub struct Determinism {
     /// 8); also listed with the run's other warnings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// The scheduler's decisions, with `--sched-log`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<crate::sched::SchedLog>,
 }
 
 /// How the guest ended.

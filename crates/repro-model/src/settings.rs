@@ -63,6 +63,10 @@ pub struct RunOptions {
     pub sched: Option<String>,
     /// The scheduler's seed (`--sched-seed`; default 0).
     pub sched_seed: Option<u64>,
+    /// A forced schedule's file (`--sched-script`).
+    pub sched_script: Option<PathBuf>,
+    /// Log the scheduler's decisions (`--sched-log`).
+    pub sched_log: bool,
     /// Which project file (`repro.toml`) to use.
     pub config: ConfigChoice,
 }
@@ -130,6 +134,8 @@ impl RunSettings {
             toolchains: Vec::new(),
             stuck_after_ms: crate::run::DEFAULT_STUCK_AFTER_MS,
             sched: crate::sched::SchedSettings::default(),
+            sched_script: None,
+            sched_log: false,
         }
     }
 }

@@ -93,6 +93,15 @@ impl RunRequest {
             },
             seed: opts.sched_seed.unwrap_or(0),
         };
+        let sched_script = match &opts.sched_script {
+            Some(path) => {
+                let arg = format!("--sched-script {}", path.display());
+                let text =
+                    std::fs::read(path).map_err(|e| SandboxError::usage(&arg, format!("cannot read it: {e}")))?;
+                Some(repro_model::SchedScript::parse(&text).map_err(|e| SandboxError::usage(&arg, e.to_string()))?)
+            }
+            None => None,
+        };
         let specs: Vec<EnvSpec> = opts.env.iter().map(|e| parse::parse_env(e)).collect::<Result<_, _>>()?;
         let mut env = crate::env::guest_env(epoch.unix, &specs, |k| std::env::var(k).ok());
         let mut binds: Vec<BindMount> =
@@ -136,6 +145,8 @@ impl RunRequest {
                 s.toolchains = resolution.toolchains;
                 s.stuck_after_ms = stuck_after_ms;
                 s.sched = sched;
+                s.sched_script = sched_script;
+                s.sched_log = opts.sched_log;
             });
         Ok(RunRequest { settings, state_dir, exec_hint: resolution.hint })
     }
@@ -767,6 +778,8 @@ fn init_config(
             access_stream: extras.access_stream.as_ref().map(|p| p.to_string_lossy().into_owned()),
             stuck_after_ms: s.stuck_after_ms,
             sched: s.sched,
+            sched_script: s.sched_script.clone(),
+            sched_log: s.sched_log,
             rdrand_clean: rdrand_clean.to_vec(),
         }),
         root_source: extras.root_source.as_ref().map(|p| p.to_string_lossy().into_owned()),

@@ -42,6 +42,7 @@ mod handlers;
 mod rdrand;
 mod reply;
 pub mod sched;
+mod schedlog;
 mod state;
 mod stats;
 pub use stats::SupervisorStats;
@@ -178,6 +179,8 @@ pub struct GuestOutcome {
     pub stuck: Option<String>,
     /// The files this run scanned and found free of RDRAND/RDSEED, beyond [`DetConfig::rdrand_clean`].
     pub rdrand_clean: Vec<repro_model::init::ScannedFile>,
+    /// The scheduler's decisions ([`sched::SchedConfig::log`]).
+    pub schedule: Option<repro_model::SchedLog>,
 }
 
 /// Errors of the supervisor.
@@ -310,7 +313,7 @@ pub fn supervise(
         disk: cfg.disk,
         rdrand: rdrand::ScanCache::with_clean(&cfg.rdrand_clean),
         sched: sched_cfg.map(|c| {
-            let mut s = sched::SchedState::new(c.settings);
+            let mut s = sched::SchedState::new(c);
             s.task_id(pid);
             match &sched_cpu_error {
                 Some(Err(why)) => s.unavailable = Some(why.clone()),
@@ -464,6 +467,7 @@ pub fn supervise(
         diverged: sh.tape.as_ref().and_then(|t| t.diverged.clone()),
         stuck: sh.stuck.clone(),
         rdrand_clean: sh.rdrand.newly_clean(),
+        schedule: sh.sched.as_mut().and_then(|s| s.log.take()),
     })
 }
 

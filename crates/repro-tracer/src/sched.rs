@@ -30,6 +30,10 @@ pub struct SchedConfig {
     pub cpus: Vec<usize>,
     /// The spin-loop watchdog's limit of CPU time without a system call.
     pub spin_limit: Duration,
+    /// A forced schedule instead of the policy's choices.
+    pub script: Option<repro_model::SchedScript>,
+    /// Log every decision.
+    pub log: bool,
 }
 
 /// The scheduler's state, in [`crate::state::Shared`].
@@ -51,12 +55,19 @@ pub(crate) struct SchedState {
     pub active: bool,
     /// Why the guest's threads could not be serialized.
     pub unavailable: Option<String>,
+    /// The decisions, when logging.
+    pub log: Option<repro_model::SchedLog>,
 }
 
 impl SchedState {
-    pub(crate) fn new(settings: SchedSettings) -> SchedState {
+    pub(crate) fn new(cfg: &SchedConfig) -> SchedState {
+        let settings: SchedSettings = cfg.settings;
         SchedState {
-            scheduler: Scheduler::new(settings.policy, settings.seed),
+            scheduler: match &cfg.script {
+                Some(script) => Scheduler::scripted(settings.policy, script),
+                None => Scheduler::new(settings.policy, settings.seed),
+            },
+            log: cfg.log.then(repro_model::SchedLog::default),
             task_ids: HashMap::new(),
             next_id: 0,
             progress: 0,

@@ -213,6 +213,8 @@ fn supervised(
             settings: det.sched,
             cpus: setup.cpus.clone(),
             spin_limit: repro_tracer::sched::DEFAULT_SPIN_LIMIT,
+            script: det.sched_script.clone(),
+            log: det.sched_log,
         }),
     };
     let mut sigfd = Some(sigfd);
@@ -243,6 +245,7 @@ fn supervised(
                 eprintln!("[repro] the guest is stuck: {stuck}");
             }
             determinism.stuck = out.stuck;
+            determinism.schedule = out.schedule;
             *rdrand_clean = out.rdrand_clean;
             determinism.warnings = out.stats.warnings.into_iter().collect();
             *accessed = out

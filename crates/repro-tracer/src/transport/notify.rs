@@ -30,6 +30,8 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
     let scheduling = lock(&shared).sched.as_ref().is_some_and(|s| s.active);
     // With the scheduler: the notifications of the guest's threads that wait for an answer, with their task ids.
     let mut held: Vec<(u64, Notification)> = Vec::new();
+    let logging = lock(&shared).sched.as_ref().is_some_and(|s| s.log.is_some());
+    let mut describer = crate::schedlog::Describer::default();
     loop {
         if held.is_empty() {
             let n = match listener.recv() {
@@ -63,10 +65,33 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
                 Err(_) => break,
             }
         }
+        // Where each stands, read before the lock (only when logging, and only for a real choice).
+        let mut ready: Vec<repro_model::sched::SchedReady> = if logging && held.len() > 1 {
+            held.iter().map(|(id, n)| describer.ready(*id, n)).collect()
+        } else {
+            Vec::new()
+        };
         let pick = {
             let mut sh = lock(&shared);
             let ids: Vec<u64> = held.iter().map(|(id, _)| *id).collect();
-            sh.sched.as_mut().map_or(0, |s| s.scheduler.pick(&ids))
+            sh.sched.as_mut().map_or(0, |s| {
+                let pick = s.scheduler.pick(&ids);
+                if ids.len() > 1 {
+                    if let Some(log) = s.log.as_mut() {
+                        log.total += 1;
+                        if log.decisions.len() < repro_model::sched::SCHED_LOG_LIMIT {
+                            ready.sort_by_key(|r| r.task);
+                            log.decisions.push(repro_model::sched::SchedDecision {
+                                step: s.scheduler.choices() - 1,
+                                chosen: ids[pick],
+                                default: s.scheduler.last_default(),
+                                ready: std::mem::take(&mut ready),
+                            });
+                        }
+                    }
+                }
+                pick
+            })
         };
         let (_, n) = held.swap_remove(pick);
         serve_one(n, &listener, &shared, &mut pidfds);
