@@ -27,7 +27,28 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("project", project),
     ("procfs", procfs),
     ("elf_scan", elf_scan),
+    ("sched_script", sched_script),
 ];
+
+/// What `repro run --sched-script FILE` does with the file: parse it; a script that parses writes back and parses
+/// equal, and an error names a line or a switch.
+pub fn sched_script(data: &[u8], _scratch: &Path) {
+    match repro_model::SchedScript::parse(data) {
+        Ok(s) => {
+            assert!(s.switches.len() <= repro_model::sched::SCHED_SCRIPT_MAX);
+            let json = serde_json::to_vec(&s).expect("a schedule script serializes");
+            assert_eq!(repro_model::SchedScript::parse(&json).expect("a written script parses"), s);
+            let mut sched = repro_detcore::Scheduler::scripted(repro_model::SchedPolicy::Random, &s);
+            for _ in 0..64 {
+                let _ = sched.pick(&[0, 1, 2]);
+            }
+        }
+        Err(e) => {
+            let m = e.to_string();
+            assert!(m.contains("line") || m.contains("switches"), "the error says where: {m}");
+        }
+    }
+}
 
 /// What `repro inspect` and `repro pack verify` do with a pack file's bytes: read and check it (without
 /// extraction), summarize and render it; and what a cached root does first: read its manifest alone.

@@ -337,12 +337,8 @@ pub fn render(outcome: &RaceOutcome, failing_script: &str, passing_script: &str,
     };
     let left: Vec<String> = r.rows.iter().map(|row| cell(&row.failing)).collect();
     let width = left.iter().map(|l| l.chars().count()).max().unwrap_or(0).max(20);
-    s.push_str(&format!(
-        "  {:>8}  {:<width$}  {}\n",
-        "decision",
-        format!("failing run (exit {})", r.failing_exit),
-        format!("passing run (exit {})", r.passing_exit)
-    ));
+    let head = format!("failing run (exit {})", r.failing_exit);
+    s.push_str(&format!("  {:>8}  {head:<width$}  passing run (exit {})\n", "decision", r.passing_exit));
     for (row, l) in r.rows.iter().zip(&left) {
         let mark = if row.step == r.step { ">" } else { " " };
         s.push_str(&format!("{mark} {:>8}  {l:<width$}  {}\n", row.step, cell(&row.passing)));

@@ -175,6 +175,22 @@ proptest! {
     }
 
     /// Arbitrary text as a manifest, a tape, an experiment, an exposition or an argument never panics.
+    /// Schedule scripts of generated switches (any steps and tasks, repeats included) parse and write back, or
+    /// name the repeated step; arbitrary bytes are an error naming a line.
+    #[test]
+    fn sched_scripts_round_trip_or_name_the_problem(
+        switches in proptest::collection::vec((0u64..50, any::<u64>()), 0..40),
+        junk in proptest::collection::vec(any::<u8>(), 0..256),
+    ) {
+        let body: Vec<String> = switches.iter().map(|(s, t)| format!("{{\"step\":{s},\"task\":{t}}}")).collect();
+        let text = format!("{{\"switches\":[{}]}}", body.join(","));
+        let scratch = tempfile::tempdir().unwrap();
+        harness::sched_script(text.as_bytes(), scratch.path());
+        harness::sched_script(&junk, scratch.path());
+        let steps: std::collections::BTreeSet<u64> = switches.iter().map(|s| s.0).collect();
+        prop_assert_eq!(repro_model::SchedScript::parse(text.as_bytes()).is_ok(), steps.len() == switches.len());
+    }
+
     #[test]
     fn text_parsers_never_panic(s in "\\PC{0,200}") {
         for name in ["manifest", "tape", "experiment", "prom", "args"] {

@@ -115,3 +115,82 @@ fn replay_and_hunt_reject_a_bad_schedule() {
     assert_code(&o, 2);
     assert!(stderr(&o).contains("--sched 'lifo'"), "{}", stderr(&o));
 }
+
+/// The first scheduler seed (under `policy`) for which `cmd` fails, from `repro hunt`.
+fn failing_seed(w: &Workdir, policy: &str, cmd: &[&str]) -> u64 {
+    for seed in 0..60u64 {
+        let s = seed.to_string();
+        let mut run = vec!["run", "-q", "--sched", policy, "--sched-seed", &s, "--"];
+        run.extend(cmd);
+        if in_dir(w, &run).status.code() == Some(1) {
+            return seed;
+        }
+    }
+    panic!("no seed of 60 fails {cmd:?} under {policy}");
+}
+
+/// `repro race` of a failing schedule: a minimal set of preemptions that still fails, the deciding decision with
+/// its two threads and where they stood (the guest's symbols), and the two schedules, which fail and pass again
+/// every time under `repro run --sched-script`.
+fn race_report(w: &Workdir, policy: &str, cmd: &[&str], symbol: &str) {
+    let seed = failing_seed(w, policy, cmd).to_string();
+    let mut args = vec!["race", "--json", "--sched", policy, "--sched-seed", &seed, "--"];
+    args.extend(cmd);
+    let o = in_dir(w, &args);
+    assert_code(&o, 0);
+    let r = json(&o);
+    assert_eq!(r["result"], "found", "{r}");
+    let minimal = r["minimal"].as_array().unwrap();
+    assert!(!minimal.is_empty() && minimal.len() <= r["switches"].as_u64().unwrap() as usize, "{r}");
+    assert_eq!((r["failing_exit"].as_i64(), r["passing_exit"].as_i64()), (Some(1), Some(0)), "{r}");
+    assert_ne!(r["failing_task"], r["passing_task"], "{r}");
+    let at = r["failing_at"]["at"].as_str().unwrap();
+    assert!(at.contains(symbol), "the deciding thread's location names {symbol}: {at}");
+    assert!(r["rows"].as_array().unwrap().iter().any(|row| row["step"] == r["step"]), "{r}");
+    for (schedule, code) in [("failing_schedule", 1), ("passing_schedule", 0)] {
+        let file = r[schedule].as_str().unwrap();
+        let mut run = vec!["run", "-q", "--sched-script", file, "--"];
+        run.extend(cmd);
+        for _ in 0..5 {
+            assert_code(&in_dir(w, &run), code);
+        }
+    }
+    // The text report shows the decision side by side.
+    args.retain(|a| *a != "--json");
+    let o = in_dir(w, &args);
+    let text = stdout(&o);
+    assert!(text.contains("decide the outcome (minimal,"), "{text}");
+    assert!(text.contains(&format!("at decision {} the failing run lets task", r["step"])), "{text}");
+    assert!(text.contains("failing run (exit 1)") && text.contains("passing run (exit 0)"), "{text}");
+}
+
+#[test]
+fn race_reports_the_deciding_decision_of_a_c_check_then_act_race() {
+    let w = fixtures();
+    race_report(&w, "random", &["./sched_claim"], "claim+");
+}
+
+#[test]
+fn race_reports_the_deciding_decision_of_a_python_thread_pool() {
+    require_cmd("python3");
+    let w = fixtures();
+    race_report(&w, "pct", &["python3", "pool_order.py"], "libpython");
+}
+
+#[test]
+fn race_says_when_there_is_no_race_and_a_bad_script_names_itself() {
+    let w = fixtures();
+    let o = in_dir(&w, &["race", "--", "true"]);
+    assert_code(&o, 1);
+    assert!(stdout(&o).contains("this schedule passes (exit 0)"), "{}", stdout(&o));
+    // Fails whatever the schedule: no race of the scheduler's making.
+    let o = in_dir(&w, &["race", "--", "sh", "-c", "exit 1"]);
+    assert_code(&o, 1);
+    assert!(stdout(&o).contains("fails without any preemption too"), "{}", stdout(&o));
+    std::fs::write(w.path().join("bad.json"), "{\"switches\": [{\"step\": 1}]}").unwrap();
+    let o = in_dir(&w, &["run", "--sched-script", "bad.json", "--", "true"]);
+    assert_code(&o, 2);
+    assert!(stderr(&o).contains("--sched-script bad.json") && stderr(&o).contains("line 1"), "{}", stderr(&o));
+    let o = in_dir(&w, &["race", "--max-runs", "2", "--", "true"]);
+    assert_code(&o, 2);
+}
