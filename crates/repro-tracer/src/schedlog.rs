@@ -33,6 +33,19 @@ impl Describer {
     }
 }
 
+/// A thread in a wait the waits scheduler parked (released when its condition is met), for the log: the call
+/// and where it was made, from `/proc/TID/syscall`'s instruction pointer.
+pub(crate) fn parked(task: u64, tid: i32, name: &str) -> SchedReady {
+    let pc = std::fs::read_to_string(format!("/proc/{tid}/syscall")).ok().and_then(|sc| {
+        sc.split_whitespace().nth(8).and_then(|h| u64::from_str_radix(h.trim_start_matches("0x"), 16).ok())
+    });
+    let mut at = pc.map_or_else(|| "an unknown address".to_string(), |pc| crate::sched::symbolize(tid, pc));
+    if let Some(c) = caller(tid) {
+        at = format!("{at} <- {}", crate::sched::symbolize(tid, c));
+    }
+    SchedReady { task, call: format!("{name} (a timed wait that can end)"), at }
+}
+
 /// The call with what tells it apart from another of its kind.
 pub(crate) fn call(nr: i64, args: &[u64; 6]) -> String {
     let name = crate::decode::name(nr);

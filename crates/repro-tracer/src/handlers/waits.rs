@@ -434,6 +434,32 @@ fn stuck_wait(sh: &Shared, tid: i32, state: char) -> Option<String> {
 /// thread whose GIL wait ended), write to a parked wait's descriptor and block again, and that wait would be
 /// timed out although it was ready. And a look that ended any wait times nothing out: the task it released
 /// runs, and the next look sees where it went.
+/// Which of the parked waits that can end now (two or more) is released first: the scheduler's choice, logged
+/// like the notify thread's decisions (`--sched-log`).
+fn pick_release(sh: &mut Shared, ready: &[(i32, Parked)]) -> usize {
+    let Some(s) = sh.sched.as_mut() else { return 0 };
+    let ids: Vec<u64> = ready.iter().map(|(tid, _)| s.task_id(*tid)).collect();
+    let pick = s.scheduler.pick(&ids);
+    if let Some(log) = s.log.as_mut() {
+        log.total += 1;
+        if log.decisions.len() < repro_model::sched::SCHED_LOG_LIMIT {
+            let mut described: Vec<repro_model::sched::SchedReady> = ready
+                .iter()
+                .zip(&ids)
+                .map(|((tid, p), &task)| crate::schedlog::parked(task, *tid, decode::name(p.nr)))
+                .collect();
+            described.sort_by_key(|r| r.task);
+            log.decisions.push(repro_model::sched::SchedDecision {
+                step: s.scheduler.choices() - 1,
+                chosen: ids[pick],
+                default: s.scheduler.last_default(),
+                ready: described,
+            });
+        }
+    }
+    pick
+}
+
 fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache, streaks: &mut HashMap<i32, Streak>) -> bool {
     streaks.retain(|t, _| sh.live.contains(t));
     let all_blocked = sh.live.iter().all(|t| sh.parked.contains_key(t) || blocked_indefinitely(*t));
@@ -456,6 +482,10 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache, streaks: 
     }
     let mut outputs: HashMap<i32, Writes> = HashMap::new();
     let mut ended = false;
+    // Waits whose condition is met (a futex word changed, a descriptor is ready): under the scheduler one of them
+    // is released per tick, chosen by its policy (a scheduling decision like the notify thread's), the others
+    // looked at again once it has run; without it, all of them.
+    let mut ready_now: Vec<(i32, Parked)> = Vec::new();
     for tid in tids {
         let Some(p) = sh.parked.get(&tid).cloned() else { continue };
         let mut g = TaskGuest::new(tid, Some((listener, p.id)), pidfds);
@@ -481,22 +511,31 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache, streaks: 
             Ok(Some(w)) => {
                 outputs.insert(tid, w);
             }
-            _ => {
-                // Ready now (or no longer readable): the native call returns at once. A futex word that changed
-                // is what the kernel answers EAGAIN to (the waker changes the word before it wakes).
-                sh.parked.remove(&tid);
-                streaks.remove(&tid);
-                ended = true;
-                // ENOENT: interrupted meanwhile; the kernel restarts or ends the call itself.
-                let _ = if p.watch.on_futexes() {
-                    sh.count(decode::name(p.nr));
-                    listener.respond_error(p.id, libc::EAGAIN)
-                } else {
-                    sh.stats.continued += 1;
-                    listener.respond_continue(p.id)
-                };
-            }
+            _ => ready_now.push((tid, p)),
         }
+    }
+    if !ready_now.is_empty() {
+        let scheduling = sh.sched.as_ref().is_some_and(|s| s.active);
+        if scheduling && ready_now.len() > 1 {
+            let pick = pick_release(sh, &ready_now);
+            let one = ready_now.swap_remove(pick);
+            ready_now = vec![one];
+        }
+        for (tid, p) in ready_now {
+            // Ready now (or no longer readable): the native call returns at once. A futex word that changed
+            // is what the kernel answers EAGAIN to (the waker changes the word before it wakes).
+            sh.parked.remove(&tid);
+            streaks.remove(&tid);
+            // ENOENT: interrupted meanwhile; the kernel restarts or ends the call itself.
+            let _ = if p.watch.on_futexes() {
+                sh.count(decode::name(p.nr));
+                listener.respond_error(p.id, libc::EAGAIN)
+            } else {
+                sh.stats.continued += 1;
+                listener.respond_continue(p.id)
+            };
+        }
+        return true;
     }
     if ended {
         return true;

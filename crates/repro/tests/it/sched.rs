@@ -83,6 +83,33 @@ fn a_missed_condition_variable_wakeup_follows_the_seed() {
     varies_natively_fixed_by_seed(&w, &["./race_condvar"], 60, 5, 20);
 }
 
+/// Timed waits that can all end at once (a broadcast to four `pthread_cond_timedwait`s, parked by the waits
+/// scheduler) are released one at a time in the order the policy chooses, not in task order: several orders across
+/// seeds, one per seed, and the decision is in the schedule log.
+#[test]
+fn timed_waits_woken_together_are_released_in_the_order_the_seed_gives() {
+    let w = Workdir::new();
+    build_c(&w, "race_broadcast");
+    varies_natively_fixed_by_seed(&w, &["./race_broadcast"], 40, 5, 10);
+    let orders: BTreeSet<String> =
+        (0..8).map(|s| under(&w, &["--sched-seed", &s.to_string()], &["./race_broadcast"])).collect();
+    assert!(orders.len() >= 3, "8 seeds gave only {orders:?}");
+    let o = repro()
+        .current_dir(w.path())
+        .args(["run", "--json", "--sched-log", "--sched-seed", "1", "--", "./race_broadcast"])
+        .timeout(HANG_GUARD)
+        .output()
+        .unwrap();
+    assert_code(&o, 0);
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let decisions = r["determinism"]["schedule"]["decisions"].as_array().unwrap().clone();
+    let releases = decisions.iter().filter(|d| {
+        let ready = d["ready"].as_array().unwrap();
+        ready.len() >= 2 && ready.iter().all(|t| t["call"].as_str().unwrap().contains("a timed wait that can end"))
+    });
+    assert!(releases.count() >= 1, "no release decision among {decisions:?}");
+}
+
 #[test]
 fn every_policy_is_deterministic_and_recorded() {
     let w = Workdir::new();
