@@ -32,6 +32,13 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
     let mut held: Vec<(u64, Notification)> = Vec::new();
     let logging = lock(&shared).sched.as_ref().is_some_and(|s| s.log.is_some());
     let mut describer = crate::schedlog::Describer::default();
+    // Calls the filter sends only while a capture records the paths used: answered at once, outside the
+    // scheduler, so that a capture takes the same decisions as the runs that replay it.
+    let bypass: Vec<u64> = if scheduling && lock(&shared).access.is_some() {
+        crate::access::record_only_syscalls().into_iter().map(u64::from).collect()
+    } else {
+        Vec::new()
+    };
     loop {
         if held.is_empty() {
             let n = match listener.recv() {
@@ -41,7 +48,7 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
                     Ok(ListenerState::Hangup) | Err(_) => return,
                 },
             };
-            if !scheduling {
+            if !scheduling || passes_by(&bypass, &shared, &n) {
                 serve_one(n, &listener, &shared, &mut pidfds);
                 continue;
             }
@@ -54,16 +61,13 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
                 continue;
             }
         }
-        // Every guest thread is blocked now (they run SCHED_FIFO, this thread SCHED_OTHER on their CPU): what is
-        // pending is all there is. Take it, then let one thread go.
-        while let Ok(ListenerState::Readable) = listener.wait(0) {
-            match listener.recv() {
-                Ok(n) => {
-                    let (id, _) = note(&shared, &n);
-                    held.push((id, n));
-                }
-                Err(_) => break,
-            }
+        // Every guest thread is blocked now (they run SCHED_FIFO, this thread SCHED_OTHER on their CPU), unless the
+        // kernel's real-time throttling let this thread run early (see `settle`): what is pending is all there is.
+        // Take it, then let one thread go.
+        let mut pending = Pending { listener: &listener, shared: &shared, pidfds: &mut pidfds, bypass: &bypass };
+        pending.drain(&mut held);
+        if held.len() > 1 {
+            pending.settle(&mut held);
         }
         // Where each stands, read before the lock (only when logging, and only for a real choice).
         let mut ready: Vec<repro_model::sched::SchedReady> = if logging && held.len() > 1 {
@@ -95,6 +99,85 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
         };
         let (_, n) = held.swap_remove(pick);
         serve_one(n, &listener, &shared, &mut pidfds);
+    }
+}
+
+/// Whether notification `n` is a call the scheduler does not see (`bypass`); counted as the watchdog's sign of
+/// progress only (no task id is given out: ids follow the order of the calls the scheduler sees).
+fn passes_by(bypass: &[u64], shared: &SharedRef, n: &Notification) -> bool {
+    if !bypass.contains(&u64::from(n.nr as u32)) {
+        return false;
+    }
+    if let Some(s) = lock(shared).sched.as_mut() {
+        s.progress += 1;
+    }
+    true
+}
+
+/// What takes the notifications that arrive before a decision.
+struct Pending<'a> {
+    listener: &'a Arc<Listener>,
+    shared: &'a SharedRef,
+    pidfds: &'a mut PidfdCache,
+    bypass: &'a [u64],
+}
+
+impl Pending<'_> {
+    /// Takes the notifications pending now (answering those the scheduler does not see).
+    fn drain(&mut self, held: &mut Vec<(u64, Notification)>) {
+        while let Ok(ListenerState::Readable) = self.listener.wait(0) {
+            match self.listener.recv() {
+                Ok(n) if passes_by(self.bypass, self.shared, &n) => {
+                    serve_one(n, self.listener, self.shared, self.pidfds)
+                }
+                Ok(n) => {
+                    let (id, _) = note(self.shared, &n);
+                    held.push((id, n));
+                }
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Waits until no guest thread is running before a decision.
+    ///
+    /// The guest's threads run SCHED_FIFO on this thread's CPU and this thread SCHED_OTHER, so it runs only when
+    /// every guest thread has trapped (held here) or blocked, and the decision is taken on a quiet guest. The
+    /// kernel's real-time throttling breaks that: once the real-time threads of a CPU (this run's and another run's
+    /// sharing the CPU) used up `sched_rt_runtime_us` of a period, SCHED_OTHER threads run too, and a decision taken
+    /// then would race the thread let go last, so that the interleaving followed the host's load (seen: a lost-update
+    /// counter whose total changed with the load of the machine). Each guest thread not accounted for (held, parked
+    /// by the waits scheduler, in a deferred call, or a spinner the watchdog reported) is looked at, and while one
+    /// runs this thread waits for its next notification. One /proc read per such thread and decision; in the usual
+    /// case every other thread is held or parked and nothing is read.
+    fn settle(&mut self, held: &mut Vec<(u64, Notification)>) {
+        loop {
+            let unaccounted: Vec<i32> = {
+                let sh = lock(self.shared);
+                let reported = sh.sched.as_ref().map(|s| &s.reported);
+                sh.live
+                    .iter()
+                    .copied()
+                    .filter(|t| {
+                        !held.iter().any(|(_, n)| n.pid as i32 == *t)
+                            && !sh.parked.contains_key(t)
+                            && !sh.deferred.contains(t)
+                            && !reported.is_some_and(|r| r.contains(t))
+                    })
+                    .collect()
+            };
+            let running = unaccounted
+                .iter()
+                .any(|t| repro_sys::sched::thread_cpu_ticks(*t).is_some_and(|(_, state)| state == 'R'));
+            if !running {
+                return;
+            }
+            // A thread still runs: it traps (a notification), blocks or ends soon, or the watchdog reports it.
+            if let Ok(ListenerState::Hangup) = self.listener.wait(1) {
+                return;
+            }
+            self.drain(held);
+        }
     }
 }
 
