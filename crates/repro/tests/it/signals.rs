@@ -34,6 +34,18 @@ fn spawn_run(w: &Workdir, script: &str) -> (Running, BufReader<std::process::Chi
     (Running { child, _stdin: stdin }, out)
 }
 
+impl Running {
+    /// Waits for the run to end: its exit code and what it printed on stderr (shown when an assertion fails).
+    fn finish(&mut self) -> (Option<i32>, String) {
+        let status = self.child.wait().unwrap();
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut err);
+        }
+        (status.code(), err)
+    }
+}
+
 fn wait_ready(out: &mut BufReader<std::process::ChildStdout>) {
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
@@ -72,7 +84,8 @@ fn sigterm_without_a_handler_gives_128_plus_15() {
     let (mut run, mut out) = spawn_run(&w, "echo ready; exec cat");
     wait_ready(&mut out);
     signal(run.child.id(), "TERM");
-    assert_eq!(run.child.wait().unwrap().code(), Some(143));
+    let (code, err) = run.finish();
+    assert_eq!(code, Some(143), "stderr: {err}");
 }
 
 /// How long a guest's processes may take to end after a forwarded SIGTERM (about 0.1-0.3 s here): children busy
@@ -86,7 +99,8 @@ fn sigterm_ends_a_shells_background_children() {
     wait_ready(&mut out);
     signal(run.child.id(), "TERM");
     poll("the run ends", SIGNAL_ENDS_WITHIN, || run.child.try_wait().unwrap().is_some());
-    assert_eq!(run.child.wait().unwrap().code(), Some(143));
+    let (code, err) = run.finish();
+    assert_eq!(code, Some(143), "stderr: {err}");
 }
 
 #[test]
