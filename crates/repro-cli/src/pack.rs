@@ -132,6 +132,10 @@ pub struct ReplayArgs {
     /// turns it off [default: 60s].
     #[arg(long, value_name = "DURATION")]
     stuck_after: Option<String>,
+    /// Refuse a run (exit 121) when a guest thread runs this long without a system call while another waits:
+    /// 2s, 500ms [default: the pack's, else 2s].
+    #[arg(long, value_name = "DURATION")]
+    spin_limit: Option<String>,
     /// Replay with another seed (a variation: the recorded signature is then not expected).
     #[arg(long, value_name = "N", help_heading = "Variations (used by repro explain PACK)")]
     seed: Option<u64>,
@@ -338,6 +342,19 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
     let limits = a.limits.limits()?;
     let stuck_after_ms =
         a.stuck_after.as_deref().map(|d| repro_sandbox::parse::parse_duration_ms("--stuck-after", d)).transpose()?;
+    let spin_limit_ms = match a.spin_limit.as_deref() {
+        Some(d) => match repro_sandbox::parse::parse_duration_ms("--spin-limit", d)? {
+            0 => {
+                return Err(repro_sandbox::SandboxError::usage(
+                    "--spin-limit",
+                    "expected a duration above 0, e.g. 2s or 500ms",
+                )
+                .into())
+            }
+            ms => Some(ms),
+        },
+        None => None,
+    };
     let opts = ReplayOptions {
         pack: a.pack,
         runs: a.runs,
@@ -347,6 +364,7 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
         vary,
         limits,
         stuck_after_ms,
+        spin_limit_ms,
     };
     crate::run::hold_interrupts();
     let r = replay(&opts, &exe())?;

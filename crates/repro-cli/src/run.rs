@@ -71,6 +71,10 @@ pub struct SandboxArgs {
     /// 0 turns it off [default: 60s].
     #[arg(long, value_name = "DURATION")]
     stuck_after: Option<String>,
+    /// Refuse the run (exit 121) when a guest thread runs this long (CPU time) without a system call while another
+    /// thread waits to run (a spin loop, or a computation longer than this): 2s, 500ms [default: 2s].
+    #[arg(long, value_name = "DURATION")]
+    spin_limit: Option<String>,
     /// How the scheduler picks the next guest thread at each scheduling point: random, round-robin or pct
     /// [default: random].
     #[arg(long, value_name = "POLICY")]
@@ -113,6 +117,7 @@ impl SandboxArgs {
                 (None, false) => ConfigChoice::Discover,
             },
             stuck_after: self.stuck_after,
+            spin_limit: self.spin_limit,
             sched: self.sched,
             sched_seed: self.sched_seed,
             sched_script: self.sched_script,

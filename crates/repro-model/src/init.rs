@@ -105,6 +105,9 @@ pub struct DetSettings {
     /// The deadlock watchdog's wall time in milliseconds (0: off).
     #[serde(default)]
     pub stuck_after_ms: u64,
+    /// The spin-loop watchdog's limit in milliseconds of CPU time.
+    #[serde(default = "crate::run::default_spin_limit_ms")]
+    pub spin_limit_ms: u64,
     /// The deterministic scheduler's policy and seed.
     #[serde(default)]
     pub sched: crate::sched::SchedSettings,

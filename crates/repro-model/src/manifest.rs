@@ -139,6 +139,10 @@ pub struct DeterminismSpec {
     /// older packs and when it is the default (random, seed 0), so packs that do not vary it keep their ids.
     #[serde(default, skip_serializing_if = "is_default_sched")]
     pub sched: crate::sched::SchedSettings,
+    /// The spin-loop watchdog's limit in milliseconds (`--spin-limit`): a replay refuses where the capture did.
+    /// Absent when it is the default.
+    #[serde(default = "crate::run::default_spin_limit_ms", skip_serializing_if = "crate::run::is_default_spin_limit")]
+    pub spin_limit_ms: u64,
 }
 
 fn is_default_sched(s: &crate::sched::SchedSettings) -> bool {

@@ -162,6 +162,10 @@ pub struct RunSettings {
     /// is the default, so that records written before it existed read and write back the same.
     #[serde(default = "default_stuck_after_ms", skip_serializing_if = "is_default_stuck_after")]
     pub stuck_after_ms: u64,
+    /// The spin-loop watchdog's limit in milliseconds of CPU time a guest thread may run without a system call
+    /// while another waits (`--spin-limit`); left out when it is the default.
+    #[serde(default = "default_spin_limit_ms", skip_serializing_if = "is_default_spin_limit")]
+    pub spin_limit_ms: u64,
     /// The deterministic scheduler's policy and seed (`--sched`, `--sched-seed`); records written before it existed
     /// read as the default (random, seed 0).
     #[serde(default)]
@@ -177,6 +181,21 @@ pub struct RunSettings {
 
 /// The deadlock watchdog's default: a minute of every task waiting on another.
 pub const DEFAULT_STUCK_AFTER_MS: u64 = 60_000;
+
+/// The spin-loop watchdog's default: two seconds of CPU time without a system call while another thread waits
+/// (a JVM's interpreter ran 200 ms without one while its JIT compiler threads waited; see docs/determinism.md).
+pub const DEFAULT_SPIN_LIMIT_MS: u64 = 2_000;
+
+/// The spin-loop watchdog's limit once a run was refused: where it preempts no longer matters, only speed does.
+pub const REFUSED_SPIN_LIMIT_MS: u64 = 200;
+
+pub(crate) fn default_spin_limit_ms() -> u64 {
+    DEFAULT_SPIN_LIMIT_MS
+}
+
+pub(crate) fn is_default_spin_limit(ms: &u64) -> bool {
+    *ms == DEFAULT_SPIN_LIMIT_MS
+}
 
 fn default_stuck_after_ms() -> u64 {
     DEFAULT_STUCK_AFTER_MS

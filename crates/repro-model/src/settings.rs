@@ -59,6 +59,8 @@ pub struct RunOptions {
     pub disk: Option<String>,
     /// The deadlock watchdog's wall time (`--stuck-after`, e.g. `2s`, `500ms`, `1m`, `0` for off; default 60s).
     pub stuck_after: Option<String>,
+    /// The spin-loop watchdog's limit (`--spin-limit`, e.g. `2s`, `500ms`; default 2s).
+    pub spin_limit: Option<String>,
     /// The scheduler's policy (`--sched`: random, round-robin or pct; default random).
     pub sched: Option<String>,
     /// The scheduler's seed (`--sched-seed`; default 0).
@@ -133,6 +135,7 @@ impl RunSettings {
             project_file: None,
             toolchains: Vec::new(),
             stuck_after_ms: crate::run::DEFAULT_STUCK_AFTER_MS,
+            spin_limit_ms: crate::run::DEFAULT_SPIN_LIMIT_MS,
             sched: crate::sched::SchedSettings::default(),
             sched_script: None,
             sched_log: false,

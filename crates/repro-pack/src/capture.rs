@@ -328,6 +328,7 @@ fn build_manifest(
             dir_order: s.dir_order,
             hostname: s.hostname.clone(),
             sched: s.sched,
+            spin_limit_ms: s.spin_limit_ms,
         },
         resources: Resources { cpus: s.cpus, memory_bytes: s.memory_bytes },
         system: facts.system,

@@ -102,6 +102,8 @@ pub struct ReplayOptions {
     /// The deadlock watchdog's wall time in milliseconds (`--stuck-after`; 0: off), as for `repro run`; `None`:
     /// the default.
     pub stuck_after_ms: Option<u64>,
+    /// The spin-loop watchdog's limit in milliseconds (`--spin-limit`); `None`: the pack's.
+    pub spin_limit_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -157,6 +159,7 @@ pub fn settings(pack: &Pack, binds: Vec<BindMount>) -> RunSettings {
         s.clock_step_ns = m.determinism.clock_step_ns;
         s.dir_order = m.determinism.dir_order;
         s.sched = m.determinism.sched;
+        s.spin_limit_ms = m.determinism.spin_limit_ms;
     })
 }
 
@@ -261,6 +264,9 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
     opts.vary.apply(&mut settings);
     if let Some(ms) = opts.stuck_after_ms {
         settings.stuck_after_ms = ms;
+    }
+    if let Some(ms) = opts.spin_limit_ms {
+        settings.spin_limit_ms = ms;
     }
     check_supplied(&settings)?;
     explain_excluded(&pack);

@@ -26,6 +26,7 @@ pub(crate) fn sample_manifest(files: Vec<FileEntry>, stdout: &[u8], stderr: &[u8
             dir_order: repro_model::DirOrder::Sorted,
             hostname: "repro".into(),
             sched: Default::default(),
+            spin_limit_ms: repro_model::run::DEFAULT_SPIN_LIMIT_MS,
         },
         resources: Resources { cpus: 1, memory_bytes: 4 << 30 },
         system: System { arch: "x86_64".into(), kernel_release: "6.1.0".into(), libc_version: "glibc 2.36".into() },
@@ -978,6 +979,23 @@ fn the_schedule_is_recorded_only_when_it_is_not_the_default_and_replays() {
     // A stranger's policy that is not one is refused naming the field.
     let mut v: serde_json::Value = serde_json::from_slice(&serde_json::to_vec(&pack.manifest).unwrap()).unwrap();
     v["determinism"]["sched"]["policy"] = serde_json::json!("fifo");
+    let e = crate::archive::parse_manifest(Path::new("bad.repro"), &serde_json::to_vec(&v).unwrap()).unwrap_err();
+    assert!(e.to_string().contains("bad.repro"), "{e}");
+}
+
+#[test]
+fn the_spin_limit_is_recorded_only_when_it_is_not_the_default_and_replays() {
+    let mut f = fixture();
+    let default_json = String::from_utf8(serde_json::to_vec(&f.manifest).unwrap()).unwrap();
+    assert!(!default_json.contains("spin_limit_ms"), "the default limit keeps older packs' bytes and ids");
+    f.manifest.determinism.spin_limit_ms = 7_000;
+    let p = write(&f, "spin.repro");
+    let pack = read_pack(&p, &store(&f), None).unwrap();
+    assert_eq!(pack.manifest.determinism.spin_limit_ms, 7_000);
+    assert_eq!(crate::replay::settings(&pack, vec![]).spin_limit_ms, 7_000, "a replay refuses where the capture did");
+    // A stranger's limit that is not a number is refused naming the pack.
+    let mut v: serde_json::Value = serde_json::from_slice(&serde_json::to_vec(&pack.manifest).unwrap()).unwrap();
+    v["determinism"]["spin_limit_ms"] = serde_json::json!("forever");
     let e = crate::archive::parse_manifest(Path::new("bad.repro"), &serde_json::to_vec(&v).unwrap()).unwrap_err();
     assert!(e.to_string().contains("bad.repro"), "{e}");
 }

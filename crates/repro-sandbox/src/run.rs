@@ -86,6 +86,13 @@ impl RunRequest {
             Some(d) => parse::parse_duration_ms("--stuck-after", d)?,
             None => repro_model::run::DEFAULT_STUCK_AFTER_MS,
         };
+        let spin_limit_ms = match &opts.spin_limit {
+            Some(d) => match parse::parse_duration_ms("--spin-limit", d)? {
+                0 => return Err(SandboxError::usage("--spin-limit", "expected a duration above 0, e.g. 2s or 500ms")),
+                ms => ms,
+            },
+            None => repro_model::run::DEFAULT_SPIN_LIMIT_MS,
+        };
         let sched = repro_model::SchedSettings {
             policy: match &opts.sched {
                 Some(p) => p.parse().map_err(|m: String| SandboxError::usage(format!("--sched '{p}'"), m))?,
@@ -144,6 +151,7 @@ impl RunRequest {
                 s.project_file = project.as_ref().map(|p| p.path.to_string_lossy().into_owned());
                 s.toolchains = resolution.toolchains;
                 s.stuck_after_ms = stuck_after_ms;
+                s.spin_limit_ms = spin_limit_ms;
                 s.sched = sched;
                 s.sched_script = sched_script;
                 s.sched_log = opts.sched_log;
@@ -777,6 +785,7 @@ fn init_config(
             record_access: extras.record_access,
             access_stream: extras.access_stream.as_ref().map(|p| p.to_string_lossy().into_owned()),
             stuck_after_ms: s.stuck_after_ms,
+            spin_limit_ms: s.spin_limit_ms,
             sched: s.sched,
             sched_script: s.sched_script.clone(),
             sched_log: s.sched_log,

@@ -385,10 +385,9 @@ pub fn supervise(
         let others: Vec<usize> = host_cpus.iter().copied().filter(|x| !c.cpus.contains(x)).collect();
         if std::thread::Builder::new()
             .name("repro-spin-watch".into())
-            .spawn(move || {
-                sched::supervisor_thread();
-                sched::watchdog(watched, limit, others)
-            })
+            // It keeps the tracer's real-time priority (above the guest's): it sleeps but for a few /proc reads a
+            // tick, and so looks on time even when its CPU is taken by another run's real-time guest.
+            .spawn(move || sched::watchdog(watched, limit, others))
             .is_err()
         {
             lock(&shared).warn("the spin-loop watchdog could not start: a spinning thread may hang the run".into());

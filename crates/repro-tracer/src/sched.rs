@@ -19,9 +19,6 @@ use repro_sys::sched as ksched;
 
 use crate::state::{lock, SharedRef};
 
-/// The default time a guest thread may run without a system call while another waits.
-pub const DEFAULT_SPIN_LIMIT: Duration = Duration::from_millis(200);
-
 /// What the scheduler needs from the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchedConfig {
@@ -151,24 +148,30 @@ pub(crate) fn scheduling_syscalls() -> [u32; 5] {
 /// (a worker holding CPython's GIL, the others in their timed GIL waits) is left alone, however long it runs.
 pub(crate) fn watchdog(shared: SharedRef, limit: Duration, other_cpus: Vec<usize>) {
     if !other_cpus.is_empty() {
-        // On the guest's CPU it still runs while a guest thread spins (the kernel keeps a share of the CPU for
-        // SCHED_OTHER threads), only later.
+        // Off the guest's CPU. On it (a host of one CPU) it runs too: it has the tracer's real-time priority,
+        // above the guest's (a guest thread it preempts for a tick resumes first, so the order is unchanged), or
+        // without one the share the kernel keeps for SCHED_OTHER threads, later.
         let _ = ksched::pin_this_thread(&other_cpus);
     }
     let tick = Duration::from_millis(50);
     let hz = ksched::clock_ticks_per_second().max(1);
-    let limit_ticks = ((limit.as_millis() as u64) * hz).div_ceil(1000).max(1);
+    let ticks = |d: Duration| ((d.as_millis() as u64) * hz).div_ceil(1000).max(1);
+    // Once the run is refused (by this watchdog or anything else), where a spinner is preempted no longer
+    // matters: the shorter limit only keeps a spinning guest from wasting time.
+    let refused_limit = ticks(limit.min(Duration::from_millis(repro_model::run::REFUSED_SPIN_LIMIT_MS)));
+    let full_limit = ticks(limit);
     let mut last_progress = u64::MAX;
     let mut base: HashMap<i32, u64> = HashMap::new();
     loop {
         std::thread::sleep(tick);
-        let (progress, live) = {
+        let (progress, live, limit_ticks) = {
             let sh = lock(&shared);
             if sh.finished {
                 return;
             }
             let Some(s) = sh.sched.as_ref() else { return };
-            (s.progress, sh.live.iter().copied().collect::<Vec<_>>())
+            let limit_ticks = if sh.not_enforced.is_empty() { full_limit } else { refused_limit };
+            (s.progress, sh.live.iter().copied().collect::<Vec<_>>(), limit_ticks)
         };
         if progress != last_progress {
             last_progress = progress;
@@ -273,6 +276,11 @@ pub(crate) fn on_probe_stop(
     let id = sh.sched.as_mut().map_or(0, |s| s.task_id(tid));
     if same_process {
         sh.not_enforced.insert(format!("thread {id} ran {ms} ms without a system call (spin loop at {at})"));
+        sh.warn(
+            "a thread that computes longer than the spin-loop limit while another waits is refused too: \
+             --spin-limit raises the limit"
+                .into(),
+        );
     } else {
         sh.warn(format!(
             "task {id} ran {ms} ms without a system call while another process waited (at {at}): preempted, so \

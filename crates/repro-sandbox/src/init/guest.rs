@@ -212,7 +212,7 @@ fn supervised(
         sched: Some(repro_tracer::sched::SchedConfig {
             settings: det.sched,
             cpus: setup.cpus.clone(),
-            spin_limit: repro_tracer::sched::DEFAULT_SPIN_LIMIT,
+            spin_limit: std::time::Duration::from_millis(det.spin_limit_ms),
             script: det.sched_script.clone(),
             log: det.sched_log,
         }),

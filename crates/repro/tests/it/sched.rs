@@ -164,6 +164,37 @@ fn a_spin_loop_is_preempted_and_reported_with_where_it_spins() {
 }
 
 #[test]
+fn a_computation_shorter_than_the_spin_limit_is_not_refused_and_a_longer_one_is() {
+    // A thread computes ~0.4 s without a system call while another is ready: under the default limit (2 s) the
+    // run is deterministic (the same output twice) and exits 0; with --spin-limit below the computation it is
+    // preempted and refused. 0 and nonsense are usage errors naming the flag.
+    let w = Workdir::new();
+    build_c(&w, "compute");
+    let first = repro().current_dir(w.path()).args(["run", "--", "./compute"]).timeout(HANG_GUARD).output().unwrap();
+    assert_code(&first, 0);
+    assert!(!stderr(&first).contains("not enforced"), "{}", stderr(&first));
+    let second =
+        repro().current_dir(w.path()).args(["run", "-q", "--", "./compute"]).timeout(HANG_GUARD).output().unwrap();
+    assert_code(&second, 0);
+    assert_eq!(stdout(&first), stdout(&second));
+    let short = repro()
+        .current_dir(w.path())
+        .args(["run", "--spin-limit", "50ms", "--", "./compute"])
+        .timeout(HANG_GUARD)
+        .output()
+        .unwrap();
+    assert_code(&short, 121);
+    let err = stderr(&short);
+    assert!(err.contains("without a system call (spin loop at compute+0x"), "{err}");
+    assert!(err.contains("--spin-limit raises the limit"), "{err}");
+    for bad in ["0", "soon"] {
+        let o = repro().current_dir(w.path()).args(["run", "--spin-limit", bad, "--", "true"]).output().unwrap();
+        assert_code(&o, 2);
+        assert!(stderr(&o).contains("--spin-limit"), "{}", stderr(&o));
+    }
+}
+
+#[test]
 fn a_single_threaded_run_is_not_held_and_says_nothing() {
     let w = Workdir::new();
     let o = w.run(&["--sched", "pct", "--sched-seed", "9"], &["sh", "-c", "echo one; sleep 1; echo two"]);
