@@ -65,7 +65,8 @@ proptest! {
         let cwd = tempfile::tempdir().unwrap();
         let e = parse_bind(&format!("missing-{name}"), cwd.path()).unwrap_err().to_string();
         prop_assert!(e.contains("--bind") && e.contains("does not exist"), "{}", e);
-        let e = parse_bind(&format!("{}:{guest}", cwd.path().display()), cwd.path()).unwrap_err().to_string();
+        // (Prefixed, so that it is never a mode word: `HOST:rw` is HOST with a mode.)
+        let e = parse_bind(&format!("{}:g{guest}", cwd.path().display()), cwd.path()).unwrap_err().to_string();
         prop_assert!(e.contains("--bind") && e.contains("must be absolute"), "{}", e);
     }
 
