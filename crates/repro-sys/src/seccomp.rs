@@ -44,6 +44,9 @@ const RET_K: u16 = (libc::BPF_RET | libc::BPF_K) as u16;
 pub enum ArgCheck {
     /// The 32-bit signed argument `arg` is greater than 0 (a poll/epoll_wait timeout in ms).
     PositiveInt { arg: usize },
+    /// The 32-bit signed argument `arg` is 0 or more (a poll/epoll_wait timeout in ms that does not wait forever:
+    /// a zero timeout is a scheduling point for the deterministic scheduler).
+    NonNegativeInt { arg: usize },
     /// The pointer argument `arg` is not NULL (a timeout pointer: NULL waits forever).
     NonNull { arg: usize },
     /// futex: the command (`op & 0x7f`) is FUTEX_WAIT or FUTEX_WAIT_BITSET and the timeout pointer
@@ -134,6 +137,9 @@ impl Rule {
                 ret_allow,
                 ret_notif,
             ],
+            Rule::NotifyIf(ArgCheck::NonNegativeInt { arg }) => {
+                vec![stmt(LD_W_ABS, arg_lo(*arg)), jump(JSET_K, 0x8000_0000, 0, 1), ret_allow, ret_notif]
+            }
             Rule::NotifyIf(ArgCheck::NonNull { arg }) => vec![
                 stmt(LD_W_ABS, arg_lo(*arg)),
                 jump(JEQ_K, 0, 0, 3),
@@ -585,6 +591,7 @@ mod tests {
                 (7, ArgCheck::PositiveInt { arg: 2 }),
                 (270, ArgCheck::NonNull { arg: 4 }),
                 (202, ArgCheck::FutexTimedWait),
+                (232, ArgCheck::NonNegativeInt { arg: 3 }),
             ],
         )
         .unwrap();
@@ -597,6 +604,11 @@ mod tests {
         assert_eq!(ev(7, [0, 1, u32::MAX as u64, 0, 0, 0]), ALLOW);
         assert_eq!(ev(7, [0, 1, 0xffff_ffff_ffff_ffff, 0, 0, 0]), ALLOW);
         assert_eq!(ev(7, [0, 1, 5000, 0, 0, 0]), NOTIF);
+        // epoll_wait under the scheduler: timeout 0 and positive ones are notified, -1 (any negative) runs natively.
+        assert_eq!(ev(232, [3, 0x1000, 1, 0, 0, 0]), NOTIF);
+        assert_eq!(ev(232, [3, 0x1000, 1, 10, 0, 0]), NOTIF);
+        assert_eq!(ev(232, [3, 0x1000, 1, u32::MAX as u64, 0, 0]), ALLOW);
+        assert_eq!(ev(232, [3, 0x1000, 1, 0xffff_ffff_8000_0000, 0, 0]), ALLOW);
         // pselect6: NULL timeout runs natively; any pointer (low or high half set) is notified.
         assert_eq!(ev(270, [0; 6]), ALLOW);
         assert_eq!(ev(270, [0, 0, 0, 0, 0x1000, 0]), NOTIF);

@@ -232,12 +232,13 @@ pub fn supervise(
     let sched_cpu_error = sched_cfg.map(sched::pin_supervisor);
     let tracer_rt = matches!(sched_cpu_error, Some(Ok(())))
         && repro_sys::sched::set_fifo(0, repro_sys::sched::TRACER_RT_PRIORITY).is_ok();
-    if let Some(Ok(())) = sched_cpu_error {
+    let scheduling = matches!(sched_cpu_error, Some(Ok(())));
+    if scheduling {
         syscalls.extend(sched::scheduling_syscalls());
     }
     let mut rules = if cfg.confine { repro_sys::confine::guest_rules() } else { Rules::new() };
     let filter = rules
-        .add_notify(&syscalls, &handlers::waits::conditional_syscalls())
+        .add_notify(&syscalls, &handlers::waits::conditional_syscalls(scheduling))
         .and_then(|()| BpfFilter::compile(&rules))
         .map_err(|source| TracerError::Sys { context: "building the seccomp filter", pid: 0, source })?;
     repro_sys::startup::mark("supervisor: seccomp filter compiled");

@@ -28,14 +28,21 @@ use crate::reply::{Outcome, Refusal, Reply};
 use crate::state::{lock, FutexRewrite, Shared, SharedRef};
 
 /// The waits the filter sends to the supervisor, with the condition that keeps the others native.
-pub(crate) fn conditional_syscalls() -> Vec<(u32, ArgCheck)> {
+///
+/// With the scheduler on (`scheduling`), a poll or epoll_wait with a zero timeout is notified too: it is a
+/// scheduling point, like the zero timespec of ppoll or pselect6, so that an event loop polling for what another
+/// thread of the guest will send lets that thread run (an asyncio loop spinning on `epoll_wait(0)` until a worker
+/// thread's result arrived kept the worker from running until the spin-loop watchdog preempted it: asgiref's
+/// suite was refused). It runs natively once let go.
+pub(crate) fn conditional_syscalls(scheduling: bool) -> Vec<(u32, ArgCheck)> {
+    let ms = |arg| if scheduling { ArgCheck::NonNegativeInt { arg } } else { ArgCheck::PositiveInt { arg } };
     vec![
-        (libc::SYS_poll as u32, ArgCheck::PositiveInt { arg: 2 }),
+        (libc::SYS_poll as u32, ms(2)),
         (libc::SYS_ppoll as u32, ArgCheck::NonNull { arg: 2 }),
         (libc::SYS_select as u32, ArgCheck::NonNull { arg: 4 }),
         (libc::SYS_pselect6 as u32, ArgCheck::NonNull { arg: 4 }),
-        (libc::SYS_epoll_wait as u32, ArgCheck::PositiveInt { arg: 3 }),
-        (libc::SYS_epoll_pwait as u32, ArgCheck::PositiveInt { arg: 3 }),
+        (libc::SYS_epoll_wait as u32, ms(3)),
+        (libc::SYS_epoll_pwait as u32, ms(3)),
         (libc::SYS_epoll_pwait2 as u32, ArgCheck::NonNull { arg: 3 }),
         (libc::SYS_futex as u32, ArgCheck::FutexTimedWait),
         (libc::SYS_futex_waitv as u32, ArgCheck::NonNull { arg: 3 }),

@@ -195,6 +195,26 @@ fn a_computation_shorter_than_the_spin_limit_is_not_refused_and_a_longer_one_is(
 }
 
 #[test]
+fn a_loop_polling_with_a_zero_timeout_lets_the_thread_it_waits_for_run() {
+    // poll(.., 0) and epoll_wait(.., 0) in a loop until a new thread sets a flag: the zero-timeout polls are
+    // scheduling points, so the thread runs and the run is not refused (before: 121 after the spin-loop limit,
+    // "spin loop at poll+0x.. in libc.so.6", the shape asgiref's asyncio suite had).
+    let w = Workdir::new();
+    build_c(&w, "pollspin");
+    let outs: Vec<String> = (0..2)
+        .map(|_| {
+            let o =
+                repro().current_dir(w.path()).args(["run", "--", "./pollspin"]).timeout(HANG_GUARD).output().unwrap();
+            assert_code(&o, 0);
+            assert!(!stderr(&o).contains("not enforced"), "{}", stderr(&o));
+            stdout(&o)
+        })
+        .collect();
+    assert_eq!(outs[0], "round 0: the worker ran\nround 1: the worker ran\n");
+    assert_eq!(outs[0], outs[1]);
+}
+
+#[test]
 fn a_single_threaded_run_is_not_held_and_says_nothing() {
     let w = Workdir::new();
     let o = w.run(&["--sched", "pct", "--sched-seed", "9"], &["sh", "-c", "echo one; sleep 1; echo two"]);
