@@ -342,19 +342,7 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
     let limits = a.limits.limits()?;
     let stuck_after_ms =
         a.stuck_after.as_deref().map(|d| repro_sandbox::parse::parse_duration_ms("--stuck-after", d)).transpose()?;
-    let spin_limit_ms = match a.spin_limit.as_deref() {
-        Some(d) => match repro_sandbox::parse::parse_duration_ms("--spin-limit", d)? {
-            0 => {
-                return Err(repro_sandbox::SandboxError::usage(
-                    "--spin-limit",
-                    "expected a duration above 0, e.g. 2s or 500ms",
-                )
-                .into())
-            }
-            ms => Some(ms),
-        },
-        None => None,
-    };
+    let spin_limit_ms = a.spin_limit.as_deref().map(repro_sandbox::parse::parse_spin_limit_ms).transpose()?;
     let opts = ReplayOptions {
         pack: a.pack,
         runs: a.runs,

@@ -186,6 +186,15 @@ pub const DEFAULT_STUCK_AFTER_MS: u64 = 60_000;
 /// (a JVM's interpreter ran 200 ms without one while its JIT compiler threads waited; see docs/determinism.md).
 pub const DEFAULT_SPIN_LIMIT_MS: u64 = 2_000;
 
+/// The longest spin-loop limit accepted (`--spin-limit`, a pack's `determinism.spin_limit_ms`): an hour.
+pub const MAX_SPIN_LIMIT_MS: u64 = 3_600_000;
+
+/// Why `ms` is not a spin-loop limit (`None`: it is one): 1 ms to [`MAX_SPIN_LIMIT_MS`].
+pub fn bad_spin_limit_ms(ms: u64) -> Option<String> {
+    (!(1..=MAX_SPIN_LIMIT_MS).contains(&ms))
+        .then(|| format!("{ms} ms (expected 1 ms to {} h, e.g. 2s or 500ms)", MAX_SPIN_LIMIT_MS / 3_600_000))
+}
+
 /// The spin-loop watchdog's limit once a run was refused: where it preempts no longer matters, only speed does.
 pub const REFUSED_SPIN_LIMIT_MS: u64 = 200;
 

@@ -161,6 +161,9 @@ impl ManifestCheck for Manifest {
         if d.epoch_rfc3339.len() > 64 {
             return Err(bad("determinism.epoch_rfc3339", "longer than 64 bytes"));
         }
+        if let Some(why) = repro_model::run::bad_spin_limit_ms(d.spin_limit_ms) {
+            return Err(bad("determinism.spin_limit_ms", why));
+        }
         let r = &self.resources;
         if r.cpus == 0 || r.cpus > MAX_CPUS {
             return Err(bad("resources.cpus", format!("{} (expected 1 to {MAX_CPUS})", r.cpus)));

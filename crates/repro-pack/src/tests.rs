@@ -998,4 +998,10 @@ fn the_spin_limit_is_recorded_only_when_it_is_not_the_default_and_replays() {
     v["determinism"]["spin_limit_ms"] = serde_json::json!("forever");
     let e = crate::archive::parse_manifest(Path::new("bad.repro"), &serde_json::to_vec(&v).unwrap()).unwrap_err();
     assert!(e.to_string().contains("bad.repro"), "{e}");
+    // Out of bounds (0 would refuse every threaded run, u64::MAX would turn the watchdog off): refused naming it.
+    for ms in [0, u64::MAX] {
+        v["determinism"]["spin_limit_ms"] = serde_json::json!(ms);
+        let e = crate::archive::parse_manifest(Path::new("bad.repro"), &serde_json::to_vec(&v).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("determinism.spin_limit_ms"), "{ms}: {e}");
+    }
 }

@@ -120,6 +120,16 @@ pub fn parse_memory(argument: &str, value: &str) -> Result<u64, SandboxError> {
     Ok(bytes)
 }
 
+/// `--spin-limit DURATION` (on run, capture and replay) in milliseconds, within the bounds a pack is held to
+/// ([`repro_model::run::bad_spin_limit_ms`]).
+pub fn parse_spin_limit_ms(value: &str) -> Result<u64, SandboxError> {
+    let ms = parse_duration_ms("--spin-limit", value)?;
+    match repro_model::run::bad_spin_limit_ms(ms) {
+        Some(why) => Err(SandboxError::usage("--spin-limit", format!("'{value}' is {why}"))),
+        None => Ok(ms),
+    }
+}
+
 /// Parses a wall-time duration into milliseconds: `2s`, `500ms`, `1.5m`, `1h`, or a plain number of seconds;
 /// `0` is allowed (it turns the option off). At most a week.
 pub fn parse_duration_ms(argument: &str, value: &str) -> Result<u64, SandboxError> {
@@ -266,6 +276,17 @@ mod tests {
             assert!(e.contains("--stuck-after"), "{bad}: {e}");
         }
         assert!(parse_duration_ms("--stuck-after", "200h").unwrap_err().to_string().contains("at most a week"));
+    }
+
+    #[test]
+    fn spin_limits_are_a_millisecond_to_an_hour() {
+        assert_eq!(parse_spin_limit_ms("2s").unwrap(), 2000);
+        assert_eq!(parse_spin_limit_ms("1ms").unwrap(), 1);
+        assert_eq!(parse_spin_limit_ms("1h").unwrap(), 3_600_000);
+        for bad in ["0", "0.0001s", "2h", "soon"] {
+            let e = parse_spin_limit_ms(bad).unwrap_err().to_string();
+            assert!(e.contains("--spin-limit") && e.contains(bad), "{bad}: {e}");
+        }
     }
 
     use super::*;

@@ -87,10 +87,7 @@ impl RunRequest {
             None => repro_model::run::DEFAULT_STUCK_AFTER_MS,
         };
         let spin_limit_ms = match &opts.spin_limit {
-            Some(d) => match parse::parse_duration_ms("--spin-limit", d)? {
-                0 => return Err(SandboxError::usage("--spin-limit", "expected a duration above 0, e.g. 2s or 500ms")),
-                ms => ms,
-            },
+            Some(d) => parse::parse_spin_limit_ms(d)?,
             None => repro_model::run::DEFAULT_SPIN_LIMIT_MS,
         };
         let sched = repro_model::SchedSettings {

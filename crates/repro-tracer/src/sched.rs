@@ -155,7 +155,7 @@ pub(crate) fn watchdog(shared: SharedRef, limit: Duration, other_cpus: Vec<usize
     }
     let tick = Duration::from_millis(50);
     let hz = ksched::clock_ticks_per_second().max(1);
-    let ticks = |d: Duration| ((d.as_millis() as u64) * hz).div_ceil(1000).max(1);
+    let ticks = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX).saturating_mul(hz).div_ceil(1000).max(1);
     // Once the run is refused (by this watchdog or anything else), where a spinner is preempted no longer
     // matters: the shorter limit only keeps a spinning guest from wasting time.
     let refused_limit = ticks(limit.min(Duration::from_millis(repro_model::run::REFUSED_SPIN_LIMIT_MS)));

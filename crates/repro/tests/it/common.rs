@@ -32,7 +32,7 @@ impl Workdir {
     pub fn run(&self, args: &[&str], cmd: &[&str]) -> Output {
         let mut c = repro();
         c.current_dir(self.path()).arg("run").args(args).arg("--").args(cmd);
-        c.output().expect("repro runs")
+        c.timeout(HANG_GUARD).output().expect("repro runs")
     }
     /// `repro run -q -- sh -c SCRIPT`.
     pub fn sh(&self, script: &str) -> Output {

@@ -153,7 +153,7 @@ fn a_python_thread_pool_completes_in_the_same_order_for_a_seed() {
 fn a_spin_loop_is_preempted_and_reported_with_where_it_spins() {
     let w = Workdir::new();
     build_c(&w, "spin");
-    let o = repro().current_dir(w.path()).args(["run", "--", "./spin"]).timeout(HANG_GUARD).output().unwrap();
+    let o = w.run(&[], &["./spin"]);
     assert_code(&o, 121);
     assert_eq!(stdout(&o), "flag seen\n");
     let err = stderr(&o);
@@ -170,25 +170,19 @@ fn a_computation_shorter_than_the_spin_limit_is_not_refused_and_a_longer_one_is(
     // preempted and refused. 0 and nonsense are usage errors naming the flag.
     let w = Workdir::new();
     build_c(&w, "compute");
-    let first = repro().current_dir(w.path()).args(["run", "--", "./compute"]).timeout(HANG_GUARD).output().unwrap();
+    let first = w.run(&[], &["./compute"]);
     assert_code(&first, 0);
     assert!(!stderr(&first).contains("not enforced"), "{}", stderr(&first));
-    let second =
-        repro().current_dir(w.path()).args(["run", "-q", "--", "./compute"]).timeout(HANG_GUARD).output().unwrap();
+    let second = w.run(&["-q"], &["./compute"]);
     assert_code(&second, 0);
     assert_eq!(stdout(&first), stdout(&second));
-    let short = repro()
-        .current_dir(w.path())
-        .args(["run", "--spin-limit", "50ms", "--", "./compute"])
-        .timeout(HANG_GUARD)
-        .output()
-        .unwrap();
+    let short = w.run(&["--spin-limit", "50ms"], &["./compute"]);
     assert_code(&short, 121);
     let err = stderr(&short);
     assert!(err.contains("without a system call (spin loop at compute+0x"), "{err}");
     assert!(err.contains("--spin-limit raises the limit"), "{err}");
-    for bad in ["0", "soon"] {
-        let o = repro().current_dir(w.path()).args(["run", "--spin-limit", bad, "--", "true"]).output().unwrap();
+    for bad in ["0", "soon", "2h"] {
+        let o = w.run(&["--spin-limit", bad], &["true"]);
         assert_code(&o, 2);
         assert!(stderr(&o).contains("--spin-limit"), "{}", stderr(&o));
     }
@@ -203,8 +197,7 @@ fn a_loop_polling_with_a_zero_timeout_lets_the_thread_it_waits_for_run() {
     build_c(&w, "pollspin");
     let outs: Vec<String> = (0..2)
         .map(|_| {
-            let o =
-                repro().current_dir(w.path()).args(["run", "--", "./pollspin"]).timeout(HANG_GUARD).output().unwrap();
+            let o = w.run(&[], &["./pollspin"]);
             assert_code(&o, 0);
             assert!(!stderr(&o).contains("not enforced"), "{}", stderr(&o));
             stdout(&o)
