@@ -208,6 +208,37 @@ fn a_loop_polling_with_a_zero_timeout_lets_the_thread_it_waits_for_run() {
 }
 
 #[test]
+fn a_forked_child_spinning_on_zero_timeout_polls_lets_its_parent_run() {
+    // Across processes too: the child's zero-timeout polls are scheduling points, so its loop lets the parent
+    // (woken by the child's write, but not running: one guest thread runs at a time) run and write what the child
+    // polls for. Were they not, the child would spin until the spin-loop watchdog preempted it ("task 1 ran 2040
+    // ms without a system call while another process waited (at epoll_wait+0x13 in libc.so.6)").
+    let w = Workdir::new();
+    let prog = r#"
+import os, select
+r1, w1 = os.pipe()
+r2, w2 = os.pipe()
+pid = os.fork()
+if pid == 0:
+    p = select.epoll()
+    p.register(r2, select.EPOLLIN)
+    os.write(w1, b'x')
+    while not p.poll(0):
+        pass
+    os._exit(0)
+os.read(r1, 1)
+os.write(w2, b'y')
+os.waitpid(pid, 0)
+print('the child saw the parent write')
+"#;
+    let o = w.run(&[], &["python3", "-c", prog]);
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), "the child saw the parent write\n");
+    assert!(!stderr(&o).contains("without a system call"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("not enforced"), "{}", stderr(&o));
+}
+
+#[test]
 fn a_single_threaded_run_is_not_held_and_says_nothing() {
     let w = Workdir::new();
     let o = w.run(&["--sched", "pct", "--sched-seed", "9"], &["sh", "-c", "echo one; sleep 1; echo two"]);
