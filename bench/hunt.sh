@@ -70,10 +70,12 @@ per_run_ratio=$(echo "scale=2; ($hunt_ms / $runs) / ($native100_ms / 100)" | bc)
 # Shrink of the pytest fixture.
 cp -r "$root/tests/fixtures/pytest-suite" suite
 cd suite
-# The suite fails (exit 1): that is what is captured.
+# The suite fails (exit 1): that is what is captured. Debian's python3, which has pytest: a `python3` first on PATH
+# (a pyenv shim) may not, and "No module named pytest" exits 1 too; so the capture must show pytest's failure.
 st=0
-"$repro" capture -o suite.repro -- python3 -m pytest -q -p no:cacheprovider test_inventory.py >/dev/null 2>&1 || st=$?
+"$repro" capture -o suite.repro -- /usr/bin/python3 -m pytest -q -p no:cacheprovider test_inventory.py >capture.out 2>&1 || st=$?
 [ "$st" -eq 1 ] && [ -s suite.repro ] || { echo "bench: capturing the pytest suite exited $st (expected 1, a pack)" >&2; exit 1; }
+grep -q " failed" capture.out || { echo "bench: the captured run is not pytest's failure:" >&2; cat capture.out >&2; exit 1; }
 s=$(date +%s%N)
 "$repro" shrink suite.repro -o small.repro --json > shrink.json 2>/dev/null
 e=$(date +%s%N)
