@@ -490,11 +490,15 @@ const PTRACE_EVENT_EXEC: i32 = 4;
 fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
     let mut exit: Option<GuestExit> = None;
     loop {
+        lock(shared).tracer_busy = None;
         let mut ev = match ptrace::wait_any() {
             Ok(ev) => ev,
             Err(e) if e.raw_os_error() == Some(libc::ECHILD) => break,
             Err(source) => return Err(TracerError::Sys { context: "waitpid", pid: top, source }),
         };
+        if let Event::PtraceEvent { tracee, .. } | Event::Signal { tracee, .. } = &ev {
+            lock(shared).tracer_busy = Some(tracee.tid());
+        }
         // An exec stop may end in another event (the task died while its vDSO was being installed).
         if let Event::PtraceEvent { event: PTRACE_EVENT_EXEC, .. } = ev {
             let Event::PtraceEvent { tracee, .. } = ev else { continue };

@@ -30,6 +30,10 @@ pub(crate) struct Shared {
     pub vdso_unavailable: Option<String>,
     /// Tasks being given the vDSO memfd at their exec stop (see exec::install).
     pub vdso_fd_requests: HashSet<i32>,
+    /// The task whose ptrace stop the trace loop is handling (from the wait that reported it until it waits
+    /// again). The tracer runs above the guest, but it may block meanwhile (reading a program to scan it at an
+    /// exec): the scheduler takes no decision then, since that task runs again at a moment of the host's timing.
+    pub tracer_busy: Option<i32>,
     /// Identities of the descriptors the guest inherited from outside (see handlers::waits::inherited_fds).
     pub inherited_fds: HashSet<String>,
     /// The guest's sockets can only be fed by the guest (its own network namespace, untaped).
@@ -82,6 +86,7 @@ impl Shared {
             vdso: None,
             vdso_unavailable: None,
             vdso_fd_requests: HashSet::new(),
+            tracer_busy: None,
             inherited_fds: HashSet::new(),
             own_network: false,
             futex_rewrites: HashMap::new(),

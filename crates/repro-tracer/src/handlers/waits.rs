@@ -477,8 +477,10 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache, streaks: 
     // once the notify thread has let every such task go. (A task that really runs here, a spinner the watchdog
     // demoted, has made the run not deterministic already: the rules below, on wall time, then apply.)
     if sh.sched.as_ref().is_some_and(|s| s.active)
-        && sh.live.iter().any(|t| !sh.parked.contains_key(t) && !sh.deferred.contains(t) && awaits_answer(*t))
+        && (sh.tracer_busy.is_some_and(|t| !sh.parked.contains_key(&t))
+            || sh.live.iter().any(|t| !sh.parked.contains_key(t) && !sh.deferred.contains(t) && awaits_answer(*t)))
     {
+        // (Nor while the trace loop handles a task's ptrace stop: it runs again at a moment of the host's timing.)
         return false;
     }
     let mut tids: Vec<i32> = sh.parked.keys().copied().collect();

@@ -66,7 +66,7 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
         // Take it, then let one thread go.
         let mut pending = Pending { listener: &listener, shared: &shared, pidfds: &mut pidfds, bypass: &bypass };
         pending.drain(&mut held);
-        if held.len() > 1 {
+        if held.len() > 1 || tracer_busy_elsewhere(&shared, &held) {
             pending.settle(&mut held);
         }
         // Where each stands, read before the lock (only when logging, and only for a real choice).
@@ -105,13 +105,25 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
 /// Whether notification `n` is a call the scheduler does not see (`bypass`); counted as the watchdog's sign of
 /// progress only (no task id is given out: ids follow the order of the calls the scheduler sees).
 fn passes_by(bypass: &[u64], shared: &SharedRef, n: &Notification) -> bool {
-    if !bypass.contains(&u64::from(n.nr as u32)) {
+    // The tracer's own getcpu at an exec stop (exec::install), which it waits for: not a guest call.
+    let injected = n.nr as i64 == libc::SYS_getcpu && {
+        let sh = lock(shared);
+        crate::handlers::process::is_vdso_fd_request(&sh, n.pid as i32, n.args[0], n.args[1], n.args[2])
+    };
+    if !injected && !bypass.contains(&u64::from(n.nr as u32)) {
         return false;
     }
     if let Some(s) = lock(shared).sched.as_mut() {
         s.progress += 1;
     }
     true
+}
+
+/// Whether the trace loop is handling a ptrace stop of a task that has no notification in `held`: that task runs
+/// again when the tracer is done, at a moment of the host's timing (the tracer may block meanwhile, reading a
+/// program at its exec), so no decision is taken until then.
+fn tracer_busy_elsewhere(shared: &SharedRef, held: &[(u64, Notification)]) -> bool {
+    lock(shared).tracer_busy.is_some_and(|t| !held.iter().any(|(_, n)| n.pid as i32 == t))
 }
 
 /// What takes the notifications that arrive before a decision.
@@ -166,9 +178,10 @@ impl Pending<'_> {
                     })
                     .collect()
             };
-            let running = unaccounted
-                .iter()
-                .any(|t| repro_sys::sched::thread_cpu_ticks(*t).is_some_and(|(_, state)| state == 'R'));
+            let running = tracer_busy_elsewhere(self.shared, held)
+                || unaccounted
+                    .iter()
+                    .any(|t| repro_sys::sched::thread_cpu_ticks(*t).is_some_and(|(_, state)| state == 'R'));
             if !running {
                 return;
             }
