@@ -269,9 +269,10 @@ pub fn render(r: &VerifyReport) -> String {
     }
     if let Some(tasks) = r.runs.iter().map(|x| x.tasks_created).max().filter(|&t| t > 0) {
         out.push_str(&format!(
-            "  possible cause: the guest started {tasks} more process(es) or thread(s); repro does not pin how tasks \
-             that run at the same time interleave (the kernel schedules them), so their order, and the clock \
-             readings and outputs that follow it, can differ from run to run\n"
+            "  possible cause: the guest started {tasks} more process(es) or thread(s); repro's scheduler orders \
+             them at system calls only (a data race between two calls is not ordered; docs/determinism.md, \"The \
+             scheduler\"), so how they interleave, and the clock readings \
+             and outputs that follow it, can differ from run to run; `repro run --sched-log` shows the decisions\n"
         ));
     }
     out
@@ -311,6 +312,7 @@ mod tests {
             not_enforced: Vec::new(),
         };
         assert!(!render(&r(0)).contains("interleave"), "{}", render(&r(0)));
+        assert!(render(&r(4)).contains("orders them at system calls only"), "{}", render(&r(4)));
         let text = render(&r(4));
         assert!(text.contains("possible cause: the guest started 4 more process(es) or thread(s)"), "{text}");
         let same = VerifyReport { identical: true, differences: Vec::new(), ..r(4) };

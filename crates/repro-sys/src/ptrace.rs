@@ -226,6 +226,18 @@ pub fn wait_any() -> io::Result<Event> {
     }
 }
 
+/// Whether a tracee or child of this process (any of its threads) has a stop or an exit that no wait has
+/// collected yet. Looks without collecting it (`waitid` with `WNOWAIT | WNOHANG`): the tracer's own wait still gets
+/// it.
+pub fn event_pending() -> bool {
+    let flags = WaitPidFlag::WEXITED
+        | WaitPidFlag::WSTOPPED
+        | WaitPidFlag::WNOHANG
+        | WaitPidFlag::WNOWAIT
+        | WaitPidFlag::__WALL;
+    matches!(nix::sys::wait::waitid(nix::sys::wait::Id::All, flags), Ok(st) if st != WaitStatus::StillAlive)
+}
+
 /// Sends `sig` to one thread (tgkill with tgid = tid's own group is not needed: tkill semantics).
 pub fn kill_task(tid: i32, sig: i32) -> io::Result<()> {
     // SAFETY: plain syscall with integer arguments.

@@ -119,6 +119,53 @@ pub(crate) fn only_a_scheduling_point(nr: i64, args: &[u64; 6]) -> bool {
     }
 }
 
+/// What a guest thread is doing, as the scheduler needs to know before it lets another go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Activity {
+    /// Asleep until the supervisor answers its notification: not received yet (`S`), or received and held
+    /// (`D`: the filter's `SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV` makes that wait killable only).
+    AwaitsAnswer,
+    /// On the CPU or about to be without any other guest thread's doing: runnable (`R`), in disk sleep (`D`: a
+    /// page fault or a read that waits for the disk), which ends at a moment of the disk's timing, or at a ptrace
+    /// stop (`t`), which the tracer ends when it has handled it (it may not have taken it yet: the tracer's wait
+    /// returned but it waits for the lock of the supervisor's state, so `Shared::tracer_busy` does not say so yet).
+    Runs,
+    /// An exited task whose exit the tracer has not collected yet (`Z`): it waits for the lock of the supervisor's
+    /// state, or has not been woken, and goes on at a moment of the host's timing, taking the task out of the
+    /// live ones. (A thread-group leader whose other threads still run is `Other`: its exit is reported after
+    /// theirs.)
+    Exiting,
+    /// Anything else: asleep in a wait (another task or the world ends it), a vfork parent (`D` until its child
+    /// execs or exits: the child's doing), a leader waiting for its threads, gone.
+    Other,
+}
+
+/// What task `tid` is doing (see [`Activity`]), from /proc/TID/task/TID/{stat,wchan,syscall}.
+pub(crate) fn activity(tid: i32) -> Activity {
+    let Some((_, state)) = ksched::thread_cpu_ticks(tid) else { return Activity::Other };
+    match state {
+        'R' | 't' => Activity::Runs,
+        'S' | 'D' => {
+            let dir = format!("/proc/{tid}/task/{tid}");
+            if std::fs::read_to_string(format!("{dir}/wchan")).is_ok_and(|w| w.starts_with("seccomp")) {
+                return Activity::AwaitsAnswer;
+            }
+            if state == 'S' {
+                return Activity::Other;
+            }
+            let nr = std::fs::read_to_string(format!("{dir}/syscall"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next().and_then(|n| n.parse::<i64>().ok()));
+            match nr {
+                Some(libc::SYS_vfork | libc::SYS_clone | libc::SYS_clone3) => Activity::Other,
+                _ => Activity::Runs,
+            }
+        }
+        'Z' | 'X' | 'x' if !crate::handlers::waits::zombie_leader_of_live_threads(tid) => Activity::Exiting,
+        _ => Activity::Other,
+    }
+}
+
 /// Whether the notified call would take a guest thread out of the scheduler's hands (another policy or priority:
 /// SCHED_OTHER threads run when the kernel likes). Answered 0 without effect: a refusal would fail what glibc does
 /// with it (`pthread_create` with an explicit scheduling attribute sets it in the new thread and fails with it).
@@ -220,7 +267,8 @@ fn ready(tid: i32, state: char) -> bool {
     if state == 'R' {
         return true;
     }
-    if state != 'S' {
+    // A notification the notify thread received and holds sleeps killable only (`D`, see [`Activity`]).
+    if state != 'S' && !(state == 'D' && activity(tid) == Activity::AwaitsAnswer) {
         return false;
     }
     let Ok(sc) = std::fs::read_to_string(format!("/proc/{tid}/syscall")) else { return false };
@@ -318,4 +366,56 @@ pub(crate) fn symbolize(tid: i32, addr: u64) -> String {
         };
     }
     format!("{addr:#x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    /// Waits (at most 10 s) until task `tid`'s state letter is `state`.
+    fn until_state(tid: i32, state: char) {
+        let start = Instant::now();
+        while ksched::thread_cpu_ticks(tid).map(|(_, s)| s) != Some(state) {
+            assert!(start.elapsed() < Duration::from_secs(10), "task {tid} never reached state {state}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn the_calling_thread_runs() {
+        let me = nix::unistd::gettid().as_raw();
+        assert_eq!(activity(me), Activity::Runs);
+    }
+
+    #[test]
+    fn a_sleeping_child_is_other_and_an_uncollected_exit_is_exiting() {
+        let mut sleeper = Command::new("sleep").arg("30").stdout(Stdio::null()).spawn().unwrap();
+        let tid = sleeper.id() as i32;
+        until_state(tid, 'S');
+        assert_eq!(activity(tid), Activity::Other, "asleep in a wait another task or the world ends");
+        sleeper.kill().unwrap();
+        until_state(tid, 'Z');
+        assert_eq!(activity(tid), Activity::Exiting, "exited, not collected yet");
+        sleeper.wait().unwrap();
+        assert_eq!(activity(tid), Activity::Other, "gone");
+    }
+
+    #[test]
+    fn a_thread_blocked_reading_a_pipe_is_other() {
+        let (r, w) = std::io::pipe().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            tx.send(nix::unistd::gettid().as_raw()).unwrap();
+            let mut r = r;
+            let mut b = [0u8; 1];
+            std::io::Read::read(&mut r, &mut b).unwrap()
+        });
+        let tid = rx.recv().unwrap();
+        until_state(tid, 'S');
+        assert_eq!(activity(tid), Activity::Other);
+        std::io::Write::write_all(&mut &w, b"x").unwrap();
+        assert_eq!(reader.join().unwrap(), 1);
+    }
 }

@@ -302,6 +302,8 @@ const PARKED_TICK: Duration = Duration::from_millis(1);
 pub(crate) fn schedule(listener: Listener, shared: SharedRef) {
     let mut pidfds = PidfdCache::default();
     let mut streaks: HashMap<i32, Streak> = HashMap::new();
+    // The scheduler's count of notifications and ptrace events, and since when it has stood still.
+    let mut progress: (u64, std::time::Instant) = (0, std::time::Instant::now());
     let cv = lock(&shared).waits_cv.clone();
     let mut sh = lock(&shared);
     // The stuck state seen last (what every task waits in, and their CPU time) and since when.
@@ -312,7 +314,7 @@ pub(crate) fn schedule(listener: Listener, shared: SharedRef) {
         }
         if !sh.parked.is_empty() {
             seen = None;
-            if !tick(&mut sh, &listener, &mut pidfds, &mut streaks) {
+            if !tick(&mut sh, &listener, &mut pidfds, &mut streaks, &mut progress) {
                 sh = cv.wait_timeout(sh, PARKED_TICK).map(|(g, _)| g).unwrap_or_else(|p| p.into_inner().0);
             }
             continue;
@@ -467,7 +469,13 @@ fn pick_release(sh: &mut Shared, ready: &[(i32, Parked)]) -> usize {
     pick
 }
 
-fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache, streaks: &mut HashMap<i32, Streak>) -> bool {
+fn tick(
+    sh: &mut Shared,
+    listener: &Listener,
+    pidfds: &mut PidfdCache,
+    streaks: &mut HashMap<i32, Streak>,
+    progress: &mut (u64, std::time::Instant),
+) -> bool {
     streaks.retain(|t, _| sh.live.contains(t));
     let all_blocked = sh.live.iter().all(|t| sh.parked.contains_key(t) || blocked_indefinitely(*t));
     // Under the scheduler no guest thread runs while this thread does (they run SCHED_FIFO on its CPU), but one
@@ -476,12 +484,35 @@ fn tick(sh: &mut Shared, listener: &Listener, pidfds: &mut PidfdCache, streaks: 
     // race that answer: which of the two ran first would follow the host's timing. So parked waits move only
     // once the notify thread has let every such task go. (A task that really runs here, a spinner the watchdog
     // demoted, has made the run not deterministic already: the rules below, on wall time, then apply.)
-    if sh.sched.as_ref().is_some_and(|s| s.active)
-        && (sh.tracer_busy.is_some_and(|t| !sh.parked.contains_key(&t))
-            || sh.live.iter().any(|t| !sh.parked.contains_key(t) && !sh.deferred.contains(t) && awaits_answer(*t)))
-    {
-        // (Nor while the trace loop handles a task's ptrace stop: it runs again at a moment of the host's timing.)
-        return false;
+    //
+    // Nor while a guest thread runs or will run by itself: the kernel's real-time throttling gives this thread
+    // the CPU while a guest thread computes, and one in disk sleep (a page fault, a read from the disk) goes on
+    // when the disk is done. A release then would race it, and the order would follow the host's timing (seen:
+    // cargo's main thread let out of its job-queue wait while a rustc thread faulted a page in, one run in two).
+    // A spinner the watchdog reported runs on purpose; it does not hold the releases back, nor does a thread that
+    // runs while the guest has made no system call the scheduler sees for PARK_GRACE (a spin on a flag that a
+    // parked sleeper sets, a computation under a `timeout`): the wall-time rules below then end the waits, and
+    // the watchdog or the timers say that the run followed the host's speed.
+    //
+    // (Nor while the trace loop handles a task's ptrace stop: it runs again at a moment of the host's timing.)
+    if let Some(s) = sh.sched.as_ref().filter(|s| s.active) {
+        if s.progress != progress.0 {
+            *progress = (s.progress, std::time::Instant::now());
+        }
+        let stalled = progress.1.elapsed() >= PARK_GRACE;
+        let busy = |t: &i32| {
+            if sh.parked.contains_key(t) || sh.deferred.contains(t) {
+                return false;
+            }
+            match crate::sched::activity(*t) {
+                crate::sched::Activity::AwaitsAnswer | crate::sched::Activity::Exiting => true,
+                crate::sched::Activity::Runs => !stalled && !s.reported.contains(t),
+                crate::sched::Activity::Other => false,
+            }
+        };
+        if sh.tracer_busy.is_some_and(|t| !sh.parked.contains_key(&t)) || sh.live.iter().any(busy) {
+            return false;
+        }
     }
     let mut tids: Vec<i32> = sh.parked.keys().copied().collect();
     // Released in a fixed order (each released task runs at once, under the scheduler): by task id.
@@ -902,19 +933,11 @@ pub(crate) fn others_blocked(sh: &Shared, me: i32) -> bool {
 }
 
 /// Whether zombie `tid` leads a thread group that still has other threads (its exit is reported after theirs).
-fn zombie_leader_of_live_threads(tid: i32) -> bool {
+pub(crate) fn zombie_leader_of_live_threads(tid: i32) -> bool {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{tid}/status")) else { return true };
     let field =
         |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse::<i64>().ok());
     field("Tgid:") == Some(tid as i64) && field("Threads:").is_some_and(|n| n > 1)
-}
-
-/// Whether task `tid` sleeps until the supervisor answers its notification (held by the scheduler, or not
-/// received yet), as /proc shows it.
-fn awaits_answer(tid: i32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{tid}/stat")) else { return false };
-    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next());
-    state == Some('S') && std::fs::read_to_string(format!("/proc/{tid}/wchan")).is_ok_and(|w| w.starts_with("seccomp"))
 }
 
 /// Whether task `tid` sleeps in a wait only another task can end, as /proc shows it.

@@ -66,7 +66,9 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
         // Take it, then let one thread go.
         let mut pending = Pending { listener: &listener, shared: &shared, pidfds: &mut pidfds, bypass: &bypass };
         pending.drain(&mut held);
-        if held.len() > 1 || tracer_busy_elsewhere(&shared, &held) {
+        // One held thread needs no choice, but not while a tracee's ptrace stop or exit waits for the tracer
+        // (which waits for the lock of the supervisor's state): it goes on when the tracer takes it.
+        if held.len() > 1 || tracer_busy_elsewhere(&shared, &held) || repro_sys::ptrace::event_pending() {
             pending.settle(&mut held);
         }
         // Where each stands, read before the lock (only when logging, and only for a real choice).
@@ -179,9 +181,10 @@ impl Pending<'_> {
                     .collect()
             };
             let running = tracer_busy_elsewhere(self.shared, held)
-                || unaccounted
-                    .iter()
-                    .any(|t| repro_sys::sched::thread_cpu_ticks(*t).is_some_and(|(_, state)| state == 'R'));
+                || repro_sys::ptrace::event_pending()
+                || unaccounted.iter().any(|t| {
+                    matches!(crate::sched::activity(*t), crate::sched::Activity::Runs | crate::sched::Activity::Exiting)
+                });
             if !running {
                 return;
             }
