@@ -182,9 +182,7 @@ impl Pending<'_> {
             };
             let running = tracer_busy_elsewhere(self.shared, held)
                 || repro_sys::ptrace::event_pending()
-                || unaccounted.iter().any(|t| {
-                    matches!(crate::sched::activity(*t), crate::sched::Activity::Runs | crate::sched::Activity::Exiting)
-                });
+                || unaccounted.iter().any(|t| crate::sched::goes_on_by_itself(*t));
             if !running {
                 return;
             }
