@@ -142,7 +142,14 @@ pub(crate) enum Activity {
 
 /// What task `tid` is doing (see [`Activity`]), from /proc/TID/task/TID/{stat,wchan,syscall}.
 pub(crate) fn activity(tid: i32) -> Activity {
-    let Some((_, state)) = ksched::thread_cpu_ticks(tid) else { return Activity::Other };
+    match ksched::thread_cpu_ticks(tid) {
+        Some((_, state)) => activity_in(tid, state),
+        None => Activity::Other,
+    }
+}
+
+/// [`activity`] of task `tid`, whose state letter was just read as `state`.
+fn activity_in(tid: i32, state: char) -> Activity {
     match state {
         'R' | 't' => Activity::Runs,
         'S' | 'D' => {
@@ -171,7 +178,7 @@ pub(crate) fn activity(tid: i32) -> Activity {
 pub(crate) fn goes_on_by_itself(tid: i32) -> bool {
     match ksched::thread_cpu_ticks(tid) {
         Some((_, 'S')) | None => false,
-        Some(_) => matches!(activity(tid), Activity::Runs | Activity::Exiting),
+        Some((_, state)) => matches!(activity_in(tid, state), Activity::Runs | Activity::Exiting),
     }
 }
 
@@ -277,7 +284,7 @@ fn ready(tid: i32, state: char) -> bool {
         return true;
     }
     // A notification the notify thread received and holds sleeps killable only (`D`, see [`Activity`]).
-    if state != 'S' && !(state == 'D' && activity(tid) == Activity::AwaitsAnswer) {
+    if state != 'S' && !(state == 'D' && activity_in(tid, state) == Activity::AwaitsAnswer) {
         return false;
     }
     let Ok(sc) = std::fs::read_to_string(format!("/proc/{tid}/syscall")) else { return false };

@@ -477,7 +477,6 @@ fn tick(
     progress: &mut (u64, std::time::Instant),
 ) -> bool {
     streaks.retain(|t, _| sh.live.contains(t));
-    let all_blocked = sh.live.iter().all(|t| sh.parked.contains_key(t) || blocked_indefinitely(*t));
     // Under the scheduler no guest thread runs while this thread does (they run SCHED_FIFO on its CPU), but one
     // may be waiting for the notify thread's answer, which lets it go when the scheduler says. Releasing a parked
     // wait now (its futex word changed, its descriptor is ready, it was held for its duration in wall time) would
@@ -514,6 +513,8 @@ fn tick(
             return false;
         }
     }
+    // Looked at before any parked wait's descriptors or futex word (see above), once nothing holds the look back.
+    let all_blocked = sh.live.iter().all(|t| sh.parked.contains_key(t) || blocked_indefinitely(*t));
     let mut tids: Vec<i32> = sh.parked.keys().copied().collect();
     // Released in a fixed order (each released task runs at once, under the scheduler): by task id.
     match sh.sched.as_mut() {
