@@ -17,3 +17,17 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# The independent validators the provenance tests run (CycloneDX, SPDX, in-toto/DSSE): a venv of pinned PyPI
+# packages (.ci/python-packages), made once and refreshed when the list changes.
+venv=${REPRO_PYVENV:-/var/cache/repro/pyvenv}
+if grep -qv '^\s*\(#\|$\)' .ci/python-packages; then
+    stamp="$venv/.repro-packages"
+    if ! cmp -s .ci/python-packages "$stamp" 2>/dev/null; then
+        echo "installing the Python validators into $venv"
+        mkdir -p "$(dirname "$venv")"
+        [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet --disable-pip-version-check -r .ci/python-packages
+        cp .ci/python-packages "$stamp"
+    fi
+fi

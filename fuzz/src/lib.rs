@@ -28,7 +28,27 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("procfs", procfs),
     ("elf_scan", elf_scan),
     ("sched_script", sched_script),
+    ("environment", environment),
 ];
+
+/// An environment document (`repro env`, `drift` read one given on the command line, or a pack's
+/// `environment` blob): parsed and checked against itself; one that passes is described, compared, and reads
+/// back equal; an error names the file.
+pub fn environment(data: &[u8], scratch: &Path) {
+    let path = scratch.join("environment.json");
+    match repro_prov::env::parse(&path, data) {
+        Ok(env) => {
+            let _ = repro_prov::env::describe(&env);
+            let d = repro_prov::drift::compare(("a", &env), ("b", &env));
+            assert!(d.same, "an environment is the same as itself");
+            let _ = repro_prov::drift::describe(&d);
+            let back = repro_prov::env::parse(&path, &repro_prov::env::to_json(&env))
+                .unwrap_or_else(|e| panic!("an environment that checked does not read back: {e}"));
+            assert_eq!(back, env, "environment round trip");
+        }
+        Err(e) => assert!(e.to_string().contains("environment.json"), "the error names the file: {e}"),
+    }
+}
 
 /// What `repro run --sched-script FILE` does with the file: parse it; a script that parses writes back and parses
 /// equal, and an error names a line or a switch.

@@ -3,10 +3,12 @@
 
 #[macro_use]
 mod out;
+mod attest;
 mod chaos;
 mod error;
 mod hunt;
 mod pack;
+mod prov;
 mod race;
 mod run;
 
@@ -72,6 +74,16 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The environment a run or pack used: its components (Debian, Python, Rust, npm, Go, loose files) and identity.
+    Env(prov::EnvArgs),
+    /// What differs between the inputs two runs, packs or environment snapshots used (exit 1 when they differ).
+    Drift(prov::DriftArgs),
+    /// Signing keys for attestations: `repro key gen --out PREFIX`.
+    #[command(subcommand)]
+    Key(attest::KeyCommand),
+    /// Sign an in-toto attestation about a pack or run (runtime-trace, test-result, or a VSA of a replay); `repro
+    /// attest verify FILE --key PUB` checks one.
+    Attest(attest::AttestArgs),
     /// Fault-injection experiments: run, list, show, preflight, evaluate, report, share, export, dashboard.
     #[command(subcommand)]
     Chaos(chaos::ChaosCommand),
@@ -154,6 +166,10 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
             }
             Ok(if report.usable { ExitCode::Success } else { ExitCode::Failure }.code())
         }
+        Command::Env(args) => prov::env_cmd(args),
+        Command::Drift(args) => prov::drift_cmd(args),
+        Command::Key(cmd) => attest::key_cmd(cmd),
+        Command::Attest(args) => attest::attest_cmd(args),
         Command::Chaos(cmd) => chaos::dispatch(cmd),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();

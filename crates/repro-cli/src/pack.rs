@@ -304,6 +304,7 @@ pub fn capture_cmd(a: CaptureArgs) -> Result<i32, CliError> {
             SecretsArg::Redact => repro_pack::secrets::SecretsMode::Redact,
             SecretsArg::Keep => repro_pack::secrets::SecretsMode::Keep,
         },
+        environment: Some(repro_prov::env::capture_hook),
     };
     let r = capture(&opts, &exe())?;
     let rec = &r.run.record;

@@ -139,6 +139,10 @@ pub struct RunArgs {
     /// How many runs `--verify` makes.
     #[arg(long, value_name = "N", default_value_t = 2, requires = "verify")]
     runs: u32,
+    /// Record the files the guest used outside the working directory, with their digests and packages, as
+    /// `environment.json` in the run directory (for `repro env`, `attest`, `drift`).
+    #[arg(long, conflicts_with_all = ["verify", "no_supervisor"])]
+    record_inputs: bool,
     /// Print the run record as JSON on stdout (the guest's stdout is then only saved, not echoed).
     #[arg(long)]
     json: bool,
@@ -165,7 +169,13 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
     if a.verify {
         return verify(&req, &exe, a.runs, a.json);
     }
-    let report = repro_sandbox::run::execute(&req, &exe, Echo { stdout: !a.json, stderr: true })?;
+    let echo = Echo { stdout: !a.json, stderr: true };
+    let (report, env) = if a.record_inputs {
+        let (report, env) = repro_prov::env::record_run(&req, &exe, echo).map_err(crate::prov::prov_error)?;
+        (report, Some(env))
+    } else {
+        (repro_sandbox::run::execute(&req, &exe, echo)?, None)
+    };
     let r = &report.record;
     report_enforcement(r, a.quiet);
     if a.json {
@@ -179,6 +189,14 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
             epoch_text(&r.settings),
             report.dir.display()
         );
+        if let Some(env) = &env {
+            errln!(
+                "repro: environment {} ({} components, {} files used)",
+                env.identity,
+                env.components.len(),
+                env.components.iter().map(|c| c.files.len()).sum::<usize>()
+            );
+        }
     }
     repro_sys::startup::mark("run: summary printed");
     Ok(r.exit_status)

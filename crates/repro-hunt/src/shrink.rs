@@ -141,6 +141,9 @@ impl Shrinker<'_> {
         let mut m = orig.clone();
         m.command.argv = c.argv.clone();
         m.command.env.retain(|k, _| c.env.contains(k));
+        // The environment is the captured run's (docs/provenance.md): a shrunk pack no longer holds the files it
+        // names, and no run used the shrunk inputs, so it has none.
+        m.environment = None;
         let mut blobs: BTreeMap<String, BlobSource> = BTreeMap::new();
         let shrinkable = shrinkable_paths(orig);
         m.files = Vec::new();

@@ -8,6 +8,7 @@ pub mod init;
 pub mod manifest;
 pub mod pathenc;
 pub mod project;
+pub mod provenance;
 pub mod run;
 pub mod sched;
 pub mod secrets;

@@ -51,6 +51,11 @@ pub struct Manifest {
     /// Credentials the capture found and left out or redacted; absent when it found none.
     #[serde(default, skip_serializing_if = "SecretsRecord::is_empty")]
     pub secrets: SecretsRecord,
+    /// The environment the capture's run used (a JSON [`crate::provenance::Environment`]: its components, as the
+    /// capturing host's package databases named them); absent in packs written before it was recorded. Readers
+    /// check every file digest in it against `files` and recompute its identity: it is a claim of the capturer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<BlobRef>,
 }
 
 /// What `repro capture` did with the credentials it found (see docs/pack-format.md).
@@ -520,7 +525,11 @@ impl Manifest {
                 v.push((format!("files[{}]", f.path), d.clone(), f.size));
             }
         }
-        for (name, t) in [("tapes.network", &self.tapes.network), ("tapes.proc", &self.tapes.proc)] {
+        for (name, t) in [
+            ("tapes.network", &self.tapes.network),
+            ("tapes.proc", &self.tapes.proc),
+            ("environment", &self.environment),
+        ] {
             if let Some(b) = t {
                 v.push((name.to_string(), b.blake3.clone(), Some(b.size)));
             }

@@ -40,7 +40,25 @@ pub struct CaptureOptions {
     pub network_record: bool,
     /// `--secrets`: what to do with credentials found in the closure and the output.
     pub secrets: SecretsMode,
+    /// Derives the pack's `environment` blob from the files the run used (repro-prov's, which knows the
+    /// package databases); without it the pack has none.
+    pub environment: Option<EnvironmentHook>,
 }
+
+/// What a run used, for provenance: the run, its settings, and the files outside the working directory whose
+/// content the guest read, executed or mapped, with their digests.
+#[derive(Debug, Clone)]
+pub struct UsedInputs {
+    pub run_id: String,
+    /// The run's start, RFC 3339.
+    pub started_at: String,
+    pub settings: repro_model::run::RunSettings,
+    pub files: Vec<repro_model::provenance::UsedFile>,
+    pub unread: Vec<repro_model::provenance::UnreadFile>,
+}
+
+/// Turns what a run used into the JSON of its environment (or says why it cannot).
+pub type EnvironmentHook = fn(&UsedInputs) -> Result<Vec<u8>, String>;
 
 #[derive(Debug)]
 pub struct CaptureReport {
@@ -156,6 +174,14 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
             facts,
             (opts.secrets, found),
         )?;
+        let (mut manifest, mut blobs) = (manifest, blobs);
+        if let Some(hook) = opts.environment {
+            let used = used_inputs(&req, &report, &manifest.files);
+            let json = hook(&used).map_err(|detail| PackError::Closure { path: report.dir.clone(), detail })?;
+            let r = BlobRef::of(&json);
+            blobs.insert(r.blake3.clone(), BlobSource::Bytes(json));
+            manifest.environment = Some(r);
+        }
         let store = Store::default_store();
         let path = match &opts.output {
             Some(p) => p.clone(),
@@ -184,6 +210,111 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
         repro_sandbox::changes::apply(&changes, &report.dir.join("changes"), Path::new(&req.settings.cwd))?;
     }
     Ok(out)
+}
+
+/// Runs like `repro run` with the paths the guest uses recorded (`repro run --record-inputs`): the run's report
+/// and what it used, resolved on the host as a capture's closure is.
+pub fn run_recording_inputs(req: &RunRequest, exe: &Path, echo: Echo) -> Result<(RunReport, UsedInputs), PackError> {
+    if !req.settings.supervised {
+        return Err(PackError::Usage {
+            argument: "--no-supervisor".into(),
+            message: "--record-inputs needs the supervisor: it records the paths the guest uses".into(),
+        });
+    }
+    let report =
+        repro_sandbox::run::execute_with(req, exe, echo, &RunExtras { record_access: true, ..Default::default() })?;
+    let accesses = accesses_of(&report)?;
+    let closure = Closure::build(&accesses, &closure_options(req))?;
+    let entries: Vec<FileEntry> = closure.entries.into_values().collect();
+    let used = used_inputs(req, &report, &entries);
+    Ok((report, used))
+}
+
+/// The accesses the supervisor reported, typed; the working directory is one of them.
+fn accesses_of(report: &RunReport) -> Result<Vec<Access>, PackError> {
+    // The access stream names each use; a name this version does not know is an error, not a use dropped.
+    let kind = |path: &Path, k: &str| {
+        AccessKind::parse(k).ok_or_else(|| PackError::Closure {
+            path: path.into(),
+            detail: format!("the supervisor reported an unknown access '{k}'"),
+        })
+    };
+    let mut accesses: Vec<Access> = report
+        .accessed
+        .iter()
+        .map(|a| {
+            let path = a.bytes();
+            let kinds = a.kinds.iter().map(|k| kind(&path, k)).collect::<Result<_, _>>()?;
+            Ok(Access { path, kinds })
+        })
+        .collect::<Result<_, PackError>>()?;
+    accesses.push(Access { path: report.record.settings.cwd.clone().into(), kinds: vec![AccessKind::Chdir] });
+    Ok(accesses)
+}
+
+/// The closure's files outside the working directory whose content the guest used, with sha256 and blake3 of
+/// the host file (read again: one that changed since the closure hashed it is listed as unread, not guessed).
+fn used_inputs(req: &RunRequest, report: &RunReport, entries: &[FileEntry]) -> UsedInputs {
+    use sha2::Digest as _;
+    let opts = closure_options(req);
+    let cwd = req.settings.cwd.trim_end_matches('/');
+    let mut files = Vec::new();
+    let mut unread = Vec::new();
+    for e in entries {
+        if e.kind != EntryKind::File || !e.access.iter().any(|k| k.reads()) {
+            continue;
+        }
+        let bytes = e.bytes();
+        if bytes.as_ref() == cwd.as_bytes() || bytes.starts_with(format!("{cwd}/").as_bytes()) {
+            continue;
+        }
+        let Some(b3) = &e.blake3 else { continue };
+        let host = opts.host(&bytes);
+        let data = match read_bounded(&host, e.size.unwrap_or(0)) {
+            Ok(d) => d,
+            Err(reason) => {
+                unread.push(repro_model::provenance::UnreadFile { path: e.path.clone(), reason });
+                continue;
+            }
+        };
+        if &digest(&data) != b3 {
+            unread.push(repro_model::provenance::UnreadFile {
+                path: e.path.clone(),
+                reason: "it changed on the host after the run read it".into(),
+            });
+            continue;
+        }
+        files.push(repro_model::provenance::UsedFile {
+            path: e.path.clone(),
+            path_hex: e.path_hex.clone(),
+            uses: e.access.iter().copied().filter(|k| k.reads()).collect(),
+            size: data.len() as u64,
+            sha256: hex(&sha2::Sha256::digest(&data)),
+            blake3: b3.clone(),
+        });
+    }
+    UsedInputs {
+        run_id: report.record.id.clone(),
+        started_at: report.record.started_at.clone(),
+        settings: report.record.settings.clone(),
+        files,
+        unread,
+    }
+}
+
+/// A file's content, at most `expected` bytes plus one (a file that grew is caught by its digest).
+fn read_bounded(p: &Path, expected: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read as _;
+    let f = fs::File::open(p).map_err(|e| format!("cannot open {}: {e}", p.display()))?;
+    let mut data = Vec::new();
+    f.take(expected.saturating_add(1))
+        .read_to_end(&mut data)
+        .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+    Ok(data)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 fn read(p: &Path) -> Result<Vec<u8>, PackError> {
@@ -250,23 +381,7 @@ fn build_manifest(
     let s = &req.settings;
     let cwd = s.cwd.clone();
     let opts = closure_options(req);
-    // The access stream names each use; a name this version does not know is an error, not a use dropped.
-    let kind = |path: &Path, k: &str| {
-        AccessKind::parse(k).ok_or_else(|| PackError::Closure {
-            path: path.into(),
-            detail: format!("the supervisor reported an unknown access '{k}'"),
-        })
-    };
-    let mut accesses: Vec<Access> = report
-        .accessed
-        .iter()
-        .map(|a| {
-            let path = a.bytes();
-            let kinds = a.kinds.iter().map(|k| kind(&path, k)).collect::<Result<_, _>>()?;
-            Ok(Access { path, kinds })
-        })
-        .collect::<Result<_, PackError>>()?;
-    accesses.push(Access { path: cwd.clone().into(), kinds: vec![AccessKind::Chdir] });
+    let accesses = accesses_of(report)?;
     let closure = Closure::build(&accesses, &opts)?;
     let (entries, mut blobs) = screen_files(closure.entries, closure.blobs, mode, &mut found)?;
     let out_ref = BlobRef::of(&stdout);
@@ -345,6 +460,7 @@ fn build_manifest(
         tapes,
         thin,
         secrets: found,
+        environment: None,
     };
     manifest.validate().map_err(|e| PackError::Closure { path: cwd_path.into(), detail: e.to_string() })?;
     Ok((manifest, blobs))

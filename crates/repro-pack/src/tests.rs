@@ -46,6 +46,7 @@ pub(crate) fn sample_manifest(files: Vec<FileEntry>, stdout: &[u8], stderr: &[u8
         tapes: Tapes { network_mode: NetworkMode::None, ..Default::default() },
         thin: false,
         secrets: Default::default(),
+        environment: None,
     }
 }
 

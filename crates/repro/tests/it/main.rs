@@ -1,6 +1,7 @@
 //! End-to-end tests of the `repro` binary: real namespaces, processes and files.
 //! One module per command family.
 
+mod attest;
 mod chaos;
 mod chaos_bounds;
 mod cli;
@@ -12,6 +13,7 @@ mod hunting;
 mod pack;
 mod pack_docker;
 mod pack_names;
+mod provenance;
 mod robust;
 mod run;
 mod sched;

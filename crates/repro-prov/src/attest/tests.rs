@@ -1,0 +1,382 @@
+//! Statements about a run directory made by hand (the run.json of a real `repro run`), signed and verified,
+//! and each change a stranger could make to it. Packs are attested end to end in the `repro` integration tests
+//! (crates/repro/tests/it/attest.rs), with packs `repro capture` writes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use repro_model::manifest::AccessKind;
+use repro_model::provenance::{Check, Component, ComponentFile, ComponentKind, EnvSource, Environment, Settings};
+
+use super::predicates::{self, Claim};
+use super::*;
+
+const RUN_JSON: &str = include_str!("testdata/run.json");
+const RUN_ID: &str = "20261203-192802.167-5e1681";
+
+/// A run directory: stdout, stderr, run.json (exit `exit`), and one added file.
+fn run_dir(root: &Path, exit: i32) -> PathBuf {
+    let dir = root.join(RUN_ID);
+    std::fs::create_dir_all(dir.join("changes/out")).unwrap();
+    std::fs::write(dir.join("stdout"), "hi\n").unwrap();
+    std::fs::write(dir.join("stderr"), "FAILED tests/test_a.py::test_one - assert 1 == 2\n").unwrap();
+    let mut record: serde_json::Value = serde_json::from_str(RUN_JSON).unwrap();
+    record["exit_status"] = exit.into();
+    record["outcome"]["code"] = exit.into();
+    std::fs::write(dir.join("run.json"), serde_json::to_vec_pretty(&record).unwrap()).unwrap();
+    std::fs::write(dir.join("changes/out/f.txt"), "x\n").unwrap();
+    let changes = serde_json::json!({"changes": [
+        {"path": "out", "kind": "added", "file": "dir"},
+        {"path": "out/f.txt", "kind": "added", "file": "file", "size": 2, "blake3": blake3::hash(b"x\n").to_hex().to_string()},
+        {"path": "gone.txt", "kind": "deleted", "file": "file"}
+    ]});
+    std::fs::write(dir.join("changes.json"), changes.to_string()).unwrap();
+    dir
+}
+
+fn file(path: &str, data: &[u8], uses: Vec<AccessKind>) -> ComponentFile {
+    use sha2::Digest as _;
+    ComponentFile {
+        path: path.into(),
+        uses,
+        size: data.len() as u64,
+        sha256: hex(&sha2::Sha256::digest(data)),
+        blake3: blake3::hash(data).to_hex().to_string(),
+        check: Check::Matches,
+    }
+}
+
+/// An environment made by hand, its digests computed as repro-prov's env does.
+fn environment() -> Environment {
+    let files = vec![
+        file("/usr/bin/dash", b"dash", vec![AccessKind::Exec]),
+        file("/usr/lib/libc.so.6", b"libc", vec![AccessKind::Map]),
+    ];
+    let component = Component {
+        kind: ComponentKind::Deb,
+        name: "dash".into(),
+        version: Some("0.5.12-2".into()),
+        purl: Some("pkg:deb/debian/dash@0.5.12-2?arch=amd64".into()),
+        digest: crate::env::component_digest(&files),
+        files,
+    };
+    let settings = Settings {
+        identity: BTreeMap::from([("cpus".into(), "1".into()), ("supervised".into(), "true".into())]),
+        run: BTreeMap::from([("seed".into(), "0".into())]),
+    };
+    let components = vec![component];
+    Environment {
+        format: repro_model::provenance::PROVENANCE_FORMAT,
+        repro_version: "0.1.0".into(),
+        source: EnvSource::Run { run_id: RUN_ID.into() },
+        recorded_at: "2026-12-03T19:28:02Z".into(),
+        identity: crate::env::identity("x86_64", "6.1.0", &settings, &components),
+        arch: "x86_64".into(),
+        kernel_release: "6.1.0".into(),
+        settings,
+        components,
+        unread: Vec::new(),
+    }
+}
+
+fn key(n: u8) -> PrivateKey {
+    PrivateKey::from_seed(&[n; 32])
+}
+
+fn signed(dir: &Path, req: &Request, k: &PrivateKey) -> (Statement, Vec<u8>) {
+    let target = target::load(dir).unwrap();
+    let s = statement(&target, Some(&environment()), req).unwrap();
+    let env = sign(&s, k).unwrap();
+    (s, env.to_json())
+}
+
+fn refused(r: Result<Verified, ProvError>) -> String {
+    match r {
+        Ok(v) => panic!("verified: {:?}", v.checked),
+        Err(e @ ProvError::Unverified { .. }) => {
+            assert_eq!(e.exit_code(), 1);
+            e.to_string()
+        }
+        Err(e) => panic!("not a verification failure: {}", crate::error::chain(&e)),
+    }
+}
+
+fn against_run(dir: &Path) -> Against {
+    Against { run: Some(dir.into()), ..Default::default() }
+}
+
+#[test]
+fn a_run_directory_s_subjects_are_its_outputs() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = run_dir(d.path(), 3);
+    let t = target::load(&dir).unwrap();
+    let names: Vec<&str> = t.subjects().iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["stdout", "stderr", "run.json", "changes/out/f.txt"]);
+    let f = &t.subjects()[3];
+    assert_eq!(f.digest["blake3"], blake3::hash(b"x\n").to_hex().to_string());
+    assert_eq!(f.digest["sha256"].len(), 64);
+    assert_eq!(t.uri(), format!("urn:repro:run:{RUN_ID}"));
+}
+
+#[test]
+fn a_runtime_trace_carries_the_inputs_the_identity_and_the_settings() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = run_dir(d.path(), 0);
+    let k = key(1);
+    let (s, bytes) = signed(&dir, &Request::new(PredicateKind::RuntimeTrace), &k);
+    let env = environment();
+    let p = &s.predicate;
+    assert_eq!(s.predicate_type, "https://in-toto.io/attestation/runtime-trace/v0.1");
+    assert_eq!(p["monitor"]["type"], predicates::MONITOR_TYPE);
+    assert_eq!(p["monitor"]["tracePolicy"]["identitySettings"]["cpus"], "1");
+    assert_eq!(p["monitoredProcess"]["hostID"], format!("urn:repro:environment:{}", env.identity));
+    assert_eq!(p["monitoredProcess"]["event"], format!("urn:repro:run:{RUN_ID}"));
+    let files = p["monitorLog"]["fileAccess"].as_array().unwrap();
+    assert_eq!(files.len(), 2);
+    assert_eq!(files[0]["name"], "/usr/bin/dash");
+    assert_eq!(files[0]["digest"]["sha256"], env.components[0].files[0].sha256);
+    assert_eq!(files[0]["annotations"]["uses"], serde_json::json!(["exec"]));
+    assert_eq!(files[0]["annotations"]["component"], "deb dash 0.5.12-2");
+    assert_eq!(p["monitorLog"]["process"][0]["command"][0], "sh");
+    assert_eq!(p["metadata"]["buildStartedOn"], "2026-12-03T19:28:02Z");
+    assert_eq!(p["metadata"]["buildFinishedOn"], "2026-12-03T19:28:02.027Z");
+    assert_eq!(p["reproEnvironment"]["identity"], env.identity);
+    let v = verify(&bytes, Path::new("a.intoto.jsonl"), &k.public(), &against_run(&dir)).unwrap();
+    assert_eq!(v.statement, s);
+    assert_eq!(v.checked.len(), 4);
+    let text = describe(&v).join("\n");
+    assert!(text.contains(&env.identity) && text.contains("2 files in 1 components"), "{text}");
+    // The same statement signs to the same bytes (ed25519 is deterministic).
+    assert_eq!(signed(&dir, &Request::new(PredicateKind::RuntimeTrace), &k).1, bytes);
+}
+
+#[test]
+fn a_runtime_trace_needs_an_environment() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = run_dir(d.path(), 0);
+    let t = target::load(&dir).unwrap();
+    let e = statement(&t, None, &Request::new(PredicateKind::RuntimeTrace)).unwrap_err();
+    assert!(matches!(e, ProvError::NoInputs { .. }), "{e}");
+    // Through attest(): the run has no environment.json.
+    let e = attest(&dir, &Request::new(PredicateKind::RuntimeTrace), &key(1)).unwrap_err();
+    assert!(e.to_string().contains("--record-inputs"), "{e}");
+    // The test result does not.
+    let a = attest(&dir, &Request::new(PredicateKind::TestResult), &key(1)).unwrap();
+    assert_eq!(a.statement.predicate["result"], "PASSED");
+}
+
+#[test]
+fn a_test_result_follows_the_exit_status() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = run_dir(d.path(), 1);
+    let (s, _) = signed(&dir, &Request::new(PredicateKind::TestResult), &key(1));
+    let p = &s.predicate;
+    assert_eq!(p["result"], "FAILED");
+    assert_eq!(p["failedTests"], serde_json::json!(["tests/test_a.py::test_one"]));
+    assert_eq!(p["passedTests"], serde_json::json!([]));
+    assert_eq!(p["configuration"][0]["name"], "run.json");
+    assert_eq!(p["configuration"][0]["annotations"]["command"], "sh -c 'echo hi; echo err >&2; echo x > f.txt'");
+    assert_eq!(p["configuration"][0]["annotations"]["environment"], environment().identity);
+    assert_eq!(p["url"], format!("urn:repro:run:{RUN_ID}"));
+    let d2 = tempfile::tempdir().unwrap();
+    let (s, _) = signed(&run_dir(d2.path(), 0), &Request::new(PredicateKind::TestResult), &key(1));
+    assert_eq!(s.predicate["result"], "PASSED");
+    assert_eq!(s.predicate["failedTests"], serde_json::json!([]));
+}
+
+fn verify_report(root: &Path, ids: &[&str], exit: i32, identical: bool) -> PathBuf {
+    let runs: Vec<_> = ids.iter().map(|id| serde_json::json!({"id": id, "dir": format!("/x/{id}"), "exit_status": exit, "not_enforced": [], "tasks_created": 0})).collect();
+    let differences = if identical {
+        serde_json::json!([])
+    } else {
+        serde_json::json!([{"kind": "output", "run": 2, "stream": "stdout", "line": 1, "byte_offset": 0, "context": [], "first": "a", "this": "b"}])
+    };
+    let doc = serde_json::json!({"differences": differences, "exit_status": 0, "identical": identical, "not_enforced": [], "runs": runs});
+    let p = root.join("verify.json");
+    std::fs::write(&p, doc.to_string()).unwrap();
+    p
+}
+
+#[test]
+fn a_vsa_says_n_of_n_in_the_environment() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = run_dir(d.path(), 0);
+    let report = verify_report(d.path(), &[RUN_ID, "r2", "r3"], 0, true);
+    let mut req = Request::new(PredicateKind::Vsa);
+    req.report = Some(report.clone());
+    req.time_verified = Some("2026-12-03T20:00:00Z".into());
+    let k = key(2);
+    let (s, bytes) = signed(&dir, &req, &k);
+    let p = &s.predicate;
+    assert_eq!(s.predicate_type, "https://slsa.dev/verification_summary/v1");
+    assert_eq!(p["verifier"]["id"], predicates::VERIFIER_ID);
+    assert_eq!(p["timeVerified"], "2026-12-03T20:00:00Z");
+    assert_eq!(p["resourceUri"], format!("urn:repro:run:{RUN_ID}"));
+    assert_eq!(p["policy"]["uri"], predicates::POLICY_URI);
+    assert_eq!(p["verificationResult"], "PASSED");
+    assert_eq!(p["verifiedLevels"], serde_json::json!(["REPRO_FIX_VERIFIED"]));
+    assert_eq!(p["inputAttestations"][0]["name"], "verify.json");
+    let r = &p[predicates::REPRODUCTION_FIELD];
+    assert_eq!((r["runs"].as_u64(), r["reproduced"].as_u64()), (Some(3), Some(3)));
+    assert_eq!(r["environment"], environment().identity);
+    assert!(r["summary"].as_str().unwrap().contains("3/3 runs passed in environment blake3:"), "{r}");
+    let v = verify(&bytes, Path::new("vsa.jsonl"), &k.public(), &against_run(&dir)).unwrap();
+    let text = describe(&v).join("\n");
+    assert!(text.contains("PASSED (REPRO_FIX_VERIFIED)") && text.contains("3/3"), "{text}");
+
+    // Runs that differ: FAILED, 2/3.
+    let report = verify_report(d.path(), &[RUN_ID, "r2", "r3"], 0, false);
+    req.report = Some(report);
+    let (s, _) = signed(&dir, &req, &k);
+    assert_eq!(s.predicate["verificationResult"], "FAILED");
+    assert_eq!(s.predicate["verifiedLevels"], serde_json::json!(["FAILED"]));
+    assert_eq!(s.predicate[predicates::REPRODUCTION_FIELD]["reproduced"], 2);
+    // A report about other runs is refused; so is an edited one.
+    req.report = Some(verify_report(d.path(), &["r1", "r2"], 0, true));
+    let e = statement(&target::load(&dir).unwrap(), None, &req).unwrap_err();
+    assert!(e.to_string().contains("not one of this verification's runs"), "{e}");
+    let p = verify_report(d.path(), &[RUN_ID, "r2"], 0, true);
+    let mut doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    doc["differences"] = serde_json::json!([{"kind": "exit-status", "run": 2, "first": 0, "this": 1}]);
+    std::fs::write(&p, doc.to_string()).unwrap();
+    req.report = Some(p);
+    let e = statement(&target::load(&dir).unwrap(), None, &req).unwrap_err();
+    assert!(e.to_string().contains("edited report"), "{e}");
+    // The claim can be forced: a failure claim about passing runs fails.
+    req.report = Some(verify_report(d.path(), &[RUN_ID, "r2"], 0, true));
+    req.claim = Some(Claim::Failure);
+    let (s, _) = signed(&dir, &req, &k);
+    assert_eq!(s.predicate["verificationResult"], "FAILED");
+}
+
+#[test]
+fn every_change_a_stranger_could_make_is_refused_with_its_reason() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = run_dir(d.path(), 3);
+    let k = key(3);
+    let (_, bytes) = signed(&dir, &Request::new(PredicateKind::TestResult), &k);
+    let p = Path::new("e.jsonl");
+    assert!(verify(&bytes, p, &k.public(), &against_run(&dir)).is_ok());
+    let env: Envelope = serde_json::from_slice(&bytes).unwrap();
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let payload: serde_json::Value = serde_json::from_slice(&b64.decode(&env.payload).unwrap()).unwrap();
+
+    // The payload edited: a passing result.
+    let mut edited = payload.clone();
+    edited["predicate"]["result"] = "PASSED".into();
+    let mut e2 = env.clone();
+    e2.payload = b64.encode(serde_json::to_vec(&edited).unwrap());
+    assert!(refused(verify(&e2.to_json(), p, &k.public(), &Against::default())).contains("does not verify"));
+    // A subject's digest changed.
+    let mut edited = payload.clone();
+    edited["subject"][0]["digest"]["sha256"] = "0".repeat(64).into();
+    let mut e2 = env.clone();
+    e2.payload = b64.encode(serde_json::to_vec(&edited).unwrap());
+    assert!(refused(verify(&e2.to_json(), p, &k.public(), &against_run(&dir))).contains("does not verify"));
+    // The signature swapped for one of another statement by the same key.
+    let other = dsse::sign(dsse::PAYLOAD_TYPE, b"{}", &k).unwrap();
+    let mut e2 = env.clone();
+    e2.signatures[0].sig = other.signatures[0].sig.clone();
+    assert!(refused(verify(&e2.to_json(), p, &k.public(), &Against::default())).contains("does not verify"));
+    // Another key.
+    let r = refused(verify(&bytes, p, &key(4).public(), &Against::default()));
+    assert!(r.contains("no signature by the key given"), "{r}");
+    // A signature by another key over a statement about other outputs: the subjects do not match this run.
+    let d2 = tempfile::tempdir().unwrap();
+    let dir2 = run_dir(d2.path(), 3);
+    std::fs::write(dir2.join("stdout"), "bye\n").unwrap();
+    let (_, bytes2) = signed(&dir2, &Request::new(PredicateKind::TestResult), &k);
+    let r = refused(verify(&bytes2, p, &k.public(), &against_run(&dir)));
+    assert!(r.contains("the run's stdout: its sha256 is"), "{r}");
+    // An output of the run changed after signing; one added; one removed.
+    std::fs::write(dir.join("changes/out/f.txt"), "y\n").unwrap();
+    let r = refused(verify(&bytes, p, &k.public(), &against_run(&dir)));
+    assert!(r.contains("changes/out/f.txt"), "{r}");
+    std::fs::write(dir.join("changes/out/f.txt"), "x\n").unwrap();
+    std::fs::remove_file(dir.join("changes.json")).unwrap();
+    let r = refused(verify(&bytes, p, &k.public(), &against_run(&dir)));
+    assert!(r.contains("changes/out/f.txt, which the run does not have"), "{r}");
+    // A file given by itself: matched by name and digest.
+    let f = dir.join("stdout");
+    let v = verify(&bytes, p, &k.public(), &Against { files: vec![f.clone()], ..Default::default() }).unwrap();
+    assert_eq!(v.checked, ["stdout"]);
+    std::fs::write(&f, "hi!\n").unwrap();
+    let r = refused(verify(&bytes, p, &k.public(), &Against { files: vec![f], ..Default::default() }));
+    assert!(r.contains("sha256") && r.contains("changed"), "{r}");
+    let stray = d.path().join("stray.txt");
+    std::fs::write(&stray, "s").unwrap();
+    let r = refused(verify(&bytes, p, &k.public(), &Against { files: vec![stray], ..Default::default() }));
+    assert!(r.contains("not a subject"), "{r}");
+    // A run statement checked against a file that is no pack: its run.json, or another file.
+    let r =
+        refused(verify(&bytes, p, &k.public(), &Against { pack: Some(dir.join("run.json")), ..Default::default() }));
+    assert!(r.contains("is the statement's subject 'run.json' but not a pack"), "{r}");
+    let r = refused(verify(
+        &bytes,
+        p,
+        &k.public(),
+        &Against { pack: Some(d.path().join("stray.txt")), ..Default::default() },
+    ));
+    assert!(r.contains("none of the statement's 4 non-blob subjects"), "{r}");
+}
+
+#[test]
+fn a_signed_payload_that_is_no_statement_is_refused() {
+    let k = key(5);
+    for (payload, want) in [
+        (&b"not json"[..], "not an in-toto statement"),
+        (
+            br#"{"_type":"https://in-toto.io/Statement/v0.1","subject":[],"predicateType":"x","predicate":{}}"#,
+            "Statement v1",
+        ),
+        (
+            br#"{"_type":"https://in-toto.io/Statement/v1","subject":[],"predicateType":"x","predicate":{}}"#,
+            "no subject",
+        ),
+    ] {
+        let env = dsse::sign(dsse::PAYLOAD_TYPE, payload, &k).unwrap();
+        let r = refused(verify(&env.to_json(), Path::new("e"), &k.public(), &Against::default()));
+        assert!(r.contains(want), "{r}");
+    }
+}
+
+mod never_panics {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A real statement's JSON, to mutate.
+    fn statement_json() -> Vec<u8> {
+        let d = tempfile::tempdir().unwrap();
+        let dir = run_dir(d.path(), 3);
+        let t = target::load(&dir).unwrap();
+        statement(&t, Some(&environment()), &Request::new(PredicateKind::RuntimeTrace)).unwrap().to_json()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// Whatever the key's holder signed (random bytes, or a statement with bytes changed), verify returns
+        /// (an error, or a statement whose subjects were checked) and never panics.
+        #[test]
+        fn verify_never_panics_on_what_a_key_signed(
+            random in proptest::collection::vec(any::<u8>(), 0..256),
+            edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..8),
+        ) {
+            let k = key(9);
+            let d = tempfile::tempdir().unwrap();
+            let dir = run_dir(d.path(), 3);
+            let against = Against { run: Some(dir.clone()), files: vec![dir.join("stdout")], ..Default::default() };
+            let mut stmt = statement_json();
+            for (i, b) in edits {
+                let i = i % stmt.len();
+                stmt[i] = b;
+            }
+            for payload in [random, stmt] {
+                let env = dsse::sign(dsse::PAYLOAD_TYPE, &payload, &k).unwrap();
+                let _ = verify(&env.to_json(), Path::new("e"), &k.public(), &against);
+                let _ = verify(&payload, Path::new("e"), &k.public(), &against);
+            }
+        }
+    }
+}

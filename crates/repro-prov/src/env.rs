@@ -1,0 +1,447 @@
+//! `repro env`: the environment a run used, derived from the files it actually opened, executed or mapped.
+//!
+//! Three sources: a run directory's `environment.json` (`repro run --record-inputs`), a pack's `environment`
+//! blob (every `repro capture`), and an environment document (the JSON of `repro env --json` or
+//! `repro env snapshot`). Whatever the source, the identity is recomputed here from the components, never read:
+//! a document from someone else claims an identity, and a claim that does not match its own components is
+//! refused. A pack's claim is checked further: every file it names is a file of the pack with the same blake3,
+//! and its sha256 is the sha256 of the pack's blob.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use repro_model::manifest::EntryKind;
+use repro_model::provenance::{
+    Component, ComponentFile, EnvSource, Environment, Settings, UnreadFile, UsedFile, PROVENANCE_FORMAT,
+};
+use repro_model::run::RunSettings;
+use repro_pack::capture::UsedInputs;
+use serde::Serialize;
+use sha2::Digest as _;
+
+use crate::resolve::{self, Contents};
+use crate::ProvError;
+
+/// The name of the environment document in a run directory.
+pub const RUN_FILE: &str = "environment.json";
+
+/// The largest environment document read (a run of a whole toolchain uses tens of thousands of files, each a few
+/// hundred bytes of JSON).
+pub const MAX_DOCUMENT: u64 = 256 << 20;
+
+/// The settings of a run as an environment records them: `identity` enter the identity digest (they change
+/// what every program in the sandbox sees), `run` are the run's own variables, recorded only (docs/provenance.md).
+pub fn settings_of(s: &RunSettings) -> Settings {
+    let mut identity = BTreeMap::new();
+    let mut put = |k: &str, v: String| identity.insert(k.to_string(), v);
+    put("aslr", s.aslr.to_string());
+    put("cpus", s.cpus.to_string());
+    put("dir_order", s.dir_order.to_string());
+    put("disk_bytes", s.disk_bytes.to_string());
+    put("domainname", s.domainname.clone());
+    put("hostname", s.hostname.clone());
+    put("memory_bytes", s.memory_bytes.to_string());
+    put(
+        "rlimits",
+        s.rlimits.iter().map(|r| format!("{}={}:{}", r.resource, r.soft, r.hard)).collect::<Vec<_>>().join(","),
+    );
+    put("supervised", s.supervised.to_string());
+    put("umask", s.umask.clone());
+    put("user_namespace", s.user_namespace.to_string());
+    // Secret values are markers already (the record is redacted); the marker names the variable only.
+    for (k, v) in repro_model::secrets::redact_env(&s.env) {
+        put(&format!("env.{k}"), v);
+    }
+    let mut run = BTreeMap::new();
+    run.insert("clock_step_ns".into(), s.clock_step_ns.to_string());
+    run.insert("cwd".into(), s.cwd.clone());
+    run.insert("epoch".into(), s.epoch.rfc3339.clone());
+    run.insert("sched".into(), format!("{:?}", s.sched));
+    run.insert("seed".into(), s.seed.to_string());
+    run.insert("spin_limit_ms".into(), s.spin_limit_ms.to_string());
+    Settings { identity, run }
+}
+
+/// blake3 over a component's used files: the sorted `PATH SHA256` lines.
+pub fn component_digest(files: &[ComponentFile]) -> String {
+    let mut lines: Vec<String> = files.iter().map(|f| format!("{} {}\n", f.path, f.sha256)).collect();
+    lines.sort();
+    let mut h = blake3::Hasher::new();
+    for l in &lines {
+        h.update(l.as_bytes());
+    }
+    h.finalize().to_hex().to_string()
+}
+
+/// The exact bytes the identity digest is taken over (docs/provenance.md): a JSON object with the version of
+/// this rule, the architecture, the kernel release, the identity settings and the (kind, name, version, digest)
+/// of each component, sorted.
+#[derive(Serialize)]
+struct IdentityInput<'a> {
+    v: u32,
+    arch: &'a str,
+    kernel_release: &'a str,
+    settings: &'a BTreeMap<String, String>,
+    components: Vec<(&'static str, &'a str, Option<&'a str>, &'a str)>,
+}
+
+/// The identity of an environment: `blake3:HEX` over [`IdentityInput`].
+pub fn identity(arch: &str, kernel_release: &str, settings: &Settings, components: &[Component]) -> String {
+    let mut list: Vec<_> =
+        components.iter().map(|c| (c.kind.name(), c.name.as_str(), c.version.as_deref(), c.digest.as_str())).collect();
+    list.sort();
+    let input = IdentityInput { v: 1, arch, kernel_release, settings: &settings.identity, components: list };
+    // Serializing plain strings, maps and tuples cannot fail.
+    let bytes = serde_json::to_vec(&input).unwrap_or_default();
+    format!("blake3:{}", blake3::hash(&bytes).to_hex())
+}
+
+/// This host's architecture and kernel release (uname).
+pub fn host_system() -> (String, String) {
+    let release =
+        std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default();
+    (std::env::consts::ARCH.to_string(), release)
+}
+
+/// The bytes of a host file, when its sha256 is still the one recorded.
+struct HostFiles<'a> {
+    root: &'a Path,
+}
+
+impl Contents for HostFiles<'_> {
+    fn bytes(&self, file: &UsedFile) -> Option<Vec<u8>> {
+        let p = self.root.join(file.path.trim_start_matches('/'));
+        let f = std::fs::File::open(p).ok()?;
+        let mut data = Vec::new();
+        f.take(file.size.saturating_add(1)).read_to_end(&mut data).ok()?;
+        (hex(&sha2::Sha256::digest(&data)) == file.sha256).then_some(data)
+    }
+}
+
+/// The environment of what a run used, its components named by the package databases below `root` ("/").
+pub fn derive(used: &UsedInputs, root: &Path) -> Result<Environment, ProvError> {
+    let (arch, kernel_release) = host_system();
+    let mut components = resolve::components(root, &used.files, &HostFiles { root })?;
+    finish(&mut components);
+    let settings = settings_of(&used.settings);
+    Ok(Environment {
+        format: PROVENANCE_FORMAT,
+        repro_version: env!("CARGO_PKG_VERSION").into(),
+        source: EnvSource::Run { run_id: used.run_id.clone() },
+        recorded_at: used.started_at.clone(),
+        identity: identity(&arch, &kernel_release, &settings, &components),
+        arch,
+        kernel_release,
+        settings,
+        components,
+        unread: used.unread.clone(),
+    })
+}
+
+/// Sorts components and their files, and sets each component's digest from its files.
+fn finish(components: &mut [Component]) {
+    for c in components.iter_mut() {
+        c.files.sort();
+        c.digest = component_digest(&c.files);
+    }
+    components.sort_by(|a, b| (a.kind, &a.name, &a.version).cmp(&(b.kind, &b.name, &b.version)));
+}
+
+/// The JSON of an environment (pretty, with a final newline).
+pub fn to_json(env: &Environment) -> Vec<u8> {
+    // An Environment is strings, numbers and maps: it always serializes.
+    let mut v = serde_json::to_vec_pretty(env).unwrap_or_default();
+    v.push(b'\n');
+    v
+}
+
+/// The hook `repro capture` calls to put the environment into the pack.
+pub fn capture_hook(used: &UsedInputs) -> Result<Vec<u8>, String> {
+    derive(used, Path::new("/")).map(|e| to_json(&e)).map_err(|e| crate::error::chain(&e))
+}
+
+/// `repro run --record-inputs`: the run, then its environment written to `environment.json` in the run
+/// directory (atomically, after run.json: a run without the file recorded no inputs).
+pub fn record_run(
+    req: &repro_sandbox::run::RunRequest,
+    exe: &Path,
+    echo: repro_sandbox::run::Echo,
+) -> Result<(repro_sandbox::run::RunReport, Environment), ProvError> {
+    let (report, used) = repro_pack::capture::run_recording_inputs(req, exe, echo)?;
+    let env = derive(&used, Path::new("/"))?;
+    write_atomic(&report.dir.join(RUN_FILE), &to_json(&env))?;
+    Ok((report, env))
+}
+
+/// Writes `path` through a temporary file in its directory, synced, then renamed over it.
+pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), ProvError> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let werr = |source| ProvError::Write { path: path.to_path_buf(), source };
+    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir).map_err(werr)?;
+    tmp.write_all(data).map_err(werr)?;
+    tmp.as_file().sync_all().map_err(werr)?;
+    tmp.persist(path).map_err(|e| werr(e.error))?;
+    Ok(())
+}
+
+/// Reads at most [`MAX_DOCUMENT`] bytes of `path`.
+pub(crate) fn read_limited(path: &Path, what: &'static str) -> Result<Vec<u8>, ProvError> {
+    let f = std::fs::File::open(path).map_err(|source| ProvError::Read { path: path.into(), source })?;
+    let mut data = Vec::new();
+    f.take(MAX_DOCUMENT + 1).read_to_end(&mut data).map_err(|source| ProvError::Read { path: path.into(), source })?;
+    if data.len() as u64 > MAX_DOCUMENT {
+        return Err(ProvError::TooLarge { path: path.into(), what, limit: MAX_DOCUMENT });
+    }
+    Ok(data)
+}
+
+/// Parses an environment document that may come from anyone, and checks it against itself: its format, every
+/// component's digest and the identity.
+pub fn parse(path: &Path, bytes: &[u8]) -> Result<Environment, ProvError> {
+    let env: Environment = serde_json::from_slice(bytes).map_err(|source| ProvError::Json {
+        path: path.into(),
+        what: "environment document (repro env --json)",
+        source,
+    })?;
+    check(path, env)
+}
+
+fn check(path: &Path, env: Environment) -> Result<Environment, ProvError> {
+    let bad = |reason: String| ProvError::Parse { path: path.into(), line: None, reason };
+    if env.format != PROVENANCE_FORMAT {
+        return Err(bad(format!("format {} (this repro reads format {PROVENANCE_FORMAT})", env.format)));
+    }
+    for (i, c) in env.components.iter().enumerate() {
+        let want = component_digest(&c.files);
+        if c.digest != want {
+            return Err(bad(format!(
+                "components[{i}] ({} {}): digest {} is not the digest of its files ({want})",
+                c.kind.name(),
+                c.name,
+                c.digest
+            )));
+        }
+        for f in &c.files {
+            if !is_hex(&f.sha256, 64) || !is_hex(&f.blake3, 64) {
+                return Err(bad(format!("components[{i}] file {}: sha256 and blake3 must be 64 hex digits", f.path)));
+            }
+        }
+    }
+    let want = identity(&env.arch, &env.kernel_release, &env.settings, &env.components);
+    if env.identity != want {
+        return Err(bad(format!("identity {} is not the identity of its components ({want})", env.identity)));
+    }
+    Ok(env)
+}
+
+fn is_hex(s: &str, n: usize) -> bool {
+    s.len() == n && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+pub(crate) fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// What a target is.
+pub enum Target {
+    RunDir(PathBuf),
+    Pack(PathBuf),
+    Document(PathBuf),
+}
+
+/// Tells a run directory, a pack (zstd) and a JSON document apart.
+pub fn classify(path: &Path) -> Result<Target, ProvError> {
+    let md = std::fs::metadata(path).map_err(|source| ProvError::Read { path: path.into(), source })?;
+    if md.is_dir() {
+        return Ok(Target::RunDir(path.into()));
+    }
+    let mut head = [0u8; 4];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .map_err(|source| ProvError::Read { path: path.into(), source })?;
+    Ok(if n == 4 && head == [0x28, 0xb5, 0x2f, 0xfd] {
+        Target::Pack(path.into())
+    } else {
+        Target::Document(path.into())
+    })
+}
+
+/// The environment of a run directory, a pack or an environment document.
+pub fn environment_of(target: &Path) -> Result<Environment, ProvError> {
+    match classify(target)? {
+        Target::RunDir(dir) => {
+            let p = dir.join(RUN_FILE);
+            if !p.exists() {
+                return Err(ProvError::NoInputs { path: dir });
+            }
+            parse(&p, &read_limited(&p, "environment document")?)
+        }
+        Target::Pack(p) => of_pack(&p),
+        Target::Document(p) => parse(&p, &read_limited(&p, "environment document")?),
+    }
+}
+
+/// A pack's environment: its `environment` blob, each file checked against the pack's own files and blobs.
+pub fn of_pack(path: &Path) -> Result<Environment, ProvError> {
+    let staging = tempfile::tempdir().map_err(|source| ProvError::Write { path: std::env::temp_dir(), source })?;
+    let pack = repro_pack::read_pack(path, &repro_pack::Store::default_store(), Some(staging.path()))?;
+    let Some(blob) = &pack.manifest.environment else {
+        return Err(ProvError::NoInputs { path: path.into() });
+    };
+    let where_ = path.join("environment");
+    let blob_path = staging.path().join(&blob.blake3);
+    let bytes = read_limited(&blob_path, "environment blob")?;
+    let env: Environment = serde_json::from_slice(&bytes).map_err(|source| ProvError::Json {
+        path: where_.clone(),
+        what: "environment blob",
+        source,
+    })?;
+    let files: BTreeMap<&str, (&Option<String>, EntryKind)> =
+        pack.manifest.files.iter().map(|f| (f.path.as_str(), (&f.blake3, f.kind))).collect();
+    let mut sha = BTreeMap::<String, String>::new();
+    for c in &env.components {
+        for f in &c.files {
+            let bad = |reason: String| ProvError::Parse { path: where_.clone(), line: None, reason };
+            match files.get(f.path.as_str()) {
+                Some((Some(b3), EntryKind::File)) if *b3 == f.blake3 => {}
+                Some(_) => return Err(bad(format!("{} is not the pack's file of that name (blake3 differs)", f.path))),
+                None => return Err(bad(format!("{} is not a file of the pack", f.path))),
+            }
+            if !sha.contains_key(&f.blake3) {
+                let data = std::fs::read(staging.path().join(&f.blake3))
+                    .map_err(|source| ProvError::Read { path: staging.path().join(&f.blake3), source })?;
+                sha.insert(f.blake3.clone(), hex(&sha2::Sha256::digest(&data)));
+            }
+            if sha[&f.blake3] != f.sha256 {
+                return Err(bad(format!("{}: sha256 {} is not the sha256 of the pack's blob", f.path, f.sha256)));
+            }
+        }
+    }
+    let mut env = check(&where_, env)?;
+    env.source = EnvSource::Pack { pack: pack.id.clone() };
+    Ok(env)
+}
+
+/// `repro env snapshot`: this host's view of the paths `of` used, read now without running anything: each file
+/// hashed again, components named by this host's package databases below `root`, this host's kernel and
+/// architecture. The sandbox settings are `of`'s (a run here would use the same); a path missing here is unread.
+pub fn snapshot(of: &Environment, of_name: &str, root: &Path) -> Result<Environment, ProvError> {
+    let (arch, kernel_release) = host_system();
+    let mut files = Vec::new();
+    let mut unread: Vec<UnreadFile> = Vec::new();
+    for c in &of.components {
+        for f in &c.files {
+            let p = root.join(f.path.trim_start_matches('/'));
+            match read_file_bounded(&p) {
+                Ok(data) => files.push(UsedFile {
+                    path: f.path.clone(),
+                    path_hex: None,
+                    uses: f.uses.clone(),
+                    size: data.len() as u64,
+                    sha256: hex(&sha2::Sha256::digest(&data)),
+                    blake3: blake3::hash(&data).to_hex().to_string(),
+                }),
+                Err(e) => unread.push(UnreadFile { path: f.path.clone(), reason: e.to_string() }),
+            }
+        }
+    }
+    files.sort();
+    let mut components = resolve::components(root, &files, &HostFiles { root })?;
+    finish(&mut components);
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default();
+    let now = time::OffsetDateTime::now_utc();
+    let recorded_at = now
+        .replace_nanosecond(0)
+        .unwrap_or(now)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    Ok(Environment {
+        format: PROVENANCE_FORMAT,
+        repro_version: env!("CARGO_PKG_VERSION").into(),
+        source: EnvSource::Snapshot { host, of: of_name.to_string() },
+        recorded_at,
+        identity: identity(&arch, &kernel_release, &of.settings, &components),
+        arch,
+        kernel_release,
+        settings: of.settings.clone(),
+        components,
+        unread,
+    })
+}
+
+/// A regular file's content, at most 4 GiB.
+fn read_file_bounded(p: &Path) -> std::io::Result<Vec<u8>> {
+    let f = std::fs::File::open(p)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut data = Vec::new();
+    f.take(4 << 30).read_to_end(&mut data)?;
+    Ok(data)
+}
+
+/// A command-line target: an existing path (a run directory, a pack, a document), else a run id, a unique
+/// prefix of one, or `last` in the state directory `state`.
+pub fn resolve_target(arg: &str, state: &Path) -> Result<PathBuf, ProvError> {
+    let p = Path::new(arg);
+    if p.exists() {
+        return Ok(p.to_path_buf());
+    }
+    match repro_sandbox::rundir::find(state, arg) {
+        Ok(run) => Ok(run.path),
+        Err(e) => Err(ProvError::Target { arg: arg.into(), reason: e.to_string() }),
+    }
+}
+
+/// The lines `repro env` prints: the identity, what enters it, then each component with its files' checks.
+pub fn describe(env: &Environment) -> Vec<String> {
+    let mut out = Vec::new();
+    let files: usize = env.components.iter().map(|c| c.files.len()).sum();
+    out.push(format!("identity   {}", env.identity));
+    out.push(format!("source     {}", source_text(&env.source)));
+    out.push(format!("recorded   {}", env.recorded_at));
+    out.push(format!("system     {} {}", env.arch, env.kernel_release));
+    let settings: Vec<String> = env.settings.identity.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    out.push(format!("settings   {}", settings.join(" ")));
+    let run: Vec<String> = env.settings.run.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    out.push(format!("run        {} (recorded, not in the identity)", run.join(" ")));
+    out.push(format!("used       {} files in {} components", files, env.components.len()));
+    for c in &env.components {
+        let version = c.version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
+        let exec = if c.executed() { " [executed]" } else { "" };
+        let n = c.files.len();
+        let modified: Vec<&str> = c.modified().map(|f| f.path.as_str()).collect();
+        let check = if !modified.is_empty() {
+            format!("; MODIFIED since installed: {}", modified.join(", "))
+        } else {
+            String::new()
+        };
+        let purl = c.purl.as_deref().map(|p| format!("  {p}")).unwrap_or_default();
+        out.push(format!(
+            "  {:<6} {}{}{}  ({} file{}{}){}",
+            c.kind.name(),
+            c.name,
+            version,
+            exec,
+            n,
+            if n == 1 { "" } else { "s" },
+            check,
+            purl
+        ));
+    }
+    for u in &env.unread {
+        out.push(format!("  unread {}: {}", u.path, u.reason));
+    }
+    out
+}
+
+/// Where an environment came from, in words.
+pub fn source_text(s: &EnvSource) -> String {
+    match s {
+        EnvSource::Run { run_id } => format!("run {run_id}"),
+        EnvSource::Pack { pack } => format!("pack {pack}"),
+        EnvSource::Snapshot { host, of } => format!("snapshot of host {host} (paths of {of})"),
+    }
+}
