@@ -157,8 +157,13 @@ pub fn to_json(env: &Environment) -> Vec<u8> {
 }
 
 /// The hook `repro capture` calls to put the environment into the pack.
+/// Two captures of one run give byte-identical packs: the stored document names no run id (the source is set
+/// to the pack when it is read) and is dated by the run's epoch, not the wall clock.
 pub fn capture_hook(used: &UsedInputs) -> Result<Vec<u8>, String> {
-    derive(used, Path::new("/")).map(|e| to_json(&e)).map_err(|e| crate::error::chain(&e))
+    let mut env = derive(used, Path::new("/")).map_err(|e| crate::error::chain(&e))?;
+    env.source = EnvSource::Pack { pack: String::new() };
+    env.recorded_at = used.settings.epoch.rfc3339.clone();
+    Ok(to_json(&env))
 }
 
 /// `repro run --record-inputs`: the run, then its environment written to `environment.json` in the run
