@@ -33,7 +33,7 @@ pub const TARGETS: &[(&str, Harness)] = &[
 
 /// An environment document (`repro env`, `drift` read one given on the command line, or a pack's
 /// `environment` blob): parsed and checked against itself; one that passes is described, compared, and reads
-/// back equal; an error names the file.
+/// back equal, and its SBOMs (both formats) are JSON and deterministic; an error names the file.
 pub fn environment(data: &[u8], scratch: &Path) {
     let path = scratch.join("environment.json");
     match repro_prov::env::parse(&path, data) {
@@ -45,6 +45,11 @@ pub fn environment(data: &[u8], scratch: &Path) {
             let back = repro_prov::env::parse(&path, &repro_prov::env::to_json(&env))
                 .unwrap_or_else(|e| panic!("an environment that checked does not read back: {e}"));
             assert_eq!(back, env, "environment round trip");
+            for format in [repro_prov::sbom::Format::CycloneDx, repro_prov::sbom::Format::Spdx] {
+                let doc = repro_prov::sbom::write(&env, format);
+                assert!(serde_json::from_slice::<serde_json::Value>(&doc).is_ok(), "an SBOM is JSON");
+                assert_eq!(doc, repro_prov::sbom::write(&env, format), "an SBOM is deterministic");
+            }
         }
         Err(e) => assert!(e.to_string().contains("environment.json"), "the error names the file: {e}"),
     }

@@ -11,6 +11,7 @@ mod pack;
 mod prov;
 mod race;
 mod run;
+mod sbom;
 
 use repro_model::ExitCode;
 
@@ -78,6 +79,8 @@ pub enum Command {
     Env(prov::EnvArgs),
     /// What differs between the inputs two runs, packs or environment snapshots used (exit 1 when they differ).
     Drift(prov::DriftArgs),
+    /// A software bill of materials of what a run or pack used: CycloneDX 1.6 or SPDX 2.3 JSON.
+    Sbom(sbom::SbomArgs),
     /// Signing keys for attestations: `repro key gen --out PREFIX`.
     #[command(subcommand)]
     Key(attest::KeyCommand),
@@ -168,6 +171,7 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Env(args) => prov::env_cmd(args),
         Command::Drift(args) => prov::drift_cmd(args),
+        Command::Sbom(args) => sbom::sbom_cmd(args),
         Command::Key(cmd) => attest::key_cmd(cmd),
         Command::Attest(args) => attest::attest_cmd(args),
         Command::Chaos(cmd) => chaos::dispatch(cmd),

@@ -54,7 +54,7 @@ fn state(flag: Option<PathBuf>) -> Result<PathBuf, CliError> {
     Ok(repro_sandbox::rundir::state_dir(flag.as_deref(), std::env::var("REPRO_STATE_DIR").ok().as_deref(), &cwd))
 }
 
-fn load(arg: &str, state_flag: Option<PathBuf>) -> Result<repro_model::provenance::Environment, CliError> {
+pub(crate) fn load(arg: &str, state_flag: Option<PathBuf>) -> Result<repro_model::provenance::Environment, CliError> {
     let path = repro_prov::env::resolve_target(arg, &state(state_flag)?).map_err(prov_error)?;
     repro_prov::env::environment_of(&path).map_err(prov_error)
 }

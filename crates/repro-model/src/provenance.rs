@@ -30,6 +30,10 @@ pub struct UsedFile {
     pub sha256: String,
     /// Lowercase hex blake3 of the content.
     pub blake3: String,
+    /// Lowercase hex SHA-1 of the content: not for trust (SHA-1 collides), only because SPDX 2.3 requires it of
+    /// every file it lists. Absent in documents written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha1: Option<String>,
 }
 
 impl UsedFile {
@@ -114,6 +118,9 @@ pub struct ComponentFile {
     pub size: u64,
     pub sha256: String,
     pub blake3: String,
+    /// SHA-1 of the content, for SPDX only (see [`UsedFile::sha1`]); not part of any digest repro computes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha1: Option<String>,
     pub check: Check,
 }
 

@@ -291,6 +291,7 @@ fn used_inputs(req: &RunRequest, report: &RunReport, entries: &[FileEntry]) -> U
             size: data.len() as u64,
             sha256: hex(&sha2::Sha256::digest(&data)),
             blake3: b3.clone(),
+            sha1: Some(hex(&sha1::Sha1::digest(&data))),
         });
     }
     UsedInputs {

@@ -199,6 +199,7 @@ mod tests {
             size: 1,
             sha256: sha.to_string().repeat(64),
             blake3: sha.to_string().repeat(64),
+            sha1: None,
             check: Check::Matches,
         }
     }

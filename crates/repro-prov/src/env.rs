@@ -232,6 +232,9 @@ fn check(path: &Path, env: Environment) -> Result<Environment, ProvError> {
             if !is_hex(&f.sha256, 64) || !is_hex(&f.blake3, 64) {
                 return Err(bad(format!("components[{i}] file {}: sha256 and blake3 must be 64 hex digits", f.path)));
             }
+            if f.sha1.as_deref().is_some_and(|s| !is_hex(s, 40)) {
+                return Err(bad(format!("components[{i}] file {}: sha1 must be 40 hex digits", f.path)));
+            }
         }
     }
     let want = identity(&env.arch, &env.kernel_release, &env.settings, &env.components);
@@ -305,7 +308,7 @@ pub fn of_pack(path: &Path) -> Result<Environment, ProvError> {
     })?;
     let files: BTreeMap<&str, (&Option<String>, EntryKind)> =
         pack.manifest.files.iter().map(|f| (f.path.as_str(), (&f.blake3, f.kind))).collect();
-    let mut sha = BTreeMap::<String, String>::new();
+    let mut sha = BTreeMap::<String, (String, String)>::new();
     for c in &env.components {
         for f in &c.files {
             let bad = |reason: String| ProvError::Parse { path: where_.clone(), line: None, reason };
@@ -317,10 +320,14 @@ pub fn of_pack(path: &Path) -> Result<Environment, ProvError> {
             if !sha.contains_key(&f.blake3) {
                 let data = std::fs::read(staging.path().join(&f.blake3))
                     .map_err(|source| ProvError::Read { path: staging.path().join(&f.blake3), source })?;
-                sha.insert(f.blake3.clone(), hex(&sha2::Sha256::digest(&data)));
+                sha.insert(f.blake3.clone(), (hex(&sha2::Sha256::digest(&data)), hex(&sha1::Sha1::digest(&data))));
             }
-            if sha[&f.blake3] != f.sha256 {
+            let (sha256, sha1) = &sha[&f.blake3];
+            if *sha256 != f.sha256 {
                 return Err(bad(format!("{}: sha256 {} is not the sha256 of the pack's blob", f.path, f.sha256)));
+            }
+            if f.sha1.as_ref().is_some_and(|s| s != sha1) {
+                return Err(bad(format!("{}: sha1 is not the sha1 of the pack's blob", f.path)));
             }
         }
     }
@@ -347,6 +354,7 @@ pub fn snapshot(of: &Environment, of_name: &str, root: &Path) -> Result<Environm
                     size: data.len() as u64,
                     sha256: hex(&sha2::Sha256::digest(&data)),
                     blake3: blake3::hash(&data).to_hex().to_string(),
+                    sha1: Some(hex(&sha1::Sha1::digest(&data))),
                 }),
                 Err(e) => unread.push(UnreadFile { path: f.path.clone(), reason: e.to_string() }),
             }

@@ -9,5 +9,6 @@ pub mod drift;
 pub mod env;
 pub mod error;
 pub mod resolve;
+pub mod sbom;
 
 pub use error::ProvError;

@@ -88,6 +88,7 @@ fn environment() -> Environment {
         size: data.len() as u64,
         sha256: hex(&sha2::Sha256::digest(data)),
         blake3: blake3::hash(data).to_hex().to_string(),
+        sha1: None,
         check: Check::Matches,
     };
     let files = vec![f("/usr/bin/dash", b"dash", AccessKind::Exec), f("/etc/passwd", b"root:x:0:0", AccessKind::Open)];

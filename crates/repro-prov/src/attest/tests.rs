@@ -42,6 +42,7 @@ fn file(path: &str, data: &[u8], uses: Vec<AccessKind>) -> ComponentFile {
         size: data.len() as u64,
         sha256: hex(&sha2::Sha256::digest(data)),
         blake3: blake3::hash(data).to_hex().to_string(),
+        sha1: None,
         check: Check::Matches,
     }
 }

@@ -78,6 +78,7 @@ pub fn components(root: &Path, files: &[UsedFile], contents: &dyn Contents) -> R
             size: f.size,
             sha256: f.sha256.clone(),
             blake3: f.blake3.clone(),
+            sha1: f.sha1.clone(),
             check,
         });
     }

@@ -24,6 +24,7 @@ fn used(path: &str, data: &[u8]) -> UsedFile {
         size: data.len() as u64,
         sha256: hex(&Sha256::digest(data)),
         blake3: blake3::hash(data).to_hex().to_string(),
+        sha1: None,
     }
 }
 

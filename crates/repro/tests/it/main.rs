@@ -16,6 +16,7 @@ mod pack_names;
 mod provenance;
 mod robust;
 mod run;
+mod sbom;
 mod sched;
 mod sched_langs;
 mod schedules;

@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::common::*;
 
 /// The venv of pinned PyPI packages scripts/install-deps.sh makes (pip-installed, not Debian's).
-fn pyvenv() -> PathBuf {
+pub(crate) fn pyvenv() -> PathBuf {
     let v = PathBuf::from(std::env::var("REPRO_PYVENV").unwrap_or_else(|_| "/var/cache/repro/pyvenv".into()));
     assert!(
         v.join("bin/python").exists(),
