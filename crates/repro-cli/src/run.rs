@@ -141,7 +141,8 @@ pub struct RunArgs {
     runs: u32,
     /// Record the files the guest used outside the working directory, with their digests and packages, as
     /// `environment.json` in the run directory (for `repro env`, `attest`, `drift`).
-    #[arg(long, conflicts_with_all = ["verify", "no_supervisor"])]
+    /// With `--verify`: the first run's (every run records its accesses, so the runs stay alike).
+    #[arg(long, conflicts_with = "no_supervisor")]
     record_inputs: bool,
     /// Print the run record as JSON on stdout (the guest's stdout is then only saved, not echoed).
     #[arg(long)]
@@ -167,7 +168,7 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
     repro_sys::startup::mark("run: settings prepared (project file, epoch, toolchains)");
     let exe = repro_sandbox::run::self_exe();
     if a.verify {
-        return verify(&req, &exe, a.runs, a.json);
+        return verify(&req, &exe, a.runs, a.json, a.record_inputs);
     }
     let echo = Echo { stdout: !a.json, stderr: true };
     let (report, env) = if a.record_inputs {
@@ -220,14 +221,35 @@ fn report_enforcement(r: &RunRecord, quiet: bool) {
     }
 }
 
-fn verify(req: &RunRequest, exe: &std::path::Path, runs: u32, json: bool) -> Result<i32, CliError> {
+fn verify(
+    req: &RunRequest,
+    exe: &std::path::Path,
+    runs: u32,
+    json: bool,
+    record_inputs: bool,
+) -> Result<i32, CliError> {
     hold_interrupts();
-    let first_warnings = |report: &repro_sandbox::run::RunReport| {
+    let mut environment = None;
+    let first = |report: &repro_sandbox::run::RunReport| {
         for w in &report.record.enforcement.warnings {
             errln!("repro: warning: {w}");
         }
+        if record_inputs {
+            environment = Some(repro_prov::env::record_report(req, report));
+        }
     };
-    let report = match repro_sandbox::verify::verify(req, exe, runs, !json, first_warnings)? {
+    let verified = repro_sandbox::verify::verify(req, exe, runs, !json, record_inputs, first)?;
+    match environment {
+        Some(Err(e)) => return Err(crate::prov::prov_error(e)),
+        Some(Ok(env)) if !json => errln!(
+            "repro: environment {} ({} components, {} files used), recorded with the first run",
+            env.identity,
+            env.components.len(),
+            env.components.iter().map(|c| c.files.len()).sum::<usize>()
+        ),
+        _ => {}
+    }
+    let report = match verified {
         Verified::Compared(report) => report,
         // Ctrl-C stops the whole verification: no next run, no comparison of an interrupted run.
         Verified::Interrupted { signal, run, dir } => {

@@ -223,11 +223,17 @@ pub fn run_recording_inputs(req: &RunRequest, exe: &Path, echo: Echo) -> Result<
     }
     let report =
         repro_sandbox::run::execute_with(req, exe, echo, &RunExtras { record_access: true, ..Default::default() })?;
-    let accesses = accesses_of(&report)?;
+    let used = used_inputs_of(req, &report)?;
+    Ok((report, used))
+}
+
+/// The inputs a run that recorded its accesses (`RunExtras::record_access`) used: its closure's files outside the
+/// working directory, hashed again on the host.
+pub fn used_inputs_of(req: &RunRequest, report: &RunReport) -> Result<UsedInputs, PackError> {
+    let accesses = accesses_of(report)?;
     let closure = Closure::build(&accesses, &closure_options(req))?;
     let entries: Vec<FileEntry> = closure.entries.into_values().collect();
-    let used = used_inputs(req, &report, &entries);
-    Ok((report, used))
+    Ok(used_inputs(req, report, &entries))
 }
 
 /// The accesses the supervisor reported, typed; the working directory is one of them.

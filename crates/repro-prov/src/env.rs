@@ -179,6 +179,18 @@ pub fn record_run(
     Ok((report, env))
 }
 
+/// The environment of a run that recorded its accesses (the first run of `run --verify --record-inputs`),
+/// written as its `environment.json`.
+pub fn record_report(
+    req: &repro_sandbox::run::RunRequest,
+    report: &repro_sandbox::run::RunReport,
+) -> Result<Environment, ProvError> {
+    let used = repro_pack::capture::used_inputs_of(req, report)?;
+    let env = derive(&used, Path::new("/"))?;
+    write_atomic(&report.dir.join(RUN_FILE), &to_json(&env))?;
+    Ok(env)
+}
+
 /// Writes `path` through a temporary file in its directory, synced, then renamed over it.
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), ProvError> {
     use std::io::Write;

@@ -78,19 +78,23 @@ pub enum Verified {
 
 /// `run --verify`: runs `req` `runs` times from identical starting states and compares what they produced. The
 /// first run's output is shown (its stdout when `show_stdout`); `on_first` sees its report before the second run
-/// starts. Interrupts are held between runs ([`crate::run::hold_interrupts`]), so one stops the loop.
+/// starts. Interrupts are held between runs ([`crate::run::hold_interrupts`]), so one stops the loop. With
+/// `record_access` every run records the paths its guest used (all of them, so the runs stay alike); `on_first`
+/// can turn the first one's into its environment (`run --verify --record-inputs`).
 pub fn verify(
     req: &RunRequest,
     exe: &Path,
     runs: u32,
     show_stdout: bool,
+    record_access: bool,
     on_first: impl FnOnce(&RunReport),
 ) -> Result<Verified, SandboxError> {
     let mut on_first = Some(on_first);
     let mut records = Vec::new();
+    let extras = repro_model::settings::RunExtras { record_access, ..Default::default() };
     for i in 0..runs {
         let echo = Echo { stdout: i == 0 && show_stdout, stderr: i == 0 };
-        let report = crate::run::execute(req, exe, echo)?;
+        let report = crate::run::execute_with(req, exe, echo, &extras)?;
         if let Some(signal) = report.interrupted {
             return Ok(Verified::Interrupted { signal, run: i + 1, dir: report.dir });
         }

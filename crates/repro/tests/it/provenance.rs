@@ -233,3 +233,57 @@ fn a_capture_carries_its_environment_and_a_forged_one_is_refused() {
     let o = repro_in(w.path(), &["drift", pack.to_str().unwrap(), "last"]);
     assert_code(&o, 0);
 }
+
+/// `run --verify --record-inputs` records the first run's environment: the same identity as a recorded single run
+/// of the same command, and a VSA of the verification says N/N in that environment.
+#[test]
+fn a_verification_records_its_environment_and_its_vsa_names_it() {
+    let w = Workdir::new();
+    let script = "cat /etc/os-release >/dev/null; echo boom >&2; exit 3";
+    let o = w.run(&["-q", "--verify", "--runs", "2", "--record-inputs", "--json"], &["sh", "-c", script]);
+    assert_code(&o, 0);
+    let report = w.path().join("verify.json");
+    fs::write(&report, &o.stdout).unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let first = v["runs"][0]["dir"].as_str().unwrap().to_string();
+    assert!(Path::new(&first).join("environment.json").exists(), "the first run has no environment.json");
+    let o = repro_in(w.path(), &["env", &first, "--json"]);
+    assert_code(&o, 0);
+    let verified: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(has(&verified, "deb", "libc6"), "{:?}", components(&verified));
+    let o = w.run(&["-q", "--record-inputs"], &["sh", "-c", script]);
+    assert_code(&o, 3);
+    assert_eq!(env_json(&w)["identity"], verified["identity"], "a verified run and a single run differ");
+    let o = repro_in(w.path(), &["drift", &first, "last"]);
+    assert_code(&o, 0);
+
+    let key = w.path().join("k");
+    assert_code(&repro_in(w.path(), &["key", "gen", "--out", key.to_str().unwrap()]), 0);
+    let vsa = w.path().join("vsa.dsse.json");
+    let o = repro_in(
+        w.path(),
+        &[
+            "attest",
+            &first,
+            "--key",
+            &format!("{}.key", key.display()),
+            "--predicate",
+            "vsa",
+            "--report",
+            report.to_str().unwrap(),
+            "--claim",
+            "failure",
+            "-o",
+            vsa.to_str().unwrap(),
+        ],
+    );
+    assert_code(&o, 0);
+    let o = repro_in(
+        w.path(),
+        &["attest", "verify", vsa.to_str().unwrap(), "--key", &format!("{}.pub", key.display()), "--run", &first],
+    );
+    assert_code(&o, 0);
+    let text = stdout(&o);
+    let identity = verified["identity"].as_str().unwrap();
+    assert!(text.contains(&format!("reproduced 2/2 times in environment {identity}")), "{text}");
+}
