@@ -138,6 +138,10 @@ pub struct Component {
     pub purl: Option<String>,
     /// The component's digest: blake3 over its used files' sorted `path sha256` lines.
     pub digest: String,
+    /// Lowercase hex sha256 of the package archive its files were checked against (a crate's `.crate` in Cargo's
+    /// cache), when there is one; outside the identity (the files are what was used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive_sha256: Option<String>,
     /// Sorted by path.
     pub files: Vec<ComponentFile>,
 }

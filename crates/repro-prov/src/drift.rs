@@ -206,7 +206,15 @@ mod tests {
 
     fn comp(kind: ComponentKind, name: &str, version: &str, files: Vec<ComponentFile>) -> Component {
         let digest = crate::env::component_digest(&files);
-        Component { kind, name: name.into(), version: Some(version.into()), purl: None, digest, files }
+        Component {
+            kind,
+            name: name.into(),
+            version: Some(version.into()),
+            purl: None,
+            digest,
+            archive_sha256: None,
+            files,
+        }
     }
 
     fn env(components: Vec<Component>, kernel: &str, seed: &str) -> Environment {

@@ -122,7 +122,8 @@ impl Contents for HostFiles<'_> {
 /// The environment of what a run used, its components named by the package databases below `root` ("/").
 pub fn derive(used: &UsedInputs, root: &Path) -> Result<Environment, ProvError> {
     let (arch, kernel_release) = host_system();
-    let mut components = resolve::components(root, &used.files, &HostFiles { root })?;
+    let lock = format!("{}/Cargo.lock", used.settings.cwd.trim_end_matches('/'));
+    let mut components = resolve::components_with(root, &used.files, &HostFiles { root }, Some(lock.as_bytes()))?;
     finish(&mut components);
     let settings = settings_of(&used.settings);
     Ok(Environment {
@@ -243,6 +244,9 @@ fn check(path: &Path, env: Environment) -> Result<Environment, ProvError> {
         for f in &c.files {
             if !is_hex(&f.sha256, 64) || !is_hex(&f.blake3, 64) {
                 return Err(bad(format!("components[{i}] file {}: sha256 and blake3 must be 64 hex digits", f.path)));
+            }
+            if c.archive_sha256.as_deref().is_some_and(|s| !is_hex(s, 64)) {
+                return Err(bad(format!("components[{i}] ({}): archive_sha256 must be 64 hex digits", c.name)));
             }
             if f.sha1.as_deref().is_some_and(|s| !is_hex(s, 40)) {
                 return Err(bad(format!("components[{i}] file {}: sha1 must be 40 hex digits", f.path)));
@@ -373,7 +377,9 @@ pub fn snapshot(of: &Environment, of_name: &str, root: &Path) -> Result<Environm
         }
     }
     files.sort();
-    let mut components = resolve::components(root, &files, &HostFiles { root })?;
+    let lock = of.settings.run.get("cwd").map(|cwd| format!("{}/Cargo.lock", cwd.trim_end_matches('/')));
+    let mut components =
+        resolve::components_with(root, &files, &HostFiles { root }, lock.as_deref().map(str::as_bytes))?;
     finish(&mut components);
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default();
     let now = time::OffsetDateTime::now_utc();

@@ -59,6 +59,7 @@ fn environment() -> Environment {
         version: Some("0.5.12-2".into()),
         purl: Some("pkg:deb/debian/dash@0.5.12-2?arch=amd64".into()),
         digest: crate::env::component_digest(&files),
+        archive_sha256: None,
         files,
     };
     let settings = Settings {

@@ -1,19 +1,164 @@
-//! Rust crates: sources unpacked by Cargo under `…/registry/src/<index-dir>/<name>-<version>/`. Cargo records a
-//! checksum of the `.crate` only, none of its files: every file's check is not-recorded. Git checkouts
-//! (`…/git/checkouts/<repo>-<hash>/<rev>/`) name a repository, not a crate: they are left loose.
+//! Rust crates: sources unpacked by Cargo under `…/registry/src/<index-dir>/<name>-<version>/`. Their record is
+//! the `.crate` archive Cargo unpacked them from, kept in `…/registry/cache/<index-dir>/<name>-<version>.crate`:
+//! each used file is checked against its entry there (matches, or modified after unpacking), the archive's sha256
+//! is the component's `archive_sha256`, and when the run's working directory has a `Cargo.lock` that pins the
+//! crate, the archive must be the one it pins (its `checksum`), else every file of the crate is `modified`. No
+//! archive in the cache: not-recorded. Git checkouts (`…/git/checkouts/<repo>-<hash>/<rev>/`) name a
+//! repository, not a crate: they are left loose.
 
-use repro_model::provenance::ComponentKind;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Read;
+use std::path::Path;
 
-use super::{parts, purl, Label};
+use repro_model::provenance::{Check, ComponentKind};
+use serde::Deserialize;
+
+use super::{parts, purl, read_soft, Found, Input, Label, RootFs};
+
+/// The largest `.crate` read (crates.io refuses uploads above 10 MiB).
+const MAX_CRATE: u64 = 64 << 20;
+/// The most bytes unpacked from one `.crate` (a gzip bomb stops there) and the most entries looked at.
+const MAX_UNPACKED: u64 = 512 << 20;
+const MAX_ENTRIES: usize = 100_000;
+/// The largest Cargo.lock read.
+const MAX_LOCK: u64 = 16 << 20;
 
 /// The crate a normalised path is a file of.
 pub(super) fn resolve(norm: &[u8]) -> Option<Label> {
+    let (name, version, _, _) = locate(norm)?;
+    let purl = purl::purl("cargo", &[], name, Some(version), &[]);
+    Some(Label {
+        kind: ComponentKind::Cargo,
+        name: name.into(),
+        version: Some(version.into()),
+        purl: Some(purl),
+        archive_sha256: None,
+    })
+}
+
+/// For `<prefix>/registry/src/<index>/<name>-<version>/<rel>`: the name, the version, the archive's path
+/// (`<prefix>/registry/cache/<index>/<name>-<version>.crate`) and `rel`.
+fn locate(norm: &[u8]) -> Option<(&str, &str, Vec<u8>, String)> {
     let segs: Vec<&[u8]> = parts(norm).collect();
     let at = (0..segs.len().saturating_sub(4)).rev().find(|&i| segs[i] == b"registry" && segs[i + 1] == b"src")?;
     let dir = std::str::from_utf8(segs[at + 3]).ok()?;
     let (name, version) = split_name_version(dir)?;
-    let purl = purl::purl("cargo", &[], name, Some(version), &[]);
-    Some(Label { kind: ComponentKind::Cargo, name: name.into(), version: Some(version.into()), purl: Some(purl) })
+    let mut archive = Vec::new();
+    for s in &segs[..at] {
+        archive.push(b'/');
+        archive.extend_from_slice(s);
+    }
+    archive.extend_from_slice(b"/registry/cache/");
+    archive.extend_from_slice(segs[at + 2]);
+    archive.push(b'/');
+    archive.extend_from_slice(dir.as_bytes());
+    archive.extend_from_slice(b".crate");
+    let rel: Vec<&str> = segs[at + 4..].iter().map(|s| std::str::from_utf8(s).ok()).collect::<Option<_>>()?;
+    Some((name, version, archive, rel.join("/")))
+}
+
+/// What a `.crate` says: its sha256, and the sha256 of each wanted file in it (by path below `<name>-<version>/`).
+struct CrateRecord {
+    sha256: String,
+    files: HashMap<String, String>,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Reads the archive at `host` (bounded) and hashes the entries named in `wanted`; `None` when it is missing,
+/// too large or not a gzipped tar (the files are then not-recorded, never guessed).
+fn read_crate(host: &Path, top: &str, wanted: &HashSet<String>) -> Option<CrateRecord> {
+    use sha2::Digest as _;
+    let data = read_soft(host, MAX_CRATE, false)?;
+    let sha256 = hex(&sha2::Sha256::digest(&data));
+    let unpacked = flate2::read::GzDecoder::new(&data[..]).take(MAX_UNPACKED);
+    let mut archive = tar::Archive::new(unpacked);
+    let mut files = HashMap::new();
+    for (i, entry) in archive.entries().ok()?.enumerate() {
+        if i >= MAX_ENTRIES || files.len() == wanted.len() {
+            break;
+        }
+        let Ok(mut entry) = entry else { break };
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            continue;
+        }
+        let Ok(path) = entry.path() else { continue };
+        let Some(text) = path.to_str() else { continue };
+        let Some(rel) = text.strip_prefix(top).and_then(|r| r.strip_prefix('/')) else { continue };
+        if !wanted.contains(rel) {
+            continue;
+        }
+        let rel = rel.to_string();
+        let mut h = sha2::Sha256::new();
+        if std::io::copy(&mut entry, &mut h).is_err() {
+            break;
+        }
+        files.insert(rel, hex(&h.finalize()));
+    }
+    Some(CrateRecord { sha256, files })
+}
+
+#[derive(Deserialize)]
+struct LockDoc {
+    #[serde(default)]
+    package: Vec<LockPackage>,
+}
+
+#[derive(Deserialize)]
+struct LockPackage {
+    name: String,
+    version: String,
+    #[serde(default)]
+    checksum: Option<String>,
+}
+
+/// The checksums a Cargo.lock pins, by (name, version); none when it is missing or unreadable.
+fn read_lock(host: Option<&Path>) -> BTreeMap<(String, String), String> {
+    let Some(text) = host.and_then(|p| read_soft(p, MAX_LOCK, false)).and_then(|d| String::from_utf8(d).ok()) else {
+        return BTreeMap::new();
+    };
+    let Ok(doc) = toml::from_str::<LockDoc>(&text) else { return BTreeMap::new() };
+    doc.package.into_iter().filter_map(|p| Some(((p.name, p.version), p.checksum?))).collect()
+}
+
+/// Checks the files the crate resolver found against their crates' archives (and the archives against
+/// `cargo_lock`, a guest path), setting each file's check and its label's `archive_sha256`.
+pub(super) fn check(fs: &RootFs, inputs: &[Input], found: &mut [Option<Found>], cargo_lock: Option<&[u8]>) {
+    let mut wanted: HashMap<Vec<u8>, (String, HashSet<String>)> = HashMap::new();
+    for (input, slot) in inputs.iter().zip(found.iter()) {
+        let (Some(f), Some(norm)) = (slot, input.norm.as_deref()) else { continue };
+        if f.label.kind != ComponentKind::Cargo {
+            continue;
+        }
+        let Some((name, version, archive, rel)) = locate(norm) else { continue };
+        wanted.entry(archive).or_insert_with(|| (format!("{name}-{version}"), HashSet::new())).1.insert(rel);
+    }
+    if wanted.is_empty() {
+        return;
+    }
+    let lock = read_lock(cargo_lock.and_then(|p| fs.host(p)).as_deref());
+    let records: HashMap<Vec<u8>, Option<CrateRecord>> = wanted
+        .iter()
+        .map(|(archive, (top, rels))| (archive.clone(), fs.host(archive).and_then(|h| read_crate(&h, top, rels))))
+        .collect();
+    for (input, slot) in inputs.iter().zip(found.iter_mut()) {
+        let (Some(f), Some(norm)) = (slot.as_mut(), input.norm.as_deref()) else { continue };
+        if f.label.kind != ComponentKind::Cargo {
+            continue;
+        }
+        let Some((name, version, archive, rel)) = locate(norm) else { continue };
+        let Some(Some(record)) = records.get(&archive) else { continue };
+        f.label.archive_sha256 = Some(record.sha256.clone());
+        let pinned = lock.get(&(name.to_string(), version.to_string()));
+        f.check = match (pinned, record.files.get(&rel)) {
+            (Some(p), _) if *p != record.sha256 => Check::Modified,
+            (_, Some(sha)) if *sha == input.file.sha256 => Check::Matches,
+            (_, Some(_)) => Check::Modified,
+            (_, None) => Check::NotRecorded,
+        };
+    }
 }
 
 /// `NAME-VERSION` split at the last `-` followed by a semantic version (a crate's name may have `-` in it, and

@@ -408,6 +408,7 @@ pub(super) fn resolve(
                 name: name.to_string(),
                 version: Some(inst.version.clone()),
                 purl: Some(purl),
+                archive_sha256: None,
             },
             check,
         });

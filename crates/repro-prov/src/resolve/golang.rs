@@ -32,7 +32,13 @@ pub(super) fn resolve(norm: &[u8]) -> Option<Label> {
     let namespace: Vec<&str> = path.iter().map(String::as_str).collect();
     let purl = purl::purl("golang", &namespace, &name, Some(&version), &[]);
     let module = if namespace.is_empty() { name } else { format!("{}/{name}", namespace.join("/")) };
-    Some(Label { kind: ComponentKind::Golang, name: module, version: Some(version), purl: Some(purl) })
+    Some(Label {
+        kind: ComponentKind::Golang,
+        name: module,
+        version: Some(version),
+        purl: Some(purl),
+        archive_sha256: None,
+    })
 }
 
 /// A module cache path element unescaped: `!x` is `X`; any other `!` makes it invalid.

@@ -49,6 +49,17 @@ const MAX_HOPS: u32 = 40;
 /// version), their files by path; each component's `digest` = blake3 hex over its files' sorted
 /// "PATH SHA256\n" lines.
 pub fn components(root: &Path, files: &[UsedFile], contents: &dyn Contents) -> Result<Vec<Component>, ProvError> {
+    components_with(root, files, contents, None)
+}
+
+/// [`components`], with the crates' archives checked against `cargo_lock` (a guest path: the run's working
+/// directory's `Cargo.lock`) when it exists.
+pub fn components_with(
+    root: &Path,
+    files: &[UsedFile],
+    contents: &dyn Contents,
+    cargo_lock: Option<&[u8]>,
+) -> Result<Vec<Component>, ProvError> {
     let fs = RootFs::new(root);
     let inputs: Vec<Input> = files.iter().map(Input::new).collect();
     let mut found: Vec<Option<Found>> = vec![None; inputs.len()];
@@ -65,11 +76,18 @@ pub fn components(root: &Path, files: &[UsedFile], contents: &dyn Contents) -> R
             .or_else(|| golang::resolve(norm))
             .map(|label| Found { label, check: Check::NotRecorded });
     }
+    cargo::check(&fs, &inputs, &mut found, cargo_lock);
     let mut groups: BTreeMap<Label, Vec<ComponentFile>> = BTreeMap::new();
     for (input, slot) in inputs.iter().zip(found) {
         let f = input.file;
         let Found { label, check } = slot.unwrap_or_else(|| Found {
-            label: Label { kind: ComponentKind::File, name: f.path.clone(), version: None, purl: None },
+            label: Label {
+                kind: ComponentKind::File,
+                name: f.path.clone(),
+                version: None,
+                purl: None,
+                archive_sha256: None,
+            },
             check: Check::NotRecorded,
         });
         groups.entry(label).or_default().push(ComponentFile {
@@ -94,6 +112,7 @@ pub fn components(root: &Path, files: &[UsedFile], contents: &dyn Contents) -> R
                 version: label.version,
                 purl: label.purl,
                 digest: crate::env::component_digest(&files),
+                archive_sha256: label.archive_sha256,
                 files,
             }
         })
@@ -107,6 +126,8 @@ pub(crate) struct Label {
     pub(crate) name: String,
     pub(crate) version: Option<String>,
     pub(crate) purl: Option<String>,
+    /// The package archive the files were checked against (see `cargo.rs`).
+    pub(crate) archive_sha256: Option<String>,
 }
 
 /// A resolver's answer for one file.

@@ -51,5 +51,5 @@ fn package(fs: &RootFs, dir: &[u8], dir_name: &[&[u8]]) -> Option<Label> {
         _ => return None,
     };
     let purl = purl::purl("npm", scope.as_slice(), bare, version.as_deref(), &[]);
-    Some(Label { kind: ComponentKind::Npm, name, version, purl: Some(purl) })
+    Some(Label { kind: ComponentKind::Npm, name, version, purl: Some(purl), archive_sha256: None })
 }

@@ -275,7 +275,7 @@ fn label(d: &Dist) -> Option<Label> {
     let name = purl::pep503(&name.or(dir_name)?);
     let version = version.or(dir_version);
     let purl = purl::purl("pypi", &[], &name, version.as_deref(), &[]);
-    Some(Label { kind: ComponentKind::Python, name, version, purl: Some(purl) })
+    Some(Label { kind: ComponentKind::Python, name, version, purl: Some(purl), archive_sha256: None })
 }
 
 #[cfg(test)]

@@ -829,3 +829,96 @@ fn pyc_sources() {
     assert_eq!(src("/l/x.py"), None);
     assert_eq!(src("nopath.pyc"), None);
 }
+
+/// A `.crate`: a gzipped tar of `TOP/…` entries.
+fn crate_archive(top: &str, entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut b = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+    for (rel, data) in entries {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append_data(&mut h, format!("{top}/{rel}"), *data).unwrap();
+    }
+    b.into_inner().unwrap().finish().unwrap()
+}
+
+#[test]
+fn crate_files_are_checked_against_their_archive_and_the_archive_against_cargo_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let reg = "/home/u/.cargo/registry";
+    let idx = "index.crates.io-1949cf8c6b5b557f";
+    let src = format!("{reg}/src/{idx}/itoa-1.0.11");
+    write(root, &format!("{src}/src/lib.rs"), b"pub fn itoa() {}\n");
+    write(root, &format!("{src}/src/udiv128.rs"), b"edited after unpacking\n");
+    write(root, &format!("{src}/build-extra.rs"), b"not in the archive\n");
+    let archive = crate_archive(
+        "itoa-1.0.11",
+        &[("Cargo.toml", b"[package]\n"), ("src/lib.rs", b"pub fn itoa() {}\n"), ("src/udiv128.rs", b"original\n")],
+    );
+    write(root, &format!("{reg}/cache/{idx}/itoa-1.0.11.crate"), &archive);
+    // A crate whose archive is not in the cache.
+    let other = format!("{reg}/src/{idx}/ryu-1.0.18/src/lib.rs");
+    write(root, &other, b"ryu");
+    let files = vec![
+        used(&format!("{src}/src/lib.rs"), b"pub fn itoa() {}\n"),
+        used(&format!("{src}/src/udiv128.rs"), b"edited after unpacking\n"),
+        used(&format!("{src}/build-extra.rs"), b"not in the archive\n"),
+        used(&other, b"ryu"),
+    ];
+    let cs = components(root, &files, &NoBytes).unwrap();
+    let (itoa, check) = find(&cs, &files[0].path);
+    assert_eq!(check, Check::Matches);
+    assert_eq!(itoa.archive_sha256.as_deref(), Some(hex(&Sha256::digest(&archive)).as_str()));
+    assert_eq!(find(&cs, &files[1].path).1, Check::Modified);
+    assert_eq!(find(&cs, &files[2].path).1, Check::NotRecorded);
+    let (ryu, check) = find(&cs, &files[3].path);
+    assert_eq!((ryu.archive_sha256.as_deref(), check), (None, Check::NotRecorded));
+
+    // The working directory's Cargo.lock pins the archive: the same one, then another.
+    let lock = |sum: &str| {
+        format!("version = 4\n\n[[package]]\nname = \"itoa\"\nversion = \"1.0.11\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\nchecksum = \"{sum}\"\n\n[[package]]\nname = \"app\"\nversion = \"0.1.0\"\n")
+    };
+    write(root, "/work/Cargo.lock", lock(&hex(&Sha256::digest(&archive))).as_bytes());
+    let cs = components_with(root, &files, &NoBytes, Some(b"/work/Cargo.lock")).unwrap();
+    assert_eq!(find(&cs, &files[0].path).1, Check::Matches);
+    write(root, "/work/Cargo.lock", lock(&"0".repeat(64)).as_bytes());
+    let cs = components_with(root, &files, &NoBytes, Some(b"/work/Cargo.lock")).unwrap();
+    assert_eq!(find(&cs, &files[0].path).1, Check::Modified, "an archive that is not the one Cargo.lock pins");
+    // A Cargo.lock that is not TOML is no record: the archive check stands.
+    write(root, "/work/Cargo.lock", b"[[package\nname=");
+    let cs = components_with(root, &files, &NoBytes, Some(b"/work/Cargo.lock")).unwrap();
+    assert_eq!(find(&cs, &files[0].path).1, Check::Matches);
+}
+
+#[test]
+fn a_crate_archive_that_is_a_gzip_bomb_or_garbage_checks_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let src = "/c/registry/src/i/bomb-1.0.0";
+    write(root, &format!("{src}/src/lib.rs"), b"x");
+    // 1 GiB of zeros after a tar header for the wanted file: unpacking stops at the limit.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    {
+        use std::io::Write as _;
+        let mut h = tar::Header::new_gnu();
+        h.set_path("bomb-1.0.0/big").unwrap();
+        h.set_size(1 << 30);
+        h.set_cksum();
+        gz.write_all(h.as_bytes()).unwrap();
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..1024 {
+            gz.write_all(&zeros).unwrap();
+        }
+    }
+    write(root, "/c/registry/cache/i/bomb-1.0.0.crate", &gz.finish().unwrap());
+    let files = vec![used(&format!("{src}/src/lib.rs"), b"x")];
+    let t = Instant::now();
+    let cs = components(root, &files, &NoBytes).unwrap();
+    assert!(t.elapsed().as_secs() < 30, "{:?}", t.elapsed());
+    assert_eq!(find(&cs, &files[0].path).1, Check::NotRecorded);
+    write(root, "/c/registry/cache/i/bomb-1.0.0.crate", b"not gzip at all");
+    let cs = components(root, &files, &NoBytes).unwrap();
+    assert_eq!(find(&cs, &files[0].path).1, Check::NotRecorded);
+}

@@ -9,8 +9,8 @@
 //!   (`repro:run-setting:NAME`), and the paths whose content could not be recorded (`repro:unread`);
 //! - each package is a top-level component of type `application` when one of its files was executed (`exec`),
 //!   `library` otherwise (mapped, or only read), scope `required` (the run used it), with its purl as `bom-ref`,
-//!   and each of its used files as a nested component of type `file` with SHA-256 and BLAKE3 hashes (a package
-//!   archive's hash, the usual `hashes` of a package, is not known: the files are what was used);
+//!   and each of its used files as a nested component of type `file` with SHA-256 and BLAKE3 hashes; the
+//!   package's own `hashes` are its archive's when its files were checked against one (a crate's `.crate`);
 //! - a loose file (no package owns it) is a top-level component of type `file`, `bom-ref` `file:PATH`;
 //! - `dependencies` has one entry: the environment depends on every top-level component. Nothing is said of the
 //!   dependencies between packages (an entry with an empty `dependsOn` would claim there are none).
@@ -231,7 +231,13 @@ fn component(c: &EnvComponent, ids: &mut Ids) -> Component {
         version: c.version.clone(),
         description: None,
         scope: Some(Scope::Required),
-        hashes: Vec::new(),
+        // A package's hashes are its archive's (the `.crate` its files were checked against).
+        hashes: c
+            .archive_sha256
+            .iter()
+            .filter(|h| is_hex64(h))
+            .map(|h| Hash { alg: HashAlg::Sha256, content: h.clone() })
+            .collect(),
         purl: c.purl.clone(),
         components: files.into_iter().map(|f| file_component(f, ids, Vec::new())).collect(),
         properties,

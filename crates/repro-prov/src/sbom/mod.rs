@@ -187,6 +187,7 @@ pub(crate) mod fixtures {
             version: version.map(Into::into),
             purl: purl.map(Into::into),
             digest: crate::env::component_digest(&files),
+            archive_sha256: None,
             files,
         }
     }

@@ -274,7 +274,13 @@ impl Builder {
             download_location: "NOASSERTION",
             // A package that CONTAINS files has them analyzed (SPDX 2.3, 7.8); the comment says which.
             files_analyzed: true,
-            checksums: Vec::new(),
+            // A package's checksum is its archive's (the `.crate` its files were checked against).
+            checksums: c
+                .archive_sha256
+                .iter()
+                .filter(|h| is_hex64(h))
+                .map(|h| Checksum { algorithm: Algorithm::Sha256, checksum_value: h.clone() })
+                .collect(),
             external_refs: c
                 .purl
                 .iter()

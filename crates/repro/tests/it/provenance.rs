@@ -287,3 +287,74 @@ fn a_verification_records_its_environment_and_its_vsa_names_it() {
     let identity = verified["identity"].as_str().unwrap();
     assert!(text.contains(&format!("reproduced 2/2 times in environment {identity}")), "{text}");
 }
+
+/// A crate's source files (a real crate from this machine's Cargo registry, in a registry-shaped copy) are
+/// checked against the `.crate` Cargo unpacked them from, and that archive against the working directory's
+/// Cargo.lock: an edited source file, or an archive the lock does not pin, is named `modified`.
+#[test]
+fn registry_sources_are_checked_against_their_crate_archive_and_cargo_lock() {
+    let home = std::env::var("CARGO_HOME").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from("/root/.cargo"));
+    let src_root = fs::read_dir(home.join("registry/src")).expect("a Cargo registry").next().unwrap().unwrap().path();
+    let index = src_root.file_name().unwrap().to_owned();
+    let cache = home.join("registry/cache").join(&index);
+    // Any crate of the build with its archive cached and a src/lib.rs.
+    let (name, lib) = fs::read_dir(&src_root)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| cache.join(format!("{n}.crate")).exists())
+        .find_map(|n| {
+            let lib = src_root.join(&n).join("src/lib.rs");
+            lib.exists().then_some((n, lib))
+        })
+        .expect("a crate with its archive and src/lib.rs in the registry");
+    let archive = fs::read(cache.join(format!("{name}.crate"))).unwrap();
+    let archive_sha = {
+        use sha2::Digest as _;
+        sha2::Sha256::digest(&archive).iter().map(|b| format!("{b:02x}")).collect::<String>()
+    };
+    // The guest sees the copy at the host's path (a --bind at the same path), so the archive is found there.
+    let t = tempfile::Builder::new().prefix("repro-cargo-").tempdir().unwrap();
+    let dst = t.path().join("registry/src/index").join(&name).join("src");
+    fs::create_dir_all(&dst).unwrap();
+    fs::copy(&lib, dst.join("lib.rs")).unwrap();
+    fs::create_dir_all(t.path().join("registry/cache/index")).unwrap();
+    fs::write(t.path().join(format!("registry/cache/index/{name}.crate")), &archive).unwrap();
+    let guest_lib = dst.join("lib.rs").to_str().unwrap().to_string();
+    let bind = format!("{}:{}", t.path().display(), t.path().display());
+    let w = Workdir::new();
+    let crate_of = |w: &Workdir| {
+        let o = w.run(&["-q", "--record-inputs", "--bind", &bind], &["cat", &guest_lib]);
+        assert_code(&o, 0);
+        let env = env_json(w);
+        env["components"].as_array().unwrap().iter().find(|c| c["kind"] == "cargo").cloned().unwrap_or_else(|| {
+            panic!("no crate in {:?}", components(&env));
+        })
+    };
+    let c = crate_of(&w);
+    assert_eq!(c["archive_sha256"].as_str(), Some(archive_sha.as_str()), "{c}");
+    assert_eq!(c["files"][0]["check"], "matches", "{c}");
+    assert!(c["purl"].as_str().unwrap().starts_with("pkg:cargo/"), "{c}");
+    // The CycloneDX SBOM gives the package the archive's hash.
+    let o = repro_in(w.path(), &["sbom", "last", "--format", "cyclonedx"]);
+    assert_code(&o, 0);
+    let bom: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let pkg = bom["components"].as_array().unwrap().iter().find(|x| x["purl"] == c["purl"]).unwrap().clone();
+    assert_eq!(pkg["hashes"][0]["content"].as_str(), Some(archive_sha.as_str()), "{pkg}");
+
+    // A Cargo.lock in the working directory that pins another archive for this crate.
+    let (crate_name, version) = (c["name"].as_str().unwrap(), c["version"].as_str().unwrap());
+    let lock = |sum: &str| {
+        format!("version = 4\n\n[[package]]\nname = \"{crate_name}\"\nversion = \"{version}\"\nsource = \"registry+https://github.com/rust-lang/crates.io-index\"\nchecksum = \"{sum}\"\n")
+    };
+    fs::write(w.path().join("Cargo.lock"), lock(&archive_sha)).unwrap();
+    assert_eq!(crate_of(&w)["files"][0]["check"], "matches");
+    fs::write(w.path().join("Cargo.lock"), lock(&"0".repeat(64))).unwrap();
+    assert_eq!(crate_of(&w)["files"][0]["check"], "modified", "an archive the lock does not pin");
+    fs::remove_file(w.path().join("Cargo.lock")).unwrap();
+    // A source file edited after unpacking.
+    let mut text = fs::read(dst.join("lib.rs")).unwrap();
+    text.extend_from_slice(b"\n// edited\n");
+    fs::write(dst.join("lib.rs"), text).unwrap();
+    assert_eq!(crate_of(&w)["files"][0]["check"], "modified", "an edited source file");
+}
