@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
+use repro_prov::attest::{PublicKey, Verifier};
 use repro_prov::ProvError;
 
 use crate::error::CliError;
@@ -19,7 +20,8 @@ pub struct EnvArgs {
     #[command(subcommand)]
     snapshot: Option<EnvCommand>,
     /// A run (id, unique prefix, `last`, or its directory; recorded with `repro run --record-inputs`), a pack,
-    /// or an environment document (`repro env --json`).
+    /// an environment document (`repro env --json`), or a DSSE envelope of `repro attest` (read unchecked: its
+    /// signature is checked by `repro attest verify` or `repro drift --key`).
     #[arg(value_name = "RUN|PACK|FILE", required = true)]
     target: Option<String>,
     /// Where run directories are [default: $REPRO_STATE_DIR, else ./.repro].
@@ -59,9 +61,24 @@ pub(crate) fn load(arg: &str, state_flag: Option<PathBuf>) -> Result<repro_model
     repro_prov::env::environment_of(&path).map_err(prov_error)
 }
 
+/// A side of `repro drift` or the target of `repro env`: also a DSSE envelope, its signature checked by one of
+/// `keys` when any are given.
+fn load_side(arg: &str, state_flag: Option<PathBuf>, keys: &[PublicKey]) -> Result<repro_prov::drift::Side, CliError> {
+    let path = repro_prov::env::resolve_target(arg, &state(state_flag)?).map_err(prov_error)?;
+    let verifiers: Vec<&dyn Verifier> = keys.iter().map(|k| k as &dyn Verifier).collect();
+    repro_prov::env::side_of(&path, &verifiers).map_err(prov_error)
+}
+
 pub fn env_cmd(a: EnvArgs) -> Result<i32, CliError> {
     if let Some(EnvCommand::Snapshot { of, output, state_dir, json }) = a.snapshot {
-        let base = load(&of, state_dir)?;
+        let side = load_side(&of, state_dir, &[])?;
+        if !side.files_listed() {
+            return Err(CliError::usage(format!(
+                "{of}: a VSA or a test result lists components, not files: a snapshot reads the files of a run, a \
+                 pack, an environment document or a runtime trace"
+            )));
+        }
+        let base = side.environment;
         let snap = repro_prov::env::snapshot(&base, &of, std::path::Path::new("/")).map_err(prov_error)?;
         if let Some(out) = output {
             repro_prov::env::write_atomic(&out, &repro_prov::env::to_json(&snap)).map_err(prov_error)?;
@@ -76,11 +93,11 @@ pub fn env_cmd(a: EnvArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     let target = a.target.unwrap_or_default();
-    let env = load(&target, a.state_dir)?;
+    let side = load_side(&target, a.state_dir, &[])?;
     if a.json {
-        print_json(&env)?;
+        print_json(&side.environment)?;
     } else {
-        for l in repro_prov::env::describe(&env) {
+        for l in repro_prov::env::describe_side(&side) {
             outln!("{l}");
         }
     }
@@ -89,12 +106,18 @@ pub fn env_cmd(a: EnvArgs) -> Result<i32, CliError> {
 
 #[derive(Debug, Args)]
 pub struct DriftArgs {
-    /// The verified side: a run, a pack, an environment document or snapshot.
+    /// The verified side: a run, a pack, an environment document or snapshot, or a DSSE envelope of `repro
+    /// attest` (a runtime trace, a test result or a VSA).
     #[arg(value_name = "A")]
     a: String,
     /// The other side (e.g. `repro env snapshot` of a production machine).
     #[arg(value_name = "B")]
     b: String,
+    /// Check the signature of each side that is an envelope with this public key (PREFIX.pub of `repro key
+    /// gen`) first: one that does not verify exits 1. Repeatable (any one of the keys may have signed). Without
+    /// it, an envelope is read unchecked, and the output says so.
+    #[arg(long = "key", value_name = "PUB")]
+    keys: Vec<PathBuf>,
     /// Print the differences as JSON.
     #[arg(long)]
     json: bool,
@@ -103,9 +126,13 @@ pub struct DriftArgs {
 }
 
 pub fn drift_cmd(a: DriftArgs) -> Result<i32, CliError> {
-    let ea = load(&a.a, a.state_dir.clone())?;
-    let eb = load(&a.b, a.state_dir)?;
-    let d = repro_prov::drift::compare((&a.a, &ea), (&a.b, &eb));
+    let keys = a.keys.iter().map(|k| PublicKey::load(k)).collect::<Result<Vec<_>, _>>().map_err(prov_error)?;
+    let sa = load_side(&a.a, a.state_dir.clone(), &keys)?;
+    let sb = load_side(&a.b, a.state_dir, &keys)?;
+    if !keys.is_empty() && sa.attestation.is_none() && sb.attestation.is_none() {
+        errln!("repro: --key: neither side is an attestation (a DSSE envelope): no signature was checked");
+    }
+    let d = repro_prov::drift::compare_sides((&a.a, &sa), (&a.b, &sb));
     if a.json {
         print_json(&d)?;
     } else {

@@ -213,6 +213,29 @@ pub struct DriftSide {
     pub name: String,
     pub source: EnvSource,
     pub identity: String,
+    /// When the side is a DSSE envelope (`repro attest`): which statement said so, and whether its signature
+    /// was checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation: Option<AttestationSource>,
+}
+
+/// An environment read from a signed statement (`repro attest`) rather than recorded by this repro: what the
+/// statement is, by which key, and whether the signature was checked (`repro drift --key`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttestationSource {
+    /// `runtime-trace`, `test-result` or `vsa`.
+    pub predicate: String,
+    /// The statement's `predicateType` URI.
+    pub predicate_type: String,
+    /// The key that verified the signature; when it was not checked, the key id the envelope names (a claim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+    /// Whether a signature was verified with a key given (`--key`).
+    pub verified: bool,
+    /// Whether the statement lists each file (a runtime trace) or only each component (a VSA, a test result):
+    /// then a content change names no file.
+    pub files_listed: bool,
 }
 
 /// What kind of difference.

@@ -2,18 +2,67 @@
 //! executed programs and libraries, then the architecture and kernel, then the other files read, then the sandbox
 //! settings that enter the identity; the run variables (seed, epoch) are listed last and never make two
 //! environments differ.
+//!
+//! A side may be a signed statement (`repro attest`, read by [`crate::attest::read`]): a runtime trace lists
+//! every file; a VSA or a test result only the components (with whether each was executed or mapped), so a
+//! content change with such a side names no file.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use repro_model::provenance::{Check, Component, ComponentKind, Drift, DriftChange, DriftKind, DriftSide, Environment};
+use repro_model::provenance::{
+    AttestationSource, Check, Component, ComponentKind, Drift, DriftChange, DriftKind, DriftSide, Environment,
+};
 
 /// At most this many file names are listed for one content change.
 const FILES_SHOWN: usize = 8;
 
+/// Components known to have executed or mapped files, by (kind, name, digest).
+pub type Executed = BTreeSet<(ComponentKind, String, String)>;
+
+/// One side of a drift: an environment and, when it was read from a DSSE envelope, what the envelope is.
+#[derive(Debug, Clone)]
+pub struct Side {
+    pub environment: Environment,
+    pub attestation: Option<AttestationSource>,
+    /// Components known to have executed or mapped files although the environment lists none of their files
+    /// (a component-level environment from a summary), by (kind, name, digest).
+    pub executed: Executed,
+}
+
+impl From<Environment> for Side {
+    fn from(environment: Environment) -> Side {
+        Side { environment, attestation: None, executed: BTreeSet::new() }
+    }
+}
+
+impl Side {
+    /// Whether the environment lists each component's files (not a component-level summary).
+    pub fn files_listed(&self) -> bool {
+        self.attestation.as_ref().is_none_or(|a| a.files_listed)
+    }
+}
+
 /// Compares `a` with `b` (named as given on the command line).
 pub fn compare(a: (&str, &Environment), b: (&str, &Environment)) -> Drift {
-    let (an, ae) = a;
-    let (bn, be) = b;
+    let none = BTreeSet::new();
+    compare_with((a.0, a.1, None, &none, true), (b.0, b.1, None, &none, true))
+}
+
+/// [`compare`] of two sides, either of which may be an attestation.
+pub fn compare_sides(a: (&str, &Side), b: (&str, &Side)) -> Drift {
+    fn side<'a>((n, s): (&'a str, &'a Side)) -> SideRef<'a> {
+        (n, &s.environment, s.attestation.as_ref(), &s.executed, s.files_listed())
+    }
+    compare_with(side(a), side(b))
+}
+
+type SideRef<'a> = (&'a str, &'a Environment, Option<&'a AttestationSource>, &'a Executed, bool);
+
+fn compare_with(a: SideRef<'_>, b: SideRef<'_>) -> Drift {
+    let (an, ae, aa, ax, af) = a;
+    let (bn, be, ba, bx, bf) = b;
+    // File names (and the package-record checks of files) are compared only when both sides list their files.
+    let files = af && bf;
     let mut changes = Vec::new();
     let key = |c: &Component| (c.kind, c.name.clone());
     let mut am: BTreeMap<(ComponentKind, String), Vec<&Component>> = BTreeMap::new();
@@ -28,19 +77,21 @@ pub fn compare(a: (&str, &Environment), b: (&str, &Environment)) -> Drift {
     for k in keys {
         let subject = format!("{} {}", k.0.name(), k.1);
         match (am.get(&k), bm.get(&k)) {
-            (Some(x), None) => changes.push(change(rank(x), DriftKind::Removed, &subject, Some(versions(x)), None)),
-            (None, Some(y)) => changes.push(change(rank(y), DriftKind::Added, &subject, None, Some(versions(y)))),
+            (Some(x), None) => changes.push(change(rank(x, ax), DriftKind::Removed, &subject, Some(versions(x)), None)),
+            (None, Some(y)) => changes.push(change(rank(y, bx), DriftKind::Added, &subject, None, Some(versions(y)))),
             (Some(x), Some(y)) => {
-                let r = rank(x).min(rank(y));
+                let r = rank(x, ax).min(rank(y, bx));
                 if versions(x) != versions(y) {
                     changes.push(change(r, DriftKind::Version, &subject, Some(versions(x)), Some(versions(y))));
                 } else if digests(x) != digests(y) {
                     let mut c = change(r, DriftKind::Content, &subject, None, None);
-                    c.files = differing_files(x, y);
+                    if files {
+                        c.files = differing_files(x, y);
+                    }
                     changes.push(c);
                 }
                 let (mx, my) = (modified(x), modified(y));
-                if mx != my {
+                if files && mx != my {
                     let list = |s: &BTreeSet<String>| s.iter().cloned().collect::<Vec<_>>().join(", ");
                     let mut c = change(r, DriftKind::Modified, &subject, None, None);
                     c.a = (!mx.is_empty()).then(|| format!("modified: {}", list(&mx)));
@@ -68,8 +119,18 @@ pub fn compare(a: (&str, &Environment), b: (&str, &Environment)) -> Drift {
     changes.sort_by(|x, y| (x.rank, &x.subject, x.kind).cmp(&(y.rank, &y.subject, y.kind)));
     Drift {
         same: ae.identity == be.identity,
-        a: DriftSide { name: an.into(), source: ae.source.clone(), identity: ae.identity.clone() },
-        b: DriftSide { name: bn.into(), source: be.source.clone(), identity: be.identity.clone() },
+        a: DriftSide {
+            name: an.into(),
+            source: ae.source.clone(),
+            identity: ae.identity.clone(),
+            attestation: aa.cloned(),
+        },
+        b: DriftSide {
+            name: bn.into(),
+            source: be.source.clone(),
+            identity: be.identity.clone(),
+            attestation: ba.cloned(),
+        },
         changes,
     }
 }
@@ -78,9 +139,9 @@ fn change(rank: u8, kind: DriftKind, subject: &str, a: Option<String>, b: Option
     DriftChange { rank, kind, subject: subject.into(), a, b, files: Vec::new() }
 }
 
-/// 0 when any of the components has an executed or mapped file, else 2.
-fn rank(cs: &[&Component]) -> u8 {
-    if cs.iter().any(|c| c.executed()) {
+/// 0 when any of the components has an executed or mapped file (or, without files, is known to), else 2.
+fn rank(cs: &[&Component], executed: &Executed) -> u8 {
+    if cs.iter().any(|c| c.executed() || executed.contains(&(c.kind, c.name.clone(), c.digest.clone()))) {
         0
     } else {
         2
@@ -143,7 +204,14 @@ fn settings(
 
 /// The lines `repro drift` prints.
 pub fn describe(d: &Drift) -> Vec<String> {
-    let mut out = vec![format!("A  {}  {}", d.a.identity, d.a.name), format!("B  {}  {}", d.b.identity, d.b.name)];
+    let mut out = Vec::new();
+    for (label, side) in [("A", &d.a), ("B", &d.b)] {
+        out.push(format!("{label}  {}  {}", side.identity, side.name));
+        if let Some(a) = &side.attestation {
+            let about = crate::env::source_text(&side.source);
+            out.push(format!("   {label}: {}", crate::attest::read::describe_source(a, &about)));
+        }
+    }
     let counted = d.changes.iter().filter(|c| c.kind != DriftKind::RunSetting).count();
     out.push(if d.same {
         "same environment (the run variables below do not enter the identity)".to_string()

@@ -5,7 +5,9 @@
 //! `repro env snapshot`). Whatever the source, the identity is recomputed here from the components, never read:
 //! a document from someone else claims an identity, and a claim that does not match its own components is
 //! refused. A pack's claim is checked further: every file it names is a file of the pack with the same blake3,
-//! and its sha256 is the sha256 of the pack's blob.
+//! and its sha256 is the sha256 of the pack's blob. A DSSE envelope of `repro attest` is a fourth kind of target
+//! for `repro drift` and `repro env` ([`side_of`], read by `crate::attest::read`); [`environment_of`] (what
+//! `repro sbom` and `repro attest` read) refuses one.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -226,7 +228,8 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Environment, ProvError> {
     check(path, env)
 }
 
-fn check(path: &Path, env: Environment) -> Result<Environment, ProvError> {
+/// Checks an environment against itself: its format, every component's digest, every file's digests, the identity.
+pub(crate) fn check(path: &Path, env: Environment) -> Result<Environment, ProvError> {
     let bad = |reason: String| ProvError::Parse { path: path.into(), line: None, reason };
     if env.format != PROVENANCE_FORMAT {
         return Err(bad(format!("format {} (this repro reads format {PROVENANCE_FORMAT})", env.format)));
@@ -260,7 +263,7 @@ fn check(path: &Path, env: Environment) -> Result<Environment, ProvError> {
     Ok(env)
 }
 
-fn is_hex(s: &str, n: usize) -> bool {
+pub(crate) fn is_hex(s: &str, n: usize) -> bool {
     s.len() == n && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
@@ -273,9 +276,11 @@ pub enum Target {
     RunDir(PathBuf),
     Pack(PathBuf),
     Document(PathBuf),
+    /// A DSSE envelope (`repro attest`): JSON with a `payloadType` and a `payload`.
+    Envelope(PathBuf),
 }
 
-/// Tells a run directory, a pack (zstd) and a JSON document apart.
+/// Tells a run directory, a pack (zstd), a DSSE envelope and an environment document apart (by content).
 pub fn classify(path: &Path) -> Result<Target, ProvError> {
     let md = std::fs::metadata(path).map_err(|source| ProvError::Read { path: path.into(), source })?;
     if md.is_dir() {
@@ -287,6 +292,8 @@ pub fn classify(path: &Path) -> Result<Target, ProvError> {
         .map_err(|source| ProvError::Read { path: path.into(), source })?;
     Ok(if n == 4 && head == [0x28, 0xb5, 0x2f, 0xfd] {
         Target::Pack(path.into())
+    } else if crate::attest::read::is_envelope_file(path) {
+        Target::Envelope(path.into())
     } else {
         Target::Document(path.into())
     })
@@ -304,6 +311,26 @@ pub fn environment_of(target: &Path) -> Result<Environment, ProvError> {
         }
         Target::Pack(p) => of_pack(&p),
         Target::Document(p) => parse(&p, &read_limited(&p, "environment document")?),
+        Target::Envelope(p) => Err(ProvError::Parse {
+            path: p,
+            line: None,
+            reason: "a DSSE envelope (repro attest), not a run, pack or environment document: its environment is a \
+                     claim; `repro drift` and `repro env` read it (`repro drift --key PUB` checks its signature)"
+                .into(),
+        }),
+    }
+}
+
+/// A side of `repro drift` (and the target of `repro env`): the environment of a run directory, a pack, an
+/// environment document, or of a DSSE envelope `repro attest` wrote (with `keys`, its signature must verify by
+/// one of them first; without, it is read unchecked and the side says so).
+pub fn side_of(target: &Path, keys: &[&dyn crate::attest::Verifier]) -> Result<crate::drift::Side, ProvError> {
+    match classify(target)? {
+        Target::Envelope(p) => {
+            let a = crate::attest::read::read_file(&p, keys)?;
+            Ok(crate::drift::Side { environment: a.environment, attestation: Some(a.source), executed: a.executed })
+        }
+        _ => Ok(environment_of(target)?.into()),
     }
 }
 
@@ -428,16 +455,8 @@ pub fn resolve_target(arg: &str, state: &Path) -> Result<PathBuf, ProvError> {
 
 /// The lines `repro env` prints: the identity, what enters it, then each component with its files' checks.
 pub fn describe(env: &Environment) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out = header(env);
     let files: usize = env.components.iter().map(|c| c.files.len()).sum();
-    out.push(format!("identity   {}", env.identity));
-    out.push(format!("source     {}", source_text(&env.source)));
-    out.push(format!("recorded   {}", env.recorded_at));
-    out.push(format!("system     {} {}", env.arch, env.kernel_release));
-    let settings: Vec<String> = env.settings.identity.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    out.push(format!("settings   {}", settings.join(" ")));
-    let run: Vec<String> = env.settings.run.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    out.push(format!("run        {} (recorded, not in the identity)", run.join(" ")));
     out.push(format!("used       {} files in {} components", files, env.components.len()));
     for c in &env.components {
         let version = c.version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
@@ -465,6 +484,44 @@ pub fn describe(env: &Environment) -> Vec<String> {
     for u in &env.unread {
         out.push(format!("  unread {}: {}", u.path, u.reason));
     }
+    out
+}
+
+/// [`describe`] of a side `repro env` read (an envelope too): what the attestation is, and for a summary (a VSA,
+/// a test result) the components without their files, marked executed as the summary says.
+pub fn describe_side(side: &crate::drift::Side) -> Vec<String> {
+    let env = &side.environment;
+    let mut out = if side.files_listed() {
+        describe(env)
+    } else {
+        let mut out = header(env);
+        out.push(format!("used       {} components (a summary: their files are not listed)", env.components.len()));
+        for c in &env.components {
+            let version = c.version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
+            let executed = side.executed.contains(&(c.kind, c.name.clone(), c.digest.clone()));
+            let exec = if executed { " [executed]" } else { "" };
+            let purl = c.purl.as_deref().map(|p| format!("  {p}")).unwrap_or_default();
+            out.push(format!("  {:<6} {}{version}{exec}{purl}", c.kind.name(), c.name));
+        }
+        out
+    };
+    if let Some(a) = &side.attestation {
+        out.push(format!("attested   {}", crate::attest::read::describe_source(a, &source_text(&env.source))));
+    }
+    out
+}
+
+/// The lines of [`describe`] before the components: the identity and what enters it.
+fn header(env: &Environment) -> Vec<String> {
+    let mut out = Vec::new();
+    out.push(format!("identity   {}", env.identity));
+    out.push(format!("source     {}", source_text(&env.source)));
+    out.push(format!("recorded   {}", env.recorded_at));
+    out.push(format!("system     {} {}", env.arch, env.kernel_release));
+    let settings: Vec<String> = env.settings.identity.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    out.push(format!("settings   {}", settings.join(" ")));
+    let run: Vec<String> = env.settings.run.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    out.push(format!("run        {} (recorded, not in the identity)", run.join(" ")));
     out
 }
 

@@ -177,6 +177,41 @@ pub fn open(bytes: &[u8], path: &Path, verifier: &dyn Verifier) -> Result<Opened
     )))
 }
 
+/// An envelope read without checking its signature: the payload and the key ids its signatures name (claims).
+#[derive(Debug, Clone)]
+pub struct Unchecked {
+    pub payload: Vec<u8>,
+    pub key_ids: Vec<String>,
+}
+
+/// Reads an envelope from anyone as [`open`] does (strictly: known fields, the in-toto payload type, at most
+/// [`MAX_SIGNATURES`], base64), but checks no signature: for `repro drift` without `--key`, which says so. A
+/// refusal is [`ProvError::Parse`] (bad input), naming `path`.
+pub fn open_unchecked(bytes: &[u8], path: &Path) -> Result<Unchecked, ProvError> {
+    let bad = |reason: String| ProvError::Parse { path: path.into(), line: None, reason };
+    if bytes.len() as u64 > MAX_ENVELOPE {
+        return Err(bad(format!("the envelope is larger than {MAX_ENVELOPE} bytes")));
+    }
+    let env: Envelope = serde_json::from_slice(bytes).map_err(|e| bad(format!("not a DSSE envelope: {e}")))?;
+    if env.payload_type != PAYLOAD_TYPE {
+        return Err(bad(format!(
+            "payloadType '{}': repro reads in-toto statements only ('{PAYLOAD_TYPE}')",
+            env.payload_type.escape_debug()
+        )));
+    }
+    if env.signatures.len() > MAX_SIGNATURES {
+        return Err(bad(format!("{} signatures (at most {MAX_SIGNATURES} are read)", env.signatures.len())));
+    }
+    let payload = decode(&env.payload).ok_or_else(|| bad("the payload is not base64".into()))?;
+    let key_ids = env
+        .signatures
+        .iter()
+        .filter(|s| !s.keyid.is_empty())
+        .map(|s| s.keyid.chars().take(MAX_KEY_ID).collect::<String>().escape_debug().to_string())
+        .collect();
+    Ok(Unchecked { payload, key_ids })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

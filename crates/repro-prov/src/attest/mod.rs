@@ -9,6 +9,7 @@
 //! - [`predicates`]: runtime-trace v0.1, test-result v0.1 and SLSA VSA v1.
 //! - [`target`]: what is attested (a pack, a run directory), its subjects, and their check against what
 //!   `verify` is given.
+//! - [`read`]: the environment an envelope claims, as a side of `repro drift` (signature checked with keys).
 //!
 //! [`attest`] builds and signs a statement about a target; [`verify`] checks an envelope's signature, then its
 //! subjects against a pack, a run directory or files, and returns the statement; [`describe`] puts what it
@@ -17,6 +18,7 @@
 pub mod dsse;
 pub mod keys;
 pub mod predicates;
+pub mod read;
 pub mod statement;
 pub mod target;
 

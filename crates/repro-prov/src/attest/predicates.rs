@@ -5,8 +5,9 @@
 //!   the environment's identity (as `monitoredProcess.hostID`) and the sandbox settings (`monitor.tracePolicy`).
 //! - `https://in-toto.io/attestation/test-result/v0.1` ([`TestResult`]): a test command's outcome.
 //! - `https://slsa.dev/verification_summary/v1` ([`Vsa`]): "this failure (or this fix) reproduced N/N times in
-//!   environment X", from the JSON of `repro replay --runs N` or `repro run --verify`; N/N and the identity are
-//!   in the extension field [`REPRODUCTION_FIELD`] (the VSA spec allows extension fields named by URIs).
+//!   environment X", from the JSON of `repro replay --runs N` or `repro run --verify`; N/N, the identity and the
+//!   environment's summary are in the extension field [`REPRODUCTION_FIELD`] (the VSA spec allows extension
+//!   fields named by URIs).
 //!
 //! Reading them back ignores unknown fields (the in-toto parsing rules).
 
@@ -38,6 +39,9 @@ pub const VERIFIER_ID: &str = "https://example.invalid/repro/verifier/v1";
 pub const POLICY_URI: &str = "https://example.invalid/repro/policy/reproduced/v1";
 /// The VSA extension field holding N/N, the claim and the environment.
 pub const REPRODUCTION_FIELD: &str = "https://example.invalid/repro/vsa/reproduction/v1";
+
+/// The annotation of a test result's configuration holding the [`EnvironmentSummary`].
+pub const ENVIRONMENT_ANNOTATION: &str = "environmentSummary";
 
 /// The replay policy a VSA's `policy.digest` is the sha256 of.
 pub const POLICY: &str = "repro reproduction policy v1\n\
@@ -166,7 +170,10 @@ pub struct TraceMetadata {
     pub build_finished_on: Option<String>,
 }
 
-/// The environment in brief: its identity and its components (each component's files are in `fileAccess`).
+/// The environment in brief: its identity, what enters it (the system, the identity settings, each component's
+/// kind, name, version and digest) and each component's purl, file count and whether it was executed or mapped.
+/// A runtime trace lists each component's files in `fileAccess`; a VSA and a test result carry only this, enough
+/// for `repro drift` at the component level (the identity is recomputed from it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvironmentSummary {
@@ -174,6 +181,12 @@ pub struct EnvironmentSummary {
     pub arch: String,
     pub kernel_release: String,
     pub recorded_at: String,
+    /// The sandbox settings that enter the identity (absent in statements of an older repro).
+    #[serde(default)]
+    pub identity_settings: BTreeMap<String, String>,
+    /// The run's own variables, recorded only.
+    #[serde(default)]
+    pub run_settings: BTreeMap<String, String>,
     #[serde(default)]
     pub components: Vec<ComponentSummary>,
 }
@@ -189,14 +202,20 @@ pub struct ComponentSummary {
     pub purl: Option<String>,
     pub digest: String,
     pub files: usize,
+    /// Whether any of its used files was executed or mapped (a program, a library).
+    #[serde(default)]
+    pub executed: bool,
 }
 
-fn environment_summary(env: &Environment) -> EnvironmentSummary {
+/// The summary of an environment, as the predicates carry it.
+pub fn environment_summary(env: &Environment) -> EnvironmentSummary {
     EnvironmentSummary {
         identity: env.identity.clone(),
         arch: env.arch.clone(),
         kernel_release: env.kernel_release.clone(),
         recorded_at: env.recorded_at.clone(),
+        identity_settings: env.settings.identity.clone(),
+        run_settings: env.settings.run.clone(),
         components: env
             .components
             .iter()
@@ -207,6 +226,7 @@ fn environment_summary(env: &Environment) -> EnvironmentSummary {
                 purl: c.purl.clone(),
                 digest: c.digest.clone(),
                 files: c.files.len(),
+                executed: c.executed(),
             })
             .collect(),
     }
@@ -348,6 +368,8 @@ pub fn test_result(target: &Target, env: Option<&Environment>) -> TestResult {
     a.insert("exitStatus".into(), exit_status.into());
     if let Some(env) = env {
         a.insert("environment".into(), env.identity.clone().into());
+        // The summary in an annotation: the test-result schema has no field for it (and is parsed strictly).
+        a.insert(ENVIRONMENT_ANNOTATION.into(), serde_json::to_value(environment_summary(env)).unwrap_or_default());
     }
     let config = ResourceDescriptor { annotations: Some(a), ..config };
     let result = match (exit_status, not_enforced) {
@@ -448,6 +470,10 @@ pub struct Reproduction {
     /// The environment's identity, when the target recorded one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<String>,
+    /// The environment in brief (components, system, identity settings), when the target recorded one: what
+    /// `repro drift` compares at the component level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_summary: Option<EnvironmentSummary>,
     /// The pack's recorded failure signature (replay evidence).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<Signature>,
@@ -653,6 +679,7 @@ pub fn reproduction(evidence: &Evidence, claim: Option<Claim>, env: Option<&Envi
             runs: n,
             reproduced: k,
             environment: env.map(|e| e.identity.clone()),
+            environment_summary: env.map(environment_summary),
             signature: evidence.recorded.clone(),
             exit_statuses: evidence.runs.iter().map(|r| r.exit_status).collect(),
             run_ids: evidence.runs.iter().map(|r| r.id.clone()).collect(),
@@ -722,6 +749,7 @@ mod tests {
                 runs: 1,
                 reproduced: 1,
                 environment: None,
+                environment_summary: None,
                 signature: None,
                 exit_statuses: vec![0],
                 run_ids: vec!["r".into()],

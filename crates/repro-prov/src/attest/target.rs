@@ -171,6 +171,12 @@ pub fn load(path: &Path) -> Result<Target, ProvError> {
             arg: p.display().to_string(),
             reason: "repro attests a pack or a run directory (an environment document is neither)".into(),
         }),
+        crate::env::Target::Envelope(p) => Err(ProvError::Target {
+            arg: p.display().to_string(),
+            reason: "repro attests a pack or a run directory (a DSSE envelope is neither: `repro attest verify` \
+                     checks one)"
+                .into(),
+        }),
     }
 }
 

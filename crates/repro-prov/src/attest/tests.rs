@@ -382,3 +382,283 @@ mod never_panics {
         }
     }
 }
+
+/// The environment an envelope claims, as a side of `repro drift` (attest::read).
+mod read_environment {
+    use super::*;
+    use crate::attest::read;
+    use crate::drift::{self, Side};
+    use repro_model::provenance::DriftKind;
+
+    fn vsa_request(root: &Path) -> Request {
+        let mut req = Request::new(PredicateKind::Vsa);
+        req.report = Some(verify_report(root, &[RUN_ID, "r2"], 0, true));
+        req.time_verified = Some("2026-12-03T20:00:00Z".into());
+        req
+    }
+
+    /// An envelope of `kind` about a run directory in `environment()`.
+    fn envelope(kind: PredicateKind, k: &PrivateKey) -> Vec<u8> {
+        let d = tempfile::tempdir().unwrap();
+        let dir = run_dir(d.path(), 0);
+        let req = if kind == PredicateKind::Vsa { vsa_request(d.path()) } else { Request::new(kind) };
+        signed(&dir, &req, k).1
+    }
+
+    /// The statement of an envelope, edited by `f`, signed again by `k` (a key's holder who lies).
+    fn resigned(bytes: &[u8], k: &PrivateKey, f: impl Fn(&mut serde_json::Value)) -> Vec<u8> {
+        use base64::Engine as _;
+        let env: Envelope = serde_json::from_slice(bytes).unwrap();
+        let mut s: serde_json::Value =
+            serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(&env.payload).unwrap()).unwrap();
+        f(&mut s);
+        dsse::sign(dsse::PAYLOAD_TYPE, &serde_json::to_vec(&s).unwrap(), k).unwrap().to_json()
+    }
+
+    fn bad_input(r: Result<read::Attested, ProvError>) -> String {
+        match r {
+            Ok(a) => panic!("read: {:?}", a.source),
+            Err(e) => {
+                assert_eq!(e.exit_code(), 2, "{e}");
+                let m = e.to_string();
+                assert!(m.contains("e.dsse"), "names the file: {m}");
+                m
+            }
+        }
+    }
+
+    /// A copy of `environment()` with other bytes for libc (the same version).
+    fn other_libc() -> Environment {
+        let mut env = environment();
+        let c = &mut env.components[0];
+        c.files[1] = file("/usr/lib/libc.so.6", b"libc, rebuilt", vec![AccessKind::Map]);
+        c.digest = crate::env::component_digest(&c.files);
+        env.identity = crate::env::identity(&env.arch, &env.kernel_release, &env.settings, &env.components);
+        env
+    }
+
+    #[test]
+    fn a_runtime_trace_gives_back_the_whole_environment() {
+        let k = key(1);
+        let bytes = envelope(PredicateKind::RuntimeTrace, &k);
+        let p = Path::new("e.dsse");
+        let a = read::read(&bytes, p, &[&k.public()]).unwrap();
+        let want = Environment { repro_version: String::new(), ..environment() };
+        assert_eq!(a.environment, want);
+        assert_eq!(a.source.predicate, "runtime-trace");
+        assert!(a.source.verified && a.source.files_listed);
+        assert_eq!(a.source.key_id.as_deref(), Some(k.id()));
+        // Against the environment itself: the same; against another libc: the file is named, executed first.
+        let side = Side { environment: a.environment, attestation: Some(a.source), executed: a.executed };
+        let d = drift::compare_sides(("e.dsse", &side), ("run", &environment().into()));
+        assert!(d.same && d.changes.is_empty(), "{:?}", d.changes);
+        let text = drift::describe(&d).join("\n");
+        assert!(text.contains("A: runtime trace (signature verified: key"), "{text}");
+        let d = drift::compare_sides(("e.dsse", &side), ("run", &other_libc().into()));
+        assert!(!d.same);
+        assert_eq!((d.changes[0].rank, d.changes[0].kind), (0, DriftKind::Content));
+        assert_eq!(d.changes[0].files, vec!["/usr/lib/libc.so.6 (content)".to_string()]);
+        // Unchecked: the same environment, and it says so.
+        let a = read::read(&bytes, p, &[]).unwrap();
+        assert!(!a.source.verified);
+        assert_eq!(a.source.key_id.as_deref(), Some(k.id()));
+        let words = read::describe_source(&a.source, "run r");
+        assert!(words.starts_with("runtime trace (signature not checked: pass --key) of run r"), "{words}");
+        let side = Side { environment: a.environment, attestation: Some(a.source), executed: a.executed };
+        assert!(crate::env::describe_side(&side).iter().any(|l| l.starts_with("attested   runtime trace")));
+    }
+
+    #[test]
+    fn a_vsa_and_a_test_result_give_the_components_and_what_was_executed() {
+        let k = key(2);
+        for (kind, name) in [(PredicateKind::Vsa, "vsa"), (PredicateKind::TestResult, "test-result")] {
+            let bytes = envelope(kind, &k);
+            let a = read::read(&bytes, Path::new("e.dsse"), &[&k.public()]).unwrap();
+            let env = environment();
+            assert_eq!(a.source.predicate, name);
+            assert!(a.source.verified && !a.source.files_listed);
+            assert_eq!(a.environment.identity, env.identity);
+            assert_eq!(a.environment.settings, env.settings);
+            assert_eq!(a.environment.source, EnvSource::Run { run_id: RUN_ID.into() });
+            let c = &a.environment.components[0];
+            assert!(c.files.is_empty());
+            assert_eq!((c.name.as_str(), &c.digest), ("dash", &env.components[0].digest));
+            assert!(a.executed.contains(&(ComponentKind::Deb, "dash".into(), c.digest.clone())));
+            let side = Side { environment: a.environment.clone(), attestation: Some(a.source), executed: a.executed };
+            let d = drift::compare_sides(("e.dsse", &side), ("run", &env.into()));
+            assert!(d.same, "{:?}", d.changes);
+            // A content change: ranked as executed from the summary's flag, without file names.
+            let d = drift::compare_sides(("e.dsse", &side), ("run", &other_libc().into()));
+            assert!(!d.same);
+            assert_eq!(
+                (d.changes[0].rank, d.changes[0].kind, d.changes[0].subject.as_str()),
+                (0, DriftKind::Content, "deb dash")
+            );
+            assert!(d.changes[0].files.is_empty(), "{:?}", d.changes[0].files);
+            let text = drift::describe(&d).join("\n");
+            assert!(text.contains("components only"), "{text}");
+            let text = crate::env::describe_side(&side).join("\n");
+            assert!(text.contains("1 components (a summary") && text.contains("dash 0.5.12-2 [executed]"), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_claimed_identity_that_is_not_its_components_is_refused() {
+        let k = key(3);
+        let p = Path::new("e.dsse");
+        // A runtime trace: a file's bytes said to be others (the component's digest no longer matches); the
+        // identity replaced by another one's everywhere.
+        let trace = envelope(PredicateKind::RuntimeTrace, &k);
+        let t = resigned(&trace, &k, |s| {
+            s["predicate"]["monitorLog"]["fileAccess"][1]["digest"]["sha256"] = "0".repeat(64).into()
+        });
+        let m = bad_input(read::read(&t, p, &[&k.public()]));
+        assert!(m.contains("components[0]") && m.contains("digest"), "{m}");
+        let forged = other_libc().identity;
+        let t = resigned(&trace, &k, |s| {
+            s["predicate"]["reproEnvironment"]["identity"] = forged.clone().into();
+            s["predicate"]["monitoredProcess"]["hostID"] = format!("urn:repro:environment:{forged}").into();
+        });
+        let m = bad_input(read::read(&t, p, &[&k.public()]));
+        assert!(m.contains("is not the identity of its components"), "{m}");
+        // A VSA: another version claimed for the same digest; a setting dropped.
+        let vsa = envelope(PredicateKind::Vsa, &k);
+        let field = predicates::REPRODUCTION_FIELD;
+        let t = resigned(&vsa, &k, |s| {
+            s["predicate"][field]["environmentSummary"]["components"][0]["version"] = "0.5.12-3".into()
+        });
+        let m = bad_input(read::read(&t, p, &[&k.public()]));
+        assert!(m.contains("environmentSummary: identity"), "{m}");
+        let t = resigned(&vsa, &k, |s| {
+            s["predicate"][field]["environmentSummary"]["identitySettings"]
+                .as_object_mut()
+                .unwrap()
+                .remove("supervised");
+        });
+        assert!(bad_input(read::read(&t, p, &[])).contains("is not the identity"));
+        // The VSA's identity and its summary's disagree.
+        let t = resigned(&vsa, &k, |s| s["predicate"][field]["environment"] = forged.clone().into());
+        assert!(bad_input(read::read(&t, p, &[])).contains("but its summary is of"));
+        // A test result: a component added to the summary.
+        let tr = envelope(PredicateKind::TestResult, &k);
+        let t = resigned(&tr, &k, |s| {
+            let a = &mut s["predicate"]["configuration"][0]["annotations"][predicates::ENVIRONMENT_ANNOTATION];
+            let mut c = a["components"][0].clone();
+            c["name"] = "bash".into();
+            a["components"].as_array_mut().unwrap().push(c);
+        });
+        assert!(bad_input(read::read(&t, p, &[&k.public()])).contains("is not the identity"));
+    }
+
+    #[test]
+    fn an_attestation_without_an_environment_is_refused_with_what_was_expected() {
+        let k = key(4);
+        let p = Path::new("e.dsse");
+        let d = tempfile::tempdir().unwrap();
+        let dir = run_dir(d.path(), 0);
+        let t = target::load(&dir).unwrap();
+        for (req, want) in [
+            (vsa_request(d.path()), "expected a VSA with the environment's summary"),
+            (Request::new(PredicateKind::TestResult), "expected a test result with the environment's summary"),
+        ] {
+            let s = statement(&t, None, &req).unwrap();
+            let bytes = sign(&s, &k).unwrap().to_json();
+            let m = bad_input(read::read(&bytes, p, &[&k.public()]));
+            assert!(m.contains("records no environment") && m.contains(want), "{m}");
+        }
+        let trace = envelope(PredicateKind::RuntimeTrace, &k);
+        let t = resigned(&trace, &k, |s| {
+            s["predicate"].as_object_mut().unwrap().remove("reproEnvironment");
+        });
+        assert!(bad_input(read::read(&t, p, &[])).contains("expected a runtime trace with its environment"));
+        // Another predicate type; a payload that is no statement.
+        let t = resigned(&trace, &k, |s| s["predicateType"] = "https://slsa.dev/provenance/v1".into());
+        assert!(bad_input(read::read(&t, p, &[])).contains("expected a runtime trace"));
+        let junk = dsse::sign(dsse::PAYLOAD_TYPE, b"[]", &k).unwrap().to_json();
+        assert!(bad_input(read::read(&junk, p, &[&k.public()])).contains("not an in-toto statement"));
+    }
+
+    #[test]
+    fn a_wrong_key_or_a_changed_payload_exits_1_with_the_reason() {
+        let k = key(5);
+        let p = Path::new("e.dsse");
+        let bytes = envelope(PredicateKind::Vsa, &k);
+        let unverified = |r: Result<read::Attested, ProvError>| match r {
+            Err(e @ ProvError::Unverified { .. }) => {
+                assert_eq!(e.exit_code(), 1);
+                e.to_string()
+            }
+            Err(e) => panic!("not a verification failure: {e}"),
+            Ok(_) => panic!("verified"),
+        };
+        let m = unverified(read::read(&bytes, p, &[&key(6).public()]));
+        assert!(m.contains("e.dsse") && m.contains("no signature by the key given"), "{m}");
+        // Either of two keys may have signed.
+        assert!(read::read(&bytes, p, &[&key(6).public(), &k.public()]).unwrap().source.verified);
+        let m = unverified(read::read(&bytes, p, &[&key(6).public(), &key(7).public()]));
+        assert!(m.matches("no signature by the key given").count() == 2, "{m}");
+        // The payload changed by someone without the key.
+        let mut env: Envelope = serde_json::from_slice(&bytes).unwrap();
+        let forged = resigned(&bytes, &key(8), |s| s["predicate"]["verificationResult"] = "FAILED".into());
+        let f: Envelope = serde_json::from_slice(&forged).unwrap();
+        env.payload = f.payload;
+        assert!(unverified(read::read(&env.to_json(), p, &[&k.public()])).contains("does not verify"));
+        // Unchecked, the same bytes read (and the side says the signature was not checked).
+        assert!(!read::read(&env.to_json(), p, &[]).unwrap().source.verified);
+    }
+
+    #[test]
+    fn an_envelope_is_told_apart_from_an_environment_document_by_content() {
+        let k = key(9);
+        let d = tempfile::tempdir().unwrap();
+        let e = d.path().join("x.json");
+        std::fs::write(&e, envelope(PredicateKind::RuntimeTrace, &k)).unwrap();
+        assert!(matches!(crate::env::classify(&e).unwrap(), crate::env::Target::Envelope(_)));
+        let side = crate::env::side_of(&e, &[&k.public()]).unwrap();
+        assert!(side.attestation.unwrap().verified);
+        // environment_of (what `repro sbom` and `attest` read) refuses a claim.
+        assert!(crate::env::environment_of(&e).unwrap_err().to_string().contains("DSSE envelope"));
+        let doc = d.path().join("env.json");
+        std::fs::write(&doc, crate::env::to_json(&environment())).unwrap();
+        assert!(matches!(crate::env::classify(&doc).unwrap(), crate::env::Target::Document(_)));
+        assert!(crate::env::side_of(&doc, &[]).unwrap().attestation.is_none());
+        for junk in [&b""[..], b"{", b"[]", b"{\"payloadType\": 1, \"payload\": 2}", b"{\"payload\": \"\"}"] {
+            assert!(!read::is_envelope(junk));
+        }
+        assert!(read::is_envelope(b" {\"payloadType\": \"x\", \"payload\": \"\", \"signatures\": []}"));
+    }
+
+    mod never_panics {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+            /// Whatever a key's holder signed (a real statement with bytes changed), reading it as a drift side
+            /// returns an environment or an error naming the file, with and without the key.
+            #[test]
+            fn reading_an_edited_statement_never_panics(
+                which in 0usize..3,
+                edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..6),
+            ) {
+                let k = key(10);
+                let kind = [PredicateKind::RuntimeTrace, PredicateKind::TestResult, PredicateKind::Vsa][which];
+                let bytes = envelope(kind, &k);
+                let env: Envelope = serde_json::from_slice(&bytes).unwrap();
+                use base64::Engine as _;
+                let mut payload = base64::engine::general_purpose::STANDARD.decode(&env.payload).unwrap();
+                for (i, b) in edits {
+                    let i = i % payload.len();
+                    payload[i] = b;
+                }
+                let signed = dsse::sign(dsse::PAYLOAD_TYPE, &payload, &k).unwrap().to_json();
+                for keys in [vec![], vec![&k.public() as &dyn Verifier]] {
+                    if let Err(e) = read::read(&signed, Path::new("e.dsse"), &keys) {
+                        prop_assert!(e.to_string().contains("e.dsse"), "{}", e);
+                    }
+                }
+            }
+        }
+    }
+}

@@ -320,3 +320,125 @@ fn a_recorded_run_is_attested_by_its_outputs() {
     let o = e.verify(&e.s("test-result.jsonl"), &e.s("k.pub"), &["--file", dir.join("stdout").to_str().unwrap()]);
     assert_code(&o, 0);
 }
+
+/// `repro drift ENVELOPE RUN`: a VSA of a real `run --verify` (its first run recorded with --record-inputs) and
+/// a runtime trace, compared with later runs of the same command: the same environment exits 0; a run that used
+/// one more file, or other bytes of the same file, exits 1 and names the change; a tampered envelope with --key
+/// exits 1, a forged identity without it exits 2, and an unchecked side says so.
+#[test]
+fn drift_takes_a_signed_vsa_or_trace_as_a_side() {
+    let e = AttestEnv::new();
+    e.key("k");
+    e.key("stranger");
+    let extra = tempfile::tempdir().unwrap();
+    fs::write(extra.path().join("used"), "v1\n").unwrap();
+    fs::write(extra.path().join("more"), "more\n").unwrap();
+    let bind = format!("{}:/run/extra", extra.path().display());
+    let o = e.cmd(&[
+        "run",
+        "-q",
+        "--verify",
+        "--runs",
+        "2",
+        "--record-inputs",
+        "--bind",
+        &bind,
+        "--json",
+        "--",
+        "cat",
+        "/run/extra/used",
+    ]);
+    assert_code(&o, 0);
+    fs::write(e.at("verify.json"), &o.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let first = v["runs"][0]["dir"].as_str().unwrap().to_string();
+    let vsa = e.s("vsa.dsse");
+    let o = e.cmd(&[
+        "attest",
+        &first,
+        "--key",
+        &e.s("k.key"),
+        "--predicate",
+        "vsa",
+        "--report",
+        &e.s("verify.json"),
+        "-o",
+        &vsa,
+    ]);
+    assert_code(&o, 0);
+    let (_, s) = payload(&e.at("vsa.dsse"));
+    let summary = &s["predicate"]["https://example.invalid/repro/vsa/reproduction/v1"]["environmentSummary"];
+    assert!(summary["components"].as_array().is_some_and(|c| !c.is_empty()), "{summary}");
+    let trace = e.s("trace.dsse");
+    assert_code(&e.cmd(&["attest", &first, "--key", &e.s("k.key"), "-o", &trace]), 0);
+
+    // The same command again: the same environment, from the VSA and from the trace.
+    let run = |args: &[&str]| {
+        let mut a = vec!["run", "-q", "--record-inputs", "--bind", &bind, "--"];
+        a.extend_from_slice(args);
+        assert_code(&e.cmd(&a), 0);
+        e.w.last_run().to_str().unwrap().to_string()
+    };
+    let same = run(&["cat", "/run/extra/used"]);
+    for side in [&vsa, &trace] {
+        let o = e.cmd(&["drift", side, &same, "--key", &e.s("k.pub")]);
+        assert_code(&o, 0);
+        let out = stdout(&o);
+        assert!(out.contains("same environment") && out.contains("signature verified: key"), "{out}");
+    }
+    let o = e.cmd(&["drift", &vsa, &same, "--key", &e.s("k.pub"), "--json"]);
+    assert_code(&o, 0);
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(d["a"]["attestation"]["predicate"], "vsa");
+    assert_eq!((d["a"]["attestation"]["verified"].as_bool(), d["b"].get("attestation")), (Some(true), None));
+    // Without --key: read, and said to be unchecked.
+    let o = e.cmd(&["drift", &vsa, &same]);
+    assert_code(&o, 0);
+    assert!(stdout(&o).contains("A: VSA (signature not checked: pass --key"), "{}", stdout(&o));
+
+    // One more file used: named, exit 1.
+    let more = run(&["cat", "/run/extra/used", "/run/extra/more"]);
+    let o = e.cmd(&["drift", &vsa, &more, "--key", &e.s("k.pub"), "--json"]);
+    assert_code(&o, 1);
+    let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let kinds: Vec<(&str, &str)> = d["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] != "run-setting")
+        .map(|c| (c["kind"].as_str().unwrap(), c["subject"].as_str().unwrap()))
+        .collect();
+    assert_eq!(kinds, [("added", "file /run/extra/more")], "{d}");
+    // Other bytes of the same file: the component from the VSA (no file names), the file from the trace.
+    fs::write(extra.path().join("used"), "v2\n").unwrap();
+    let changed = run(&["cat", "/run/extra/used"]);
+    let o = e.cmd(&["drift", &vsa, &changed, "--key", &e.s("k.pub")]);
+    assert_code(&o, 1);
+    let out = stdout(&o);
+    assert!(out.contains("content  [read] file /run/extra/used") && out.contains("components only"), "{out}");
+    let o = e.cmd(&["drift", &trace, &changed, "--key", &e.s("k.pub")]);
+    assert_code(&o, 1);
+    assert!(stdout(&o).contains("/run/extra/used (content)"), "{}", stdout(&o));
+
+    // Tampered (the result flipped, the signature kept): exit 1 with the reason; so is another key's.
+    let (env, statement) = payload(&e.at("vsa.dsse"));
+    let mut edited = statement.clone();
+    edited["predicate"]["verificationResult"] = "FAILED".into();
+    with_payload(&env, &edited, &e.at("tampered.dsse"));
+    let o = e.cmd(&["drift", &e.s("tampered.dsse"), &same, "--key", &e.s("k.pub")]);
+    refused(&o, "does not verify");
+    assert!(stderr(&o).contains("tampered.dsse"), "{}", stderr(&o));
+    refused(&e.cmd(&["drift", &vsa, &same, "--key", &e.s("stranger.pub")]), "no signature by the key given");
+    // An identity forged to match another run (read unchecked): bad input, exit 2, naming the file.
+    let mut forged = statement.clone();
+    forged["predicate"]["https://example.invalid/repro/vsa/reproduction/v1"]["environmentSummary"]["components"][0]
+        ["version"] = "9".into();
+    with_payload(&env, &forged, &e.at("forged.dsse"));
+    let o = e.cmd(&["drift", &e.s("forged.dsse"), &same]);
+    assert_code(&o, 2);
+    assert!(stderr(&o).contains("forged.dsse") && stderr(&o).contains("is not the identity"), "{}", stderr(&o));
+    // `repro env` reads an envelope too.
+    let o = e.cmd(&["env", &vsa]);
+    assert_code(&o, 0);
+    assert!(stdout(&o).contains("attested   VSA (signature not checked"), "{}", stdout(&o));
+}
