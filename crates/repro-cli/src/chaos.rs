@@ -38,6 +38,8 @@ pub enum ChaosCommand {
         #[arg(long, short)]
         quiet: bool,
         #[command(flatten)]
+        junit: crate::ci::JunitArg,
+        #[command(flatten)]
         common: Common,
     },
     /// Load and check an experiment and its adapter (schema, references, limits) without running anything.
@@ -207,12 +209,14 @@ fn print_evaluation(ev: &Evaluation) {
 
 pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
     match cmd {
-        ChaosCommand::Run { experiment, adapter, seed, state_dir, quiet, common } => {
+        ChaosCommand::Run { experiment, adapter, seed, state_dir, quiet, junit, common } => {
+            junit.check()?;
             let limits = common.limits.limits();
             let exp = api::resolve_experiment_with(&experiment, &common.dir(), &limits).map_err(err)?;
             let ad = api::resolve_adapter_with(adapter.as_deref(), &exp, &limits).map_err(err)?;
             let opts = RunOptions { seed, state_dir, echo: !quiet && !common.json, limits };
             let out = runner::run(&exp, &ad, &opts).map_err(err)?;
+            junit.write(|| repro_ci::report::chaos(&out.evaluation))?;
             if common.json {
                 print_json(&out.evaluation)?;
             } else {

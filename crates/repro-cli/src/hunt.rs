@@ -241,12 +241,15 @@ pub struct HuntArgs {
     /// Where `--capture` writes the pack.
     #[arg(long, short, value_name = "FILE", requires = "capture")]
     output: Option<PathBuf>,
+    #[command(flatten)]
+    junit: crate::ci::JunitArg,
     /// The command and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     command: Vec<String>,
 }
 
 pub fn hunt(a: HuntArgs) -> Result<i32, CliError> {
+    a.junit.check()?;
     let budget_time = config::parse_duration("--time-budget", &a.time_budget)?;
     if a.max_runs == 0 {
         return Err(CliError::usage("--max-runs: expected at least 1"));
@@ -327,6 +330,7 @@ pub fn hunt(a: HuntArgs) -> Result<i32, CliError> {
             }
         }
     }
+    a.junit.write(|| repro_ci::report::hunt(&outcomes, &space.dims, &report))?;
     if a.search.json {
         print_json(&report)?;
     } else {

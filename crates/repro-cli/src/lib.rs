@@ -5,6 +5,8 @@
 mod out;
 mod attest;
 mod chaos;
+mod ci;
+mod contract;
 mod error;
 mod hunt;
 mod pack;
@@ -87,9 +89,15 @@ pub enum Command {
     /// Sign an in-toto attestation about a pack or run (runtime-trace, test-result, or a VSA of a replay); `repro
     /// attest verify FILE --key PUB` checks one.
     Attest(attest::AttestArgs),
+    /// The environment contract of repro.toml: `repro contract verify` runs setup, diagnose and verify cold.
+    #[command(subcommand)]
+    Contract(contract::ContractCommand),
     /// Fault-injection experiments: run, list, show, preflight, evaluate, report, share, export, dashboard.
     #[command(subcommand)]
     Chaos(chaos::ChaosCommand),
+    /// CI pipelines: `repro ci init --github|--gitlab --test-cmd CMD` writes one (docs/ci.md).
+    #[command(subcommand)]
+    Ci(ci::CiCommand),
     /// Print a shell completion script.
     Completions {
         /// The shell: bash, zsh or fish.
@@ -174,7 +182,9 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Sbom(args) => sbom::sbom_cmd(args),
         Command::Key(cmd) => attest::key_cmd(cmd),
         Command::Attest(args) => attest::attest_cmd(args),
+        Command::Contract(cmd) => contract::dispatch(cmd),
         Command::Chaos(cmd) => chaos::dispatch(cmd),
+        Command::Ci(cmd) => ci::dispatch(cmd),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             // Generated into memory: clap_complete panics when its writer fails (a closed pipe).

@@ -128,6 +128,8 @@ pub struct ReplayArgs {
     /// Print a JSON report on stdout (the guest's stdout is then only saved).
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    junit: crate::ci::JunitArg,
     /// Stop a run (exit 120) when every task has waited this long on another (a deadlock): 2s, 500ms, 1m; 0
     /// turns it off [default: 60s].
     #[arg(long, value_name = "DURATION")]
@@ -339,6 +341,7 @@ pub fn capture_cmd(a: CaptureArgs) -> Result<i32, CliError> {
 }
 
 pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
+    a.junit.check()?;
     let vary = variation(&a)?;
     let limits = a.limits.limits()?;
     let stuck_after_ms =
@@ -380,6 +383,7 @@ pub fn replay_cmd(a: ReplayArgs) -> Result<i32, CliError> {
         ExitCode::Failure
     }
     .code();
+    a.junit.write(|| repro_ci::report::replay(&r))?;
     if a.json {
         let mut v = serde_json::to_value(&r).map_err(|e| CliError::new(ExitCode::Failure, e.to_string()))?;
         v["exit_status"] = code.into();

@@ -150,6 +150,8 @@ pub struct RunArgs {
     /// Print no summary line at the end.
     #[arg(long, short)]
     quiet: bool,
+    #[command(flatten)]
+    junit: crate::ci::JunitArg,
     /// The command and its arguments.
     #[arg(required = true, trailing_var_arg = true, value_name = "CMD")]
     command: Vec<String>,
@@ -164,11 +166,12 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
     if a.verify && a.runs < 2 {
         return Err(CliError::usage(format!("--runs {}: --verify needs at least 2 runs", a.runs)));
     }
+    a.junit.check()?;
     let req = RunRequest::prepare(&opts)?;
     repro_sys::startup::mark("run: settings prepared (project file, epoch, toolchains)");
     let exe = repro_sandbox::run::self_exe();
     if a.verify {
-        return verify(&req, &exe, a.runs, a.json, a.record_inputs);
+        return verify(&req, &exe, a.runs, a.json, a.record_inputs, &a.junit);
     }
     let echo = Echo { stdout: !a.json, stderr: true };
     let (report, env) = if a.record_inputs {
@@ -179,6 +182,7 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
     };
     let r = &report.record;
     report_enforcement(r, a.quiet);
+    a.junit.write(|| repro_ci::report::run(r, &report.dir, env.as_ref().map(|e| e.identity.as_str())))?;
     if a.json {
         print_json(r)?;
     } else if !a.quiet {
@@ -227,6 +231,7 @@ fn verify(
     runs: u32,
     json: bool,
     record_inputs: bool,
+    junit: &crate::ci::JunitArg,
 ) -> Result<i32, CliError> {
     hold_interrupts();
     let mut environment = None;
@@ -239,6 +244,10 @@ fn verify(
         }
     };
     let verified = repro_sandbox::verify::verify(req, exe, runs, !json, record_inputs, first)?;
+    let identity = match &environment {
+        Some(Ok(env)) => Some(env.identity.clone()),
+        _ => None,
+    };
     match environment {
         Some(Err(e)) => return Err(crate::prov::prov_error(e)),
         Some(Ok(env)) if !json => errln!(
@@ -262,6 +271,7 @@ fn verify(
         }
     };
     let code = report.exit_code();
+    junit.write(|| repro_ci::report::verify(&report, &req.settings, identity.as_deref()))?;
     if json {
         let mut v = serde_json::to_value(&report).map_err(|e| CliError::new(ExitCode::Failure, e.to_string()))?;
         v["exit_status"] = code.code().into();

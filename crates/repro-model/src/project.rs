@@ -11,6 +11,11 @@
 //! memory = "2G"                       # as --memory
 //! disk = "512M"                       # as --disk
 //! network = "loopback"                # the guest's network: its own namespace with `lo` only (the one mode)
+//!
+//! [contract]                          # repro contract verify: see [`Contract`]
+//! setup = ["make deps"]
+//! diagnose = [["python3", "--version"]]
+//! verify = [{ name = "tests", run = "make test" }]
 //! ```
 
 use serde::{Deserialize, Serialize};
@@ -27,6 +32,152 @@ pub struct ProjectFile {
     /// Settings of `repro run` (and of the runs `capture`, `hunt` and `explain` make).
     #[serde(default)]
     pub run: RunSection,
+    /// How the project is set up and checked (`repro contract verify`).
+    #[serde(default)]
+    pub contract: Option<Contract>,
+}
+
+/// `[contract]`: the environment contract. Each stage is a list of steps; `repro contract verify` runs them all,
+/// cold, in a fresh copy of the project, each step a `repro run` with the `[run]` settings.
+///
+/// ```toml
+/// [contract]
+/// setup = ["pip install --no-index --find-links wheels -r requirements.txt"]  # once, its changes kept
+/// diagnose = [["python3", "--version"], "uname -m"]                          # facts, printed, never fatal
+/// verify = [{ name = "tests", run = ["python3", "-m", "pytest", "-q"] }]     # all must exit 0: "fixed"
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Contract {
+    /// Run first, in order, their file changes kept in the copy; the first that fails stops the contract.
+    #[serde(default)]
+    pub setup: Vec<Step>,
+    /// Print environment facts; a failure is reported, not fatal.
+    #[serde(default)]
+    pub diagnose: Vec<Step>,
+    /// The commands whose success means "fixed" (the test suite, linters); every one runs.
+    #[serde(default)]
+    pub verify: Vec<Step>,
+}
+
+/// One step: a shell line (run by `sh -c`), an argv (run as is, so a toolchain such as rustup's cargo is
+/// found and bound as for `repro run -- cargo …`), or a table with a name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Step {
+    Shell(String),
+    Argv(Vec<String>),
+    Named(NamedStep),
+}
+
+/// `{ name = "...", run = "..." | [...] }`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamedStep {
+    pub name: String,
+    pub run: StepCommand,
+}
+
+/// What a named step runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum StepCommand {
+    Shell(String),
+    Argv(Vec<String>),
+}
+
+impl Step {
+    /// The argv the step runs (a shell line as `sh -c LINE`) and its name (the line or argv when unnamed).
+    pub fn command(&self) -> (String, Vec<String>) {
+        let shell = |l: &str| vec!["sh".to_string(), "-c".to_string(), l.to_string()];
+        match self {
+            Step::Shell(l) => (l.clone(), shell(l)),
+            Step::Argv(a) => (a.join(" "), a.clone()),
+            Step::Named(n) => match &n.run {
+                StepCommand::Shell(l) => (n.name.clone(), shell(l)),
+                StepCommand::Argv(a) => (n.name.clone(), a.clone()),
+            },
+        }
+    }
+
+    /// Why the step cannot run: an empty line, argv or name.
+    pub fn problem(&self) -> Option<&'static str> {
+        let (name, argv) = self.command();
+        if name.trim().is_empty() {
+            Some("a step needs a name or a command")
+        } else if argv.is_empty() || argv[0].is_empty() || argv.last().is_some_and(|a| a.trim().is_empty()) {
+            Some("a step's command is empty")
+        } else {
+            None
+        }
+    }
+}
+
+/// The stages of a contract, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Setup,
+    Diagnose,
+    Verify,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Setup => "setup",
+            Stage::Diagnose => "diagnose",
+            Stage::Verify => "verify",
+        }
+    }
+}
+
+/// What `repro contract verify` found (`--json`, and `report.json` of its directory).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContractReport {
+    /// The contract's id (its directory's name under `STATE/contracts/`).
+    pub id: String,
+    /// The project file.
+    pub file: String,
+    /// Every setup and verify step exited 0.
+    pub passed: bool,
+    pub steps: Vec<StepReport>,
+    pub duration_ms: u64,
+}
+
+/// One step's outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepReport {
+    pub stage: Stage,
+    pub name: String,
+    pub argv: Vec<String>,
+    /// The run that ran it; absent when it did not run (an earlier setup step failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_dir: Option<String>,
+    /// The run's exit status (121 when it was not deterministic, as `repro run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<i32>,
+    pub outcome: StepOutcome,
+    pub duration_ms: u64,
+    /// The last lines of its stdout and stderr (a diagnose step's facts; a failure's cause).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stdout_tail: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stderr_tail: String,
+}
+
+/// How a step ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepOutcome {
+    Passed,
+    Failed,
+    /// Not run: an earlier setup step failed.
+    Skipped,
 }
 
 /// `[run]`: each key is the flag of the same name; a flag given on the command line wins over the file.
@@ -152,12 +303,34 @@ network = "loopback"
         assert_eq!(text.run.epoch.map(|e| e.as_flag()).as_deref(), Some("2024-01-01T00:00:00Z"));
     }
 
+    #[test]
+    fn a_contract_parses_in_its_three_forms() {
+        let text = r#"
+[contract]
+setup = ["make deps"]
+diagnose = [["python3", "--version"], "uname -m"]
+verify = [{ name = "tests", run = ["cargo", "test"] }, { name = "lint", run = "make lint" }]
+"#;
+        let c = parse("repro.toml", text).unwrap().contract.unwrap();
+        assert_eq!(c.setup[0].command(), ("make deps".into(), vec!["sh".into(), "-c".into(), "make deps".into()]));
+        assert_eq!(c.diagnose[0].command().1, ["python3", "--version"]);
+        assert_eq!(c.verify[0].command(), ("tests".into(), vec!["cargo".into(), "test".into()]));
+        assert_eq!(c.verify[1].command().1, ["sh", "-c", "make lint"]);
+        assert!(c.verify.iter().all(|s| s.problem().is_none()));
+        assert_eq!(Step::Shell(" ".into()).problem(), Some("a step needs a name or a command"));
+        assert_eq!(Step::Argv(vec![]).problem(), Some("a step needs a name or a command"));
+        let e = parse("p/repro.toml", "[contract]\nverify = [{ name = \"t\", cmd = \"x\" }]\n").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        let e = parse("p/repro.toml", "[contract]\ntests = []\n").unwrap_err().to_string();
+        assert!(e.starts_with("p/repro.toml:2:1: unknown key `tests`"), "{e}");
+    }
+
     /// Every bad file names the file, the line and what is wrong.
     #[test]
     fn bad_files_name_file_line_and_key() {
         let cases: [(&str, &str); 7] = [
             ("[run]\nseed = 1\nenvs = [\"A\"]\n", "p/repro.toml:3:1: unknown key `envs`, expected one of"),
-            ("[build]\nx = 1\n", "p/repro.toml:1:2: unknown key `build`, expected `run`"),
+            ("[build]\nx = 1\n", "p/repro.toml:1:2: unknown key `build`, expected `run` or `contract`"),
             ("[run]\nseed = \"seven\"\n", "p/repro.toml:2:8: invalid type: string \"seven\", expected u64"),
             ("[run]\nseed = -1\n", "p/repro.toml:2:8: invalid value: integer `-1`, expected u64"),
             ("[run]\nnetwork = \"host\"\n", "p/repro.toml:2:11: unknown variant `host`, expected `loopback`"),

@@ -4,8 +4,10 @@
 mod attest;
 mod chaos;
 mod chaos_bounds;
+mod ci;
 mod cli;
 mod common;
+mod contract;
 mod determinism;
 mod doctor;
 mod hunt;

@@ -1,0 +1,141 @@
+//! The fresh copy of the project a contract runs in: git's tracked and untracked-but-not-ignored files when the
+//! project is a git work tree (what a clean clone plus the uncommitted work has; no `target/`, no `.repro/`), else
+//! every file below it except the state directory. Regular files keep their mode bits, symbolic links are copied
+//! as links; anything else is skipped. Bounded: a project larger than the limits is refused, not half-copied.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::ContractError;
+
+/// The most files and bytes copied.
+const MAX_FILES: usize = 200_000;
+const MAX_BYTES: u64 = 8 << 30;
+
+/// Copies `project` into `tree` (an empty directory), leaving out `state`.
+pub fn project(project: &Path, tree: &Path, state: &Path) -> Result<(), ContractError> {
+    let state = std::fs::canonicalize(state).unwrap_or_else(|_| state.to_path_buf());
+    let files = match git_files(project) {
+        Some(f) => f,
+        None => walk(project, &state)?,
+    };
+    if files.len() > MAX_FILES {
+        return Err(ContractError::Copy(format!("{} has more than {MAX_FILES} files", project.display())));
+    }
+    let mut bytes = 0u64;
+    for rel in files {
+        let src = project.join(&rel);
+        if src.starts_with(&state) || rel.components().any(|c| c.as_os_str() == ".git") {
+            continue;
+        }
+        let dst = tree.join(&rel);
+        let Ok(md) = std::fs::symlink_metadata(&src) else { continue }; // deleted but still in the index
+        if let Some(parent) = dst.parent() {
+            std::fs::create_dir_all(parent).map_err(|source| ContractError::Io {
+                what: "create",
+                path: parent.into(),
+                source,
+            })?;
+        }
+        if md.file_type().is_symlink() {
+            let target = std::fs::read_link(&src).map_err(|source| ContractError::Io {
+                what: "read the link",
+                path: src.clone(),
+                source,
+            })?;
+            std::os::unix::fs::symlink(&target, &dst).map_err(|source| ContractError::Io {
+                what: "create the link",
+                path: dst.clone(),
+                source,
+            })?;
+        } else if md.is_file() {
+            bytes += md.len();
+            if bytes > MAX_BYTES {
+                return Err(ContractError::Copy(format!("{} holds more than {MAX_BYTES} bytes", project.display())));
+            }
+            std::fs::copy(&src, &dst).map_err(|source| ContractError::Io {
+                what: "copy",
+                path: src.clone(),
+                source,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// `git ls-files --cached --others --exclude-standard` of `project`, when it is a git work tree's top.
+fn git_files(project: &Path) -> Option<Vec<PathBuf>> {
+    if !project.join(".git").exists() {
+        return None;
+    }
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(project)
+        .args(["ls-files", "-z", "--cached", "--others", "--exclude-standard"])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    use std::os::unix::ffi::OsStrExt;
+    Some(
+        out.stdout
+            .split(|&b| b == 0)
+            .filter(|p| !p.is_empty())
+            .map(|p| PathBuf::from(std::ffi::OsStr::from_bytes(p)))
+            .collect(),
+    )
+}
+
+/// Every file and link below `project` (relative paths), not entering `state` or `.git`.
+fn walk(project: &Path, state: &Path) -> Result<Vec<PathBuf>, ContractError> {
+    let mut out = Vec::new();
+    let mut todo = vec![PathBuf::new()];
+    while let Some(rel) = todo.pop() {
+        let dir = project.join(&rel);
+        let rd =
+            std::fs::read_dir(&dir).map_err(|source| ContractError::Io { what: "list", path: dir.clone(), source })?;
+        for e in rd {
+            let e = e.map_err(|source| ContractError::Io { what: "list", path: dir.clone(), source })?;
+            let r = rel.join(e.file_name());
+            let ft = e.file_type().map_err(|source| ContractError::Io { what: "stat", path: e.path(), source })?;
+            if ft.is_dir() {
+                if e.path() != state && e.file_name() != ".git" {
+                    todo.push(r);
+                }
+            } else {
+                out.push(r);
+            }
+            if out.len() > MAX_FILES {
+                return Err(ContractError::Copy(format!("{} has more than {MAX_FILES} files", project.display())));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_directory_is_copied_without_the_state_dir_keeping_modes_and_links() {
+        use std::os::unix::fs::PermissionsExt;
+        let p = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(p.path().join("src/deep")).unwrap();
+        std::fs::write(p.path().join("src/deep/a.txt"), "a").unwrap();
+        std::fs::write(p.path().join("run.sh"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(p.path().join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::symlink("src/deep/a.txt", p.path().join("link")).unwrap();
+        std::fs::create_dir_all(p.path().join(".repro/runs")).unwrap();
+        std::fs::write(p.path().join(".repro/runs/x"), "state").unwrap();
+        let t = tempfile::tempdir().unwrap();
+        project(p.path(), t.path(), &p.path().join(".repro")).unwrap();
+        assert_eq!(std::fs::read_to_string(t.path().join("src/deep/a.txt")).unwrap(), "a");
+        let mode = std::fs::metadata(t.path().join("run.sh")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o111, 0o111);
+        assert_eq!(std::fs::read_link(t.path().join("link")).unwrap(), Path::new("src/deep/a.txt"));
+        assert!(!t.path().join(".repro").exists());
+    }
+}
