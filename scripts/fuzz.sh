@@ -25,6 +25,8 @@ case "$target" in
     run_record) max_len=16384 ;;
     project|procfs) max_len=4096 ;;
     elf_scan) max_len=16384 ;;
+    attestation) max_len=32768 ;;
+    repair_counts) max_len=16384 ;;
     *) echo "unknown target '$target' (scripts/fuzz.sh list)" >&2; exit 2 ;;
 esac
 if [ -z "${REPRO_FUZZ_SCRATCH:-}" ]; then

@@ -29,7 +29,68 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("elf_scan", elf_scan),
     ("sched_script", sched_script),
     ("environment", environment),
+    ("attestation", attestation),
+    ("repair_counts", repair_counts),
 ];
+
+/// A file given to `repro drift` or `repro env` that may be a DSSE envelope of `repro attest` (classified by
+/// content, read unchecked: `env::side_of` without keys), then its payload signed by a key of the harness and read
+/// with that key (the path `repro drift --key` takes once a signature verifies), and with a key that signed
+/// nothing. A side that reads is described and the same as itself under drift, and a runtime trace's full
+/// environment checks as an environment document; an error names the file.
+pub fn attestation(data: &[u8], scratch: &Path) {
+    use repro_prov::attest::{dsse, read, PrivateKey, Verifier};
+    let file = scratch.join("attestation.dsse");
+    let named = |e: &repro_prov::ProvError| {
+        let m = e.to_string();
+        assert!(m.contains("attestation.dsse"), "the error names the file: {m}");
+    };
+    let _ = read::is_envelope(data);
+    // A pack (zstd) is the pack targets' business: its reader stages blobs outside the scratch directory.
+    if !data.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        std::fs::write(&file, data).expect("the scratch tmpfs takes the file");
+        match repro_prov::env::side_of(&file, &[]) {
+            Ok(side) => check_side(&side),
+            Err(e) => named(&e),
+        }
+    }
+    let signer = PrivateKey::from_seed(&[0x5e; 32]);
+    let stranger = PrivateKey::from_seed(&[0x5f; 32]).public();
+    match read::read(data, &file, &[&stranger as &dyn Verifier]) {
+        Ok(_) => panic!("an envelope verified with a key that signed nothing"),
+        Err(e) => named(&e),
+    }
+    if let Ok(u) = dsse::open_unchecked(data, &file) {
+        let env = dsse::sign(dsse::PAYLOAD_TYPE, &u.payload, &signer).expect("signing never fails").to_json();
+        match read::read(&env, &file, &[&signer.public() as &dyn Verifier]) {
+            Ok(a) => {
+                assert!(a.source.verified && a.source.key_id.as_deref() == Some(signer.id()));
+                check_side(&repro_prov::drift::Side {
+                    environment: a.environment,
+                    attestation: Some(a.source),
+                    executed: a.executed,
+                });
+            }
+            Err(e) => {
+                named(&e);
+                assert!(!matches!(e, repro_prov::ProvError::Unverified { .. }), "its own signature: {e}");
+            }
+        }
+    }
+}
+
+fn check_side(side: &repro_prov::drift::Side) {
+    let _ = repro_prov::env::describe_side(side);
+    let d = repro_prov::drift::compare_sides(("a", side), ("b", side));
+    assert!(d.same, "a side is the same as itself");
+    let _ = repro_prov::drift::describe(&d);
+    if side.attestation.is_some() && side.files_listed() {
+        let path = Path::new("environment.json");
+        let back = repro_prov::env::parse(path, &repro_prov::env::to_json(&side.environment))
+            .unwrap_or_else(|e| panic!("a runtime trace's environment does not check as a document: {e}"));
+        assert_eq!(back, side.environment, "environment round trip");
+    }
+}
 
 /// An environment document (`repro env`, `drift` read one given on the command line, or a pack's
 /// `environment` blob): parsed and checked against itself; one that passes is described, compared, and reads
@@ -337,6 +398,57 @@ pub fn args(data: &[u8], scratch: &Path) {
     if let Some(d) = repro_chaos::model::parse_duration(v) {
         let printed = repro_chaos::model::format_duration(d);
         assert!(repro_chaos::model::parse_duration(&printed).is_some(), "{d:?} printed as {printed}");
+    }
+}
+
+/// What `repro repair`'s gates read from a test run and a project: console output and JUnit XML (test counts and
+/// per-test outcomes: `counts::count_output`, `count_junit`, `count_run`, `outcomes_in_output`,
+/// `outcomes_in_junit`) and a user masking file (`MaskingFile::parse`, merged over the defaults by
+/// `MaskingSet::new`), whose patterns then scan the input as an added file. Counts serialize and read back equal;
+/// an error names the file.
+pub fn repair_counts(data: &[u8], _scratch: &Path) {
+    use repro_repair::counts;
+    use repro_repair::masking::{MaskingFile, MaskingSet, DEFAULT_MASKING, DEFAULT_MASKING_NAME};
+    let text = String::from_utf8_lossy(data);
+    let all = [counts::count_output(&text), counts::count_junit(&text), counts::count_run(data, data, &[data])];
+    for k in all.into_iter().flatten() {
+        let json = serde_json::to_string(&k).expect("counts serialize");
+        let back: repro_model::repair::TestCounts = serde_json::from_str(&json).expect("counts read back");
+        assert_eq!(back, k, "counts round trip");
+    }
+    let _ = counts::outcomes_in_output(&text);
+    let _ = counts::outcomes_in_junit(&text);
+    let _ = counts::missing_summary_hint(&text);
+    let named = |e: &repro_repair::RepairError| {
+        let m = e.to_string();
+        assert!(m.starts_with("user-masking.toml: "), "the error names the file: {m}");
+    };
+    // The user file merged over the defaults' languages (compiling only its own patterns: the defaults' are
+    // compiled once, and scan the input too).
+    let defaults = MaskingFile::parse(DEFAULT_MASKING, DEFAULT_MASKING_NAME).expect("the defaults parse");
+    let languages = MaskingFile { languages: defaults.languages, patterns: Vec::new() };
+    let mut sets = vec![MaskingSet::defaults().expect("the defaults compile")];
+    match MaskingFile::parse(&text, "user-masking.toml") {
+        Ok(user) => match MaskingSet::new(&[languages, user]) {
+            Ok(set) => sets.push(set),
+            Err(e) => named(&e),
+        },
+        Err(e) => named(&e),
+    }
+    let limits = repro_repair::tree::DiffLimits::default();
+    for path in ["src/a.py", "src/lib.rs", "a_test.go", "a.test.js", "ci/run.sh"] {
+        let fd = repro_repair::tree::FileDiff {
+            path: path.into(),
+            change: repro_repair::tree::ChangeKind::Added,
+            old_mode: None,
+            new_mode: Some(0o644),
+            kind: repro_repair::tree::FileDiffKind::Text { hunks: repro_repair::tree::text_hunks("", &text, &limits) },
+            lines_added: 0,
+            lines_removed: 0,
+        };
+        for h in sets.iter().flat_map(|set| set.scan_file(&fd)) {
+            assert!(h.line >= 1 && h.path == path, "a hit names its file and line: {h:?}");
+        }
     }
 }
 

@@ -51,7 +51,7 @@ fn yaml_str(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()
 }
 
-fn header(p: Provider, o: &PipelineOptions) -> String {
+fn header(p: Provider) -> String {
     let flag = match p {
         Provider::Github => "--github",
         Provider::Gitlab => "--gitlab",
@@ -69,18 +69,12 @@ fn header(p: Provider, o: &PipelineOptions) -> String {
          # says what is missing) and has cargo to build repro; to use a prebuilt binary instead, replace the\n\
          # install command with one that puts `repro` on PATH.\n",
     );
-    if o.repair_agent.is_some() {
-        h.push_str(
-            "# The repair job runs `repro repair`, which is planned and not part of repro yet: keep it only with a\n\
-             # repro that has that subcommand.\n",
-        );
-    }
     h
 }
 
 /// The GitHub Actions workflow.
 pub fn github(o: &PipelineOptions) -> String {
-    let mut y = header(Provider::Github, o);
+    let mut y = header(Provider::Github);
     y.push_str(&format!(
         r#"name: repro
 on:
@@ -157,7 +151,7 @@ jobs:
     ));
     if let Some(agent) = &o.repair_agent {
         y.push_str(&format!(
-            r#"  # `repro repair` (planned, not in repro yet): an agent edits a copy of the tree until the replayed failure is
+            r#"  # `repro repair` (docs/repair.md): an agent edits a sandboxed copy of the tree until the replayed failure is
   # gone and the verify stages pass, behind anti-weakening gates. Generated because of --repair-agent.
   repair:
     needs: replay
@@ -176,7 +170,12 @@ jobs:
         with:
           name: repro-pack
       - name: Repair
-        run: repro repair {pack} --agent "$REPRO_REPAIR_AGENT"
+        run: repro repair {pack} --agent "$REPRO_REPAIR_AGENT" -o repro-fix.patch
+      - name: Upload the verified fix
+        uses: actions/upload-artifact@v4
+        with:
+          name: repro-fix
+          path: repro-fix.patch
 "#,
             agent = yaml_str(agent),
             pack = PACK,
@@ -187,7 +186,7 @@ jobs:
 
 /// The GitLab CI file.
 pub fn gitlab(o: &PipelineOptions) -> String {
-    let mut y = header(Provider::Gitlab, o);
+    let mut y = header(Provider::Gitlab);
     let stages = if o.repair_agent.is_some() { "[test, reproduce, repair]" } else { "[test, reproduce]" };
     y.push_str(&format!(
         r#"stages: {stages}
@@ -241,7 +240,7 @@ repro-replay:
     ));
     if let Some(agent) = &o.repair_agent {
         y.push_str(&format!(
-            r#"# `repro repair` (planned, not in repro yet): an agent edits a copy of the tree until the replayed failure is
+            r#"# `repro repair` (docs/repair.md): an agent edits a sandboxed copy of the tree until the replayed failure is
 # gone and the verify stages pass, behind anti-weakening gates. Generated because of --repair-agent.
 repro-repair:
   stage: repair
@@ -254,7 +253,10 @@ repro-repair:
       value: {agent}
       expand: false
   script:
-    - repro repair {pack} --agent "$REPRO_REPAIR_AGENT"
+    - repro repair {pack} --agent "$REPRO_REPAIR_AGENT" -o repro-fix.patch
+  artifacts:
+    paths:
+      - repro-fix.patch
 "#,
             agent = yaml_str(agent),
             pack = PACK,

@@ -69,7 +69,7 @@ pub struct InitArgs {
     /// The project's test command, a shell command line run as `sh -c CMD` under repro.
     #[arg(long, value_name = "CMD")]
     test_cmd: String,
-    /// Add a job running `repro repair PACK --agent CMD` on a reproduced failure (that subcommand is planned).
+    /// Add a job running `repro repair PACK --agent CMD` on a reproduced failure (docs/repair.md).
     #[arg(long, value_name = "CMD")]
     repair_agent: Option<String>,
     /// The shell command that puts repro on PATH in CI [default: cargo install from repro's repository].

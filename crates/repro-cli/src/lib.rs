@@ -9,9 +9,11 @@ mod ci;
 mod contract;
 mod error;
 mod hunt;
+mod mcp;
 mod pack;
 mod prov;
 mod race;
+mod repair;
 mod run;
 mod sbom;
 
@@ -89,6 +91,9 @@ pub enum Command {
     /// Sign an in-toto attestation about a pack or run (runtime-trace, test-result, or a VSA of a replay); `repro
     /// attest verify FILE --key PUB` checks one.
     Attest(attest::AttestArgs),
+    /// Let an agent fix a pack's failure in a sandboxed copy of the project; each change is replayed N times
+    /// and judged by the anti-weakening gates and the contract (docs/repair.md).
+    Repair(repair::RepairArgs),
     /// The environment contract of repro.toml: `repro contract verify` runs setup, diagnose and verify cold.
     #[command(subcommand)]
     Contract(contract::ContractCommand),
@@ -98,6 +103,9 @@ pub enum Command {
     /// CI pipelines: `repro ci init --github|--gitlab --test-cmd CMD` writes one (docs/ci.md).
     #[command(subcommand)]
     Ci(ci::CiCommand),
+    /// Serve repro's commands as Model Context Protocol tools to a coding agent: stdio, or streamable HTTP with
+    /// --listen (docs/mcp.md).
+    Mcp(mcp::McpArgs),
     /// Print a shell completion script.
     Completions {
         /// The shell: bash, zsh or fish.
@@ -182,9 +190,11 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Sbom(args) => sbom::sbom_cmd(args),
         Command::Key(cmd) => attest::key_cmd(cmd),
         Command::Attest(args) => attest::attest_cmd(args),
+        Command::Repair(args) => repair::repair_cmd(args),
         Command::Contract(cmd) => contract::dispatch(cmd),
         Command::Chaos(cmd) => chaos::dispatch(cmd),
         Command::Ci(cmd) => ci::dispatch(cmd),
+        Command::Mcp(args) => mcp::mcp_cmd(args),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             // Generated into memory: clap_complete panics when its writer fails (a closed pipe).

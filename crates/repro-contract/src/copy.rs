@@ -15,6 +15,8 @@ const MAX_BYTES: u64 = 8 << 30;
 /// Copies `project` into `tree` (an empty directory), leaving out `state`.
 pub fn project(project: &Path, tree: &Path, state: &Path) -> Result<(), ContractError> {
     let state = std::fs::canonicalize(state).unwrap_or_else(|_| state.to_path_buf());
+    // A project inside the state directory (a repair's working copy) is copied whole.
+    let skip_state = !project.starts_with(&state);
     let files = match git_files(project) {
         Some(f) => f,
         None => walk(project, &state)?,
@@ -25,7 +27,7 @@ pub fn project(project: &Path, tree: &Path, state: &Path) -> Result<(), Contract
     let mut bytes = 0u64;
     for rel in files {
         let src = project.join(&rel);
-        if src.starts_with(&state) || rel.components().any(|c| c.as_os_str() == ".git") {
+        if (skip_state && src.starts_with(&state)) || rel.components().any(|c| c.as_os_str() == ".git") {
             continue;
         }
         let dst = tree.join(&rel);

@@ -7,7 +7,7 @@
 //! The report is written atomically to `STATE/contracts/ID/report.json`; the copy is removed afterwards unless
 //! kept.
 
-mod copy;
+pub mod copy;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -9,6 +9,8 @@ pub mod manifest;
 pub mod pathenc;
 pub mod project;
 pub mod provenance;
+pub mod repair;
+pub mod repair_loop;
 pub mod run;
 pub mod sched;
 pub mod secrets;

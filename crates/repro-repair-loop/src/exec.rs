@@ -1,0 +1,125 @@
+//! The real [`Executor`]: every step is a child `repro` (`replay --json`, `run --json --keep-changes`,
+//! `contract verify --json`), so the agent, the replays and the contract run in exactly the sandbox of the
+//! command line, and nothing of the loop runs on the host.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use repro_model::project::{ContractReport, StepOutcome};
+use repro_model::run::RunRecord;
+use repro_repair::RunOutput;
+
+use crate::{AgentResult, ContractResult, Executor, LoopError, ReplayResult, ReplayedRun};
+
+/// The most bytes of a replay run's stdout or stderr the gates read.
+const MAX_OUTPUT: u64 = 16 << 20;
+
+/// Spawns `exe` (repro itself) for each step.
+#[derive(Debug, Clone)]
+pub struct ReproExecutor {
+    pub exe: PathBuf,
+    pub state: PathBuf,
+}
+
+fn read_bounded(path: &Path) -> Vec<u8> {
+    let mut buf = Vec::new();
+    if let Ok(f) = std::fs::File::open(path) {
+        let _ = f.take(MAX_OUTPUT).read_to_end(&mut buf);
+    }
+    buf
+}
+
+impl ReproExecutor {
+    fn output(&self, what: &str, mut cmd: Command) -> Result<(i32, Vec<u8>, String), LoopError> {
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let out = cmd.output().map_err(|e| LoopError::Exec {
+            what: what.into(),
+            detail: format!("cannot start {}: {e}", self.exe.display()),
+        })?;
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        Ok((out.status.code().unwrap_or(128), out.stdout, stderr))
+    }
+}
+
+/// A JSON document a child printed, or why not.
+fn parse<T: serde::de::DeserializeOwned>(what: &str, stdout: &[u8], stderr: &str) -> Result<T, LoopError> {
+    serde_json::from_slice(stdout).map_err(|e| LoopError::Exec {
+        what: what.into(),
+        detail: format!("printed no report ({e}); stderr: {}", stderr.trim()),
+    })
+}
+
+impl Executor for ReproExecutor {
+    fn replay(&mut self, pack: &Path, tree: &Path, with: &[PathBuf], runs: u32) -> Result<ReplayResult, LoopError> {
+        let mut cmd = Command::new(&self.exe);
+        cmd.current_dir(tree).arg("replay").arg(pack).arg("--json").arg("--runs").arg(runs.to_string());
+        cmd.arg("--state-dir").arg(&self.state);
+        for p in with {
+            cmd.arg("--with").arg(p);
+        }
+        let what = format!("repro replay {}", pack.display());
+        let (_, stdout, stderr) = self.output(&what, cmd)?;
+        let report: serde_json::Value = parse(&what, &stdout, &stderr)?;
+        let bad = |field: &str| LoopError::Exec { what: what.clone(), detail: format!("its report has no {field}") };
+        let failing_tests = report["recorded"]["failing_tests"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|t| t.as_str().map(String::from)).collect())
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        for r in report["runs"].as_array().ok_or_else(|| bad("runs"))? {
+            let run_dir = PathBuf::from(r["run_dir"].as_str().ok_or_else(|| bad("run_dir"))?);
+            let exit_status = r["exit_status"].as_i64().ok_or_else(|| bad("exit_status"))? as i32;
+            let reproduced = r["differences"].as_array().is_some_and(|d| d.is_empty()) && r["diverged"].is_null();
+            let output = RunOutput {
+                stdout: read_bounded(&run_dir.join("stdout")),
+                stderr: read_bounded(&run_dir.join("stderr")),
+                junit: vec![],
+            };
+            out.push(ReplayedRun { exit_status, reproduced, run_dir, output });
+        }
+        Ok(ReplayResult { runs: out, failing_tests })
+    }
+
+    fn agent(&mut self, tree: &Path, command: &str, env: &[(String, String)]) -> Result<AgentResult, LoopError> {
+        let mut cmd = Command::new(&self.exe);
+        cmd.current_dir(tree).args(["run", "--json", "-q", "--keep-changes", "--no-config"]);
+        cmd.arg("--state-dir").arg(&self.state);
+        for (k, v) in env {
+            cmd.arg("--env").arg(format!("{k}={v}"));
+        }
+        cmd.args(["--", "sh", "-c", command]);
+        let what = "the agent (repro run --keep-changes)";
+        let (_, stdout, stderr) = self.output(what, cmd)?;
+        let record: RunRecord = parse(what, &stdout, &stderr)?;
+        Ok(AgentResult { run_id: record.id, exit_status: record.exit_status })
+    }
+
+    fn contract(&mut self, tree: &Path) -> Result<Option<ContractResult>, LoopError> {
+        let file = tree.join(repro_model::project::FILE_NAME);
+        if !file.is_file() {
+            return Ok(None);
+        }
+        let loaded = repro_sandbox::project::load(&file)?;
+        if loaded.file.contract.is_none() {
+            return Ok(None);
+        }
+        let mut cmd = Command::new(&self.exe);
+        cmd.current_dir(tree).args(["contract", "verify", "--json"]).arg("--config").arg(&file);
+        cmd.arg("--state-dir").arg(&self.state);
+        let what = "repro contract verify";
+        let (_, stdout, stderr) = self.output(what, cmd)?;
+        let report: ContractReport = parse(what, &stdout, &stderr)?;
+        let failed_steps = report
+            .steps
+            .iter()
+            .filter(|s| s.stage != repro_model::project::Stage::Diagnose && s.outcome != StepOutcome::Passed)
+            .map(|s| s.name.clone())
+            .collect();
+        Ok(Some(ContractResult {
+            passed: report.passed,
+            report: self.state.join("contracts").join(&report.id).join("report.json"),
+            failed_steps,
+        }))
+    }
+}

@@ -1,0 +1,389 @@
+//! `repro repair PACK --agent CMD` (docs/repair.md): the loop from a failing pack to a verified fix.
+//!
+//! 1. The project is copied twice into `STATE/repairs/ID/`: `base` (the original, never changed) and `work`
+//!    (the agent's). The pack is replayed once: it must fail with its recorded signature, else there is nothing
+//!    to repair.
+//! 2. Each iteration the agent runs in `work` (through the [`Executor`]: for the real one a `repro run
+//!    --keep-changes`, so it never touches the host), given the failure in `work/.repro-repair/`.
+//! 3. Its change (the diff of `work` against `base`) is laid over the pack and replayed `runs` times: every replay
+//!    must exit 0. Then the anti-weakening gates of `repro-repair` judge it, and the contract's verify steps
+//!    (`repro.toml`'s `[contract]`) must pass on `work`. An accepted change is the fix (`fix.patch`); a refused
+//!    one is explained to the agent in the next iteration's `feedback.txt`.
+//!
+//! The loop knows no process: the [`Executor`] replays, runs the agent and the contract (the real one spawns
+//! `repro` children, [`exec::ReproExecutor`]; the tests use a fake).
+
+pub mod exec;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use repro_model::repair::{GateConfig, TestCounts};
+use repro_model::repair_loop::{RepairContract, RepairIteration, RepairOutcome, RepairReplayRun, RepairSummary};
+use repro_repair::tree::{self, DiffLimits, EntryKind, SnapshotLimits};
+use repro_repair::{GateInput, GateSet, RunOutput};
+
+/// The directory inside the working copy through which the agent is told about the failure; removed before the
+/// change is judged, so it is never part of a fix.
+pub const INPUT_DIR: &str = ".repro-repair";
+
+/// Directories of the working copy that are not part of a change, besides the snapshot's defaults (`.git`,
+/// `target`, `node_modules`, `__pycache__`).
+pub const SKIP_DIRS: [&str; 6] = [INPUT_DIR, ".repro", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"];
+
+/// What went wrong around the loop (an agent that fails or cheats is a summary, not an error).
+#[derive(Debug, thiserror::Error)]
+pub enum LoopError {
+    #[error("{argument}: {message}")]
+    Usage { argument: String, message: String },
+    #[error(transparent)]
+    Gates(#[from] repro_repair::RepairError),
+    #[error(transparent)]
+    Contract(#[from] repro_contract::ContractError),
+    #[error("cannot {what} {}: {source}", path.display())]
+    Io { what: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("{what}: {detail}")]
+    Exec { what: String, detail: String },
+    #[error(transparent)]
+    Sandbox(#[from] repro_sandbox::SandboxError),
+}
+
+impl LoopError {
+    /// 2 for bad arguments or a bad gate configuration, 125 for what the host did not allow.
+    pub fn exit_code(&self) -> i32 {
+        use repro_repair::RepairError as R;
+        match self {
+            LoopError::Usage { .. } => 2,
+            LoopError::Gates(R::BadGlob { .. } | R::MaskingFile { .. } | R::MaskingEntry { .. }) => 2,
+            LoopError::Contract(e) => e.exit_code(),
+            LoopError::Sandbox(e) => e.exit_code(),
+            _ => 125,
+        }
+    }
+}
+
+fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> LoopError + 'a {
+    move |source| LoopError::Io { what, path: path.to_path_buf(), source }
+}
+
+/// One replay run, as the executor saw it.
+#[derive(Debug, Clone)]
+pub struct ReplayedRun {
+    pub exit_status: i32,
+    /// It failed with the pack's recorded signature.
+    pub reproduced: bool,
+    pub run_dir: PathBuf,
+    pub output: RunOutput,
+}
+
+/// A replay of the pack (`runs` runs).
+#[derive(Debug, Clone)]
+pub struct ReplayResult {
+    pub runs: Vec<ReplayedRun>,
+    /// The failing tests of the pack's recorded signature.
+    pub failing_tests: Vec<String>,
+}
+
+/// The agent's run.
+#[derive(Debug, Clone)]
+pub struct AgentResult {
+    pub run_id: String,
+    pub exit_status: i32,
+}
+
+/// The contract's verify on a tree.
+#[derive(Debug, Clone)]
+pub struct ContractResult {
+    pub passed: bool,
+    pub report: PathBuf,
+    pub failed_steps: Vec<String>,
+}
+
+/// What runs things for the loop.
+pub trait Executor {
+    /// Replays `pack` `runs` times from `tree`, with `with` (paths relative to `tree`) laid over the pack's copy
+    /// of its working directory.
+    fn replay(&mut self, pack: &Path, tree: &Path, with: &[PathBuf], runs: u32) -> Result<ReplayResult, LoopError>;
+    /// Runs the agent's shell command in `tree`, its changes kept there, with `env` set.
+    fn agent(&mut self, tree: &Path, command: &str, env: &[(String, String)]) -> Result<AgentResult, LoopError>;
+    /// Runs the contract of `tree`'s project file, if it has one.
+    fn contract(&mut self, tree: &Path) -> Result<Option<ContractResult>, LoopError>;
+}
+
+/// How to repair.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub pack: PathBuf,
+    /// The project (the directory the pack was captured in): what the agent gets a copy of.
+    pub project: PathBuf,
+    /// Where runs and repair directories go.
+    pub state: PathBuf,
+    /// The agent: a shell command line.
+    pub agent: String,
+    pub max_iterations: u32,
+    pub time_budget: Duration,
+    /// Replays that judge each change.
+    pub runs: u32,
+    pub gates: GateConfig,
+    /// Keep `base` and `work` after the loop.
+    pub keep_trees: bool,
+}
+
+/// What the loop reports as it goes.
+#[derive(Debug)]
+pub enum Progress<'a> {
+    /// The baseline replay: its exit status and whether it failed as recorded.
+    Baseline { exit_status: i32, reproduced: bool, dir: &'a Path },
+    /// The agent of iteration N is about to run.
+    AgentStarts { number: u32 },
+    /// An iteration was judged.
+    Iteration(&'a RepairIteration),
+}
+
+/// The repair's directory and summary.
+#[derive(Debug)]
+pub struct Repaired {
+    pub dir: PathBuf,
+    pub summary: RepairSummary,
+}
+
+fn check(opts: &Options) -> Result<(), LoopError> {
+    let usage =
+        |argument: &str, message: &str| Err(LoopError::Usage { argument: argument.into(), message: message.into() });
+    if opts.agent.trim().is_empty() {
+        return usage("--agent", "expected a command");
+    }
+    if opts.runs == 0 {
+        return usage("--runs", "expected at least 1");
+    }
+    if opts.max_iterations == 0 {
+        return usage("--max-iterations", "expected at least 1");
+    }
+    if !opts.pack.is_file() {
+        return usage(&opts.pack.display().to_string(), "no such pack file");
+    }
+    if !opts.project.is_dir() {
+        return usage("--project", &format!("{}: not a directory", opts.project.display()));
+    }
+    Ok(())
+}
+
+/// Runs the loop.
+pub fn repair(
+    opts: &Options,
+    exec: &mut dyn Executor,
+    mut progress: impl FnMut(Progress<'_>),
+) -> Result<Repaired, LoopError> {
+    check(opts)?;
+    let gates = GateSet::new(&opts.gates)?;
+    let started = Instant::now();
+    let id = repro_sandbox::rundir::new_id(time::OffsetDateTime::now_utc());
+    let dir = opts.state.join("repairs").join(&id);
+    let (base, work) = (dir.join("base"), dir.join("work"));
+    for d in [&base, &work] {
+        std::fs::create_dir_all(d).map_err(io("create", d))?;
+        repro_contract::copy::project(&opts.project, d, &opts.state)?;
+    }
+    let mut summary = RepairSummary {
+        id,
+        pack: opts.pack.display().to_string(),
+        agent: opts.agent.clone(),
+        outcome: RepairOutcome::IterationsExhausted,
+        failing_tests: vec![],
+        baseline_exit_status: 0,
+        baseline_counts: None,
+        runs: opts.runs,
+        iterations: vec![],
+        patch: None,
+        gates_fired: vec![],
+        duration_ms: 0,
+    };
+
+    let baseline = exec.replay(&opts.pack, &work, &[], 1)?;
+    let first = baseline
+        .runs
+        .first()
+        .ok_or_else(|| LoopError::Exec { what: "the baseline replay".into(), detail: "it made no run".into() })?;
+    let reproduced = baseline.runs.iter().all(|r| r.reproduced);
+    summary.failing_tests = baseline.failing_tests.clone();
+    summary.baseline_exit_status = first.exit_status;
+    summary.baseline_counts = first.output.counts();
+    progress(Progress::Baseline { exit_status: first.exit_status, reproduced, dir: &first.run_dir });
+    if !reproduced {
+        summary.outcome = RepairOutcome::NotReproduced;
+        return finish(opts, dir, summary, started);
+    }
+
+    let mut limits = SnapshotLimits::default();
+    // Caches a test runner leaves in the tree are no part of a change.
+    limits.skip_dirs.extend(SKIP_DIRS.iter().map(|d| d.to_string()));
+    let base_snap = tree::snapshot(&base, &limits)?;
+    let mut feedback = String::new();
+    for number in 1..=opts.max_iterations {
+        if started.elapsed() >= opts.time_budget {
+            summary.outcome = RepairOutcome::TimeExhausted;
+            break;
+        }
+        let it_started = Instant::now();
+        let it_dir = dir.join("iterations").join(number.to_string());
+        std::fs::create_dir_all(&it_dir).map_err(io("create", &it_dir))?;
+        let env = write_inputs(&work, number, &baseline, &feedback)?;
+        progress(Progress::AgentStarts { number });
+        let agent = exec.agent(&work, &opts.agent, &env)?;
+        let inputs = work.join(INPUT_DIR);
+        if inputs.exists() {
+            std::fs::remove_dir_all(&inputs).map_err(io("remove", &inputs))?;
+        }
+        let cand_snap = tree::snapshot(&work, &limits)?;
+        let diff = tree::diff(&base, &base_snap, &work, &cand_snap, &DiffLimits::default())?;
+        let patch = it_dir.join("change.patch");
+        repro_sandbox::rundir::write_atomic(&patch, diff.unified.as_bytes(), false)?;
+        let mut it = RepairIteration {
+            number,
+            agent_run: agent.run_id,
+            agent_exit_status: agent.exit_status,
+            diff: diff.stats(),
+            patch: patch.display().to_string(),
+            replays: vec![],
+            failure_gone: false,
+            contract: None,
+            counts: None,
+            gates: vec![],
+            accepted: false,
+            refused_because: vec![],
+            duration_ms: 0,
+        };
+        if diff.change.is_empty() {
+            it.refused_because.push("the agent changed nothing".into());
+        } else if !diff.change.removed.is_empty() {
+            let removed: Vec<String> = diff.change.removed.iter().map(|p| p.display().to_string()).collect();
+            it.refused_because.push(format!(
+                "removed paths cannot be laid over the pack (a replay only adds and replaces files): {}",
+                removed.join(", ")
+            ));
+        } else {
+            let with: Vec<PathBuf> = diff
+                .change
+                .added
+                .iter()
+                .chain(&diff.change.modified)
+                .filter(|p| cand_snap.entries.get(*p).is_some_and(|e| !matches!(e.kind, EntryKind::Dir)))
+                .cloned()
+                .collect();
+            let replay = exec.replay(&opts.pack, &work, &with, opts.runs)?;
+            it.replays = replay
+                .runs
+                .iter()
+                .map(|r| RepairReplayRun {
+                    exit_status: r.exit_status,
+                    reproduced: r.reproduced,
+                    run_dir: r.run_dir.display().to_string(),
+                })
+                .collect();
+            it.failure_gone = !replay.runs.is_empty() && replay.runs.iter().all(|r| r.exit_status == 0);
+            if !it.failure_gone {
+                let bad: Vec<String> = replay.runs.iter().map(|r| r.exit_status.to_string()).collect();
+                it.refused_because.push(format!(
+                    "the failure is not gone: the replays with the change exited {} (every one must exit 0)",
+                    bad.join(", ")
+                ));
+            }
+            let empty = RunOutput::default();
+            let candidate = replay.runs.first().map(|r| &r.output).unwrap_or(&empty);
+            let counts: Option<TestCounts> = candidate.counts();
+            it.gates = gates.evaluate(&GateInput {
+                diff: &diff,
+                baseline_counts: summary.baseline_counts.as_ref(),
+                candidate_counts: counts.as_ref(),
+                failing_tests: &baseline.failing_tests,
+                candidate,
+            });
+            it.counts = counts;
+            for g in it.gates.iter().filter(|g| g.fired) {
+                let name = g.name.as_str().to_string();
+                if !summary.gates_fired.contains(&name) {
+                    summary.gates_fired.push(name.clone());
+                }
+                it.refused_because.push(format!("gate {name}: {}", g.details.join("; ")));
+            }
+            if it.refused_because.is_empty() {
+                if let Some(c) = exec.contract(&work)? {
+                    if !c.passed {
+                        it.refused_because.push(format!("the contract's steps failed: {}", c.failed_steps.join(", ")));
+                    }
+                    it.contract = Some(RepairContract {
+                        passed: c.passed,
+                        report: c.report.display().to_string(),
+                        failed_steps: c.failed_steps,
+                    });
+                }
+            }
+        }
+        it.accepted = it.refused_because.is_empty();
+        it.duration_ms = it_started.elapsed().as_millis() as u64;
+        let json = serde_json::to_vec_pretty(&it).unwrap_or_default();
+        repro_sandbox::rundir::write_atomic(&it_dir.join("iteration.json"), &json, false)?;
+        progress(Progress::Iteration(&it));
+        feedback = it.refused_because.join("\n");
+        let accepted = it.accepted;
+        summary.iterations.push(it);
+        if accepted {
+            let fix = dir.join("fix.patch");
+            repro_sandbox::rundir::write_atomic(&fix, diff.unified.as_bytes(), true)?;
+            summary.patch = Some(fix.display().to_string());
+            summary.outcome = RepairOutcome::Fixed;
+            break;
+        }
+    }
+    finish(opts, dir, summary, started)
+}
+
+/// Writes what the agent of iteration `number` is told: `.repro-repair/` in the working copy, and the
+/// variables naming it.
+fn write_inputs(
+    work: &Path,
+    number: u32,
+    baseline: &ReplayResult,
+    feedback: &str,
+) -> Result<Vec<(String, String)>, LoopError> {
+    let dir = work.join(INPUT_DIR);
+    std::fs::create_dir_all(&dir).map_err(io("create", &dir))?;
+    let run = baseline.runs.first();
+    let mut failure = String::new();
+    if let Some(r) = run {
+        failure.push_str(&format!("exit status: {}\n", r.exit_status));
+        failure.push_str("--- stdout\n");
+        failure.push_str(&String::from_utf8_lossy(&r.output.stdout));
+        failure.push_str("\n--- stderr\n");
+        failure.push_str(&String::from_utf8_lossy(&r.output.stderr));
+    }
+    let files = [
+        ("failure.txt", failure),
+        ("failing-tests.txt", baseline.failing_tests.iter().map(|t| format!("{t}\n")).collect()),
+        ("feedback.txt", if feedback.is_empty() { String::new() } else { format!("{feedback}\n") }),
+    ];
+    for (name, text) in files {
+        let p = dir.join(name);
+        std::fs::write(&p, text).map_err(io("write", &p))?;
+    }
+    Ok(vec![
+        ("REPRO_REPAIR_DIR".into(), dir.display().to_string()),
+        ("REPRO_REPAIR_ITERATION".into(), number.to_string()),
+        ("REPRO_REPAIR_FAILING_TESTS".into(), baseline.failing_tests.join(" ")),
+    ])
+}
+
+fn finish(opts: &Options, dir: PathBuf, mut summary: RepairSummary, started: Instant) -> Result<Repaired, LoopError> {
+    summary.duration_ms = started.elapsed().as_millis() as u64;
+    let json = serde_json::to_vec_pretty(&summary).unwrap_or_default();
+    repro_sandbox::rundir::write_atomic(&dir.join("summary.json"), &json, true)?;
+    if !opts.keep_trees {
+        for d in [dir.join("base"), dir.join("work")] {
+            std::fs::remove_dir_all(&d).map_err(io("remove", &d))?;
+        }
+    }
+    Ok(Repaired { dir, summary })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,108 @@
+//! `repro repair`: the example project's planted bug (examples/repair), a real pack of its failing pytest run, a
+//! deterministic agent that fixes it in two iterations (accepted, the contract's tests passing too) and one that
+//! skips the failing test (refused, by the gates' names). Every step is a real sandboxed run.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use serde_json::Value;
+
+use crate::common::*;
+
+fn example() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/repair")
+}
+
+/// A copy of the example project and a pack of its failing tests.
+fn captured() -> (tempfile::TempDir, PathBuf) {
+    let t = tempfile::Builder::new().prefix("repro-repair-").tempdir().unwrap();
+    let project = t.path().join("project");
+    let st = std::process::Command::new("cp").arg("-r").arg(example().join("project")).arg(&project).status();
+    assert!(st.unwrap().success());
+    let _ = fs::remove_dir_all(project.join(".repro"));
+    let pack = t.path().join("failure.repro");
+    let o = repro()
+        .current_dir(&project)
+        .args(["capture", "-o"])
+        .arg(&pack)
+        .args(["--", "/usr/bin/python3", "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "tests"])
+        .timeout(HANG_GUARD)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "the planted bug fails the tests: {}", stderr(&o));
+    assert!(stderr(&o).contains("failing: tests/test_calc.py::test_total"), "{}", stderr(&o));
+    (t, pack)
+}
+
+fn repair(t: &Path, pack: &Path, agent: &str, extra: &[&str]) -> (Output, Value) {
+    let agent = format!("sh {}", example().join(agent).canonicalize().unwrap().display());
+    let o = repro()
+        .current_dir(t.join("project"))
+        .arg("repair")
+        .arg(pack)
+        .args(["--agent", &agent, "--json"])
+        .args(extra)
+        .timeout(HANG_GUARD)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    (o, v)
+}
+
+#[test]
+fn an_honest_agent_fixes_the_planted_bug_in_two_iterations() {
+    let (t, pack) = captured();
+    let out = t.path().join("fix.patch");
+    let (o, s) = repair(t.path(), &pack, "agent-fix.sh", &["-o", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{s:#}");
+    assert_eq!(s["outcome"], "fixed");
+    assert_eq!(s["failing_tests"], serde_json::json!(["tests/test_calc.py::test_total"]));
+    assert_eq!(s["baseline_counts"]["passed"], 2, "{s:#}");
+    let its = s["iterations"].as_array().unwrap();
+    assert_eq!(its.len(), 2, "{s:#}");
+    assert_eq!(its[0]["accepted"], false);
+    assert_eq!(its[0]["failure_gone"], false);
+    assert_eq!(its[1]["accepted"], true);
+    let replays = its[1]["replays"].as_array().unwrap();
+    assert!(replays.len() == 3 && replays.iter().all(|r| r["exit_status"] == 0), "{s:#}");
+    assert_eq!(its[1]["contract"]["passed"], true, "the contract's tests ran on the fix: {s:#}");
+    assert!(its[1]["gates"].as_array().unwrap().iter().all(|g| g["fired"] == false), "{s:#}");
+    // The patch applies to the original project and makes its tests pass natively; the project is untouched.
+    let patch = fs::read_to_string(&out).unwrap();
+    assert!(patch.contains("+    for i in range(len(items)):"), "{patch}");
+    let project = t.path().join("project");
+    assert!(fs::read_to_string(project.join("src/calc.py")).unwrap().contains("range(len(items) - 1)"));
+    let ok = std::process::Command::new("git").args(["apply", "--check"]).arg(&out).current_dir(&project).status();
+    assert!(ok.unwrap().success(), "git apply --check {patch}");
+}
+
+#[test]
+fn an_agent_that_skips_the_failing_test_is_stopped_by_the_gates() {
+    let (t, pack) = captured();
+    let (o, s) = repair(t.path(), &pack, "agent-cheat.sh", &["--max-iterations", "2"]);
+    assert_eq!(o.status.code(), Some(1), "{s:#}");
+    assert_eq!(s["outcome"], "iterations-exhausted");
+    let it = &s["iterations"][0];
+    assert_eq!(it["failure_gone"], true, "skipping the test makes the replays pass: {s:#}");
+    assert_eq!(it["accepted"], false);
+    let fired: Vec<&str> = s["gates_fired"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    for g in ["protected-path-changed", "masking-construct", "tests-skipped-rose", "failing-test-missing"] {
+        assert!(fired.contains(&g), "{g} did not fire: {fired:?}");
+    }
+    assert!(s.get("patch").is_none());
+    let text = String::from_utf8_lossy(&o.stderr);
+    assert!(!text.contains("panicked"), "{text}");
+}
+
+#[test]
+fn a_missing_pack_or_agent_is_a_usage_error() {
+    let t = tempfile::tempdir().unwrap();
+    let o = repro().current_dir(t.path()).args(["repair", "nope.repro", "--agent", "true"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("nope.repro: no such pack file"), "{}", stderr(&o));
+    fs::write(t.path().join("p.repro"), "x").unwrap();
+    let o = repro().current_dir(t.path()).args(["repair", "p.repro", "--agent", " "]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--agent: expected a command"), "{}", stderr(&o));
+}
