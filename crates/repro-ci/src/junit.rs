@@ -244,30 +244,17 @@ fn escape(s: &str, attribute: bool) -> String {
 
 /// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path.file_name().ok_or_else(|| std::io::Error::other("not a file name"))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".tmp-{}", std::process::id()));
-    let tmp = dir.join(tmp_name);
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    write_through_temporary(path, bytes, true)
 }
 
 /// Writes `bytes` to `path` atomically, refusing to replace an existing file: a temporary file in the same
 /// directory, then a hard link to `path` (which fails if it exists), then the temporary name removed.
 pub fn write_new_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_through_temporary(path, bytes, false)
+}
+
+/// A synced temporary file `.NAME.tmp-PID` beside `path`, then renamed over it (`replace`) or hard-linked to it.
+fn write_through_temporary(path: &Path, bytes: &[u8], replace: bool) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -281,9 +268,15 @@ pub fn write_new_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
-        std::fs::hard_link(&tmp, path)
+        if replace {
+            std::fs::rename(&tmp, path)
+        } else {
+            std::fs::hard_link(&tmp, path)
+        }
     })();
-    let _ = std::fs::remove_file(&tmp);
+    if result.is_err() || !replace {
+        let _ = std::fs::remove_file(&tmp);
+    }
     result
 }
 

@@ -368,7 +368,7 @@ pub fn runs(a: RunsArgs) -> Result<i32, CliError> {
                 r.id,
                 format!("exit {}", rec.exit_status),
                 rec.duration_ms,
-                shell_words(&rec.settings.command)
+                repro_ci::report::command_line(&rec.settings.command)
             ),
             None => outln!("{:<width$} {:<12} {:>9}  -", r.id, "incomplete", "-"),
         }
@@ -468,7 +468,7 @@ pub fn show(a: ShowArgs) -> Result<i32, CliError> {
     let s = &r.settings;
     outln!("run       {}", r.id);
     outln!("path      {}", found.path.display());
-    outln!("command   {}", shell_words(&s.command));
+    outln!("command   {}", repro_ci::report::command_line(&s.command));
     outln!("cwd       {}", s.cwd);
     outln!("started   {} (took {} ms)", r.started_at, r.duration_ms);
     outln!("outcome   {} (repro exit status {})", outcome_text(&r), r.exit_status);
@@ -498,19 +498,4 @@ pub fn show(a: ShowArgs) -> Result<i32, CliError> {
         outln!("warning   {w}");
     }
     Ok(0)
-}
-
-/// Joins words, quoting those a shell would split.
-fn shell_words(words: &[String]) -> String {
-    words
-        .iter()
-        .map(|w| {
-            if !w.is_empty() && w.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
-                w.clone()
-            } else {
-                format!("'{}'", w.replace('\'', "'\\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
