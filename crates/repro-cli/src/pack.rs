@@ -58,6 +58,10 @@ pub struct CaptureArgs {
     /// Keep the blobs in the local store ($XDG_CACHE_HOME/repro/cas) and only refer to them from the pack.
     #[arg(long)]
     thin: bool,
+    /// Pack only what the run used: not the shell, nor rustdoc beside a rustc that ran, which a fix replayed
+    /// with `repro replay --with` or `repro repair` typically needs (see docs/pack-format.md, Companions).
+    #[arg(long)]
+    no_companions: bool,
     /// Print a JSON report on stdout (the guest's stdout is then only saved, not echoed).
     #[arg(long)]
     json: bool,
@@ -307,6 +311,7 @@ pub fn capture_cmd(a: CaptureArgs) -> Result<i32, CliError> {
             SecretsArg::Keep => repro_pack::secrets::SecretsMode::Keep,
         },
         environment: Some(repro_prov::env::capture_hook),
+        companions: !a.no_companions,
     };
     let r = capture(&opts, &exe())?;
     let rec = &r.run.record;

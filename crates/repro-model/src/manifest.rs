@@ -56,6 +56,18 @@ pub struct Manifest {
     /// check every file digest in it against `files` and recompute its identity: it is a claim of the capturer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<BlobRef>,
+    /// Files packed although the run did not use them, because a fix typically needs them (the shell, rustdoc
+    /// beside rustc): their entries in `files` carry no access kind. Absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub companions: Vec<CompanionFile>,
+}
+
+/// A file packed as a companion (see `repro_pack::companions`): its guest path and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompanionFile {
+    pub path: String,
+    pub reason: String,
 }
 
 /// What `repro capture` did with the credentials it found (see docs/pack-format.md).

@@ -43,6 +43,8 @@ pub struct CaptureOptions {
     /// Derives the pack's `environment` blob from the files the run used (repro-prov's, which knows the
     /// package databases); without it the pack has none.
     pub environment: Option<EnvironmentHook>,
+    /// Pack the [`crate::companions::RULES`]' files too (`--no-companions`: only what the run used).
+    pub companions: bool,
 }
 
 /// What a run used, for provenance: the run, its settings, and the files outside the working directory whose
@@ -173,6 +175,7 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
             opts.thin,
             facts,
             (opts.secrets, found),
+            opts.companions,
         )?;
         let (mut manifest, mut blobs) = (manifest, blobs);
         if let Some(hook) = opts.environment {
@@ -357,6 +360,48 @@ struct HostFacts {
     source: Source,
 }
 
+/// Adds the companions of `accesses` ([`crate::companions`]) that the closure does not hold as files: their
+/// entries (and the directories and links leading to them) with no access kind, their blobs.
+fn add_companions(
+    closure: &mut Closure,
+    accesses: &[Access],
+    opts: &ClosureOptions,
+) -> Result<Vec<CompanionFile>, PackError> {
+    use std::os::unix::ffi::OsStrExt;
+    let exists = |p: &Path| !opts.skipped(p.as_os_str().as_bytes()) && opts.host(p.as_os_str().as_bytes()).exists();
+    let wanted = crate::companions::of(accesses, crate::companions::RULES, &exists);
+    let mut added = Vec::new();
+    for c in wanted {
+        let more = Closure::build(&[Access { path: c.path.clone(), kinds: vec![AccessKind::Exec] }], opts)?;
+        let mut new = false;
+        let mut digests = std::collections::BTreeSet::new();
+        for (path, mut e) in more.entries {
+            digests.extend(e.blake3.clone().filter(|_| e.kind == EntryKind::File));
+            match closure.entries.get_mut(&path) {
+                // The run saw it without its content (a stat, a listing): packed now, still as the run used it.
+                Some(have) if have.kind != EntryKind::File && e.kind == EntryKind::File => {
+                    e.access = have.access.clone();
+                    *have = e;
+                    new = true;
+                }
+                Some(_) => {}
+                None => {
+                    e.access.clear();
+                    closure.entries.insert(path, e);
+                    new = true;
+                }
+            }
+        }
+        for (d, src) in more.blobs.into_iter().filter(|(d, _)| digests.contains(d)) {
+            closure.blobs.entry(d).or_insert(src);
+        }
+        if new {
+            added.push(CompanionFile { path: c.path.to_string_lossy().into_owned(), reason: c.reason.to_string() });
+        }
+    }
+    Ok(added)
+}
+
 /// What is an input of the run and where the guest's paths are on the host.
 fn closure_options(req: &RunRequest) -> ClosureOptions {
     let s = &req.settings;
@@ -384,12 +429,14 @@ fn build_manifest(
     thin: bool,
     facts: HostFacts,
     (mode, mut found): (SecretsMode, SecretsRecord),
+    companions: bool,
 ) -> Result<(Manifest, BTreeMap<Digest, BlobSource>), PackError> {
     let s = &req.settings;
     let cwd = s.cwd.clone();
     let opts = closure_options(req);
     let accesses = accesses_of(report)?;
-    let closure = Closure::build(&accesses, &opts)?;
+    let mut closure = Closure::build(&accesses, &opts)?;
+    let companions = if companions { add_companions(&mut closure, &accesses, &opts)? } else { Vec::new() };
     let (entries, mut blobs) = screen_files(closure.entries, closure.blobs, mode, &mut found)?;
     let out_ref = BlobRef::of(&stdout);
     let err_ref = BlobRef::of(&stderr);
@@ -468,6 +515,7 @@ fn build_manifest(
         thin,
         secrets: found,
         environment: None,
+        companions,
     };
     manifest.validate().map_err(|e| PackError::Closure { path: cwd_path.into(), detail: e.to_string() })?;
     Ok((manifest, blobs))

@@ -6,6 +6,7 @@
 pub mod archive;
 pub mod capture;
 pub mod closure;
+pub mod companions;
 mod error;
 pub mod extract;
 pub mod frame;

@@ -70,10 +70,17 @@ fn line_at(data: &[u8], offset: usize) -> usize {
     1 + data[..offset].iter().filter(|&&b| b == b'\n').count()
 }
 
-/// The credential shapes in `data`.
+/// The credentials in `data` ([`scan`]).
+fn credentials(data: &[u8]) -> impl Iterator<Item = regex::bytes::Captures<'_>> {
+    let elf = data.starts_with(b"\x7fELF");
+    shapes().captures_iter(data).filter(move |c| !(elf && c.name("pk").is_some_and(|m| !m.as_bytes().contains(&b'\n'))))
+}
+
+/// The credential shapes in `data`. In an ELF file a private key's header alone (no base64 line after it, no end
+/// line) is a string constant of a program that parses keys (cargo, ssh, openssl), not a key: it is not a
+/// finding there; a key embedded in a program, with its body, still is.
 pub fn scan(data: &[u8]) -> Vec<Finding> {
-    shapes()
-        .captures_iter(data)
+    credentials(data)
         .map(|c| Finding { what: kind_of(&c).into(), line: line_at(data, c.get(0).map_or(0, |m| m.start())) })
         .collect()
 }
@@ -84,7 +91,7 @@ pub fn redact(data: &[u8], values: &[(String, String)]) -> (Vec<u8>, Vec<Finding
     let mut found = Vec::new();
     let mut out = Vec::with_capacity(data.len());
     let mut last = 0;
-    for c in shapes().captures_iter(data) {
+    for c in credentials(data) {
         let Some(m) = c.get(0) else { continue };
         let what = kind_of(&c);
         found.push(Finding { what: what.into(), line: line_at(data, m.start()) });
@@ -135,8 +142,10 @@ pub struct ScanCache {
 }
 
 impl ScanCache {
+    /// The cache of this version of the shapes: a change of what is a finding (2: a key's header alone in a
+    /// program is not) starts a new file, so no finding of older rules is reused.
     pub fn default_path() -> PathBuf {
-        crate::store::cache_dir().join("secret-scan.json")
+        crate::store::cache_dir().join("secret-scan-2.json")
     }
 
     pub fn load(path: impl Into<PathBuf>) -> ScanCache {
@@ -227,6 +236,10 @@ mod tests {
         let (red, _) =
             redact(b"-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBfakefakefakefake\nAwEHoUQDQgAE\nnot base64!\n", &[]);
         assert_eq!(red, b"<redacted:private key>\nnot base64!\n", "without an end line, the base64 lines go too");
+        let mut program = b"\x7fELF\x02\x01\x01\0-----BEGIN OPENSSH PRIVATE KEY-----\0Multiple keys".to_vec();
+        assert!(scan(&program).is_empty(), "a header alone in a program is a string constant");
+        program.extend_from_slice(b"\0-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBfakefakefakefake\n");
+        assert_eq!(scan(&program).len(), 1, "a key with its body in a program is found");
         for plain in [
             &b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"[..],
             b"AKIA too short",

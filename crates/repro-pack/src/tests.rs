@@ -47,6 +47,7 @@ pub(crate) fn sample_manifest(files: Vec<FileEntry>, stdout: &[u8], stderr: &[u8
         thin: false,
         secrets: Default::default(),
         environment: None,
+        companions: Vec::new(),
     }
 }
 

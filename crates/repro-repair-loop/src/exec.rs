@@ -88,6 +88,9 @@ impl Executor for ReproExecutor {
         for (k, v) in env {
             cmd.arg("--env").arg(format!("{k}={v}"));
         }
+        for file in private_files(command) {
+            cmd.arg("--bind").arg(format!("{file}:{file}:ro"));
+        }
         cmd.args(["--", "sh", "-c", command]);
         let what = "the agent (repro run --keep-changes)";
         let (_, stdout, stderr) = self.output(what, cmd)?;
@@ -121,5 +124,34 @@ impl Executor for ReproExecutor {
             report: self.state.join("contracts").join(&report.id).join("report.json"),
             failed_steps,
         }))
+    }
+}
+
+/// The files the agent's command names by absolute path in places the sandbox makes its own (`/tmp`, `/home`,
+/// `/run`): the guest would not see them there, so they are bound read-only at the same path (an agent script
+/// kept in a temporary directory). A path with `:` or `,` is left alone (a bind cannot name it).
+fn private_files(command: &str) -> Vec<String> {
+    let private = ["/tmp/", "/home/", "/run/"];
+    let mut out: Vec<String> = command
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c| c == '\'' || c == '"'))
+        .filter(|w| private.iter().any(|p| w.starts_with(p)) && !w.contains([':', ',']))
+        .filter(|w| Path::new(w).is_file())
+        .map(str::to_string)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod private_files_tests {
+    #[test]
+    fn names_only_existing_files_in_private_places() {
+        let f = tempfile::NamedTempFile::new_in("/tmp").unwrap();
+        let p = f.path().to_str().unwrap().to_string();
+        let cmd = format!("sh '{p}' /tmp/does-not-exist /usr/bin/env {p}");
+        assert_eq!(super::private_files(&cmd), [p]);
+        assert!(super::private_files("sh /tmp/a:b").is_empty());
     }
 }

@@ -7,6 +7,7 @@ mod chaos_bounds;
 mod ci;
 mod cli;
 mod common;
+mod companions;
 mod contract;
 mod determinism;
 mod doctor;
