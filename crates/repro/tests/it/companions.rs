@@ -72,7 +72,7 @@ fn a_fixed_crate_runs_its_doc_tests_with_the_packed_rustdoc() {
     assert_eq!(v["reproduced"], 0);
     let (o, v) = replay_with(&w, "bare.repro", &["src/lib.rs"]);
     assert_eq!(v["runs"][0]["exit_status"], 101, "without companions the doc-tests cannot start: {}", stderr(&o));
-    let stdout =
+    let guest_stderr =
         fs::read_to_string(std::path::Path::new(v["runs"][0]["run_dir"].as_str().unwrap()).join("stderr")).unwrap();
     assert!(guest_stderr.contains("could not execute process `rustdoc"), "{guest_stderr}");
 }
