@@ -50,6 +50,11 @@ pub struct RepairArgs {
     /// Write the accepted patch here too.
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Sign the fix: write fix.dsse.json, a SLSA verification summary ("the fix held N/N times in environment X,
+    /// passed these gates and the contract") about the pack and fix.patch, signed with this private key
+    /// (PREFIX.key of `repro key gen`; check it with `repro attest verify --pack PACK --file fix.patch`).
+    #[arg(long, value_name = "KEY")]
+    key: Option<PathBuf>,
     /// Keep the repair's copies (base, work) after the loop.
     #[arg(long)]
     keep_trees: bool,
@@ -90,6 +95,7 @@ pub fn repair_cmd(a: RepairArgs) -> Result<i32, CliError> {
         runs: a.runs,
         gates,
         keep_trees: a.keep_trees,
+        key: a.key.map(abs),
     };
     let mut exec = ReproExecutor { exe: repro_sandbox::run::self_exe(), state: opts.state.clone() };
     let json = a.json;
@@ -138,7 +144,10 @@ pub fn repair_cmd(a: RepairArgs) -> Result<i32, CliError> {
         print_json(s)?;
     } else {
         let tail = match s.outcome {
-            RepairOutcome::Fixed => format!("patch {}", s.patch.as_deref().unwrap_or("")),
+            RepairOutcome::Fixed => match &s.attestation {
+                Some(a) => format!("patch {}; signed {a}", s.patch.as_deref().unwrap_or("")),
+                None => format!("patch {}", s.patch.as_deref().unwrap_or("")),
+            },
             _ if !s.gates_fired.is_empty() => format!("gates fired: {}", s.gates_fired.join(", ")),
             _ => String::new(),
         };

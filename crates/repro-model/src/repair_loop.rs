@@ -67,6 +67,9 @@ pub struct RepairIteration {
     pub patch: String,
     /// The replays of the pack with the change laid over it; empty when the agent changed nothing.
     pub replays: Vec<RepairReplayRun>,
+    /// The replays' report (`iterations/N/replay.json`, as `repro replay --json` printed it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay_report: Option<String>,
     /// Every replay exited 0.
     pub failure_gone: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,6 +105,9 @@ pub struct RepairSummary {
     /// The accepted patch (`fix.patch` of the repair's directory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub patch: Option<String>,
+    /// The signed VSA of the fix (`fix.dsse.json`, with `repro repair --key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attestation: Option<String>,
     /// The names of the gates that fired in any iteration, in order of first firing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gates_fired: Vec<String>,

@@ -78,7 +78,7 @@ impl Executor for ReproExecutor {
             };
             out.push(ReplayedRun { exit_status, reproduced, run_dir, output });
         }
-        Ok(ReplayResult { runs: out, failing_tests })
+        Ok(ReplayResult { runs: out, failing_tests, report: stdout })
     }
 
     fn agent(&mut self, tree: &Path, command: &str, env: &[(String, String)]) -> Result<AgentResult, LoopError> {

@@ -46,6 +46,8 @@ pub enum LoopError {
     Exec { what: String, detail: String },
     #[error(transparent)]
     Sandbox(#[from] repro_sandbox::SandboxError),
+    #[error("--key: {0}")]
+    Prov(#[from] repro_prov::ProvError),
 }
 
 impl LoopError {
@@ -57,6 +59,7 @@ impl LoopError {
             LoopError::Gates(R::BadGlob { .. } | R::MaskingFile { .. } | R::MaskingEntry { .. }) => 2,
             LoopError::Contract(e) => e.exit_code(),
             LoopError::Sandbox(e) => e.exit_code(),
+            LoopError::Prov(e) => e.exit_code(),
             _ => 125,
         }
     }
@@ -82,6 +85,8 @@ pub struct ReplayResult {
     pub runs: Vec<ReplayedRun>,
     /// The failing tests of the pack's recorded signature.
     pub failing_tests: Vec<String>,
+    /// The report as `repro replay --json` printed it: the evidence a signed fix statement cites.
+    pub report: Vec<u8>,
 }
 
 /// The agent's run.
@@ -127,6 +132,8 @@ pub struct Options {
     pub gates: GateConfig,
     /// Keep `base` and `work` after the loop.
     pub keep_trees: bool,
+    /// Sign a fix: the private key (`repro key gen`) of a VSA written as `fix.dsse.json`.
+    pub key: Option<PathBuf>,
 }
 
 /// What the loop reports as it goes.
@@ -176,6 +183,8 @@ pub fn repair(
 ) -> Result<Repaired, LoopError> {
     check(opts)?;
     let gates = GateSet::new(&opts.gates)?;
+    // A key that cannot sign is found before any agent runs, not after a fix.
+    let signer = opts.key.as_deref().map(repro_prov::attest::PrivateKey::load).transpose()?;
     let started = Instant::now();
     let id = repro_sandbox::rundir::new_id(time::OffsetDateTime::now_utc());
     let dir = opts.state.join("repairs").join(&id);
@@ -195,6 +204,7 @@ pub fn repair(
         runs: opts.runs,
         iterations: vec![],
         patch: None,
+        attestation: None,
         gates_fired: vec![],
         duration_ms: 0,
     };
@@ -245,6 +255,7 @@ pub fn repair(
             diff: diff.stats(),
             patch: patch.display().to_string(),
             replays: vec![],
+            replay_report: None,
             failure_gone: false,
             contract: None,
             counts: None,
@@ -271,6 +282,9 @@ pub fn repair(
                 .cloned()
                 .collect();
             let replay = exec.replay(&opts.pack, &work, &with, opts.runs)?;
+            let report = it_dir.join("replay.json");
+            repro_sandbox::rundir::write_atomic(&report, &replay.report, false)?;
+            it.replay_report = Some(report.display().to_string());
             it.replays = replay
                 .runs
                 .iter()
@@ -332,10 +346,63 @@ pub fn repair(
             repro_sandbox::rundir::write_atomic(&fix, diff.unified.as_bytes(), true)?;
             summary.patch = Some(fix.display().to_string());
             summary.outcome = RepairOutcome::Fixed;
+            if let Some(key) = &signer {
+                let signed = sign_fix(opts, &dir, &summary, &fix, key)?;
+                summary.attestation = Some(signed.display().to_string());
+            }
             break;
         }
     }
     finish(opts, dir, summary, started)
+}
+
+/// The signed VSA of the accepted fix (the last iteration of `summary`): `fix.dsse.json` in `dir`.
+fn sign_fix(
+    opts: &Options,
+    dir: &Path,
+    summary: &RepairSummary,
+    fix: &Path,
+    key: &repro_prov::attest::PrivateKey,
+) -> Result<PathBuf, LoopError> {
+    use repro_prov::attest::predicates::{RepairContractEvidence, RepairEvidence};
+    let it = summary.iterations.last().ok_or_else(|| LoopError::Exec {
+        what: "signing the fix".into(),
+        detail: "no iteration was accepted".into(),
+    })?;
+    let report = it.replay_report.as_ref().map(PathBuf::from).ok_or_else(|| LoopError::Exec {
+        what: "signing the fix".into(),
+        detail: "the accepted iteration has no replay report".into(),
+    })?;
+    let d = &it.diff;
+    let repair = RepairEvidence {
+        repair: summary.id.clone(),
+        agent: summary.agent.clone(),
+        iteration: it.number,
+        iterations: summary.iterations.len() as u32,
+        patch: Default::default(),
+        lines_added: d.lines_added,
+        lines_removed: d.lines_removed,
+        files_changed: d.files_added + d.files_modified + d.files_removed,
+        gates_passed: it.gates.iter().filter(|g| !g.fired).map(|g| g.name.as_str().to_string()).collect(),
+        gates_fired: it.gates.iter().filter(|g| g.fired).map(|g| g.name.as_str().to_string()).collect(),
+        contract: it
+            .contract
+            .as_ref()
+            .map(|c| RepairContractEvidence { passed: c.passed, failed_steps: c.failed_steps.clone() }),
+    };
+    let req = repro_prov::attest::FixRequest {
+        pack: opts.pack.clone(),
+        report,
+        patch: fix.to_path_buf(),
+        repair,
+        time_verified: None,
+    };
+    let signed = repro_prov::attest::attest_fix(&req, key)?;
+    let out = dir.join("fix.dsse.json");
+    let mut line = signed.envelope.to_json();
+    line.push(b'\n');
+    repro_sandbox::rundir::write_atomic(&out, &line, true)?;
+    Ok(out)
 }
 
 /// Writes what the agent of iteration `number` is told: `.repro-repair/` in the working copy, and the

@@ -44,6 +44,7 @@ impl Executor for Fake {
         Ok(ReplayResult {
             runs: (0..runs).map(run).collect(),
             failing_tests: vec!["tests/test_calc.py::test_add".into()],
+            report: b"{}".to_vec(),
         })
     }
 
@@ -81,6 +82,7 @@ fn setup(agent: Agent, contract: Option<bool>) -> (tempfile::TempDir, Options, F
         runs: 3,
         gates: GateConfig::default(),
         keep_trees: false,
+        key: None,
     };
     (t, opts, Fake { agent, iteration: 0, replays: vec![], contract })
 }
@@ -162,7 +164,7 @@ fn nothing_to_repair_when_the_baseline_passes_and_a_failing_contract_refuses() {
         fn replay(&mut self, _: &Path, _: &Path, _: &[PathBuf], _: u32) -> Result<ReplayResult, LoopError> {
             let run =
                 ReplayedRun { exit_status: 0, reproduced: false, run_dir: "/x".into(), output: RunOutput::default() };
-            Ok(ReplayResult { runs: vec![run], failing_tests: vec![] })
+            Ok(ReplayResult { runs: vec![run], failing_tests: vec![], report: vec![] })
         }
         fn agent(&mut self, _: &Path, _: &str, _: &[(String, String)]) -> Result<AgentResult, LoopError> {
             panic!("no agent runs when there is nothing to repair")
@@ -185,4 +187,18 @@ fn bad_options_are_usage_errors() {
     opts.runs = 1;
     opts.agent = " ".into();
     assert_eq!(repair(&opts, &mut fake, |_| {}).unwrap_err().exit_code(), 2);
+}
+
+#[test]
+fn a_key_that_cannot_sign_stops_the_repair_before_any_agent_runs() {
+    let (t, mut opts, mut fake) = setup(Box::new(|_, _, _| panic!("no agent runs with a bad key")), None);
+    let bad = t.path().join("not-a.key");
+    std::fs::write(&bad, "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n").unwrap();
+    opts.key = Some(bad.clone());
+    let e = repair(&opts, &mut fake, |_| {}).unwrap_err();
+    let text = e.to_string();
+    assert!(text.starts_with("--key: ") && text.contains("not-a.key"), "{text}");
+    assert_ne!(e.exit_code(), 0);
+    opts.key = Some(t.path().join("missing.key"));
+    assert!(repair(&opts, &mut fake, |_| {}).unwrap_err().to_string().contains("missing.key"));
 }

@@ -113,42 +113,47 @@ pub fn statement(target: &Target, env: Option<&Environment>, req: &Request) -> R
                 });
             };
             let evidence = predicates::read_evidence(report)?;
-            match (target, evidence.kind) {
-                (Target::Pack(p), predicates::EvidenceKind::Replay) => {
-                    if evidence.recorded.as_ref() != Some(&p.manifest.signature) {
-                        return Err(mismatch(
-                            report,
-                            format!(
-                                "a replay of another pack: its recorded signature is not the one of {} ({})",
-                                p.path.display(),
-                                p.manifest.signature.summary()
-                            ),
-                        ));
-                    }
-                }
-                (Target::Run(r), predicates::EvidenceKind::Verify) => {
-                    if !evidence.runs.iter().any(|e| e.id == r.record.id) {
-                        return Err(mismatch(
-                            report,
-                            format!("the run {} is not one of this verification's runs", r.record.id),
-                        ));
-                    }
-                }
-                (Target::Pack(_), predicates::EvidenceKind::Verify) => {
-                    return Err(mismatch(
-                        report,
-                        "a `run --verify` report is evidence about its runs: attest one of them (a run directory)"
-                            .into(),
-                    ))
-                }
-                (Target::Run(_), predicates::EvidenceKind::Replay) => {
-                    return Err(mismatch(report, "a replay report is evidence about a pack: attest the pack".into()))
-                }
-            }
+            check_evidence(target, &evidence, report)?;
             let time = req.time_verified.clone().unwrap_or_else(now_rfc3339);
             Ok(Statement::new(subjects, predicates::VSA, &predicates::vsa(target, env, &evidence, req.claim, time)))
         }
     }
+}
+
+/// Whether `evidence` (read from `report`) is about `target`: a replay of this pack, or a verify that ran this run.
+fn check_evidence(target: &Target, evidence: &predicates::Evidence, report: &Path) -> Result<(), ProvError> {
+    match (target, evidence.kind) {
+        (Target::Pack(p), predicates::EvidenceKind::Replay) => {
+            if evidence.recorded.as_ref() != Some(&p.manifest.signature) {
+                return Err(mismatch(
+                    report,
+                    format!(
+                        "a replay of another pack: its recorded signature is not the one of {} ({})",
+                        p.path.display(),
+                        p.manifest.signature.summary()
+                    ),
+                ));
+            }
+        }
+        (Target::Run(r), predicates::EvidenceKind::Verify) => {
+            if !evidence.runs.iter().any(|e| e.id == r.record.id) {
+                return Err(mismatch(
+                    report,
+                    format!("the run {} is not one of this verification's runs", r.record.id),
+                ));
+            }
+        }
+        (Target::Pack(_), predicates::EvidenceKind::Verify) => {
+            return Err(mismatch(
+                report,
+                "a `run --verify` report is evidence about its runs: attest one of them (a run directory)".into(),
+            ))
+        }
+        (Target::Run(_), predicates::EvidenceKind::Replay) => {
+            return Err(mismatch(report, "a replay report is evidence about a pack: attest the pack".into()))
+        }
+    }
+    Ok(())
 }
 
 /// Signs a statement into a DSSE envelope.
@@ -166,6 +171,45 @@ pub fn attest(path: &Path, req: &Request, signer: &dyn Signer) -> Result<Attesta
         Err(e) => return Err(e),
     };
     let statement = statement(&target, env.as_ref(), req)?;
+    let envelope = sign(&statement, signer)?;
+    Ok(Attestation { statement, envelope })
+}
+
+/// What `repro repair` signs about the fix it accepted.
+#[derive(Debug, Clone)]
+pub struct FixRequest {
+    /// The pack the failure was captured in.
+    pub pack: PathBuf,
+    /// The evidence: the JSON of `repro replay PACK --with ... --runs N --json` with the patch laid over.
+    pub report: PathBuf,
+    /// The patch (a subject of the statement, named by its file name).
+    pub patch: PathBuf,
+    /// The repair's evidence; its `patch` is filled in from the file.
+    pub repair: predicates::RepairEvidence,
+    /// The VSA's `timeVerified` (default: now).
+    pub time_verified: Option<String>,
+}
+
+/// The signed VSA of a repaired failure: "the fix held N/N times in environment X, passed these gates and the
+/// contract". Its subjects are the pack's (so `repro attest verify --pack` checks it) and the patch (`--file`).
+pub fn attest_fix(req: &FixRequest, signer: &dyn Signer) -> Result<Attestation, ProvError> {
+    let target = Target::Pack(target::pack(&req.pack)?);
+    let env = match crate::env::environment_of(&req.pack) {
+        Ok(e) => Some(e),
+        Err(ProvError::NoInputs { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    let evidence = predicates::read_evidence(&req.report)?;
+    check_evidence(&target, &evidence, &req.report)?;
+    let (sha, b3) = target::digests_of(&req.patch)?;
+    let name = req.patch.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "fix.patch".into());
+    let patch = ResourceDescriptor { media_type: "text/x-diff".into(), ..ResourceDescriptor::file(name, sha, b3) };
+    let repair = predicates::RepairEvidence { patch: patch.clone(), ..req.repair.clone() };
+    let time = req.time_verified.clone().unwrap_or_else(now_rfc3339);
+    let vsa = predicates::repair_vsa(&target, env.as_ref(), &evidence, repair, time);
+    let mut subjects = target.subjects().to_vec();
+    subjects.push(patch);
+    let statement = Statement::new(subjects, predicates::VSA, &vsa);
     let envelope = sign(&statement, signer)?;
     Ok(Attestation { statement, envelope })
 }
@@ -317,6 +361,23 @@ fn describe_vsa(p: &predicates::Vsa) -> Vec<String> {
     for a in &p.input_attestations {
         let d = a.digest.get("sha256").map(|d| format!(" sha256:{d}")).unwrap_or_default();
         out.push(format!("evidence   {}{d}", a.name));
+    }
+    if let Some(r) = &p.repair {
+        out.push(format!("repair     {}: iteration {} of {}, agent {}", r.repair, r.iteration, r.iterations, r.agent));
+        let d = r.patch.digest.get("sha256").map(|d| format!(" sha256:{d}")).unwrap_or_default();
+        out.push(format!(
+            "patch      {}{d} (+{} -{} in {} files)",
+            r.patch.name, r.lines_added, r.lines_removed, r.files_changed
+        ));
+        out.push(format!("gates      passed: {}", r.gates_passed.join(", ")));
+        if !r.gates_fired.is_empty() {
+            out.push(format!("gates      FIRED: {}", r.gates_fired.join(", ")));
+        }
+        match &r.contract {
+            Some(c) if c.passed => out.push("contract   verify passed".into()),
+            Some(c) => out.push(format!("contract   verify FAILED: {}", c.failed_steps.join(", "))),
+            None => out.push("contract   none (the project has no repro.toml contract)".into()),
+        }
     }
     out
 }

@@ -40,6 +40,9 @@ pub const POLICY_URI: &str = "https://example.invalid/repro/policy/reproduced/v1
 /// The VSA extension field holding N/N, the claim and the environment.
 pub const REPRODUCTION_FIELD: &str = "https://example.invalid/repro/vsa/reproduction/v1";
 
+/// The VSA extension field of a fix `repro repair` accepted: the patch, the gates it passed, the contract.
+pub const REPAIR_FIELD: &str = "https://example.invalid/repro/vsa/repair/v1";
+
 /// The annotation of a test result's configuration holding the [`EnvironmentSummary`].
 pub const ENVIRONMENT_ANNOTATION: &str = "environmentSummary";
 
@@ -51,6 +54,8 @@ status, normalized stderr tail, failing tests).\n\
 failure, from `repro run --verify --runs N`: the runs are identical and each exits non-zero.\n\
 fix, from `repro replay PACK --with PATHS --runs N`: each run exits 0.\n\
 fix, from `repro run --verify --runs N`: the runs are identical and each exits 0.\n\
+fix, from `repro repair PACK`: as a fix from `repro replay --with`, the patch laid over the pack; and no \
+anti-weakening gate fired on the patch, and the contract's verify steps (when the project has a contract) passed.
 A run that diverged from the pack's tapes or was stopped as stuck does not count; `run --verify` evidence with a \
 source the supervisor could not enforce fails.\n";
 
@@ -425,6 +430,42 @@ pub struct Vsa {
         skip_serializing_if = "Option::is_none"
     )]
     pub reproduction: Option<Reproduction>,
+    #[serde(default, rename = "https://example.invalid/repro/vsa/repair/v1", skip_serializing_if = "Option::is_none")]
+    pub repair: Option<RepairEvidence>,
+}
+
+/// The VSA extension of a fix `repro repair` accepted ([`REPAIR_FIELD`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepairEvidence {
+    /// The repair's id (its directory under `STATE/repairs/`).
+    pub repair: String,
+    /// The agent's command line.
+    pub agent: String,
+    /// The iteration whose change is the fix, of how many run.
+    pub iteration: u32,
+    pub iterations: u32,
+    /// The patch (also a subject of the statement), by its digests.
+    pub patch: ResourceDescriptor,
+    pub lines_added: u64,
+    pub lines_removed: u64,
+    pub files_changed: u64,
+    /// The anti-weakening gates evaluated on the patch, each by name, and those that fired (a fix has none).
+    pub gates_passed: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates_fired: Vec<String>,
+    /// The contract's verify on the fixed tree, when the project has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<RepairContractEvidence>,
+}
+
+/// The contract's verify of a repair's fix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepairContractEvidence {
+    pub passed: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_steps: Vec<String>,
 }
 
 /// What the claim is about.
@@ -718,7 +759,49 @@ pub fn vsa(
         dependency_levels: BTreeMap::new(),
         slsa_version: Some("1.0".into()),
         reproduction: Some(reproduction),
+        repair: None,
     }
+}
+
+/// The VSA of a fix `repro repair` accepted: [`vsa`] of the replays with the patch laid over the pack (a fix
+/// claim), with the repair's evidence. It passes only when the replays do, no gate fired and the contract (if
+/// any) passed; the verified level is then `REPRO_REPAIR_VERIFIED`.
+pub fn repair_vsa(
+    target: &Target,
+    env: Option<&Environment>,
+    evidence: &Evidence,
+    repair: RepairEvidence,
+    time_verified: String,
+) -> Vsa {
+    let mut v = vsa(target, env, evidence, Some(Claim::Fix), time_verified);
+    let held = v.verification_result == VerificationResult::Passed
+        && repair.gates_fired.is_empty()
+        && repair.contract.as_ref().is_none_or(|c| c.passed);
+    if let Some(r) = v.reproduction.as_mut() {
+        let contract = match &repair.contract {
+            Some(c) if c.passed => "; the contract's verify passed".to_string(),
+            Some(c) => format!("; the contract's verify FAILED ({})", c.failed_steps.join(", ")),
+            None => String::new(),
+        };
+        let gates = if repair.gates_fired.is_empty() {
+            format!("{} gates passed", repair.gates_passed.len())
+        } else {
+            format!("gates FIRED: {}", repair.gates_fired.join(", "))
+        };
+        r.summary = format!(
+            "{}; the patch (+{} -{} in {} files, iteration {} of {}): {gates}{contract}",
+            r.summary,
+            repair.lines_added,
+            repair.lines_removed,
+            repair.files_changed,
+            repair.iteration,
+            repair.iterations
+        );
+    }
+    v.verification_result = if held { VerificationResult::Passed } else { VerificationResult::Failed };
+    v.verified_levels = vec![if held { "REPRO_REPAIR_VERIFIED" } else { "FAILED" }.to_string()];
+    v.repair = Some(repair);
+    v
 }
 
 #[cfg(test)]
@@ -729,7 +812,7 @@ mod tests {
     fn repro_uris_are_the_workspace_repository() {
         let workspace = include_str!("../../../../Cargo.toml");
         assert!(workspace.contains(&format!("repository = \"{REPRO_URI}\"")), "the workspace's repository changed");
-        for u in [MONITOR_TYPE, RUN_TYPE, VERIFIER_ID, POLICY_URI, REPRODUCTION_FIELD] {
+        for u in [MONITOR_TYPE, RUN_TYPE, VERIFIER_ID, POLICY_URI, REPRODUCTION_FIELD, REPAIR_FIELD] {
             assert!(u.starts_with(&format!("{REPRO_URI}/")), "{u}");
         }
         // The serde name of the extension field is the constant.
@@ -756,9 +839,23 @@ mod tests {
                 not_enforced: Vec::new(),
                 summary: String::new(),
             }),
+            repair: Some(RepairEvidence {
+                repair: "r".into(),
+                agent: "a".into(),
+                iteration: 1,
+                iterations: 1,
+                patch: ResourceDescriptor::default(),
+                lines_added: 1,
+                lines_removed: 1,
+                files_changed: 1,
+                gates_passed: vec!["protected-path".into()],
+                gates_fired: vec![],
+                contract: None,
+            }),
         };
         let j = serde_json::to_value(&v).unwrap();
         assert!(j.get(REPRODUCTION_FIELD).is_some(), "{j}");
+        assert!(j.get(REPAIR_FIELD).is_some(), "{j}");
         assert_eq!(j["verificationResult"], "PASSED");
     }
 

@@ -662,3 +662,62 @@ mod read_environment {
         }
     }
 }
+
+#[test]
+fn a_repair_vsa_passes_only_when_the_replays_the_gates_and_the_contract_do() {
+    use predicates::{RepairContractEvidence, RepairEvidence, VerificationResult};
+    let d = tempfile::tempdir().unwrap();
+    let dir = run_dir(d.path(), 0);
+    let target = target::load(&dir).unwrap();
+    let passing = predicates::read_evidence(&verify_report(d.path(), &[RUN_ID, "r2", "r3"], 0, true)).unwrap();
+    let repair = RepairEvidence {
+        repair: "20261204-162955.437-003ac4".into(),
+        agent: "sh agent-fix.sh".into(),
+        iteration: 2,
+        iterations: 2,
+        patch: ResourceDescriptor::file("fix.patch", "ab".into(), "cd".into()),
+        lines_added: 1,
+        lines_removed: 1,
+        files_changed: 1,
+        gates_passed: vec!["protected-path-changed".into(), "masking-construct".into()],
+        gates_fired: vec![],
+        contract: Some(RepairContractEvidence { passed: true, failed_steps: vec![] }),
+    };
+    let at = |e: &predicates::Evidence, r: RepairEvidence| {
+        predicates::repair_vsa(&target, Some(&environment()), e, r, "2026-12-04T16:30:00Z".into())
+    };
+    let v = at(&passing, repair.clone());
+    assert_eq!(v.verification_result, VerificationResult::Passed);
+    assert_eq!(v.verified_levels, ["REPRO_REPAIR_VERIFIED"]);
+    let summary = &v.reproduction.as_ref().unwrap().summary;
+    assert!(summary.contains("3/3 runs passed") && summary.contains("2 gates passed"), "{summary}");
+    assert!(summary.contains("iteration 2 of 2") && summary.contains("the contract's verify passed"), "{summary}");
+    // Round trip through the statement's JSON: the extension is read back by `describe`.
+    let s = Statement::new(target.subjects().to_vec(), predicates::VSA, &v);
+    let k = key(5);
+    let bytes = sign(&s, &k).unwrap().to_json();
+    let text = describe(&verify(&bytes, Path::new("fix.dsse.json"), &k.public(), &Against::default()).unwrap());
+    let text = text.join("\n");
+    assert!(text.contains("PASSED (REPRO_REPAIR_VERIFIED)"), "{text}");
+    assert!(text.contains("gates      passed: protected-path-changed, masking-construct"), "{text}");
+    assert!(text.contains("patch      fix.patch sha256:ab (+1 -1 in 1 files)"), "{text}");
+    assert!(text.contains("contract   verify passed"), "{text}");
+
+    // A gate that fired, a contract that failed, or a replay that failed: FAILED.
+    let fired = RepairEvidence { gates_fired: vec!["masking-construct".into()], ..repair.clone() };
+    let v = at(&passing, fired);
+    assert_eq!(
+        (v.verification_result, v.verified_levels.as_slice()),
+        (VerificationResult::Failed, &["FAILED".to_string()][..])
+    );
+    assert!(v.reproduction.unwrap().summary.contains("gates FIRED: masking-construct"));
+    let contract = RepairEvidence {
+        contract: Some(RepairContractEvidence { passed: false, failed_steps: vec!["lint".into()] }),
+        ..repair.clone()
+    };
+    let v = at(&passing, contract);
+    assert_eq!(v.verification_result, VerificationResult::Failed);
+    assert!(v.reproduction.unwrap().summary.contains("the contract's verify FAILED (lint)"));
+    let failing = predicates::read_evidence(&verify_report(d.path(), &[RUN_ID, "r2"], 1, true)).unwrap();
+    assert_eq!(at(&failing, repair).verification_result, VerificationResult::Failed);
+}

@@ -54,7 +54,12 @@ fn repair(t: &Path, pack: &Path, agent: &str, extra: &[&str]) -> (Output, Value)
 fn an_honest_agent_fixes_the_planted_bug_in_two_iterations() {
     let (t, pack) = captured();
     let out = t.path().join("fix.patch");
-    let (o, s) = repair(t.path(), &pack, "agent-fix.sh", &["-o", out.to_str().unwrap()]);
+    let keys = t.path().join("ci");
+    let o = repro().arg("key").arg("gen").arg("--out").arg(&keys).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let key = keys.with_extension("key");
+    let (o, s) =
+        repair(t.path(), &pack, "agent-fix.sh", &["-o", out.to_str().unwrap(), "--key", key.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{s:#}");
     assert_eq!(s["outcome"], "fixed");
     assert_eq!(s["failing_tests"], serde_json::json!(["tests/test_calc.py::test_total"]));
@@ -75,6 +80,47 @@ fn an_honest_agent_fixes_the_planted_bug_in_two_iterations() {
     assert!(fs::read_to_string(project.join("src/calc.py")).unwrap().contains("range(len(items) - 1)"));
     let ok = std::process::Command::new("git").args(["apply", "--check"]).arg(&out).current_dir(&project).status();
     assert!(ok.unwrap().success(), "git apply --check {patch}");
+
+    // The signed statement that the fix was verified: checked against the pack and the patch.
+    let signed = PathBuf::from(s["attestation"].as_str().unwrap_or_else(|| panic!("no attestation: {s:#}")));
+    let fix = PathBuf::from(s["patch"].as_str().unwrap());
+    let public = keys.with_extension("pub");
+    let verify = |file: &Path| {
+        repro()
+            .args(["attest", "verify"])
+            .arg(&signed)
+            .arg("--key")
+            .arg(&public)
+            .arg("--pack")
+            .arg(&pack)
+            .arg("--file")
+            .arg(file)
+            .output()
+            .unwrap()
+    };
+    let o = verify(&fix);
+    let text = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{text}{}", stderr(&o));
+    for want in [
+        "https://slsa.dev/verification_summary/v1",
+        "PASSED (REPRO_REPAIR_VERIFIED)",
+        "the fix held: 3/3 runs passed in environment blake3:",
+        "iteration 2 of 2",
+        "fix.patch sha256:",
+        "contract   verify passed",
+    ] {
+        assert!(text.contains(want), "{want:?} not in:\n{text}");
+    }
+    for gate in ["protected-path-changed", "masking-construct", "tests-skipped-rose", "failing-test-missing"] {
+        assert!(text.lines().any(|l| l.starts_with("gates      passed:") && l.contains(gate)), "{gate}: {text}");
+    }
+    // A patch changed after signing is refused, naming the file.
+    let edited = t.path().join("edited").join("fix.patch");
+    fs::create_dir_all(edited.parent().unwrap()).unwrap();
+    fs::write(&edited, format!("{patch}\n")).unwrap();
+    let o = verify(&edited);
+    assert_ne!(o.status.code(), Some(0), "an edited patch verified: {}", stdout(&o));
+    assert!(stderr(&o).contains("fix.patch"), "{}", stderr(&o));
 }
 
 #[test]
