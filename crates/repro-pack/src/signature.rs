@@ -56,7 +56,7 @@ pub fn failing_tests_in_output(text: &str) -> Vec<(&'static str, String)> {
         } else if let Some(c) = re(&CARGO, r"^test (\S+) \.\.\. FAILED$").captures(line) {
             out.push(("cargo-test", c[1].to_string()));
         } else if let Some(c) =
-            re(&NEXTEST, r"^\s*(?:FAIL|SIGSEGV|SIGABRT|TIMEOUT) \[\s*[\d.]+s\] (.+)$").captures(line)
+            re(&NEXTEST, r"^\s*(?:TRY \d+ )?(?:FAIL|SIGSEGV|SIGABRT|SIGKILL|ABORT|TIMEOUT) \[\s*[\d.]+s\] (?:\(\s*\d+/\d+\)\s+)?(.+)$").captures(line)
         {
             out.push(("nextest", c[1].split_whitespace().collect::<Vec<_>>().join(" ")));
         } else if let Some(c) = re(&GO, r"^\s*--- FAIL: (\S+)").captures(line) {
@@ -160,6 +160,8 @@ ERROR tests/test_db.py::test_conn - ConnectionError
 test parse::tests::rejects_empty ... FAILED
 test parse::tests::accepts ... ok
         FAIL [   0.004s] mycrate::it tests::slow_one
+        FAIL [   0.012s] ( 3/12) mycrate::it tests::counted
+  TRY 2 FAIL [   0.001s] (4/12) mycrate tests::retried
 --- FAIL: TestHandler (0.00s)
     --- FAIL: TestHandler/sub_case (0.00s)
 ";
@@ -173,6 +175,8 @@ test parse::tests::accepts ... ok
                 "tests/test_db.py::test_conn",
                 "parse::tests::rejects_empty",
                 "mycrate::it tests::slow_one",
+                "mycrate::it tests::counted",
+                "mycrate tests::retried",
                 "TestHandler",
                 "TestHandler/sub_case"
             ]
@@ -181,7 +185,24 @@ test parse::tests::accepts ... ok
         assert_eq!(fws[0], "pytest");
         assert_eq!(fws[3], "cargo-test");
         assert_eq!(fws[4], "nextest");
-        assert_eq!(fws[5], "go-test");
+        assert_eq!(fws[5], "nextest");
+        assert_eq!(fws[7], "go-test");
+    }
+
+    #[test]
+    fn nextest_s_counter_is_no_part_of_the_test_id() {
+        // cargo-nextest 0.9.143's output for a crate `nx` with one passing and one failing test (the failing one
+        // is listed again in the summary; libtest's own lines are indented under it).
+        let out = b"        PASS [   0.005s] (1/2) nx tests::ok_one
+        FAIL [   0.106s] (2/2) nx tests::bad_one
+    test tests::bad_one ... FAILED
+    test result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 1 filtered out; finished in 0.10s
+     Summary [   0.107s] 2 tests run: 1 passed, 1 failed, 0 skipped
+        FAIL [   0.106s] (2/2) nx tests::bad_one
+";
+        let s = compute(100, b"", out, &[]);
+        assert_eq!(s.failing_tests, ["nx tests::bad_one"]);
+        assert_eq!(s.test_frameworks, ["nextest"]);
     }
 
     #[test]
