@@ -29,7 +29,7 @@ pub struct RepairArgs {
     /// Iterations before giving up.
     #[arg(long, value_name = "N", default_value_t = 3)]
     max_iterations: u32,
-    /// Wall time before giving up (checked between iterations): 90s, 10m, 1h.
+    /// Wall time before giving up: 90s, 10m, 1h (an agent still running then is stopped).
     #[arg(long, value_name = "DURATION", default_value = "10m")]
     time_budget: String,
     /// The diff-too-large gate's budget: lines added plus removed.

@@ -5,6 +5,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use repro_model::project::{ContractReport, StepOutcome};
 use repro_model::run::RunRecord;
@@ -41,6 +42,62 @@ impl ReproExecutor {
         Ok((out.status.code().unwrap_or(128), out.stdout, stderr))
     }
 }
+
+impl ReproExecutor {
+    /// Runs `cmd` for at most `budget`: then SIGTERM (which `repro run` forwards to every guest process), and
+    /// SIGKILL after [`STOP_GRACE`] (a killed `repro run` leaves no process behind). Returns stdout, stderr and
+    /// whether it was stopped.
+    fn output_within(
+        &self,
+        what: &str,
+        mut cmd: Command,
+        budget: Duration,
+    ) -> Result<(Vec<u8>, String, bool), LoopError> {
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().map_err(|e| LoopError::Exec {
+            what: what.into(),
+            detail: format!("cannot start {}: {e}", self.exe.display()),
+        })?;
+        let drain = |r: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                if let Some(mut r) = r {
+                    let _ = r.read_to_end(&mut buf);
+                }
+                buf
+            })
+        };
+        let out = drain(child.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+        let err = drain(child.stderr.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+        let wait_err = |e: std::io::Error| LoopError::Exec { what: what.into(), detail: format!("cannot wait: {e}") };
+        let started = Instant::now();
+        let mut timed_out = false;
+        let mut termed: Option<Instant> = None;
+        loop {
+            if child.try_wait().map_err(wait_err)?.is_some() {
+                break;
+            }
+            if termed.is_none() && started.elapsed() >= budget {
+                timed_out = true;
+                let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+                termed = Some(Instant::now());
+            }
+            if termed.is_some_and(|t| t.elapsed() >= STOP_GRACE) {
+                let _ = child.kill();
+                child.wait().map_err(wait_err)?;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let stdout = out.join().unwrap_or_default();
+        let stderr = String::from_utf8_lossy(&err.join().unwrap_or_default()).into_owned();
+        Ok((stdout, stderr, timed_out))
+    }
+}
+
+/// How long a stopped agent has between SIGTERM and SIGKILL.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// A JSON document a child printed, or why not.
 fn parse<T: serde::de::DeserializeOwned>(what: &str, stdout: &[u8], stderr: &str) -> Result<T, LoopError> {
@@ -81,7 +138,13 @@ impl Executor for ReproExecutor {
         Ok(ReplayResult { runs: out, failing_tests, report: stdout })
     }
 
-    fn agent(&mut self, tree: &Path, command: &str, env: &[(String, String)]) -> Result<AgentResult, LoopError> {
+    fn agent(
+        &mut self,
+        tree: &Path,
+        command: &str,
+        env: &[(String, String)],
+        budget: Duration,
+    ) -> Result<AgentResult, LoopError> {
         let mut cmd = Command::new(&self.exe);
         cmd.current_dir(tree).args(["run", "--json", "-q", "--keep-changes", "--no-config"]);
         cmd.arg("--state-dir").arg(&self.state);
@@ -93,9 +156,18 @@ impl Executor for ReproExecutor {
         }
         cmd.args(["--", "sh", "-c", command]);
         let what = "the agent (repro run --keep-changes)";
-        let (_, stdout, stderr) = self.output(what, cmd)?;
+        let (stdout, stderr, timed_out) = self.output_within(what, cmd, budget)?;
+        if timed_out {
+            // Stopped: `repro run` ends the guest on SIGTERM and prints its record when it can.
+            let record: Option<RunRecord> = serde_json::from_slice(&stdout).ok();
+            return Ok(AgentResult {
+                run_id: record.as_ref().map(|r| r.id.clone()).unwrap_or_default(),
+                exit_status: record.map_or(128 + 15, |r| r.exit_status),
+                timed_out: true,
+            });
+        }
         let record: RunRecord = parse(what, &stdout, &stderr)?;
-        Ok(AgentResult { run_id: record.id, exit_status: record.exit_status })
+        Ok(AgentResult { run_id: record.id, exit_status: record.exit_status, timed_out: false })
     }
 
     fn contract(&mut self, tree: &Path) -> Result<Option<ContractResult>, LoopError> {

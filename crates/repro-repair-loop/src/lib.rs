@@ -94,6 +94,8 @@ pub struct ReplayResult {
 pub struct AgentResult {
     pub run_id: String,
     pub exit_status: i32,
+    /// It was stopped because the time budget ran out while it ran.
+    pub timed_out: bool,
 }
 
 /// The contract's verify on a tree.
@@ -109,8 +111,15 @@ pub trait Executor {
     /// Replays `pack` `runs` times from `tree`, with `with` (paths relative to `tree`) laid over the pack's copy
     /// of its working directory.
     fn replay(&mut self, pack: &Path, tree: &Path, with: &[PathBuf], runs: u32) -> Result<ReplayResult, LoopError>;
-    /// Runs the agent's shell command in `tree`, its changes kept there, with `env` set.
-    fn agent(&mut self, tree: &Path, command: &str, env: &[(String, String)]) -> Result<AgentResult, LoopError>;
+    /// Runs the agent's shell command in `tree`, its changes kept there, with `env` set; stops it (and says so)
+    /// when it is still running after `budget`.
+    fn agent(
+        &mut self,
+        tree: &Path,
+        command: &str,
+        env: &[(String, String)],
+        budget: Duration,
+    ) -> Result<AgentResult, LoopError>;
     /// Runs the contract of `tree`'s project file, if it has one.
     fn contract(&mut self, tree: &Path) -> Result<Option<ContractResult>, LoopError>;
 }
@@ -239,7 +248,8 @@ pub fn repair(
         std::fs::create_dir_all(&it_dir).map_err(io("create", &it_dir))?;
         let env = write_inputs(&work, number, &baseline, &feedback)?;
         progress(Progress::AgentStarts { number });
-        let agent = exec.agent(&work, &opts.agent, &env)?;
+        let left = opts.time_budget.saturating_sub(started.elapsed());
+        let agent = exec.agent(&work, &opts.agent, &env, left)?;
         let inputs = work.join(INPUT_DIR);
         if inputs.exists() {
             std::fs::remove_dir_all(&inputs).map_err(io("remove", &inputs))?;
@@ -250,7 +260,7 @@ pub fn repair(
         repro_sandbox::rundir::write_atomic(&patch, diff.unified.as_bytes(), false)?;
         let mut it = RepairIteration {
             number,
-            agent_run: agent.run_id,
+            agent_run: agent.run_id.clone(),
             agent_exit_status: agent.exit_status,
             diff: diff.stats(),
             patch: patch.display().to_string(),
@@ -264,7 +274,12 @@ pub fn repair(
             refused_because: vec![],
             duration_ms: 0,
         };
-        if diff.change.is_empty() {
+        if agent.timed_out {
+            it.refused_because.push(format!(
+                "the agent was stopped: the time budget ({} s) ran out while it ran",
+                opts.time_budget.as_secs()
+            ));
+        } else if diff.change.is_empty() {
             it.refused_because.push("the agent changed nothing".into());
         } else if !diff.change.removed.is_empty() {
             let removed: Vec<String> = diff.change.removed.iter().map(|p| p.display().to_string()).collect();
@@ -341,6 +356,10 @@ pub fn repair(
         feedback = it.refused_because.join("\n");
         let accepted = it.accepted;
         summary.iterations.push(it);
+        if agent.timed_out {
+            summary.outcome = RepairOutcome::TimeExhausted;
+            break;
+        }
         if accepted {
             let fix = dir.join("fix.patch");
             repro_sandbox::rundir::write_atomic(&fix, diff.unified.as_bytes(), true)?;

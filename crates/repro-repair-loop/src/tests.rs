@@ -48,10 +48,16 @@ impl Executor for Fake {
         })
     }
 
-    fn agent(&mut self, tree: &Path, _command: &str, env: &[(String, String)]) -> Result<AgentResult, LoopError> {
+    fn agent(
+        &mut self,
+        tree: &Path,
+        _command: &str,
+        env: &[(String, String)],
+        _budget: Duration,
+    ) -> Result<AgentResult, LoopError> {
         self.iteration += 1;
         (self.agent)(tree, self.iteration, env);
-        Ok(AgentResult { run_id: format!("agent-{}", self.iteration), exit_status: 0 })
+        Ok(AgentResult { run_id: format!("agent-{}", self.iteration), exit_status: 0, timed_out: false })
     }
 
     fn contract(&mut self, _tree: &Path) -> Result<Option<ContractResult>, LoopError> {
@@ -166,7 +172,7 @@ fn nothing_to_repair_when_the_baseline_passes_and_a_failing_contract_refuses() {
                 ReplayedRun { exit_status: 0, reproduced: false, run_dir: "/x".into(), output: RunOutput::default() };
             Ok(ReplayResult { runs: vec![run], failing_tests: vec![], report: vec![] })
         }
-        fn agent(&mut self, _: &Path, _: &str, _: &[(String, String)]) -> Result<AgentResult, LoopError> {
+        fn agent(&mut self, _: &Path, _: &str, _: &[(String, String)], _: Duration) -> Result<AgentResult, LoopError> {
             panic!("no agent runs when there is nothing to repair")
         }
         fn contract(&mut self, _: &Path) -> Result<Option<ContractResult>, LoopError> {

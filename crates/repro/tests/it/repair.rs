@@ -152,3 +152,29 @@ fn a_missing_pack_or_agent_is_a_usage_error() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--agent: expected a command"), "{}", stderr(&o));
 }
+
+#[test]
+fn an_agent_still_running_when_the_time_budget_runs_out_is_stopped() {
+    let (t, pack) = captured();
+    let started = std::time::Instant::now();
+    // A busy loop: a sleep would cost no wall time under the supervisor.
+    let o = repro()
+        .current_dir(t.path().join("project"))
+        .arg("repair")
+        .arg(&pack)
+        .args(["--agent", "while :; do :; done", "--time-budget", "4s", "--json"])
+        .timeout(HANG_GUARD)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let s: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    assert_eq!(o.status.code(), Some(1), "{s:#}");
+    assert_eq!(s["outcome"], "time-exhausted", "{s:#}");
+    let its = s["iterations"].as_array().unwrap();
+    assert_eq!(its.len(), 1, "{s:#}");
+    let why = its[0]["refused_because"][0].as_str().unwrap();
+    assert!(why.contains("time budget (4 s) ran out while it ran"), "{why}");
+    assert!(its[0]["replays"].as_array().unwrap().is_empty(), "a stopped agent's change is not judged: {s:#}");
+    // The budget, the baseline replay, and at most the SIGTERM grace: not the HANG_GUARD.
+    assert!(took < std::time::Duration::from_secs(40), "took {took:?}");
+}
