@@ -149,9 +149,8 @@ fn mcp_cancelling_a_hunt_stops_every_process() {
     assert!(left.is_empty(), "processes of the cancelled hunt are left: {left:#?}");
 }
 
-#[test]
-fn mcp_over_streamable_http() {
-    let w = Workdir::new();
+/// `repro mcp --listen 127.0.0.1:0` in `w`, and the URL it printed.
+fn http_server(w: &Workdir) -> (std::process::Child, String) {
     let mut server = Command::new(repro_path())
         .args(["mcp", "--no-config", "--listen", "127.0.0.1:0"])
         .current_dir(w.path())
@@ -184,14 +183,67 @@ fn mcp_over_streamable_http() {
         }
     };
     assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"), "{url}");
-    let r = scenario("http", &url, &w, &[]);
-    let id = r["run_id"].as_str().unwrap();
-    assert_eq!(std::fs::read_to_string(w.path().join(".repro/runs").join(id).join("stdout")).unwrap(), "over-http\n");
-    // SIGTERM ends the server.
+    (server, url)
+}
+
+/// SIGTERM ends the server, with success.
+fn stop(server: std::process::Child) {
     let term = Command::new("sh").args(["-c", &format!("kill -TERM {}", server.id())]).status().unwrap();
     assert!(term.success());
     let o = wait_bounded(server, "repro mcp --listen after SIGTERM");
     assert!(o.status.success(), "repro mcp after SIGTERM: {}", o.status);
+}
+
+#[test]
+fn mcp_over_streamable_http() {
+    let w = Workdir::new();
+    let (server, url) = http_server(&w);
+    let r = scenario("http", &url, &w, &[]);
+    let id = r["run_id"].as_str().unwrap();
+    assert_eq!(std::fs::read_to_string(w.path().join(".repro/runs").join(id).join("stdout")).unwrap(), "over-http\n");
+    stop(server);
+}
+
+#[test]
+fn mcp_cancelling_a_hunt_over_http_stops_every_process() {
+    let w = Workdir::new();
+    let (server, url) = http_server(&w);
+    let r = scenario("cancel", &url, &w, &[]);
+    assert!(r["processes_before"].as_u64().unwrap() > 0, "{r}");
+    let token = r["token"].as_str().unwrap();
+    // The server is still running: what the cancelled call started is gone all the same.
+    assert!(processes_with(token).is_empty(), "processes of the cancelled hunt are left: {:#?}", processes_with(token));
+    stop(server);
+}
+
+#[test]
+fn mcp_explains_shrinks_attests_and_times_out() {
+    let w = Workdir::new();
+    let keys = w.path().join("mcp-key");
+    let o = repro().arg("key").arg("gen").arg("--out").arg(&keys).output().unwrap();
+    assert_code(&o, 0);
+    let key = keys.with_extension("key");
+    let r = scenario("analysis", &stdio_server(&["--attest-key", key.to_str().unwrap()]), &w, &[]);
+    assert!(!r["explain_deciding"].as_array().unwrap().is_empty(), "{r}");
+    let (pack, shrunk) = (r["pack"].as_str().unwrap(), r["shrunk"].as_str().unwrap());
+    // The shrunk pack still fails the same way.
+    let o = repro().args(["replay", shrunk, "--json"]).timeout(HANG_GUARD).output().unwrap();
+    let rep: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    assert_eq!(rep["reproduced"], 1, "{rep:#}");
+    // The envelope the tool returned verifies with the public key, against the pack.
+    let env = w.path().join("test-result.dsse.json");
+    std::fs::write(&env, serde_json::to_vec(&r["envelope"]).unwrap()).unwrap();
+    let o = repro()
+        .args(["attest", "verify"])
+        .arg(&env)
+        .arg("--key")
+        .arg(keys.with_extension("pub"))
+        .args(["--pack", pack])
+        .output()
+        .unwrap();
+    assert_code(&o, 0);
+    assert!(stdout(&o).contains("https://in-toto.io/attestation/test-result/v0.1"), "{}", stdout(&o));
+    assert!(r["timeout_error"].as_str().unwrap().contains("timed out after 2 s"), "{r}");
 }
 
 #[test]

@@ -321,8 +321,52 @@ async def scenario_http(c, workdir, bound):
     return out
 
 
+async def scenario_analysis(c, workdir, _bound):
+    """explain, shrink, attest (the server has --attest-key) and a call stopped by its timeout_secs."""
+    out = {}
+    # explain: a command whose outcome the seed decides (the guest's /dev/urandom is the seeded stream).
+    script = "test $(od -An -N1 -tu1 /dev/urandom) -lt 128 || { echo odd >&2; exit 1; }"
+    ex = structured(await call(c, "explain", {"command": ["sh", "-c", script], "vary": "seed", "seeds": "8",
+                                              "jobs": 2}), "explain")["result"]
+    seed = [f for f in ex["findings"] if f["dimension"] == "seed"]
+    if not seed or seed[0]["changes_outcome"] is not True or not seed[0]["deciding_values"]:
+        fail(f"explain: the seed should decide the outcome: {ex}")
+    if ex["control_runs"] < 1 or ex["nondeterministic"] is not False:
+        fail(f"explain: control runs: {ex}")
+    out["explain_deciding"] = seed[0]["deciding_values"]
+
+    # shrink: a pack of a failing command, shrunk (its environment is not needed to fail).
+    cap = structured(await call(c, "capture", {"command": ["sh", "-c", "echo found >&2; exit 4"]}), "capture")
+    pack = cap["result"]["pack"]
+    sh = structured(await call(c, "shrink", {"pack": pack, "confirm": 1}), "shrink")["result"]
+    if not os.path.isfile(sh["output"]) or sh["after"]["env_vars"] >= sh["before"]["env_vars"]:
+        fail(f"shrink: no smaller pack: {sh}")
+    out["pack"] = pack
+    out["shrunk"] = sh["output"]
+
+    # attest: a test-result statement about the pack, signed with the server's key.
+    at = structured(await call(c, "attest", {"target": pack, "predicate": "test-result"}), "attest")["result"]
+    if at.get("payloadType") != "application/vnd.in-toto+json" or not at.get("signatures"):
+        fail(f"attest: not a DSSE envelope: {at}")
+    out["envelope"] = at
+
+    # timeout_secs: a guest that busy-loops is stopped with every process of the call.
+    token = "mcptimeout" + uuid.uuid4().hex[:12]
+    loop = f"while :; do :; done; echo {token}"
+    r = await call(c, "run", {"command": ["sh", "-c", loop], "timeout_secs": 2})
+    if not r.is_error or (r.structured_content or {}).get("timed_out") is not True:
+        fail(f"run timeout_secs=2: not a timed-out tool error: {r}")
+    left = processes_with(token)
+    with anyio.fail_after(30):
+        while left:
+            await anyio.sleep(0.2)
+            left = processes_with(token)
+    out["timeout_error"] = r.structured_content["error"]
+    return out
+
+
 SCENARIOS = {"tools": scenario_tools, "runs": scenario_runs, "refuse": scenario_refuse, "cancel": scenario_cancel,
-             "http": scenario_http}
+             "http": scenario_http, "analysis": scenario_analysis}
 
 
 async def main():
