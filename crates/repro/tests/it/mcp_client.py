@@ -268,6 +268,13 @@ def processes_with(token):
     return found
 
 
+async def gone(token, seconds):
+    """Waits until no process has `token` in its command line (at most `seconds`, else the scenario fails)."""
+    with anyio.fail_after(seconds):
+        while processes_with(token):
+            await anyio.sleep(0.2)
+
+
 async def scenario_cancel(c, workdir, _bound):
     token = "mcpcancel" + uuid.uuid4().hex[:12]
     # Each run busy-loops for a while (no system calls, so no logical time to skip); a hunt of 1000 of them runs
@@ -298,11 +305,7 @@ async def scenario_cancel(c, workdir, _bound):
     if not before:
         fail(f"no process of the hunt ({token}) was running when it was cancelled: the check below would be empty")
     # Every process of the call goes away: the hunt, its runs, their sandboxes.
-    left = processes_with(token)
-    with anyio.fail_after(40):
-        while left:
-            await anyio.sleep(0.2)
-            left = processes_with(token)
+    await gone(token, 40)
     # The session still answers.
     ok = structured(await call(c, "run", {"command": ["sh", "-c", "echo after"]}), "run after cancel")
     if (await read_text(c, ok["runs"][0]["stdout"])) != "after\n":
@@ -356,11 +359,7 @@ async def scenario_analysis(c, workdir, _bound):
     r = await call(c, "run", {"command": ["sh", "-c", loop], "timeout_secs": 2})
     if not r.is_error or (r.structured_content or {}).get("timed_out") is not True:
         fail(f"run timeout_secs=2: not a timed-out tool error: {r}")
-    left = processes_with(token)
-    with anyio.fail_after(30):
-        while left:
-            await anyio.sleep(0.2)
-            left = processes_with(token)
+    await gone(token, 30)
     out["timeout_error"] = r.structured_content["error"]
     return out
 
