@@ -47,25 +47,80 @@ pub fn find_experiments(dir: &Path) -> Vec<Result<LoadedExperiment>> {
     find_experiments_with(dir, &Limits::default())
 }
 
-/// [`find_experiments`] with the given limits (a file larger than the limit is skipped).
+/// [`find_experiments`] with the given limits. A file is an experiment file when it names the chaos API
+/// (`apiVersion`) and no other kind; one that does but cannot be read, is larger than the limit or does not parse
+/// is an error (never skipped), and so is an experiment whose id another file under `dir` already has.
 pub fn find_experiments_with(dir: &Path, limits: &Limits) -> Vec<Result<LoadedExperiment>> {
+    use std::io::Read;
     let mut files = Vec::new();
     yaml_files(dir, 4, &mut files);
-    let mut out = Vec::new();
+    let mut out: Vec<Result<LoadedExperiment>> = Vec::new();
+    let names_api = |b: &[u8]| b.windows(API_VERSION.len()).any(|w| w == API_VERSION.as_bytes());
     for f in files {
-        if std::fs::metadata(&f).map_or(true, |m| m.len() > limits.file_bytes) {
+        let mut bytes = Vec::new();
+        let read =
+            std::fs::File::open(&f).and_then(|h| h.take(limits.file_bytes.saturating_add(1)).read_to_end(&mut bytes));
+        if let Err(e) = read {
+            out.push(Err(ChaosError::io(&f, e)));
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(&f) else { continue };
-        match load::sniff_kind(&text) {
-            Some((api, kind)) if api == API_VERSION && kind.as_deref().is_none_or(|k| k == "experiment") => {
-                out.push(load::parse_experiment_with(&f, &text, limits).map(|experiment| LoadedExperiment {
+        if bytes.len() as u64 > limits.file_bytes {
+            if names_api(&bytes[..bytes.len().min(64 << 10)]) {
+                out.push(Err(ChaosError::Invalid {
                     path: f.clone(),
-                    text,
-                    experiment,
+                    line: 1,
+                    column: 1,
+                    field: "(document)".into(),
+                    message: Limits::exceeded("the file's size", limits.file_bytes, "bytes"),
                 }));
             }
-            _ => {}
+            continue;
+        }
+        let text = match String::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                if names_api(e.as_bytes()) {
+                    let why = std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not UTF-8 text ({e})"));
+                    out.push(Err(ChaosError::io(&f, why)));
+                }
+                continue;
+            }
+        };
+        let is_experiment = match load::sniff_kind(&text) {
+            Some((api, kind)) => api == API_VERSION && kind.as_deref().is_none_or(|k| k == "experiment"),
+            // It does not parse far enough to say: an experiment file if it names the API (the parse says why).
+            None => names_api(text.as_bytes()),
+        };
+        if is_experiment {
+            out.push(load::parse_experiment_with(&f, &text, limits).map(|experiment| LoadedExperiment {
+                path: f.clone(),
+                text,
+                experiment,
+            }));
+        }
+    }
+    // An id names one experiment: every later file with a taken id is an error naming the first.
+    let mut first: std::collections::BTreeMap<String, PathBuf> = std::collections::BTreeMap::new();
+    for r in out.iter_mut() {
+        let Ok(l) = r else { continue };
+        let id = &l.experiment.id;
+        match first.get(&id.value) {
+            Some(earlier) => {
+                *r = Err(ChaosError::Invalid {
+                    path: l.path.clone(),
+                    line: id.line,
+                    column: id.column,
+                    field: "id".into(),
+                    message: format!(
+                        "duplicate experiment id {:?}: {} has it too (an id must name one experiment)",
+                        id.value,
+                        earlier.display()
+                    ),
+                });
+            }
+            None => {
+                first.insert(id.value.clone(), l.path.clone());
+            }
         }
     }
     out
@@ -82,7 +137,16 @@ pub fn resolve_experiment_with(arg: &str, dir: &Path, limits: &Limits) -> Result
     if p.is_file() {
         return load::load_experiment_with(p, limits);
     }
-    for e in find_experiments_with(dir, limits).into_iter().flatten() {
+    let found = find_experiments_with(dir, limits);
+    // An id another file also claims is ambiguous: the duplicate's error says which files.
+    for r in &found {
+        if let Err(e @ ChaosError::Invalid { field, message, .. }) = r {
+            if field == "id" && message.starts_with(&format!("duplicate experiment id {arg:?}")) {
+                return Err(ChaosError::Harness(e.to_string()));
+            }
+        }
+    }
+    for e in found.into_iter().flatten() {
         if e.experiment.id.value == arg {
             return Ok(e);
         }

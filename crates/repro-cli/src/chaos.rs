@@ -241,11 +241,10 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
         }
         ChaosCommand::List { issue, common } => {
             let (entries, errors) = api::list_with(&common.dir(), issue.as_deref(), &common.limits.limits());
-            for e in &errors {
-                errln!("repro: warning: {e}");
-            }
             if common.json {
-                print_json(&entries)?;
+                let invalid: Vec<serde_json::Value> =
+                    errors.iter().map(|e| serde_json::json!({"path": error_path(e), "error": e.to_string()})).collect();
+                print_json(&serde_json::json!({"experiments": entries, "invalid": invalid}))?;
             } else {
                 for e in &entries {
                     outln!("{} (v{})", e.id, e.version);
@@ -258,8 +257,20 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
                     }
                     outln!();
                 }
+                for e in &errors {
+                    outln!("INVALID {e}");
+                }
             }
-            Ok(0)
+            if errors.is_empty() {
+                Ok(0)
+            } else {
+                errln!(
+                    "repro: chaos list: {} invalid experiment file{} (listed above)",
+                    errors.len(),
+                    if errors.len() == 1 { "" } else { "s" }
+                );
+                Ok(repro_model::ExitCode::Usage.code())
+            }
         }
         ChaosCommand::Show { experiment, common } => {
             let exp = api::resolve_experiment_with(&experiment, &common.dir(), &common.limits.limits()).map_err(err)?;
@@ -342,6 +353,15 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
             d.serve(|e| errln!("repro: {e}")).map_err(rerr)?;
             Ok(0)
         }
+    }
+}
+
+/// The file an error of `chaos list` is about.
+fn error_path(e: &repro_chaos::ChaosError) -> Option<String> {
+    use repro_chaos::ChaosError as E;
+    match e {
+        E::Yaml { path, .. } | E::Invalid { path, .. } | E::Io { path, .. } => Some(path.display().to_string()),
+        _ => None,
     }
 }
 

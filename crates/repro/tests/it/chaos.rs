@@ -518,6 +518,48 @@ fn yaml_errors_name_file_line_column_field_and_expectation() {
 }
 
 #[test]
+fn list_reports_invalid_files_and_duplicate_ids() {
+    let wd = Workdir::new();
+    write(wd.path(), "exps/a.yaml", &simple("alpha", "true", ""));
+    write(wd.path(), "exps/b.yaml", &simple("beta", "true", ""));
+    // The same id again, a file naming the API that does not parse, one with an unknown field.
+    write(wd.path(), "exps/c/again.yaml", &simple("alpha", "false", ""));
+    write(wd.path(), "exps/broken.yaml", "apiVersion: repro.dev/chaos/v1\nid: [unclosed\n");
+    write(wd.path(), "exps/typo.yaml", &simple("gamma", "true", "hypothesys: typo\n"));
+    // YAML that is not the chaos API's is none of its business.
+    write(wd.path(), "exps/compose.yaml", "services:\n  web: {image: x}\n");
+    let o = repro().current_dir(wd.path()).args(["chaos", "list", "--dir", "exps"]).output().unwrap();
+    assert_code(&o, 2);
+    let out = stdout(&o);
+    assert!(out.contains("alpha (v1)") && out.contains("beta (v1)"), "{out}");
+    let invalid: Vec<&str> = out.lines().filter(|l| l.starts_with("INVALID ")).collect();
+    assert_eq!(invalid.len(), 3, "{out}");
+    assert!(
+        invalid.iter().any(|l| l.contains("again.yaml:")
+            && l.contains("duplicate experiment id \"alpha\"")
+            && l.contains("a.yaml has it too")),
+        "{out}"
+    );
+    assert!(invalid.iter().any(|l| l.contains("broken.yaml:")), "{out}");
+    assert!(invalid.iter().any(|l| l.contains("typo.yaml:") && l.contains("hypothesys")), "{out}");
+    assert!(!out.contains("compose"), "{out}");
+    assert!(stderr(&o).contains("3 invalid experiment files"), "{}", stderr(&o));
+    let o = repro().current_dir(wd.path()).args(["chaos", "list", "--dir", "exps", "--json"]).output().unwrap();
+    assert_code(&o, 2);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["experiments"].as_array().unwrap().len(), 2, "{v:#}");
+    let paths: Vec<&str> = v["invalid"].as_array().unwrap().iter().map(|e| e["path"].as_str().unwrap()).collect();
+    assert_eq!(paths.len(), 3, "{v:#}");
+    assert!(paths.iter().any(|p| p.ends_with("again.yaml")), "{v:#}");
+    // An id two files claim is ambiguous: `show` and `run` by id refuse it, naming both.
+    let o = repro().current_dir(wd.path()).args(["chaos", "show", "--dir", "exps", "alpha"]).output().unwrap();
+    assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stderr(&o).contains("duplicate experiment id") && stderr(&o).contains("a.yaml"), "{}", stderr(&o));
+    let o = repro().current_dir(wd.path()).args(["chaos", "show", "--dir", "exps", "beta"]).output().unwrap();
+    assert_code(&o, 0);
+}
+
+#[test]
 fn list_show_and_issue_filter() {
     let wd = Workdir::new();
     write(wd.path(), "exps/a.yaml", &simple("alpha", "true", "issues: [ISSUE-7]\n"));
@@ -539,8 +581,9 @@ fn list_show_and_issue_filter() {
         .unwrap();
     assert_code(&o, 0);
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let ids: Vec<&str> = v.as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = v["experiments"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["beta"]);
+    assert_eq!(v["invalid"], serde_json::json!([]));
     let o = repro().current_dir(wd.path()).args(["chaos", "show", "--dir", "exps", "beta"]).output().unwrap();
     assert_code(&o, 0);
     let out = stdout(&o);
