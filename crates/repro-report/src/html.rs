@@ -183,6 +183,17 @@ fn outcome_cell(c: &Value) -> (String, &'static str) {
     (outcome.to_string(), class)
 }
 
+/// A check's details, one line each (none when it was recorded without).
+fn check_details(c: &Value) -> Vec<String> {
+    c["details"].as_array().map(|a| a.iter().map(repro_chaos::timeline::value_text).collect()).unwrap_or_default()
+}
+
+/// A Markdown code fence longer than any run of backticks in `text` (so the text cannot close it).
+fn fence_for(text: &str) -> String {
+    let longest = text.split(|ch| ch != '`').map(str::len).max().unwrap_or(0);
+    "`".repeat(longest.max(2) + 1)
+}
+
 fn check_table(run: &Run, o: &mut String) {
     let checks = run.checks();
     if checks.is_empty() {
@@ -192,10 +203,7 @@ fn check_table(run: &Run, o: &mut String) {
     o.push_str("<table class=\"checks\">\n<tr><th>check</th><th>scope</th><th>outcome</th><th>issue</th><th>details</th></tr>\n");
     for c in &checks {
         let (outcome, class) = outcome_cell(c);
-        let details: Vec<String> = c["details"]
-            .as_array()
-            .map(|a| a.iter().map(repro_chaos::timeline::value_text).collect())
-            .unwrap_or_default(); // a check recorded without details
+        let details = check_details(c);
         putln!(
             o,
             "<tr><td><code>{}</code></td><td>{}</td><td class=\"{class}\">{}</td><td>{}</td><td>{}</td></tr>",
@@ -369,6 +377,20 @@ pub fn share(run: &Run) -> Vec<(String, String)> {
             );
         }
         md.push('\n');
+        let detailed: Vec<(&Value, Vec<String>)> =
+            checks.iter().map(|c| (c, check_details(c))).filter(|(_, d)| !d.is_empty()).collect();
+        if !detailed.is_empty() {
+            md.push_str("### Check details\n\n");
+            for (c, details) in detailed {
+                let text = details.join("\n");
+                let fence = fence_for(&text);
+                putln!(
+                    md,
+                    "`{}`:\n\n{fence}text\n{text}\n{fence}\n",
+                    c["id"].as_str().unwrap_or("?").replace('`', "'")
+                );
+            }
+        }
     }
     let mut files = Vec::new();
     md.push_str("### Timeline\n\n![timeline](timeline.svg)\n\n");
@@ -453,4 +475,14 @@ pub fn dashboard(runs: &[Result<Run, ReportError>], links: &[String]) -> String 
     }
     o.push_str("</div></div>\n</main>\n</body>\n</html>\n");
     o
+}
+
+#[cfg(test)]
+mod fence_tests {
+    #[test]
+    fn a_fence_is_longer_than_any_backtick_run_in_the_text() {
+        assert_eq!(super::fence_for("plain"), "```");
+        assert_eq!(super::fence_for("a ``` b"), "````");
+        assert_eq!(super::fence_for("`````"), "``````");
+    }
 }

@@ -219,6 +219,23 @@ fn share_writes_markdown_with_the_charts_as_svg_files_beside_it() {
     assert!(md.contains("**PASS**"), "{md}");
     assert!(md.contains("![timeline](timeline.svg)"), "{md}");
     assert!(md.contains("| `ticker-0/exited-ok` | ok |"), "{md}");
+    // Each check's details are in the page (as in report.html), not only its outcome.
+    let verdict: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("verdict.json")).unwrap()).unwrap();
+    let detailed: Vec<(&str, String)> = verdict["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| {
+            let first = c["details"].as_array()?.first()?;
+            Some((c["id"].as_str()?, first.as_str().map(String::from).unwrap_or_else(|| first.to_string())))
+        })
+        .collect();
+    assert!(!detailed.is_empty(), "the smoke run's checks have details: {verdict:#}");
+    assert!(md.contains("### Check details"), "{md}");
+    for (id, first) in &detailed {
+        assert!(md.contains(&format!("`{id}`:")) && md.contains(first.as_str()), "{id}: {first} not in {md}");
+    }
     for line in md.lines().filter(|l| l.starts_with("![")) {
         let file = &line[line.find("](").unwrap() + 2..line.len() - 1];
         let svg = std::fs::read_to_string(out.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
