@@ -217,10 +217,22 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
             let opts = RunOptions { seed, state_dir, echo: !quiet && !common.json, limits };
             let out = runner::run(&exp, &ad, &opts).map_err(err)?;
             junit.write(|| repro_ci::report::chaos(&out.evaluation))?;
+            // The run directory is complete (the evaluation is its source of truth); the page is a view of it,
+            // so a page that cannot be written is a warning, and `repro chaos report RUN` writes it again.
+            let report = match repro_report::write_report(&out.run_dir, None) {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    errln!("repro: warning: report.html of {} not written: {e}", out.run_dir.display());
+                    None
+                }
+            };
             if common.json {
                 print_json(&out.evaluation)?;
             } else {
                 print_evaluation(&out.evaluation);
+                if let Some(p) = &report {
+                    outln!("  report {}", p.display());
+                }
                 outln!("{}", out.run_dir.display());
             }
             // Interrupted: 128 + the signal, like a shell reports a command a signal ended.

@@ -90,12 +90,17 @@ fn hello_world_passes_and_leaves_a_complete_run_directory() {
     assert!(out.contains("\nPASS\n"), "{out}");
     let dir = run_dir(&o);
     assert!(dir.starts_with(wd.path().join("state/hello-world").canonicalize().unwrap()));
+    // The run writes its page as it finishes, and says where.
+    assert!(out.contains(&format!("  report {}\n", dir.join("report.html").display())), "{out}");
+    let page = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(page.contains("hello-0/said-hello"), "report.html names the checks");
     for f in [
         "experiment.yaml",
         "adapter.yaml",
         "manifest.json",
         "timeline.jsonl",
         "verdict.json",
+        "report.html",
         "logs/harness.log",
         "system/preflight.json",
         "system/adapter-checks.json",
