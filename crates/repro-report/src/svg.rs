@@ -2,7 +2,7 @@
 //! line charts of scraped series. Output depends only on the input: coordinates are printed with a fixed
 //! number of decimals and everything is iterated in a fixed order, so the same run gives the same bytes.
 
-use crate::run::{Band, LaneKind, Lanes, MarkKind, Series};
+use crate::run::{Band, LaneKind, Lanes, Mark, MarkKind, Series};
 
 /// Escapes text for HTML and SVG (element content and attribute values).
 pub fn esc(s: &str) -> String {
@@ -141,6 +141,28 @@ fn axis(out: &mut String, x0: f64, x1: f64, y_top: f64, y_bottom: f64, end: f64,
 }
 
 /// The timeline chart.
+/// The least distance between two marks of a row, in px (a check mark is 8 px wide).
+const MARK_GAP: f64 = 9.0;
+
+/// The x of each mark: its time's, moved right as far as needed to keep [`MARK_GAP`] from the mark before it in
+/// its row (signals in one row, checks and errors in the other), in time order.
+fn dodge(marks: &[Mark], xt: &dyn Fn(f64) -> f64) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..marks.len()).collect();
+    order.sort_by(|&a, &b| marks[a].t.total_cmp(&marks[b].t));
+    let mut xs = vec![0.0; marks.len()];
+    let mut last: [Option<f64>; 2] = [None, None];
+    for i in order {
+        let row = usize::from(marks[i].kind != MarkKind::Signal);
+        let mut x = xt(marks[i].t);
+        if let Some(prev) = last[row] {
+            x = x.max(prev + MARK_GAP);
+        }
+        last[row] = Some(x);
+        xs[i] = x;
+    }
+    xs
+}
+
 pub fn timeline(l: &Lanes, style: &TimelineStyle) -> String {
     let left = 160.0;
     let right = 12.0;
@@ -247,8 +269,10 @@ pub fn timeline(l: &Lanes, style: &TimelineStyle) -> String {
     // Marks.
     let sig_y = top + row * (l.lanes.len() + 1) as f64 + row / 2.0;
     let chk_y = sig_y + row;
-    for m in &l.marks {
-        let x = xt(m.t);
+    // Marks at (nearly) the same time would be drawn on top of each other and read as one: each is drawn at
+    // least MARK_GAP px right of the previous one in its row (its title keeps the true time).
+    let xs = dodge(&l.marks, &xt);
+    for (m, x) in l.marks.iter().zip(xs) {
         match m.kind {
             MarkKind::Signal => {
                 put!(
@@ -535,6 +559,29 @@ pub fn line_chart(ch: &LineChart) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn marks_at_the_same_time_are_drawn_apart_in_their_row() {
+        let mark = |t: f64, kind: MarkKind| Mark { t, kind, label: String::new() };
+        let marks = [
+            mark(1.0, MarkKind::CheckOk),
+            mark(1.0, MarkKind::CheckFailed),
+            mark(1.0, MarkKind::Signal),
+            mark(0.5, MarkKind::Error),
+            mark(1.0, MarkKind::CheckOk),
+            mark(9.0, MarkKind::CheckOk),
+        ];
+        let xs = dodge(&marks, &|t| 100.0 + t * 10.0);
+        // In time order within the checks row: the error at 105, then the three at 110 spread out.
+        assert_eq!(xs[3], 105.0);
+        assert_eq!(xs[0], 114.0);
+        assert_eq!(xs[1], 123.0);
+        assert_eq!(xs[4], 132.0);
+        // The signal row is its own: the signal stays at its time.
+        assert_eq!(xs[2], 110.0);
+        // A mark far enough away is not moved.
+        assert_eq!(xs[5], 190.0);
+    }
 
     #[test]
     fn values_are_short_and_stable() {
