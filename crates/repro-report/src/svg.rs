@@ -242,8 +242,13 @@ pub fn timeline(l: &Lanes, style: &TimelineStyle) -> String {
     }
     axis(&mut o, x0, x1, top, chart_bottom, end, 10.0);
     // Operation bands across every lane, and their bars in the operations row.
-    for b in &l.bands {
-        band(&mut o, b, &xt, l.end, top, chart_bottom, row);
+    // In start order, so that a label is drawn only where the one before it left room (its band's title keeps
+    // it on hover): labels of overlapping or close operations are never drawn over each other.
+    let mut by_start: Vec<&Band> = l.bands.iter().collect();
+    by_start.sort_by(|a, b| a.start.total_cmp(&b.start));
+    let mut label_floor = f64::MIN;
+    for b in by_start {
+        band(&mut o, b, &xt, l.end, top, chart_bottom, row, &mut label_floor);
     }
     // Lanes.
     for (i, lane) in l.lanes.iter().enumerate() {
@@ -325,7 +330,16 @@ pub fn timeline(l: &Lanes, style: &TimelineStyle) -> String {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn band(o: &mut String, b: &Band, xt: &dyn Fn(f64) -> f64, run_end: f64, top: f64, bottom: f64, row: f64) {
+fn band(
+    o: &mut String,
+    b: &Band,
+    xt: &dyn Fn(f64) -> f64,
+    run_end: f64,
+    top: f64,
+    bottom: f64,
+    row: f64,
+    label_floor: &mut f64,
+) {
     let xa = xt(b.start);
     let w = (xt(b.end_or(run_end)) - xa).max(2.0);
     let label = format!(
@@ -354,13 +368,22 @@ fn band(o: &mut String, b: &Band, xt: &dyn Fn(f64) -> f64, run_end: f64, top: f6
         c(row - 6.0),
         esc(&label)
     );
-    put!(
-        o,
-        r##"<text x="{}" y="{}" fill="#333" font-size="10">{}</text>"##,
-        c(xa + w + 3.0),
-        c(top + row * 0.68),
-        esc(&b.operation)
-    );
+    let x = xa + w + 3.0;
+    if x >= *label_floor {
+        put!(
+            o,
+            r##"<text class="op-label" x="{}" y="{}" fill="#333" font-size="10">{}</text>"##,
+            c(x),
+            c(top + row * 0.68),
+            esc(&b.operation)
+        );
+        *label_floor = x + label_width(&b.operation) + 4.0;
+    }
+}
+
+/// The width of `text` at font-size 10 in a sans-serif face, over-estimated (6 px a character).
+fn label_width(text: &str) -> f64 {
+    6.0 * text.chars().count() as f64
 }
 
 /// At most the first, lowest, highest and last point of each pixel column, in time order: a line with
@@ -581,6 +604,33 @@ mod tests {
         assert_eq!(xs[2], 110.0);
         // A mark far enough away is not moved.
         assert_eq!(xs[5], 190.0);
+    }
+
+    #[test]
+    fn operation_labels_are_never_drawn_over_each_other() {
+        let band = |op: &str, start: f64| Band {
+            operation: op.into(),
+            run: 1,
+            uses: "kill".into(),
+            start,
+            end: Some(start + 0.1),
+            reverted: false,
+            hits: vec![],
+        };
+        let labels = |bands: Vec<Band>| {
+            let l = Lanes { lanes: vec![], bands, marks: vec![], end: 100.0 };
+            let svg = timeline(&l, &TimelineStyle::default());
+            svg.matches("class=\"op-label\"").count()
+        };
+        // Three operations at the same moment: one label (each band's title still names its operation).
+        assert_eq!(labels(vec![band("kill-primary", 10.0), band("kill-replica", 10.0), band("freeze", 10.2)]), 1);
+        // Far apart: each has its label.
+        assert_eq!(labels(vec![band("kill-primary", 10.0), band("kill-replica", 50.0), band("freeze", 90.0)]), 3);
+        // Given out of order, the earliest is the one labelled.
+        let l =
+            Lanes { lanes: vec![], bands: vec![band("later", 10.5), band("first", 10.0)], marks: vec![], end: 100.0 };
+        let svg = timeline(&l, &TimelineStyle::default());
+        assert!(svg.contains(">first</text>") && !svg.contains(">later</text>"), "{svg}");
     }
 
     #[test]
