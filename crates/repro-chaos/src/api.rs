@@ -106,16 +106,12 @@ pub fn find_experiments_with(dir: &Path, limits: &Limits) -> Vec<Result<LoadedEx
         let id = &l.experiment.id;
         match first.get(&id.value) {
             Some(earlier) => {
-                *r = Err(ChaosError::Invalid {
+                *r = Err(ChaosError::DuplicateId {
                     path: l.path.clone(),
                     line: id.line,
                     column: id.column,
-                    field: "id".into(),
-                    message: format!(
-                        "duplicate experiment id {:?}: {} has it too (an id must name one experiment)",
-                        id.value,
-                        earlier.display()
-                    ),
+                    id: id.value.clone(),
+                    first: earlier.clone(),
                 });
             }
             None => {
@@ -137,19 +133,19 @@ pub fn resolve_experiment_with(arg: &str, dir: &Path, limits: &Limits) -> Result
     if p.is_file() {
         return load::load_experiment_with(p, limits);
     }
-    let found = find_experiments_with(dir, limits);
-    // An id another file also claims is ambiguous: the duplicate's error says which files.
-    for r in &found {
-        if let Err(e @ ChaosError::Invalid { field, message, .. }) = r {
-            if field == "id" && message.starts_with(&format!("duplicate experiment id {arg:?}")) {
-                return Err(ChaosError::Harness(e.to_string()));
+    // The first file with the id, unless another file claims it too (then the duplicate's error names both).
+    let mut hit = None;
+    for r in find_experiments_with(dir, limits) {
+        match r {
+            Err(e @ ChaosError::DuplicateId { .. }) if matches!(&e, ChaosError::DuplicateId { id, .. } if id == arg) => {
+                return Err(e)
             }
+            Ok(e) if hit.is_none() && e.experiment.id.value == arg => hit = Some(e),
+            _ => {}
         }
     }
-    for e in found.into_iter().flatten() {
-        if e.experiment.id.value == arg {
-            return Ok(e);
-        }
+    if let Some(e) = hit {
+        return Ok(e);
     }
     Err(ChaosError::NotFound(arg.to_string(), dir.display().to_string()))
 }

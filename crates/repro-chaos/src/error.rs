@@ -18,6 +18,9 @@ pub enum ChaosError {
     /// The file parsed but its content is inconsistent (unknown reference, bad value).
     #[error("{}:{line}:{column}: {field}: {message}", path.display())]
     Invalid { path: PathBuf, line: u64, column: u64, field: String, message: String },
+    /// Two experiment files under one directory have the same id: `path` is the later one.
+    #[error("{}:{line}:{column}: id: duplicate experiment id {id:?}: {} has it too (an id must name one experiment)", path.display(), first.display())]
+    DuplicateId { path: PathBuf, line: u64, column: u64, id: String, first: PathBuf },
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,

@@ -372,7 +372,9 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
 fn error_path(e: &repro_chaos::ChaosError) -> Option<String> {
     use repro_chaos::ChaosError as E;
     match e {
-        E::Yaml { path, .. } | E::Invalid { path, .. } | E::Io { path, .. } => Some(path.display().to_string()),
+        E::Yaml { path, .. } | E::Invalid { path, .. } | E::Io { path, .. } | E::DuplicateId { path, .. } => {
+            Some(path.display().to_string())
+        }
         _ => None,
     }
 }
