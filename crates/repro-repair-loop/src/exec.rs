@@ -32,27 +32,11 @@ fn read_bounded(path: &Path) -> Vec<u8> {
 }
 
 impl ReproExecutor {
-    fn output(&self, what: &str, mut cmd: Command) -> Result<(i32, Vec<u8>, String), LoopError> {
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let out = cmd.output().map_err(|e| LoopError::Exec {
-            what: what.into(),
-            detail: format!("cannot start {}: {e}", self.exe.display()),
-        })?;
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        Ok((out.status.code().unwrap_or(128), out.stdout, stderr))
-    }
-}
-
-impl ReproExecutor {
-    /// Runs `cmd` for at most `budget`: then SIGTERM (which `repro run` forwards to every guest process), and
+    /// Runs `cmd` (stdin closed, stdout and stderr collected) for at most `budget` (`Duration::MAX`: no limit):
+    /// then SIGTERM (which `repro run` forwards to every guest process), and
     /// SIGKILL after [`STOP_GRACE`] (a killed `repro run` leaves no process behind). Returns stdout, stderr and
     /// whether it was stopped.
-    fn output_within(
-        &self,
-        what: &str,
-        mut cmd: Command,
-        budget: Duration,
-    ) -> Result<(Vec<u8>, String, bool), LoopError> {
+    fn output(&self, what: &str, mut cmd: Command, budget: Duration) -> Result<(Vec<u8>, String, bool), LoopError> {
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().map_err(|e| LoopError::Exec {
             what: what.into(),
@@ -116,7 +100,7 @@ impl Executor for ReproExecutor {
             cmd.arg("--with").arg(p);
         }
         let what = format!("repro replay {}", pack.display());
-        let (_, stdout, stderr) = self.output(&what, cmd)?;
+        let (stdout, stderr, _) = self.output(&what, cmd, Duration::MAX)?;
         let report: serde_json::Value = parse(&what, &stdout, &stderr)?;
         let bad = |field: &str| LoopError::Exec { what: what.clone(), detail: format!("its report has no {field}") };
         let failing_tests = report["recorded"]["failing_tests"]
@@ -156,7 +140,7 @@ impl Executor for ReproExecutor {
         }
         cmd.args(["--", "sh", "-c", command]);
         let what = "the agent (repro run --keep-changes)";
-        let (stdout, stderr, timed_out) = self.output_within(what, cmd, budget)?;
+        let (stdout, stderr, timed_out) = self.output(what, cmd, budget)?;
         if timed_out {
             // Stopped: `repro run` ends the guest on SIGTERM and prints its record when it can.
             let record: Option<RunRecord> = serde_json::from_slice(&stdout).ok();
@@ -183,7 +167,7 @@ impl Executor for ReproExecutor {
         cmd.current_dir(tree).args(["contract", "verify", "--json"]).arg("--config").arg(&file);
         cmd.arg("--state-dir").arg(&self.state);
         let what = "repro contract verify";
-        let (_, stdout, stderr) = self.output(what, cmd)?;
+        let (stdout, stderr, _) = self.output(what, cmd, Duration::MAX)?;
         let report: ContractReport = parse(what, &stdout, &stderr)?;
         let failed_steps = report
             .steps

@@ -46,8 +46,12 @@ pub enum LoopError {
     Exec { what: String, detail: String },
     #[error(transparent)]
     Sandbox(#[from] repro_sandbox::SandboxError),
+    /// The signing key could not be loaded (found before any agent runs).
     #[error("--key: {0}")]
-    Prov(#[from] repro_prov::ProvError),
+    Key(repro_prov::ProvError),
+    /// The fix was accepted (fix.patch and summary.json are written) but could not be signed.
+    #[error("the fix was accepted but not signed: {0}")]
+    Sign(repro_prov::ProvError),
 }
 
 impl LoopError {
@@ -59,7 +63,8 @@ impl LoopError {
             LoopError::Gates(R::BadGlob { .. } | R::MaskingFile { .. } | R::MaskingEntry { .. }) => 2,
             LoopError::Contract(e) => e.exit_code(),
             LoopError::Sandbox(e) => e.exit_code(),
-            LoopError::Prov(e) => e.exit_code(),
+            LoopError::Key(e) => e.exit_code(),
+            LoopError::Sign(e) => e.exit_code(),
             _ => 125,
         }
     }
@@ -193,7 +198,8 @@ pub fn repair(
     check(opts)?;
     let gates = GateSet::new(&opts.gates)?;
     // A key that cannot sign is found before any agent runs, not after a fix.
-    let signer = opts.key.as_deref().map(repro_prov::attest::PrivateKey::load).transpose()?;
+    let signer = opts.key.as_deref().map(repro_prov::attest::PrivateKey::load).transpose().map_err(LoopError::Key)?;
+    let mut unsigned: Option<LoopError> = None;
     let started = Instant::now();
     let id = repro_sandbox::rundir::new_id(time::OffsetDateTime::now_utc());
     let dir = opts.state.join("repairs").join(&id);
@@ -366,13 +372,20 @@ pub fn repair(
             summary.patch = Some(fix.display().to_string());
             summary.outcome = RepairOutcome::Fixed;
             if let Some(key) = &signer {
-                let signed = sign_fix(opts, &dir, &summary, &fix, key)?;
-                summary.attestation = Some(signed.display().to_string());
+                // A fix that cannot be signed is still the fix: the summary is written, then the error returned.
+                match sign_fix(opts, &dir, &summary, &fix, key) {
+                    Ok(signed) => summary.attestation = Some(signed.display().to_string()),
+                    Err(e) => unsigned = Some(e),
+                }
             }
             break;
         }
     }
-    finish(opts, dir, summary, started)
+    let repaired = finish(opts, dir, summary, started)?;
+    match unsigned {
+        Some(e) => Err(e),
+        None => Ok(repaired),
+    }
 }
 
 /// The signed VSA of the accepted fix (the last iteration of `summary`): `fix.dsse.json` in `dir`.
@@ -416,7 +429,7 @@ fn sign_fix(
         repair,
         time_verified: None,
     };
-    let signed = repro_prov::attest::attest_fix(&req, key)?;
+    let signed = repro_prov::attest::attest_fix(&req, key).map_err(LoopError::Sign)?;
     let out = dir.join("fix.dsse.json");
     let mut line = signed.envelope.to_json();
     line.push(b'\n');

@@ -208,3 +208,20 @@ fn a_key_that_cannot_sign_stops_the_repair_before_any_agent_runs() {
     opts.key = Some(t.path().join("missing.key"));
     assert!(repair(&opts, &mut fake, |_| {}).unwrap_err().to_string().contains("missing.key"));
 }
+
+#[test]
+fn a_fix_that_cannot_be_signed_is_still_written_with_its_summary() {
+    // The fake's pack is no pack, so the statement about it cannot be made: the fix stays, the error says why.
+    let agent: Agent = Box::new(|tree, _, _| std::fs::write(tree.join("src/calc.py"), FIXED).unwrap());
+    let (t, mut opts, mut fake) = setup(agent, None);
+    let key = t.path().join("ci.key");
+    std::fs::write(&key, repro_prov::attest::PrivateKey::from_seed(&[7; 32]).to_pem()).unwrap();
+    opts.key = Some(key);
+    let e = repair(&opts, &mut fake, |_| {}).unwrap_err();
+    assert!(matches!(e, LoopError::Sign(_)), "{e:?}");
+    assert!(e.to_string().starts_with("the fix was accepted but not signed: "), "{e}");
+    let dir = std::fs::read_dir(opts.state.join("repairs")).unwrap().next().unwrap().unwrap().path();
+    let s: RepairSummary = serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(s.outcome, RepairOutcome::Fixed);
+    assert!(s.attestation.is_none() && dir.join("fix.patch").is_file() && !dir.join("fix.dsse.json").exists());
+}
