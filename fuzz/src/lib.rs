@@ -62,6 +62,14 @@ pub fn attestation(data: &[u8], scratch: &Path) {
     }
     if let Ok(u) = dsse::open_unchecked(data, &file) {
         let env = dsse::sign(dsse::PAYLOAD_TYPE, &u.payload, &signer).expect("signing never fails").to_json();
+        // `repro attest verify` of it: the statement's predicate (any type, a repair VSA's extension included)
+        // put into words, never a panic.
+        match repro_prov::attest::verify(&env, &file, &signer.public(), &repro_prov::attest::Against::default()) {
+            Ok(v) => {
+                let _ = repro_prov::attest::describe(&v);
+            }
+            Err(e) => named(&e),
+        }
         match read::read(&env, &file, &[&signer.public() as &dyn Verifier]) {
             Ok(a) => {
                 assert!(a.source.verified && a.source.key_id.as_deref() == Some(signer.id()));
