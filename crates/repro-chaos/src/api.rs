@@ -262,7 +262,17 @@ fn flow_text(n: &FlowNode) -> String {
         FlowKind::Leaf(s) => s.clone(),
         FlowKind::Serial(v) => format!("serial[{}]", v.iter().map(flow_text).collect::<Vec<_>>().join(", ")),
         FlowKind::Parallel(v) => format!("parallel[{}]", v.iter().map(flow_text).collect::<Vec<_>>().join(", ")),
-        FlowKind::Delay(d) => format!("delay {d}"),
+        FlowKind::Delay { base, jitter: None } => format!("delay {base}"),
+        FlowKind::Delay { base, jitter: Some(j) } => format!("delay {base}±{j}"),
+        FlowKind::Random(r) => {
+            format!("random {} of [{}]", r.pick, r.from.iter().map(flow_text).collect::<Vec<_>>().join(", "))
+        }
+        FlowKind::Schedule(sc) => format!(
+            "schedule {} x [{}] every ~{}",
+            sc.length,
+            sc.from.iter().map(|w| format!("{}:{}", flow_text(&w.node), w.weight)).collect::<Vec<_>>().join(", "),
+            sc.interval
+        ),
         FlowKind::Wait(w) => {
             let mut s = match (&w.workload, &w.signal) {
                 (Some(wl), _) => format!("wait {} {}", wl.value, w.condition.map_or("", Condition::name)),

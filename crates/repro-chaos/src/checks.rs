@@ -82,6 +82,8 @@ fn not_applicable_faults(exp: &Experiment, adapter: &Adapter) -> Option<String> 
             }
             FlowKind::Serial(v) | FlowKind::Parallel(v) => v.iter().for_each(|c| signals(c, out)),
             FlowKind::Repeat { body, .. } => signals(body, out),
+            FlowKind::Random(r) => r.from.iter().for_each(|c| signals(c, out)),
+            FlowKind::Schedule(sc) => sc.from.iter().for_each(|w| signals(&w.node, out)),
             _ => {}
         }
     }

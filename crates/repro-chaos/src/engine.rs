@@ -91,7 +91,7 @@ impl Ctx {
             run_id: p.run_id,
             seed: p.seed,
             tl: p.tl,
-            flow: Interpreter::new(p.clock, &p.limits),
+            flow: Interpreter::new(p.clock, &p.limits, p.seed),
             driver: p.driver,
             env: p.env,
             targets,

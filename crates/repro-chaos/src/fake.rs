@@ -191,3 +191,16 @@ impl Clock for FakeClock {
         *now = now.saturating_add(d);
     }
 }
+
+/// A shared fake clock: the test keeps one handle to read the time the flow spent.
+impl Clock for std::sync::Arc<FakeClock> {
+    fn now(&self) -> Duration {
+        (**self).now()
+    }
+    fn sleep(&self, cancel: &Cancel, d: Duration) -> bool {
+        (**self).sleep(cancel, d)
+    }
+    fn pause(&self, notify: &Notify, d: Duration) {
+        (**self).pause(notify, d)
+    }
+}

@@ -12,6 +12,7 @@ use repro_model::timeline::Event;
 use crate::limits::Limits;
 use crate::model::{Dur, FlowKind, FlowNode, RepeatMode, WaitSpec};
 use crate::proc::Cancel;
+use repro_detcore::SplitMix64;
 
 /// Why a flow node did not complete: the run was cancelled (a harness error, a signal, the timeout).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,9 +145,68 @@ pub trait Host: Sync {
     fn harness_error(&self, reason: &str);
 }
 
+/// FNV-1a of a text: stable across versions, so a seed and a name mean the same draw forever.
+pub fn fnv1a(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The random stream of one flow node: a function of the run's seed and the node's path only (the path holds
+/// every enclosing repeat round and schedule step), so a draw never depends on timing or on the order in which
+/// parallel branches got there.
+pub fn node_rng(seed: u64, path: &str) -> SplitMix64 {
+    SplitMix64::new(seed ^ fnv1a(path).rotate_left(17) ^ 0x5eed_f10e_d4a7_0001)
+}
+
+/// A jittered delay: uniform in `[base - jitter, base + jitter]`, in whole milliseconds.
+pub fn draw_delay(seed: u64, path: &str, base: Duration, jitter: Duration) -> Duration {
+    let (b, j) = (base.as_millis() as u64, jitter.as_millis() as u64);
+    let lo = b.saturating_sub(j);
+    let span = b.saturating_add(j) - lo;
+    Duration::from_millis(lo + node_rng(seed, path).below(span.saturating_add(1)))
+}
+
+/// The children a `random` node runs, in the order drawn: `pick` distinct indices below `n`.
+pub fn draw_pick(seed: u64, path: &str, pick: u32, n: usize) -> Vec<usize> {
+    let mut rng = node_rng(seed, path);
+    let mut idx: Vec<usize> = (0..n).collect();
+    let k = (pick as usize).min(n);
+    for i in 0..k {
+        let j = i + rng.below((n - i) as u64) as usize;
+        idx.swap(i, j);
+    }
+    idx.truncate(k);
+    idx
+}
+
+/// One step of a `schedule`: the pause before it (uniform in `[0, 2 * interval)`, whole milliseconds) and the
+/// index of the choice, drawn with probability proportional to the weights.
+pub fn draw_schedule_step(seed: u64, path: &str, interval: Duration, weights: &[u32]) -> (Duration, usize) {
+    let mut rng = node_rng(seed, path);
+    let two = (interval.as_millis() as u64).saturating_mul(2);
+    let pause = Duration::from_millis(if two == 0 { 0 } else { rng.below(two) });
+    let total: u64 = weights.iter().map(|w| u64::from(*w)).sum();
+    let mut x = rng.below(total.max(1));
+    let mut choice = 0;
+    for (i, w) in weights.iter().enumerate() {
+        if x < u64::from(*w) {
+            choice = i;
+            break;
+        }
+        x -= u64::from(*w);
+    }
+    (pause, choice)
+}
+
 /// Interprets a flow for a [`Host`].
 pub struct Interpreter {
     pub cancel: Cancel,
+    /// The run's seed: every draw of the flow (jitter, random, schedule) derives from it.
+    pub seed: u64,
     pub clock: Box<dyn Clock>,
     pub notify: Notify,
     pub interrupt: Interrupt,
@@ -161,9 +221,10 @@ pub struct Interpreter {
 pub const POLL: Duration = Duration::from_millis(20);
 
 impl Interpreter {
-    pub fn new(clock: Box<dyn Clock>, limits: &Limits) -> Interpreter {
+    pub fn new(clock: Box<dyn Clock>, limits: &Limits, seed: u64) -> Interpreter {
         Interpreter {
             cancel: Cancel::default(),
+            seed,
             clock,
             notify: Notify::default(),
             interrupt: Interrupt::default(),
@@ -283,8 +344,12 @@ impl Interpreter {
         self.check()?;
         match &node.kind {
             FlowKind::Leaf(name) => self.step(host, host.leaf_steps(name))?,
-            FlowKind::Wait(_) | FlowKind::Delay(_) => self.step(host, 1)?,
-            FlowKind::Serial(_) | FlowKind::Parallel(_) | FlowKind::Repeat { .. } => {}
+            FlowKind::Wait(_) | FlowKind::Delay { .. } => self.step(host, 1)?,
+            FlowKind::Serial(_)
+            | FlowKind::Parallel(_)
+            | FlowKind::Repeat { .. }
+            | FlowKind::Random(_)
+            | FlowKind::Schedule(_) => {}
         }
         match &node.kind {
             FlowKind::Leaf(name) => {
@@ -318,10 +383,45 @@ impl Interpreter {
                 });
                 results.into_iter().collect()
             }
-            FlowKind::Delay(d) => {
-                host.emit(Event::NodeStarted { node: path.into(), name: None, delay: Some(secs(d.0)), repeat: None });
-                if !self.sleep(host, d.0) {
-                    return Err(Stop::Cancelled);
+            FlowKind::Delay { base, jitter } => {
+                let d = match jitter {
+                    Some(j) => {
+                        let d = draw_delay(self.seed, path, base.0, j.0);
+                        host.emit(Event::FlowDrawn {
+                            node: path.into(),
+                            draw: serde_json::json!({"kind": "delay", "delay_ms": d.as_millis() as u64}),
+                        });
+                        d
+                    }
+                    None => base.0,
+                };
+                self.pause_for(host, path, d)
+            }
+            FlowKind::Random(r) => {
+                let picked = draw_pick(self.seed, path, r.pick, r.from.len());
+                host.emit(Event::FlowDrawn {
+                    node: path.into(),
+                    draw: serde_json::json!({"kind": "random", "picked": picked}),
+                });
+                for i in picked {
+                    self.exec(host, &r.from[i], &format!("{path}.random[{i}]"))?;
+                }
+                Ok(())
+            }
+            FlowKind::Schedule(sc) => {
+                let weights: Vec<u32> = sc.from.iter().map(|w| w.weight).collect();
+                for step in 0..sc.length {
+                    let at = format!("{path}.schedule[{step}]");
+                    let (pause, choice) = draw_schedule_step(self.seed, &at, sc.interval.0, &weights);
+                    host.emit(Event::FlowDrawn {
+                        node: at.clone(),
+                        draw: serde_json::json!({
+                            "kind": "schedule", "step": step, "pause_ms": pause.as_millis() as u64, "choice": choice
+                        }),
+                    });
+                    self.step(host, 1)?;
+                    self.pause_for(host, &at, pause)?;
+                    self.exec(host, &sc.from[choice].node, &format!("{at}.do"))?;
                 }
                 Ok(())
             }
@@ -351,6 +451,15 @@ impl Interpreter {
                 Ok(())
             }
         }
+    }
+
+    /// A delay node's pause (or a schedule's pause before a step), as a `node.started` with its length.
+    fn pause_for(&self, host: &dyn Host, path: &str, d: Duration) -> Result<(), Stop> {
+        host.emit(Event::NodeStarted { node: path.into(), name: None, delay: Some(secs(d)), repeat: None });
+        if !self.sleep(host, d) {
+            return Err(Stop::Cancelled);
+        }
+        Ok(())
     }
 
     /// Polls `met` until it holds; after `timeout` (on the clock), a harness error `what` and Err.
@@ -421,7 +530,7 @@ mod tests {
     }
 
     fn interpreter(steps: u64) -> Interpreter {
-        Interpreter::new(Box::new(FakeClock::default()), &Limits { steps, ..Limits::default() })
+        Interpreter::new(Box::new(FakeClock::default()), &Limits { steps, ..Limits::default() }, 42)
     }
 
     #[test]
@@ -480,5 +589,67 @@ mod tests {
         assert_eq!(i.outcome().exit_code(), 143);
         assert!(i.interrupt.budget(Duration::from_secs(60)) <= INTERRUPT_BUDGET);
         assert!(!i.sleep(&h, Duration::from_secs(1)), "sleeps end at once after the interrupt");
+    }
+
+    fn leaves_with(seed: u64, yaml: &str) -> (Vec<String>, Vec<String>) {
+        let h = Recorder::default();
+        let i = Interpreter::new(Box::new(FakeClock::default()), &Limits::default(), seed);
+        assert_eq!(i.run(&h, &flow(yaml), Duration::from_secs(3600)), FlowOutcome::Completed);
+        let leaves = h.leaves.lock().unwrap().clone();
+        let events = h.events.lock().unwrap().clone();
+        (leaves, events)
+    }
+
+    #[test]
+    fn random_picks_k_distinct_children_as_a_function_of_seed_and_path() {
+        let y = "repeat: {times: 3, random: {pick: 2, from: [a, b, c, d, e]}}";
+        let (a, ev) = leaves_with(7, y);
+        assert_eq!(a.len(), 6, "{a:?}");
+        for round in a.chunks(2) {
+            assert_ne!(round[0].split('@').next(), round[1].split('@').next(), "distinct picks in one round");
+        }
+        assert!(a[0].contains(".random["), "the path names the child: {a:?}");
+        assert_eq!(ev.iter().filter(|e| *e == "flow.drawn").count(), 3);
+        assert_eq!(leaves_with(7, y).0, a, "same seed, same picks");
+        let others: std::collections::BTreeSet<Vec<String>> = (0..20).map(|s| leaves_with(s, y).0).collect();
+        assert!(others.len() > 5, "seeds pick differently: {others:?}");
+    }
+
+    #[test]
+    fn jittered_delays_stay_in_bounds_and_replay_by_seed() {
+        for seed in 0..200 {
+            let d = draw_delay(seed, "flow.serial[1]", Duration::from_secs(2), Duration::from_millis(500));
+            assert!(d >= Duration::from_millis(1500) && d <= Duration::from_millis(2500), "{d:?}");
+            assert_eq!(d, draw_delay(seed, "flow.serial[1]", Duration::from_secs(2), Duration::from_millis(500)));
+        }
+        let all: std::collections::BTreeSet<Duration> =
+            (0..200).map(|s| draw_delay(s, "flow", Duration::from_secs(2), Duration::from_millis(500))).collect();
+        assert!(all.len() > 100, "spread over the range");
+        assert_eq!(draw_delay(1, "x", Duration::from_millis(5), Duration::ZERO), Duration::from_millis(5));
+        // The fake clock advanced by exactly the drawn delay.
+        let clock = std::sync::Arc::new(FakeClock::default());
+        let h = Recorder::default();
+        let i = Interpreter::new(Box::new(clock.clone()), &Limits::default(), 9);
+        let f = flow("{delay: 2s, jitter: 500ms}");
+        assert_eq!(i.run(&h, &f, Duration::from_secs(60)), FlowOutcome::Completed);
+        assert_eq!(clock.now(), draw_delay(9, "flow", Duration::from_secs(2), Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn a_schedule_runs_length_weighted_draws_with_bounded_pauses() {
+        let y = "schedule: {from: [{do: a, weight: 3}, {do: b, weight: 1}, {do: never, weight: 0}], length: 400, interval: 1s}";
+        let (leaves, ev) = leaves_with(3, y);
+        assert_eq!(leaves.len(), 400);
+        assert!(leaves.iter().all(|l| !l.starts_with("never@")), "weight 0 is never drawn");
+        let a = leaves.iter().filter(|l| l.starts_with("a@")).count();
+        assert!((240..=360).contains(&a), "about three quarters are a: {a}");
+        assert!(leaves[0].ends_with("flow.schedule[0].do"), "{}", leaves[0]);
+        assert_eq!(ev.iter().filter(|e| *e == "flow.drawn").count(), 400);
+        assert_eq!(leaves_with(3, y).0, leaves, "same seed, same schedule");
+        assert_ne!(leaves_with(4, y).0, leaves);
+        for s in 0..100 {
+            let (pause, choice) = draw_schedule_step(s, "p", Duration::from_secs(1), &[1, 1]);
+            assert!(pause < Duration::from_secs(2) && choice < 2);
+        }
     }
 }

@@ -59,14 +59,7 @@ pub const INTERRUPTED_MARKER: &str = "INTERRUPTED";
 /// splitmix64: stable across versions, so a seed means the same thing forever.
 pub use repro_detcore::SplitMix64 as Rng;
 
-fn fnv1a(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
+use crate::flow::fnv1a;
 
 /// Which candidates an operation's run hits: depends only on seed, operation name and run number.
 pub fn select(seed: u64, op: &str, run: u32, candidates: &[String], how: Select) -> Vec<String> {

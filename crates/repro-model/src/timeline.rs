@@ -60,6 +60,11 @@ pub enum Event {
     },
     #[serde(rename = "node.finished")]
     NodeFinished { node: String, name: String, ok: bool },
+    /// A seeded draw of the flow: a jittered delay (`delay_ms`), the children a `random` node picked
+    /// (`picked`, indices into its `from`), or one step of a `schedule` (`step`, its `pause_ms` and `choice`).
+    /// Each is a function of the run's seed and the node's path only.
+    #[serde(rename = "flow.drawn")]
+    FlowDrawn { node: String, draw: serde_json::Value },
     /// A wait began: for a workload's `condition`, or for an adapter `signal` seen by a `watcher`.
     #[serde(rename = "wait.started")]
     WaitStarted {

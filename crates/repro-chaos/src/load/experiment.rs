@@ -248,7 +248,27 @@ fn flow_size(path: &Path, node: &FlowNode, e: &Experiment, limits: &Limits) -> R
             }
             (steps, width.max(1))
         }
-        FlowKind::Wait(_) | FlowKind::Delay(_) => (1, 1),
+        FlowKind::Wait(_) | FlowKind::Delay { .. } => (1, 1),
+        FlowKind::Random(r) => {
+            // The k largest children, one after another: a bound on what any draw runs.
+            let mut sizes = Vec::with_capacity(r.from.len());
+            for n in &r.from {
+                sizes.push(flow_size(path, n, e, limits)?);
+            }
+            sizes.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+            let k = (r.pick as usize).min(sizes.len());
+            let steps = sizes[..k].iter().fold(0u64, |acc, s| acc.saturating_add(s.0));
+            (steps, sizes.iter().map(|s| s.1).max().unwrap_or(1))
+        }
+        FlowKind::Schedule(sc) => {
+            // Each of `length` picks: its pause and the largest choice.
+            let mut most = (0u64, 1u64);
+            for w in &sc.from {
+                let s = flow_size(path, &w.node, e, limits)?;
+                most = (most.0.max(s.0), most.1.max(s.1));
+            }
+            (most.0.saturating_add(1).saturating_mul(u64::from(sc.length)), most.1)
+        }
         FlowKind::Repeat { mode, body } => {
             let (s, w) = flow_size(path, body, e, limits)?;
             match mode {
@@ -319,7 +339,37 @@ fn validate_flow(path: &Path, node: &FlowNode, leaves: &[&str], workloads: &[&st
                 );
             }
         },
-        FlowKind::Delay(_) => {}
+        FlowKind::Delay { .. } => {}
+        FlowKind::Random(r) => {
+            if r.from.is_empty() || r.pick == 0 || r.pick as usize > r.from.len() {
+                let msg = format!(
+                    "random: pick {} of {} children: expected a pick from 1 to the number of children in `from`",
+                    r.pick,
+                    r.from.len()
+                );
+                return invalid(path, node.line, node.column, "flow.random", msg);
+            }
+            for n in &r.from {
+                validate_flow(path, n, leaves, workloads)?;
+            }
+        }
+        FlowKind::Schedule(sc) => {
+            if sc.from.is_empty() || sc.from.iter().all(|w| w.weight == 0) {
+                return invalid(
+                    path,
+                    node.line,
+                    node.column,
+                    "flow.schedule.from",
+                    "a schedule needs at least one choice with a weight above 0",
+                );
+            }
+            if sc.length == 0 {
+                return invalid(path, node.line, node.column, "flow.schedule.length", "expected a length of 1 or more");
+            }
+            for w in &sc.from {
+                validate_flow(path, &w.node, leaves, workloads)?;
+            }
+        }
         FlowKind::Repeat { body, .. } => validate_flow(path, body, leaves, workloads)?,
     }
     Ok(())

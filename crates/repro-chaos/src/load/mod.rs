@@ -229,6 +229,45 @@ flow: hello
         assert!(matches!(v[2].kind, FlowKind::Repeat { mode: RepeatMode::For(_), .. }));
     }
 
+    #[test]
+    fn seeded_flow_forms_and_their_errors() {
+        let with = |flow: &str| {
+            HELLO.replace(
+                "flow: hello",
+                &format!("operations:\n  - {{name: k, uses: kill, target: hello}}\n  - {{name: f, uses: freeze, target: hello, duration: 1s}}\nflow:\n{flow}"),
+            )
+        };
+        let t = with("  serial:\n    - {delay: 2s, jitter: 500ms}\n    - random: {pick: 1, from: [k, f]}\n    - schedule: {from: [k, {do: f, weight: 3}], length: 4, interval: 200ms}\n");
+        let e = parse_experiment(Path::new("e.yaml"), &t).unwrap();
+        let FlowKind::Serial(v) = e.flow.clone().unwrap().kind else { panic!() };
+        assert!(matches!(&v[0].kind, FlowKind::Delay { jitter: Some(j), .. } if j.0 == Duration::from_millis(500)));
+        assert!(matches!(&v[1].kind, FlowKind::Random(r) if r.pick == 1 && r.from.len() == 2));
+        let FlowKind::Schedule(sc) = &v[2].kind else { panic!() };
+        assert_eq!((sc.length, sc.from[0].weight, sc.from[1].weight), (4, 1, 3));
+        assert_eq!(sc.from[0].node.line, 21, "a bare name is located where it was written");
+        // What is written reads back.
+        let y = serde_saphyr::to_string(&e).unwrap();
+        let back = parse_experiment(Path::new("e.yaml"), &y).unwrap();
+        assert_eq!(serde_json::to_value(&back).unwrap(), serde_json::to_value(&e).unwrap());
+
+        let m = err(&with("  {delay: 1s, jitter: 2s}\n"));
+        assert!(m.contains("jitter 2s is larger than its delay 1s"), "{m}");
+        let m = err(&with("  {serial: [k], jitter: 2s}\n"));
+        assert!(m.contains("`jitter` goes with `delay`"), "{m}");
+        let m = err(&with("  random: {pick: 3, from: [k, f]}\n"));
+        assert!(m.starts_with("e.yaml:18:3: flow.random: random: pick 3 of 2 children"), "{m}");
+        let m = err(&with("  random: {pick: 1, from: [k, nope]}\n"));
+        assert!(m.contains("unknown operation or workload `nope`"), "{m}");
+        let m = err(&with("  schedule: {from: [{do: k, weight: 0}], length: 2}\n"));
+        assert!(m.contains("flow.schedule.from: a schedule needs at least one choice with a weight above 0"), "{m}");
+        let m = err(&with("  schedule: {from: [k], length: 0}\n"));
+        assert!(m.contains("flow.schedule.length"), "{m}");
+        let m = err(&with("  schedule: {from: [{do: k, rate: 2}], length: 2}\n"));
+        assert!(m.contains("unknown field `rate`"), "{m}");
+        let m = err_with(&with("  schedule: {from: [k], length: 5000}\n"), &Limits { steps: 100, ..Limits::default() });
+        assert!(m.contains("steps"), "{m}");
+    }
+
     fn err_with(text: &str, limits: &Limits) -> String {
         parse_experiment_with(Path::new("e.yaml"), text, limits).unwrap_err().to_string()
     }

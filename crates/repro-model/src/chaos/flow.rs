@@ -55,6 +55,95 @@ pub struct WaitSpec {
     pub timeout: Option<Dur>,
 }
 
+/// `random: {pick: K, from: [...]}`: K of the children, drawn from the seed, run one after another in the
+/// order drawn.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct RandomSpec {
+    #[serde(default = "one")]
+    pub pick: u32,
+    pub from: Vec<FlowNode>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One choice of a `schedule`: a flow node and its relative rate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Weighted {
+    #[serde(rename = "do")]
+    pub node: FlowNode,
+    pub weight: u32,
+}
+
+impl<'de> Deserialize<'de> for Weighted {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let at = deserialize_located::<_, WeightedRaw>(d)?;
+        let mut w = at.value.0;
+        if w.node.line == 0 {
+            // The short form (a bare name): the node is where the name was written.
+            (w.node.line, w.node.column) = (at.line, at.column);
+        }
+        Ok(w)
+    }
+}
+
+struct WeightedRaw(Weighted);
+
+impl<'de> Deserialize<'de> for WeightedRaw {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "kebab-case", deny_unknown_fields)]
+        struct Full {
+            #[serde(rename = "do")]
+            node: FlowNode,
+            #[serde(default = "one")]
+            weight: u32,
+        }
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = WeightedRaw;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an operation name, or a map with `do` (a flow node) and `weight` (a relative rate)")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<WeightedRaw, E> {
+                if v.trim().is_empty() {
+                    return Err(E::custom("expected an operation name, got an empty name"));
+                }
+                let node = FlowNode { line: 0, column: 0, kind: FlowKind::Leaf(v.to_string()) };
+                Ok(WeightedRaw(Weighted { node, weight: 1 }))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<WeightedRaw, A::Error> {
+                let f = Full::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(WeightedRaw(Weighted { node: f.node, weight: f.weight }))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `schedule: {from: [...], length: N, interval: 1s}`: a seeded sequence of `length` faults, Jepsen-nemesis
+/// style: before each, a pause drawn uniformly from `[0, 2 * interval)`; then one choice of `from`, drawn with
+/// probability proportional to its weight.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ScheduleSpec {
+    pub from: Vec<Weighted>,
+    #[serde(deserialize_with = "schedule_length")]
+    pub length: u32,
+    #[serde(default = "default_interval")]
+    pub interval: Dur,
+}
+
+fn default_interval() -> Dur {
+    Dur::secs(1)
+}
+
+fn schedule_length<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    count_limited(d, "repeats")
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RepeatMode {
@@ -77,14 +166,21 @@ pub enum FlowKind {
     Serial(Vec<FlowNode>),
     Parallel(Vec<FlowNode>),
     Wait(WaitSpec),
-    Delay(Dur),
+    /// `delay: 2s`, or `{delay: 2s, jitter: 500ms}`: a pause drawn uniformly from `[2s - 500ms, 2s + 500ms]`.
+    Delay {
+        base: Dur,
+        jitter: Option<Dur>,
+    },
+    Random(RandomSpec),
+    Schedule(ScheduleSpec),
     Repeat {
         mode: RepeatMode,
         body: Box<FlowNode>,
     },
 }
 
-const FLOW_EXPECTED: &str = "an operation or workload name, or a map with one of serial, parallel, wait, delay, repeat";
+const FLOW_EXPECTED: &str =
+    "an operation or workload name, or a map with one of serial, parallel, wait, delay, repeat, random, schedule";
 
 impl<'de> Deserialize<'de> for FlowNode {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -112,12 +208,19 @@ impl<'de> Deserialize<'de> for FlowKind {
                 let mut repeat_for: Option<Dur> = None;
                 let mut repeat_times: Option<u32> = None;
                 let mut is_repeat = false;
+                let mut jitter: Option<Dur> = None;
                 while let Some(key) = map.next_key::<String>()? {
                     let node = match key.as_str() {
                         "serial" => FlowKind::Serial(map.next_value()?),
                         "parallel" => FlowKind::Parallel(map.next_value()?),
                         "wait" => FlowKind::Wait(map.next_value()?),
-                        "delay" => FlowKind::Delay(map.next_value()?),
+                        "delay" => FlowKind::Delay { base: map.next_value()?, jitter: None },
+                        "random" => FlowKind::Random(map.next_value()?),
+                        "schedule" => FlowKind::Schedule(map.next_value()?),
+                        "jitter" => {
+                            jitter = Some(map.next_value()?);
+                            continue;
+                        }
                         "do" => map.next_value::<FlowNode>()?.kind,
                         "repeat" => {
                             is_repeat = true;
@@ -134,20 +237,33 @@ impl<'de> Deserialize<'de> for FlowKind {
                             repeat_times = Some(map.next_value::<Times>()?.0);
                             continue;
                         }
-                        other => {
-                            return Err(de::Error::custom(format!(
-                                "unknown flow key `{other}`, expected one of serial, parallel, wait, delay, repeat"
-                            )))
-                        }
+                        other => return Err(de::Error::custom(format!(
+                            "unknown flow key `{other}`, expected one of serial, parallel, wait, delay (with jitter), \
+                                 repeat, random, schedule"
+                        ))),
                     };
                     if body.is_some() {
                         return Err(de::Error::custom(
-                            "a flow map holds exactly one of serial, parallel, wait, delay, repeat; wrap several in serial",
+                            "a flow map holds exactly one of serial, parallel, wait, delay, repeat, random, schedule; \
+                             wrap several in serial",
                         ));
                     }
                     body = Some(node);
                 }
-                let body = body.ok_or_else(|| de::Error::custom(format!("expected {FLOW_EXPECTED}")))?;
+                let mut body = body.ok_or_else(|| de::Error::custom(format!("expected {FLOW_EXPECTED}")))?;
+                if let Some(j) = jitter {
+                    match &mut body {
+                        FlowKind::Delay { base, jitter } => {
+                            if j > *base {
+                                return Err(de::Error::custom(format!(
+                                    "jitter {j} is larger than its delay {base}: a delay cannot be negative"
+                                )));
+                            }
+                            *jitter = Some(j);
+                        }
+                        _ => return Err(de::Error::custom("`jitter` goes with `delay`: {delay: 2s, jitter: 500ms}")),
+                    }
+                }
                 if is_repeat || repeat_for.is_some() || repeat_times.is_some() {
                     let mode = match (repeat_for, repeat_times) {
                         (Some(d), None) => RepeatMode::For(d),
@@ -199,7 +315,9 @@ impl<'de> Deserialize<'de> for RepeatBody {
                         "serial" => FlowKind::Serial(map.next_value()?),
                         "parallel" => FlowKind::Parallel(map.next_value()?),
                         "wait" => FlowKind::Wait(map.next_value()?),
-                        "delay" => FlowKind::Delay(map.next_value()?),
+                        "delay" => FlowKind::Delay { base: map.next_value()?, jitter: None },
+                        "random" => FlowKind::Random(map.next_value()?),
+                        "schedule" => FlowKind::Schedule(map.next_value()?),
                         "do" => map.next_value::<FlowNode>()?.kind,
                         other => {
                             return Err(de::Error::custom(format!(
@@ -244,9 +362,22 @@ impl Serialize for FlowNode {
                 m.serialize_entry("wait", w)?;
                 m.end()
             }
-            FlowKind::Delay(d) => {
+            FlowKind::Delay { base, jitter } => {
+                let mut m = s.serialize_map(Some(if jitter.is_some() { 2 } else { 1 }))?;
+                m.serialize_entry("delay", base)?;
+                if let Some(j) = jitter {
+                    m.serialize_entry("jitter", j)?;
+                }
+                m.end()
+            }
+            FlowKind::Random(r) => {
                 let mut m = s.serialize_map(Some(1))?;
-                m.serialize_entry("delay", d)?;
+                m.serialize_entry("random", r)?;
+                m.end()
+            }
+            FlowKind::Schedule(sc) => {
+                let mut m = s.serialize_map(Some(1))?;
+                m.serialize_entry("schedule", sc)?;
                 m.end()
             }
             FlowKind::Repeat { mode, body } => {
