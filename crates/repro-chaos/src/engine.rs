@@ -255,13 +255,13 @@ impl Host for Ctx {
         self.exp.workloads.iter().find(|w| w.name.value == name).map_or(1, |w| u64::from(w.instances))
     }
 
-    fn run_leaf(&self, name: &str, _path: &str) -> Result<(), Stop> {
+    fn run_leaf(&self, name: &str, path: &str) -> Result<(), Stop> {
         if let Some(w) = self.exp.workloads.iter().find(|w| w.name.value == name) {
             let w = w.clone();
             self.run_workload(&w)
         } else if let Some(op) = self.exp.operations.iter().find(|o| o.name.value == name) {
             let op = op.clone();
-            self.run_operation(&op)
+            self.run_operation(&op, path)
         } else {
             self.fail(&format!("flow names unknown {name}"))
         }

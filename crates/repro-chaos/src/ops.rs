@@ -32,7 +32,8 @@ impl Scope {
 }
 
 impl Ctx {
-    pub fn run_operation(&self, op: &Operation) -> Result<(), Stop> {
+    /// Runs one operation for the flow node at `path`.
+    pub fn run_operation(&self, op: &Operation, path: &str) -> Result<(), Stop> {
         self.flow.check()?;
         let run = {
             let mut g = self.op_runs.lock().unwrap_or_else(|e| e.into_inner());
@@ -50,6 +51,7 @@ impl Ctx {
         self.emit(Event::OperationSelected {
             operation: op.name.value.clone(),
             run,
+            node: Some(path.to_string()),
             seed: self.seed,
             select: op.select.to_string(),
             candidates,

@@ -41,6 +41,12 @@ pub struct RunOptions {
     pub echo: bool,
     /// What the experiment may ask for; the flow's steps are also counted against `limits.steps` while it runs.
     pub limits: Limits,
+    /// `CHAOS_EXPERIMENT_DIR` and `CHAOS_ADAPTER_DIR` instead of the files' own directories (a replay: the
+    /// copies in the original run directory's `inputs/`).
+    pub experiment_dir: Option<PathBuf>,
+    pub adapter_dir: Option<PathBuf>,
+    /// The run directory this run replays (recorded in the manifest).
+    pub replay_of: Option<PathBuf>,
 }
 
 pub struct RunOutcome {
@@ -50,6 +56,9 @@ pub struct RunOutcome {
     /// `INTERRUPTED`, the verdict is ERROR, and `repro chaos run` exits 128 + the signal.
     pub interrupted: Option<i32>,
 }
+
+/// The run's fault schedule (see [`crate::model::Schedule`]).
+pub const SCHEDULE_FILE: &str = "schedule.json";
 
 /// Name of the marker file of a run that SIGINT or SIGTERM ended (its content: which, and what was undone).
 pub const INTERRUPTED_MARKER: &str = "INTERRUPTED";
@@ -103,6 +112,7 @@ pub fn base_env(
     run_dir: &Path,
     seed: u64,
     scratch: &Path,
+    dirs: (Option<&Path>, Option<&Path>),
 ) -> std::io::Result<BTreeMap<String, String>> {
     let mut env = BTreeMap::new();
     let dir_of = |p: &Path| {
@@ -114,9 +124,11 @@ pub fn base_env(
             .to_string()
     };
     env.insert("CHAOS_EXPERIMENT".into(), exp.experiment.id.value.clone());
-    env.insert("CHAOS_EXPERIMENT_DIR".into(), dir_of(&exp.path));
+    let exp_dir = dirs.0.map_or_else(|| dir_of(&exp.path), |d| d.display().to_string());
+    env.insert("CHAOS_EXPERIMENT_DIR".into(), exp_dir);
     env.insert("CHAOS_ADAPTER".into(), adapter.adapter.name.clone());
-    env.insert("CHAOS_ADAPTER_DIR".into(), dir_of(&adapter.path));
+    let adapter_dir = dirs.1.map_or_else(|| dir_of(&adapter.path), |d| d.display().to_string());
+    env.insert("CHAOS_ADAPTER_DIR".into(), adapter_dir);
     env.insert("CHAOS_RUN_ID".into(), run_id.to_string());
     env.insert("CHAOS_RUN_DIR".into(), run_dir.display().to_string());
     env.insert("CHAOS_SEED".into(), seed.to_string());
@@ -178,8 +190,10 @@ pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -
         std::fs::set_permissions(&scratch, std::fs::Permissions::from_mode(0o755))
             .map_err(|err| ChaosError::io(&scratch, err))?;
     }
-    let mut env = base_env(exp, adapter, &id, &run_dir, seed, &scratch)
+    let dirs = (opts.experiment_dir.as_deref(), opts.adapter_dir.as_deref());
+    let mut env = base_env(exp, adapter, &id, &run_dir, seed, &scratch, dirs)
         .map_err(|err| ChaosError::Harness(format!("picking ports: {err}")))?;
+    let inputs = copy_run_inputs(exp, adapter, &run_dir, &env)?;
     if adapter.adapter.driver == crate::model::Driver::Docker {
         // Workloads and checks reach a target's container by name (docker exec, docker logs).
         for t in &adapter.adapter.targets {
@@ -227,7 +241,7 @@ pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -
         adapter: adapter.adapter.name.clone(),
         dir: run_dir.clone(),
     });
-    write_manifest(&ctx, exp, adapter, &id, docker.as_ref())?;
+    write_manifest(&ctx, exp, adapter, &id, docker.as_ref(), &inputs, opts.replay_of.as_deref())?;
 
     if let Err(err) = drive(&ctx, docker.as_ref(), docker_error) {
         ctx.harness_error(&err.to_string());
@@ -242,6 +256,9 @@ pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -
 
     // After a signal the timeline holds a harness.error, so this evaluation runs no check (it is quick).
     let data = RunData::read_with(&run_dir, None, &opts.limits)?;
+    let schedule = crate::schedule::from_timeline(seed, &data.timeline);
+    let v = serde_json::to_value(&schedule).map_err(|err| ChaosError::Harness(err.to_string()))?;
+    write_json_atomic(&run_dir.join(SCHEDULE_FILE), &v)?;
     let evaluation = evaluate::evaluate(&data, true);
     for c in &evaluation.checks {
         if c.scope == "workload" || c.scope == "experiment" {
@@ -289,6 +306,8 @@ fn write_manifest(
     adapter: &LoadedAdapter,
     id: &str,
     docker: Option<&docker::Engine>,
+    inputs: &[crate::inputs::InputFile],
+    replay_of: Option<&Path>,
 ) -> Result<()> {
     let mut systems = serde_json::Map::new();
     for t in &adapter.adapter.targets {
@@ -334,13 +353,48 @@ fn write_manifest(
         "started": fsutil::rfc3339(ctx.tl.start_wall()),
         "ports": ctx.env.iter().filter(|(k, _)| k.starts_with("CHAOS_PORT_")).map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
         "systems": systems,
+        "inputs": inputs,
     });
     let mut manifest = manifest;
+    if let Some(r) = replay_of {
+        manifest["replay_of"] = json!(r);
+    }
     if docker.is_some() {
         manifest["docker"] = docker_info;
         manifest["images"] = Value::Object(images);
     }
     write_json_atomic(&ctx.run_dir.join("manifest.json"), &manifest)
+}
+
+/// Copies the files the experiment and the adapter use into `RUN/inputs/` (see [`crate::inputs`]).
+fn copy_run_inputs(
+    exp: &LoadedExperiment,
+    adapter: &LoadedAdapter,
+    run_dir: &Path,
+    env: &BTreeMap<String, String>,
+) -> Result<Vec<crate::inputs::InputFile>> {
+    use crate::inputs::{copy_inputs, Side};
+    let exp_dir = PathBuf::from(env.get("CHAOS_EXPERIMENT_DIR").cloned().unwrap_or_default());
+    let adapter_dir = PathBuf::from(env.get("CHAOS_ADAPTER_DIR").cloned().unwrap_or_default());
+    let declared = |v: &[crate::model::At<String>]| v.iter().map(|f| (f.value.clone(), f.line, f.column)).collect();
+    let mut sides = vec![Side {
+        side: "experiment",
+        dir: &exp_dir,
+        file: &exp.path,
+        declared: declared(&exp.experiment.files),
+        text: &exp.text,
+    }];
+    // The built-in process adapter is no file: it has no directory of its own.
+    if adapter.path.is_file() || !adapter.adapter.files.is_empty() {
+        sides.push(Side {
+            side: "adapter",
+            dir: &adapter_dir,
+            file: &adapter.path,
+            declared: declared(&adapter.adapter.files),
+            text: &adapter.text,
+        });
+    }
+    copy_inputs(run_dir, &sides)
 }
 
 /// Everything between the start and the evaluation. Errors here are harness errors.

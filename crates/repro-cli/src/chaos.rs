@@ -42,6 +42,24 @@ pub enum ChaosCommand {
         #[command(flatten)]
         common: Common,
     },
+    /// Run a finished run directory's experiment again from the run directory alone (its experiment,
+    /// adapter, inputs/ and seed) and say whether the verdict, every check's outcome and the fault schedule
+    /// reproduced, N/N. Exit 0 all reproduced, 122 one did not, 2 bad input, 130/143 interrupted.
+    Replay {
+        /// The run directory.
+        run: PathBuf,
+        /// How many times.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10000))]
+        runs: u32,
+        /// Where the replays' run directories go (default: beside the original's).
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+        /// Don't print events to stderr while running.
+        #[arg(long, short)]
+        quiet: bool,
+        #[command(flatten)]
+        common: Common,
+    },
     /// Load and check an experiment and its adapter (schema, references, limits) without running anything.
     Validate {
         experiment: String,
@@ -197,6 +215,37 @@ fn print_json(v: &impl serde::Serialize) -> Result<(), CliError> {
     Ok(())
 }
 
+fn replay_line(i: u32, n: u32, r: &repro_chaos::replay::ReplayRun) -> String {
+    let mut what = Vec::new();
+    if !r.verdict_reproduced {
+        what.push(format!("verdict {}", r.verdict));
+    }
+    for c in &r.checks {
+        what.push(format!("{}: {} (was {})", c.check, c.replay, c.original));
+    }
+    if let Some(d) = &r.schedule_difference {
+        what.push(format!("schedule: {d}"));
+    }
+    let status = if r.reproduced { "reproduced".to_string() } else { format!("DIFFERS: {}", what.join("; ")) };
+    format!("replay {i}/{n}  {:<5}  {status}\n  {}", r.verdict, r.run_dir.display())
+}
+
+fn replay_summary(rep: &repro_chaos::replay::ReplayReport) -> String {
+    let done = rep.runs.len();
+    let mut s = format!(
+        "reproduced {}/{}: verdict {} of {} (seed {}), every check's outcome and the fault schedule",
+        rep.reproduced,
+        rep.requested,
+        rep.verdict,
+        rep.original.display(),
+        rep.seed
+    );
+    if let Some(sig) = rep.interrupted {
+        s.push_str(&format!("\ninterrupted by signal {sig} after {done} of {} replays", rep.requested));
+    }
+    s
+}
+
 fn print_evaluation(ev: &Evaluation) {
     for l in ev.lines() {
         outln!("{l}");
@@ -214,7 +263,7 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
             let limits = common.limits.limits();
             let exp = api::resolve_experiment_with(&experiment, &common.dir(), &limits).map_err(err)?;
             let ad = api::resolve_adapter_with(adapter.as_deref(), &exp, &limits).map_err(err)?;
-            let opts = RunOptions { seed, state_dir, echo: !quiet && !common.json, limits };
+            let opts = RunOptions { seed, state_dir, echo: !quiet && !common.json, limits, ..Default::default() };
             let out = runner::run(&exp, &ad, &opts).map_err(err)?;
             junit.write(|| repro_ci::report::chaos(&out.evaluation))?;
             // The run directory is complete (the evaluation is its source of truth); the page is a view of it,
@@ -237,6 +286,27 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
             }
             // Interrupted: 128 + the signal, like a shell reports a command a signal ended.
             Ok(out.interrupted.map_or(out.evaluation.exit_code, |sig| 128 + sig))
+        }
+        ChaosCommand::Replay { run, runs, state_dir, quiet, common } => {
+            let opts = repro_chaos::replay::ReplayOptions {
+                runs,
+                state_dir,
+                echo: !quiet && !common.json,
+                limits: common.limits.limits(),
+            };
+            let json = common.json;
+            let rep = repro_chaos::replay::replay(&run, &opts, |i, r| {
+                if !json {
+                    outln!("{}", replay_line(i, runs, r));
+                }
+            })
+            .map_err(err)?;
+            if json {
+                print_json(&rep)?;
+            } else {
+                outln!("{}", replay_summary(&rep));
+            }
+            Ok(rep.exit_code())
         }
         ChaosCommand::Validate { experiment, adapter, common } => {
             let limits = common.limits.limits();

@@ -138,6 +138,9 @@ pub enum Event {
     OperationSelected {
         operation: String,
         run: u32,
+        /// The flow node that ran it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node: Option<String>,
         seed: u64,
         select: String,
         candidates: Vec<String>,

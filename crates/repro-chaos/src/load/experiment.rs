@@ -255,7 +255,7 @@ fn flow_size(path: &Path, node: &FlowNode, e: &Experiment, limits: &Limits) -> R
             for n in &r.from {
                 sizes.push(flow_size(path, n, e, limits)?);
             }
-            sizes.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+            sizes.sort_unstable_by_key(|s| std::cmp::Reverse(s.0));
             let k = (r.pick as usize).min(sizes.len());
             let steps = sizes[..k].iter().fold(0u64, |acc, s| acc.saturating_add(s.0));
             (steps, sizes.iter().map(|s| s.1).max().unwrap_or(1))

@@ -61,6 +61,10 @@ pub struct Adapter {
     /// Post-run checks, polled until they pass or time out.
     #[serde(default)]
     pub checks: Vec<PollCheck>,
+    /// Files and directories next to the adapter (relative paths) its hooks use: copied into the run
+    /// directory (`inputs/adapter/`) with every `$CHAOS_ADAPTER_DIR/<path>` its hooks name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<At<String>>,
 }
 
 /// Extra hooks around the built-in process lifecycle of an instance.

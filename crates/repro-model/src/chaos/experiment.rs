@@ -60,6 +60,11 @@ pub struct Experiment {
     pub expectations: Vec<Expectation>,
     #[serde(default)]
     pub preflight: Vec<ShellCheck>,
+    /// Files and directories next to the experiment (relative paths) its scripts use: copied into the run
+    /// directory (`inputs/experiment/`) with every `$CHAOS_EXPERIMENT_DIR/<path>` its scripts name, so the run
+    /// directory alone can run it again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<At<String>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]

@@ -237,10 +237,12 @@ impl<'de> Deserialize<'de> for FlowKind {
                             repeat_times = Some(map.next_value::<Times>()?.0);
                             continue;
                         }
-                        other => return Err(de::Error::custom(format!(
+                        other => {
+                            return Err(de::Error::custom(format!(
                             "unknown flow key `{other}`, expected one of serial, parallel, wait, delay (with jitter), \
                                  repeat, random, schedule"
-                        ))),
+                        )))
+                        }
                     };
                     if body.is_some() {
                         return Err(de::Error::custom(

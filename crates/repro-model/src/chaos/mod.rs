@@ -12,6 +12,7 @@ pub mod duration;
 pub mod experiment;
 pub mod flow;
 pub mod limits;
+pub mod schedule;
 
 pub use adapter::*;
 pub use at::At;
@@ -19,3 +20,4 @@ pub use duration::{format_duration, parse_duration, parse_duration_checked, Dur,
 pub use experiment::*;
 pub use flow::*;
 pub use limits::{DurationOverLimit, Limits};
+pub use schedule::{Draw, Schedule, ScheduledOp, SCHEDULE_VERSION};

@@ -849,3 +849,6 @@ mod report;
 
 #[path = "chaos_docker.rs"]
 mod docker;
+
+#[path = "chaos_replay.rs"]
+mod replay;

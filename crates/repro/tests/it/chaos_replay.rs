@@ -1,0 +1,132 @@
+//! `repro chaos replay` and the seeded flow: a schedule drawn from the seed, recorded in the run directory with
+//! the files the experiment uses, and run again from the run directory alone.
+use super::*;
+
+fn replay(wd: &Workdir, run: &Path, extra: &[&str]) -> Output {
+    let mut c = repro();
+    c.current_dir(wd.path()).args(["chaos", "replay"]).arg(run).arg("-q").args(extra).timeout(HANG_GUARD);
+    c.output().expect("repro runs")
+}
+
+/// Four instances, a jittered delay, a three-step schedule of kills and freezes and a random pick; the
+/// instances' script is a helper file next to the experiment; which instances die (so which checks fail)
+/// depends on the seed alone.
+fn seeded_experiment(dir: &Path) -> PathBuf {
+    write(dir, "lib/work.sh", "sleep 3\necho done > out\n");
+    write(
+        dir,
+        "seeded.yaml",
+        &format!(
+            "{}files: [lib]\nworkloads:\n  - name: w\n    kind: shell\n    instances: 4\n    run: bash \"$CHAOS_EXPERIMENT_DIR/lib/work.sh\"\n    checks:\n      - name: finished\n        kind: shell\n        run: test -s out\noperations:\n  - {{name: kill-one, uses: kill, target: w}}\n  - {{name: freeze-one, uses: freeze, target: w, duration: 150ms}}\nflow:\n  parallel:\n    - w\n    - serial:\n        - wait: {{workload: w, condition: started}}\n        - {{delay: 200ms, jitter: 100ms}}\n        - schedule: {{from: [kill-one, {{do: freeze-one, weight: 2}}], length: 3, interval: 100ms}}\n        - random: {{pick: 1, from: [kill-one, {{delay: 10ms}}]}}\n",
+            header("seeded-schedule")
+        ),
+    )
+}
+
+#[test]
+fn a_seeded_schedule_is_recorded_with_its_inputs_and_replays_from_the_run_directory_alone() {
+    let wd = Workdir::new();
+    let src = wd.path().join("src");
+    let exp = seeded_experiment(&src);
+    let o = chaos_run(&wd, &exp, &["--seed", "3"]);
+    let code = o.status.code();
+    assert!(matches!(code, Some(0 | 1)), "PASS or FAIL: {}\n{}", stdout(&o), stderr(&o));
+    let run = run_dir(&o);
+
+    // The schedule: every draw and every operation, with where in the flow it ran.
+    let sc: Value = serde_json::from_str(&std::fs::read_to_string(run.join("schedule.json")).unwrap()).unwrap();
+    assert_eq!(sc["seed"], 3);
+    let draws = sc["draws"].as_array().unwrap();
+    let kinds: Vec<&str> = draws.iter().map(|d| d["draw"]["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["delay", "schedule", "schedule", "schedule", "random"], "{sc}");
+    let d = draws[0]["draw"]["delay_ms"].as_u64().unwrap();
+    assert!((100..=300).contains(&d), "{d}");
+    let ops = sc["operations"].as_array().unwrap();
+    assert!(ops.len() >= 3, "{sc}");
+    assert!(ops.iter().all(
+        |o| o["node"].as_str().unwrap().contains(".schedule[") || o["node"].as_str().unwrap().contains(".random[")
+    ));
+    // The same seed draws the same schedule; another seed another one (over a few seeds).
+    let o2 = chaos_run(&wd, &exp, &["--seed", "3"]);
+    let sc2: Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir(&o2).join("schedule.json")).unwrap()).unwrap();
+    assert_eq!(sc2["draws"], sc["draws"]);
+    let other: Vec<Value> = ["4", "5", "6"]
+        .iter()
+        .map(|s| {
+            let o = chaos_run(&wd, &exp, &["--seed", s]);
+            serde_json::from_str::<Value>(&std::fs::read_to_string(run_dir(&o).join("schedule.json")).unwrap()).unwrap()
+                ["draws"]
+                .clone()
+        })
+        .collect();
+    assert!(other.iter().any(|d| *d != sc["draws"]), "other seeds draw other schedules");
+
+    // The helper script is in the run directory, with its digest in the manifest.
+    assert_eq!(
+        std::fs::read_to_string(run.join("inputs/experiment/lib/work.sh")).unwrap(),
+        "sleep 3\necho done > out\n"
+    );
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(m["inputs"][0]["path"], "lib/work.sh", "{m}");
+    assert_eq!(m["inputs"][0]["sha256"].as_str().unwrap().len(), 64);
+
+    // Without the original files, from the run directory alone: 3/3.
+    std::fs::rename(&src, wd.path().join("gone")).unwrap();
+    let r = replay(&wd, &run, &["--runs", "3"]);
+    assert_code(&r, 0);
+    let out = stdout(&r);
+    assert!(out.contains("replay 3/3") && out.contains("reproduced 3/3: verdict"), "{out}");
+    let r = replay(&wd, &run, &["--json"]);
+    assert_code(&r, 0);
+    let v: Value = serde_json::from_str(&stdout(&r)).unwrap();
+    assert_eq!((v["reproduced"].as_u64(), v["requested"].as_u64(), v["seed"].as_u64()), (Some(1), Some(1), Some(3)));
+    let again = PathBuf::from(v["runs"][0]["run_dir"].as_str().unwrap());
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(again.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(m["replay_of"].as_str().unwrap(), std::fs::canonicalize(&run).unwrap().to_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(again.join("schedule.json"))
+            .map(|t| serde_json::from_str::<Value>(&t).unwrap()["draws"].clone())
+            .unwrap(),
+        sc["draws"]
+    );
+}
+
+#[test]
+fn a_check_that_does_not_come_out_the_same_is_named_and_exits_122() {
+    let wd = Workdir::new();
+    let counter = wd.path().join("counter");
+    std::fs::write(&counter, "0").unwrap();
+    // Passes on even runs, fails on odd ones: the original (run 0) passes, its first replay fails.
+    let exp = write(
+        wd.path(),
+        "alternating.yaml",
+        &format!(
+            "{}workloads:\n  - name: w\n    kind: shell\n    run: 'true'\nflow: w\nchecks:\n  - name: even-run\n    kind: shell\n    run: |\n      n=$(cat {c}); echo $((n + 1)) > {c}; test $((n % 2)) -eq 0\n",
+            header("alternating"),
+            c = counter.display()
+        ),
+    );
+    let o = chaos_run(&wd, &exp, &["--seed", "1"]);
+    assert_code(&o, 0);
+    let r = replay(&wd, &run_dir(&o), &["--runs", "2"]);
+    assert_code(&r, 122);
+    let out = stdout(&r);
+    assert!(out.contains("replay 1/2  FAIL   DIFFERS: verdict FAIL; experiment/even-run: fail (was ok)"), "{out}");
+    assert!(out.contains("replay 2/2  PASS   reproduced"), "{out}");
+    assert!(out.contains("reproduced 1/2"), "{out}");
+}
+
+#[test]
+fn replay_refuses_what_is_not_a_finished_run() {
+    let wd = Workdir::new();
+    let r = replay(&wd, &wd.path().join("nope"), &[]);
+    assert_code(&r, 2);
+    assert!(stderr(&r).contains("not a run directory (no such directory)"), "{}", stderr(&r));
+    let half = wd.path().join("half");
+    std::fs::create_dir_all(&half).unwrap();
+    std::fs::write(half.join("INCOMPLETE"), "x").unwrap();
+    let r = replay(&wd, &half, &[]);
+    assert_code(&r, 2);
+    assert!(stderr(&r).contains("did not finish (INCOMPLETE)"), "{}", stderr(&r));
+}
