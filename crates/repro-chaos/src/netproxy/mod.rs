@@ -281,7 +281,8 @@ pub struct ProxyConfig {
     pub rto_max: Duration,
     /// Timeout of the connect to the upstream. Default 5 s.
     pub connect_timeout: Duration,
-    /// How many [`Decision`]s to keep (the first ones; later ones are counted, not kept). Default 4096.
+    /// How many [`Decision`]s to keep until [`Proxy::take_decisions`] (later ones are counted in
+    /// [`ProxyStats::decisions_dropped`], not kept). Default 4096.
     pub decision_log: usize,
 }
 
@@ -616,9 +617,15 @@ impl Proxy {
         }
     }
 
-    /// The first [`ProxyConfig::decision_log`] decisions, in the order chunks were read.
+    /// The decisions kept so far (at most [`ProxyConfig::decision_log`]), in the order chunks were read.
     pub fn decisions(&self) -> Vec<Decision> {
         lock(&self.shared.log).clone()
+    }
+
+    /// The decisions kept so far, removed from the log (which then has room for as many again): for a
+    /// caller that records them as it goes.
+    pub fn take_decisions(&self) -> Vec<Decision> {
+        std::mem::take(&mut *lock(&self.shared.log))
     }
 
     /// Closes the listeners (their ports refuse connections when this returns) and every connection, and
