@@ -428,7 +428,7 @@ fn reader(shared: &Arc<Shared>, conn: &Arc<Conn>, flow: Direction, src: &TcpStre
         };
         let now = Instant::now();
         let mut data = buf[..n].to_vec();
-        let rules = shared.effects(client, flow);
+        let rules = shared.chunk_effects(client, flow);
         let mut deliver_at = now;
         if !rules.is_empty() {
             let out = decider.decide(index, &mut data, &rules);

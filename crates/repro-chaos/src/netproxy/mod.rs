@@ -73,7 +73,7 @@ mod tests;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -87,13 +87,12 @@ use conn::{ClientCounters, Conn};
 /// Errors of the proxy, with the proxy's name and what it was doing.
 #[derive(Debug, thiserror::Error)]
 pub enum NetProxyError {
-    #[error(
-        "netproxy {proxy} (upstream {upstream}): cannot bind a listener for client {client:?} on 127.0.0.1: {source}"
-    )]
+    #[error("netproxy {proxy} (upstream {upstream}): cannot bind a listener for client {client:?} on {ip}: {source}")]
     Bind {
         proxy: String,
         upstream: SocketAddr,
         client: String,
+        ip: IpAddr,
         #[source]
         source: std::io::Error,
     },
@@ -139,7 +138,13 @@ impl Direction {
 pub enum Effect {
     /// Each chunk is delivered `delay ± jitter` late; `next jitter = correlation * prev + (1 - correlation) *
     /// fresh` with fresh uniform in [-1, 1]. Order is preserved.
-    Latency { delay: Duration, jitter: Duration, correlation: f64 },
+    Latency {
+        #[serde(serialize_with = "ser_dur")]
+        delay: Duration,
+        #[serde(serialize_with = "ser_dur")]
+        jitter: Duration,
+        correlation: f64,
+    },
     /// A lost chunk is delivered after a retransmission timeout (see the module docs); bytes are never lost.
     Loss { percent: f64, correlation: f64 },
     /// Counted only: the receiving TCP discards duplicates.
@@ -154,6 +159,14 @@ pub enum Effect {
     Blackhole,
     /// Current connections are aborted with RST; new ones are reset while active.
     Reset,
+}
+
+impl Effect {
+    /// Whether the effect makes a decision per chunk (latency, loss, duplicate, reorder, corrupt); the others
+    /// act at delivery (bandwidth, blackhole) or on connections (reset).
+    pub fn per_chunk(&self) -> bool {
+        !matches!(self, Effect::Bandwidth { .. } | Effect::Blackhole | Effect::Reset)
+    }
 }
 
 /// A fault on some clients' traffic in some direction.
@@ -267,6 +280,8 @@ pub enum HeldOverflow {
 /// Tunables; [`ProxyConfig::default`] is what [`Proxy::start`] uses.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProxyConfig {
+    /// Address the listeners bind (port 0). Default 127.0.0.1.
+    pub listen_ip: IpAddr,
     /// Largest chunk (one read); decisions are per chunk. Default 16 KiB.
     pub chunk_size: usize,
     /// Live connections per proxy; more are reset at accept. Default 1024.
@@ -289,6 +304,7 @@ pub struct ProxyConfig {
 impl Default for ProxyConfig {
     fn default() -> Self {
         ProxyConfig {
+            listen_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
             chunk_size: 16 * 1024,
             max_connections: 1024,
             max_held_bytes: 4 * 1024 * 1024,
@@ -301,7 +317,8 @@ impl Default for ProxyConfig {
     }
 }
 
-/// What the rules decided for one chunk that at least one rule applied to (in the order chunks were read).
+/// What the rules decided for one chunk that at least one per-chunk rule ([`Effect::per_chunk`]) applied to,
+/// in the order chunks were read.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Decision {
     pub client: String,
@@ -313,14 +330,15 @@ pub struct Decision {
     pub chunk: u64,
     pub len: usize,
     /// Total delay given to the chunk (latency, retransmission timeouts, reorder slot), before ordering and
-    /// pacing.
+    /// pacing. Serialized as `delay_us` (microseconds).
+    #[serde(rename = "delay_us", serialize_with = "ser_us")]
     pub delay: Duration,
     pub lost: bool,
     pub duplicated: bool,
     pub reordered: bool,
     /// The bit flipped (index from the chunk's first byte, lowest bit first).
     pub corrupt_bit: Option<u64>,
-    /// Rules that applied.
+    /// The per-chunk rules that applied.
     pub rules: Vec<RuleId>,
 }
 
@@ -359,9 +377,10 @@ pub struct ClientStats {
     pub resets: u64,
     /// Connections whose connect to the upstream waited for an upstream-bound blackhole to be removed.
     pub held_connects: u64,
-    /// Connections aborted because of an I/O error on either side (including the upstream connect).
+    /// I/O errors: connections aborted by one on either side (including a failed connect to the upstream),
+    /// and failed accepts.
     pub errors: u64,
-    /// The last such error.
+    /// The last one.
     pub last_error: Option<String>,
     /// Client to target.
     pub upstream: DirStats,
@@ -400,16 +419,29 @@ pub(crate) struct Shared {
     log_dropped: AtomicU64,
 }
 
+/// A rule's duration as experiments write it (`100ms`, `1m30s`).
+fn ser_dur<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&repro_model::chaos::format_duration(*d))
+}
+
+fn ser_us<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_u64(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
+
 /// Locks, ignoring poison (a panicking thread leaves counters and queues usable).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Shared {
-    /// Effects of the active rules that apply to `client`'s data flowing `flow`, in id order.
-    pub(crate) fn effects(&self, client: &str, flow: Direction) -> Vec<(RuleId, Effect)> {
+    /// Per-chunk effects of the active rules that apply to `client`'s data flowing `flow`, in id order.
+    pub(crate) fn chunk_effects(&self, client: &str, flow: Direction) -> Vec<(RuleId, Effect)> {
         let rules = self.rules.read().unwrap_or_else(|e| e.into_inner());
-        rules.iter().filter(|(_, r)| r.applies(client, flow)).map(|(id, r)| (*id, r.effect.clone())).collect()
+        rules
+            .iter()
+            .filter(|(_, r)| r.effect.per_chunk() && r.applies(client, flow))
+            .map(|(id, r)| (*id, r.effect.clone()))
+            .collect()
     }
 
     pub(crate) fn blackholed(&self, client: &str, flow: Direction) -> bool {
@@ -522,7 +554,8 @@ impl Proxy {
         self.shared.seed
     }
 
-    /// The port on 127.0.0.1 dedicated to `client` (bound on first call, the same port afterwards).
+    /// The port dedicated to `client` on [`ProxyConfig::listen_ip`] (127.0.0.1 by default), bound on the first
+    /// call, the same port afterwards.
     pub fn listener(&self, client: &str) -> Result<u16> {
         let s = &self.shared;
         let mut listeners = lock(&s.listeners);
@@ -539,10 +572,11 @@ impl Proxy {
             what,
             source,
         };
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|source| NetProxyError::Bind {
+        let listener = TcpListener::bind((s.config.listen_ip, 0)).map_err(|source| NetProxyError::Bind {
             proxy: s.name.clone(),
             upstream: s.upstream,
             client: client.to_string(),
+            ip: s.config.listen_ip,
             source,
         })?;
         let port = listener.local_addr().map_err(|e| err("local_addr", e))?.port();
@@ -603,6 +637,11 @@ impl Proxy {
     pub fn active_rules(&self) -> Vec<ActiveRule> {
         let rules = self.shared.rules.read().unwrap_or_else(|e| e.into_inner());
         rules.iter().map(|(id, rule)| ActiveRule { id: *id, rule: rule.clone() }).collect()
+    }
+
+    /// The installed rules that apply to `client` (in either direction).
+    pub fn active_rules_for(&self, client: &str) -> Vec<ActiveRule> {
+        self.active_rules().into_iter().filter(|r| r.rule.names(client)).collect()
     }
 
     /// A snapshot of the counters, per client (every client with a listener appears).

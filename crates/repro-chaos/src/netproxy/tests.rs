@@ -592,8 +592,13 @@ fn netproxy_rules_validate_and_clamp() {
     let rules = proxy.active_rules();
     assert_eq!(rules[0].rule.effect, Effect::Corrupt { percent: 100.0 });
     assert_eq!(proxy.apply(Rule::all(Direction::Both, Effect::Blackhole)), RuleId(2));
+    let id3 = proxy.apply(Rule::clients(["y"], Direction::Both, latency(1500)));
     let json = serde_json::to_string(&proxy.active_rules()).unwrap();
     assert!(json.contains(r#""kind":"blackhole""#), "{json}");
+    assert!(json.contains(r#""delay":"1500ms""#), "{json}");
+    let for_x: Vec<RuleId> = proxy.active_rules_for("x").iter().map(|r| r.id).collect();
+    assert_eq!(for_x, vec![RuleId(1), RuleId(2)]);
+    assert_eq!(proxy.active_rules_for("y").iter().map(|r| r.id).collect::<Vec<_>>(), vec![RuleId(2), id3]);
     proxy.clear();
     assert!(proxy.active_rules().is_empty());
 }
@@ -640,6 +645,8 @@ fn netproxy_reorder_waits_one_more_latency_slot_duplicate_is_counted() {
     assert_eq!((st.upstream.reordered, st.upstream.duplicated), (1, 1));
     let log = proxy.take_decisions();
     assert_eq!(log.len(), 1);
+    let json = serde_json::to_string(&log[0]).unwrap();
+    assert!(json.contains(r#""delay_us":120000"#), "{json}");
     assert_eq!(log[0].rules, vec![RuleId(1), RuleId(2), RuleId(3)]);
     assert!(proxy.decisions().is_empty());
 }
