@@ -43,21 +43,28 @@
 //! Every random draw is `splitmix64` of a key derived from (seed, client, connection index of that client,
 //! direction, rule id) and the chunk index; see [`Decision`]. What replays exactly: the decisions made for
 //! chunk `i` of connection `k` of a client, given the same rule ids and the same chunk at which each rule was
-//! first seen. What does not: how the kernel splits the stream into reads (so which bytes form chunk `i`), and
-//! wall-clock timing (when a rule lands relative to the traffic, scheduling delays). Rule ids count from 1 per
-//! proxy, so the same sequence of `apply` calls gives the same ids.
+//! first seen (a correlated effect carries its previous value from chunk to chunk of the rule). What does not:
+//! how the kernel splits the stream into reads (so which bytes form chunk `i`), the wall-clock timing (when a
+//! rule lands relative to the traffic, scheduling delays), and the connection index when one client opens
+//! connections concurrently (it is the order of accepts on its listener). Rule ids count from 1 per proxy, so
+//! the same sequence of `apply` calls gives the same ids; listener ports are whatever the kernel gives.
+//! Sending one request at a time and waiting for its reply makes chunks follow messages.
 //!
 //! ## When a rule takes effect
 //!
 //! [`Proxy::apply`] is synchronous: when it returns, every chunk read afterwards is decided under the rule, on
-//! every listener the rule names. Chunks already read keep the delay they were given; blackhole, bandwidth and
-//! reset are checked at delivery, so they also hold or pace chunks already in flight (a chunk whose write has
-//! started completes). [`Proxy::remove`] is synchronous the same way.
+//! every listener the rule names. Chunks already read keep the delay they were given; blackhole and bandwidth
+//! are checked at delivery, so they also hold or pace chunks already in flight (a chunk whose write has
+//! started completes, a paced one up to its current 1/20 s slice). A reset rule has aborted the matching
+//! connections when `apply` returns (their sockets close as their threads end, at once or within the 200 ms
+//! socket timeout of a blocked write). [`Proxy::remove`] is synchronous the same way: chunks read afterwards
+//! do not see the rule, and held chunks are released.
 //!
 //! ## Bounds
 //!
 //! At most [`ProxyConfig::max_connections`] live connections (more are accepted and reset, counted as
-//! refused); at most [`ProxyConfig::max_held_bytes`] queued per direction of a connection. No I/O error
+//! refused); at most [`ProxyConfig::max_held_bytes`] queued (delayed or held) per direction of a connection,
+//! after which the reader waits (so a long delay also bounds throughput, like a TCP window). No I/O error
 //! panics: an error on one side aborts that connection (the other side sees a reset), a client hanging up
 //! while its data is delayed is fine. [`Proxy::stop`] (also on drop) closes the listeners and every connection
 //! and joins every thread.

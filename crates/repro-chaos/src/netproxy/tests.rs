@@ -697,3 +697,47 @@ fn netproxy_proxy_is_send_and_sync() {
     check::<Proxy>();
     check::<ProxyStats>();
 }
+
+#[test]
+fn netproxy_client_hanging_up_mid_delay_is_fine() {
+    let srv = server(Mode::Echo);
+    let proxy = Proxy::start("p", srv.addr, 1).unwrap();
+    let port = proxy.listener("c").unwrap();
+    proxy.apply(Rule::all(Direction::Both, latency(200)));
+    for _ in 0..5 {
+        let mut s = connect(port);
+        s.write_all(&pattern(50_000, 1)).unwrap();
+        drop(s);
+    }
+    assert!(eventually(T, || proxy.stats().clients["c"].active == 0), "{:?}", proxy.stats());
+    let mut s = connect(port);
+    let d = rtt(&mut s, b"still");
+    assert!(d >= Duration::from_millis(400), "{d:?}");
+}
+
+#[test]
+fn netproxy_fifty_concurrent_connections() {
+    let srv = server(Mode::Echo);
+    let proxy = Proxy::start("p", srv.addr, 1).unwrap();
+    let port = proxy.listener("c").unwrap();
+    proxy.apply(Rule::all(Direction::Upstream, latency(50)));
+    let clients: Vec<_> = (0..50u8)
+        .map(|i| {
+            std::thread::spawn(move || {
+                let mut s = connect(port);
+                let msg = pattern(2000, i);
+                s.write_all(&msg).unwrap();
+                assert!(read_n(&mut s, msg.len(), T).unwrap() == msg);
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    let st = &proxy.stats().clients["c"];
+    assert_eq!(st.connections, 50);
+    assert_eq!(st.errors, 0, "{:?}", st.last_error);
+    // Indices 0..50, each connection's chunks counted from 0.
+    let conns: std::collections::BTreeSet<u64> = proxy.decisions().iter().map(|d| d.conn).collect();
+    assert_eq!(conns, (0..50).collect());
+}
