@@ -39,6 +39,7 @@ pub mod instances;
 pub mod limits;
 pub mod load;
 pub mod model;
+pub mod netproxy;
 pub mod observers;
 pub mod ops;
 pub mod proc;
