@@ -260,6 +260,16 @@ fn wrap(text: &str, indent: &str, width: usize) -> Vec<String> {
 fn flow_text(n: &FlowNode) -> String {
     match &n.kind {
         FlowKind::Leaf(s) => s.clone(),
+        FlowKind::Op(c) => {
+            let mut s = c.name.clone();
+            if let Some(sel) = &c.select {
+                s.push_str(&format!(" select {sel}"));
+            }
+            if let Some(d) = c.duration {
+                s.push_str(&format!(" for {d}"));
+            }
+            s
+        }
         FlowKind::Serial(v) => format!("serial[{}]", v.iter().map(flow_text).collect::<Vec<_>>().join(", ")),
         FlowKind::Parallel(v) => format!("parallel[{}]", v.iter().map(flow_text).collect::<Vec<_>>().join(", ")),
         FlowKind::Delay { base, jitter: None } => format!("delay {base}"),

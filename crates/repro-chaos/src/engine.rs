@@ -267,6 +267,20 @@ impl Host for Ctx {
         }
     }
 
+    fn run_call(&self, call: &OpCall, path: &str) -> Result<(), Stop> {
+        let Some(op) = self.exp.operations.iter().find(|o| o.name.value == call.name) else {
+            return self.fail(&format!("flow names unknown operation {}", call.name));
+        };
+        let mut op = op.clone();
+        if let Some(s) = &call.select {
+            op.select = s.clone();
+        }
+        if let Some(d) = call.duration {
+            op.duration = Some(d);
+        }
+        self.run_operation(&op, path)
+    }
+
     fn wait(&self, w: &WaitSpec, path: &str, timeout: Duration) -> Result<(), Stop> {
         if let Some(wl) = &w.workload {
             self.wait_workload(&wl.value, w.condition.unwrap_or(Condition::Started), path, timeout)

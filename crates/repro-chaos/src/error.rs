@@ -33,6 +33,12 @@ pub enum ChaosError {
     AdapterNotFound(String, String),
     #[error("{}: not a run directory ({reason})", path.display())]
     NotARun { path: PathBuf, reason: String },
+    /// A finished run that `repro chaos shrink` cannot work on (nothing failed, no schedule, ...).
+    #[error("{}: cannot shrink this run: {reason}", path.display())]
+    CannotShrink { path: PathBuf, reason: String },
+    /// SIGINT (2) or SIGTERM (15) stopped a command that runs experiments several times.
+    #[error("interrupted by signal {signal}")]
+    Interrupted { signal: i32 },
     #[error("{0}")]
     Harness(String),
     /// The run's evidence (its timeline, its log) could not be written: the run cannot be trusted.

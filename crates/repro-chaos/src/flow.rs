@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use repro_model::timeline::Event;
 
 use crate::limits::Limits;
-use crate::model::{Dur, FlowKind, FlowNode, RepeatMode, WaitSpec};
+use crate::model::{Dur, FlowKind, FlowNode, OpCall, RepeatMode, WaitSpec};
 use crate::proc::Cancel;
 use repro_detcore::SplitMix64;
 
@@ -138,6 +138,8 @@ pub trait Host: Sync {
     fn leaf_steps(&self, name: &str) -> u64;
     /// Runs a leaf: a workload or an operation.
     fn run_leaf(&self, name: &str, path: &str) -> Result<(), Stop>;
+    /// Runs an operation with its selection or duration replaced.
+    fn run_call(&self, call: &OpCall, path: &str) -> Result<(), Stop>;
     /// Waits for a workload condition or an adapter signal, until `timeout`.
     fn wait(&self, w: &WaitSpec, path: &str, timeout: Duration) -> Result<(), Stop>;
     fn emit(&self, e: Event);
@@ -344,6 +346,7 @@ impl Interpreter {
         self.check()?;
         match &node.kind {
             FlowKind::Leaf(name) => self.step(host, host.leaf_steps(name))?,
+            FlowKind::Op(_) => self.step(host, 1)?,
             FlowKind::Wait(_) | FlowKind::Delay { .. } => self.step(host, 1)?,
             FlowKind::Serial(_)
             | FlowKind::Parallel(_)
@@ -361,6 +364,17 @@ impl Interpreter {
                 });
                 let res = host.run_leaf(name, path);
                 host.emit(Event::NodeFinished { node: path.into(), name: name.clone(), ok: res.is_ok() });
+                res
+            }
+            FlowKind::Op(call) => {
+                host.emit(Event::NodeStarted {
+                    node: path.into(),
+                    name: Some(call.name.clone()),
+                    delay: None,
+                    repeat: None,
+                });
+                let res = host.run_call(call, path);
+                host.emit(Event::NodeFinished { node: path.into(), name: call.name.clone(), ok: res.is_ok() });
                 res
             }
             FlowKind::Serial(v) => {
@@ -512,6 +526,11 @@ mod tests {
                 self.harness_error("fail failed");
                 return Err(Stop::Cancelled);
             }
+            Ok(())
+        }
+        fn run_call(&self, call: &OpCall, path: &str) -> Result<(), Stop> {
+            let sel = call.select.as_ref().map_or(String::new(), |s| format!(" {s}"));
+            self.leaves.lock().unwrap().push(format!("{}{sel}@{path}", call.name));
             Ok(())
         }
         fn wait(&self, _w: &WaitSpec, _path: &str, _timeout: Duration) -> Result<(), Stop> {

@@ -48,6 +48,7 @@ pub mod prom;
 pub mod replay;
 pub mod runner;
 pub mod schedule;
+pub mod shrink;
 pub mod signals;
 pub mod targets;
 pub mod timeline;

@@ -47,7 +47,7 @@ impl Ctx {
             Some(t) => (Scope::Workload, self.instance_list(t).iter().map(|i| i.name.clone()).collect()),
             None => (Scope::Adapter, vec![]),
         };
-        let selected = select(self.seed, &op.name.value, run, &candidates, op.select);
+        let selected = select(self.seed, &op.name.value, run, &candidates, &op.select);
         self.emit(Event::OperationSelected {
             operation: op.name.value.clone(),
             run,

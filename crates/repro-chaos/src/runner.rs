@@ -71,11 +71,13 @@ pub use repro_detcore::SplitMix64 as Rng;
 use crate::flow::fnv1a;
 
 /// Which candidates an operation's run hits: depends only on seed, operation name and run number.
-pub fn select(seed: u64, op: &str, run: u32, candidates: &[String], how: Select) -> Vec<String> {
+pub fn select(seed: u64, op: &str, run: u32, candidates: &[String], how: &Select) -> Vec<String> {
     let k = match how {
         Select::One => 1,
         Select::All => candidates.len(),
-        Select::Count(n) => (n as usize).min(candidates.len()),
+        Select::Count(n) => (*n as usize).min(candidates.len()),
+        // Pinned: the named ones that are candidates, in candidate order.
+        Select::Names(names) => return candidates.iter().filter(|c| names.contains(c)).cloned().collect(),
     };
     if k >= candidates.len() {
         return candidates.to_vec();
@@ -531,16 +533,18 @@ mod tests {
     #[test]
     fn selection_is_a_function_of_seed_op_and_run() {
         let c: Vec<String> = (0..10).map(|i| format!("w-{i}")).collect();
-        let a = select(42, "kill-one", 1, &c, Select::One);
-        assert_eq!(a, select(42, "kill-one", 1, &c, Select::One));
+        let a = select(42, "kill-one", 1, &c, &Select::One);
+        assert_eq!(a, select(42, "kill-one", 1, &c, &Select::One));
         assert_eq!(a.len(), 1);
         let picks: std::collections::BTreeSet<Vec<String>> =
-            (0..50).map(|s| select(s, "kill-one", 1, &c, Select::One)).collect();
+            (0..50).map(|s| select(s, "kill-one", 1, &c, &Select::One)).collect();
         assert!(picks.len() > 3, "different seeds pick different instances");
-        assert_eq!(select(1, "x", 1, &c, Select::All), c);
-        let three = select(7, "x", 2, &c, Select::Count(3));
+        assert_eq!(select(1, "x", 1, &c, &Select::All), c);
+        let three = select(7, "x", 2, &c, &Select::Count(3));
         assert_eq!(three.len(), 3);
-        assert_eq!(select(7, "x", 1, &c, Select::Count(30)).len(), 10);
+        assert_eq!(select(7, "x", 1, &c, &Select::Count(30)).len(), 10);
+        let pinned = Select::Names(vec!["w-7".into(), "w-2".into(), "gone".into()]);
+        assert_eq!(select(1, "x", 1, &c, &pinned), ["w-2", "w-7"], "the named candidates, in candidate order");
     }
 
     #[test]
@@ -555,8 +559,8 @@ mod tests {
         fn selection_is_a_deterministic_ordered_subset(seed: u64, run: u32, n in 0usize..40, k in 0u32..50) {
             let c: Vec<String> = (0..n).map(|i| format!("c-{i:02}")).collect();
             let how = Select::Count(k);
-            let a = select(seed, "op", run, &c, how);
-            proptest::prop_assert_eq!(&a, &select(seed, "op", run, &c, how));
+            let a = select(seed, "op", run, &c, &how);
+            proptest::prop_assert_eq!(&a, &select(seed, "op", run, &c, &how));
             proptest::prop_assert_eq!(a.len(), (k as usize).min(n));
             proptest::prop_assert!(a.windows(2).all(|w| w[0] < w[1]), "in candidate order, no repeats");
             proptest::prop_assert!(a.iter().all(|x| c.contains(x)));

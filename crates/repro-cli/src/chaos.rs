@@ -60,6 +60,31 @@ pub enum ChaosCommand {
         #[command(flatten)]
         common: Common,
     },
+    /// Cut a failing run's fault schedule down to the fewest operations (and shortest durations) that still
+    /// fail the same check, every candidate run --runs times; writes the shrunk experiment and prints its path
+    /// and the run directory of its last reproduction. Exit 0 done, 2 bad input or nothing to shrink, 130/143
+    /// interrupted.
+    Shrink {
+        /// The run directory of a failing run.
+        run: PathBuf,
+        /// Runs of each candidate; it counts only if every run fails the check.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+        runs: u32,
+        /// The check to keep failing (default: the run's first failing check).
+        #[arg(long)]
+        check: Option<String>,
+        /// Where to write the shrunk experiment (default RUN/shrink/<id>-shrunk.yaml).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+        /// At most this many candidates.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10000))]
+        max_candidates: u32,
+        /// Don't print events to stderr while running.
+        #[arg(long, short)]
+        quiet: bool,
+        #[command(flatten)]
+        common: Common,
+    },
     /// Load and check an experiment and its adapter (schema, references, limits) without running anything.
     Validate {
         experiment: String,
@@ -307,6 +332,63 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
                 outln!("{}", replay_summary(&rep));
             }
             Ok(rep.exit_code())
+        }
+        ChaosCommand::Shrink { run, runs, check, output, max_candidates, quiet, common } => {
+            let opts = repro_chaos::shrink::ShrinkOptions {
+                runs,
+                check,
+                output,
+                max_candidates,
+                echo: !quiet && !common.json,
+                limits: common.limits.limits(),
+            };
+            let json = common.json;
+            let mut n = 0;
+            let rep = match repro_chaos::shrink::shrink(&run, &opts, &mut |t| {
+                n += 1;
+                if !json {
+                    let durs: Vec<String> =
+                        t.durations.iter().map(|d| d.map_or("-".into(), |d| format!("{d}s"))).collect();
+                    outln!(
+                        "candidate {n}: operations [{}] durations [{}]: failed {}/{} runs{}",
+                        t.kept.iter().map(|k| format!("#{}", k + 1)).collect::<Vec<_>>().join(", "),
+                        durs.join(", "),
+                        t.failed,
+                        t.runs,
+                        if t.reproduced { ", reproduces" } else { "" }
+                    );
+                }
+            }) {
+                Ok(r) => r,
+                Err(repro_chaos::ChaosError::Interrupted { signal }) => {
+                    errln!("repro: chaos shrink: interrupted by signal {signal}");
+                    return Ok(128 + signal);
+                }
+                Err(e) => return Err(err(e)),
+            };
+            if json {
+                print_json(&rep)?;
+            } else {
+                let kept: Vec<String> = rep
+                    .kept
+                    .iter()
+                    .map(|i| {
+                        let s = &rep.slots[*i];
+                        format!("#{} {} at {} on [{}]", i + 1, s.operation, s.node, s.selected.join(", "))
+                    })
+                    .collect();
+                outln!(
+                    "shrunk {} operations to {} that still fail {}: {}",
+                    rep.slots.len(),
+                    rep.kept.len(),
+                    rep.check,
+                    if kept.is_empty() { "none (it fails without any fault)".to_string() } else { kept.join("; ") }
+                );
+                outln!("  {} candidates, {} runs, {}s", rep.candidates.len(), rep.runs, rep.seconds);
+                outln!("  experiment {}", rep.experiment.display());
+                outln!("{}", rep.run_dir.display());
+            }
+            Ok(0)
         }
         ChaosCommand::Validate { experiment, adapter, common } => {
             let limits = common.limits.limits();

@@ -248,7 +248,7 @@ fn flow_size(path: &Path, node: &FlowNode, e: &Experiment, limits: &Limits) -> R
             }
             (steps, width.max(1))
         }
-        FlowKind::Wait(_) | FlowKind::Delay { .. } => (1, 1),
+        FlowKind::Wait(_) | FlowKind::Delay { .. } | FlowKind::Op(_) => (1, 1),
         FlowKind::Random(r) => {
             // The k largest children, one after another: a bound on what any draw runs.
             let mut sizes = Vec::with_capacity(r.from.len());
@@ -340,6 +340,18 @@ fn validate_flow(path: &Path, node: &FlowNode, leaves: &[&str], workloads: &[&st
             }
         },
         FlowKind::Delay { .. } => {}
+        FlowKind::Op(c) => {
+            if !leaves.contains(&c.name.as_str()) || workloads.contains(&c.name.as_str()) {
+                let ops: Vec<&str> = leaves.iter().filter(|l| !workloads.contains(l)).copied().collect();
+                return invalid(
+                    path,
+                    node.line,
+                    node.column,
+                    "flow.op",
+                    format!("unknown operation `{}`, expected one of: {}", c.name, ops.join(", ")),
+                );
+            }
+        }
         FlowKind::Random(r) => {
             if r.from.is_empty() || r.pick == 0 || r.pick as usize > r.from.len() {
                 let msg = format!(

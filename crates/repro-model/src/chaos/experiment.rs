@@ -118,18 +118,20 @@ pub struct WorkloadCheck {
 }
 
 /// Which of a target's candidates an operation hits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Select {
     One,
     All,
     Count(u32),
+    /// Exactly these instances (those of them that exist when it runs): what `repro chaos shrink` pins.
+    Names(Vec<String>),
 }
 
 impl<'de> Deserialize<'de> for Select {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
-        const EXP: &str = "`one`, `all` or a positive count";
-        impl Visitor<'_> for V {
+        const EXP: &str = "`one`, `all`, a positive count or a list of instance names";
+        impl<'de> Visitor<'de> for V {
             type Value = Select;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str(EXP)
@@ -156,6 +158,16 @@ impl<'de> Deserialize<'de> for Select {
                     },
                 }
             }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Select, A::Error> {
+                let mut names = Vec::new();
+                while let Some(n) = seq.next_element::<String>()? {
+                    if names.len() >= 10_000 {
+                        return Err(de::Error::custom("a select list holds at most 10000 names"));
+                    }
+                    names.push(n);
+                }
+                Ok(Select::Names(names))
+            }
         }
         d.deserialize_any(V)
     }
@@ -167,6 +179,7 @@ impl Serialize for Select {
             Select::One => s.serialize_str("one"),
             Select::All => s.serialize_str("all"),
             Select::Count(n) => s.serialize_u32(*n),
+            Select::Names(v) => v.serialize(s),
         }
     }
 }
@@ -177,6 +190,7 @@ impl fmt::Display for Select {
             Select::One => f.write_str("one"),
             Select::All => f.write_str("all"),
             Select::Count(n) => write!(f, "{n}"),
+            Select::Names(v) => write!(f, "[{}]", v.join(", ")),
         }
     }
 }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::at::{deserialize_located, At};
 use super::duration::Dur;
+use super::experiment::Select;
 use super::limits::count_limited;
 
 /// `repeat: {times: N}`.
@@ -53,6 +54,19 @@ pub struct WaitSpec {
     pub delay: Option<Dur>,
     #[serde(default)]
     pub timeout: Option<Dur>,
+}
+
+/// `{op: kill-one, select: [w-1], duration: 500ms}`: an operation run here with its selection and/or duration
+/// replaced (what `repro chaos shrink` writes to pin a schedule).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct OpCall {
+    #[serde(rename = "op")]
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub select: Option<Select>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration: Option<Dur>,
 }
 
 /// `random: {pick: K, from: [...]}`: K of the children, drawn from the seed, run one after another in the
@@ -173,6 +187,8 @@ pub enum FlowKind {
     },
     Random(RandomSpec),
     Schedule(ScheduleSpec),
+    /// An operation with its selection or duration replaced.
+    Op(OpCall),
     Repeat {
         mode: RepeatMode,
         body: Box<FlowNode>,
@@ -180,7 +196,7 @@ pub enum FlowKind {
 }
 
 const FLOW_EXPECTED: &str =
-    "an operation or workload name, or a map with one of serial, parallel, wait, delay, repeat, random, schedule";
+    "an operation or workload name, or a map with one of serial, parallel, wait, delay, repeat, random, schedule, op";
 
 impl<'de> Deserialize<'de> for FlowNode {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -209,8 +225,27 @@ impl<'de> Deserialize<'de> for FlowKind {
                 let mut repeat_times: Option<u32> = None;
                 let mut is_repeat = false;
                 let mut jitter: Option<Dur> = None;
+                let mut call: Option<OpCall> = None;
+                let mut call_select: Option<Select> = None;
+                let mut call_duration: Option<Dur> = None;
                 while let Some(key) = map.next_key::<String>()? {
                     let node = match key.as_str() {
+                        "op" => {
+                            let name: String = map.next_value()?;
+                            if name.trim().is_empty() {
+                                return Err(de::Error::custom("op: expected an operation name, got an empty name"));
+                            }
+                            call = Some(OpCall { name, select: None, duration: None });
+                            continue;
+                        }
+                        "select" => {
+                            call_select = Some(map.next_value()?);
+                            continue;
+                        }
+                        "duration" => {
+                            call_duration = Some(map.next_value()?);
+                            continue;
+                        }
                         "serial" => FlowKind::Serial(map.next_value()?),
                         "parallel" => FlowKind::Parallel(map.next_value()?),
                         "wait" => FlowKind::Wait(map.next_value()?),
@@ -251,6 +286,21 @@ impl<'de> Deserialize<'de> for FlowKind {
                         ));
                     }
                     body = Some(node);
+                }
+                if let Some(mut c) = call {
+                    if body.is_some() || is_repeat || jitter.is_some() {
+                        return Err(de::Error::custom(
+                            "`op` stands alone in its map, with only `select` and `duration`: {op: kill-one, select: [w-1]}",
+                        ));
+                    }
+                    c.select = call_select;
+                    c.duration = call_duration;
+                    return Ok(FlowKind::Op(c));
+                }
+                if call_select.is_some() || call_duration.is_some() {
+                    return Err(de::Error::custom(
+                        "`select` and `duration` in a flow go with `op`: {op: kill-one, select: [w-1], duration: 1s}",
+                    ));
                 }
                 let mut body = body.ok_or_else(|| de::Error::custom(format!("expected {FLOW_EXPECTED}")))?;
                 if let Some(j) = jitter {
@@ -382,6 +432,7 @@ impl Serialize for FlowNode {
                 m.serialize_entry("schedule", sc)?;
                 m.end()
             }
+            FlowKind::Op(c) => c.serialize(s),
             FlowKind::Repeat { mode, body } => {
                 let mut m = s.serialize_map(Some(2))?;
                 match mode {

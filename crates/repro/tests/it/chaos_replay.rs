@@ -130,3 +130,73 @@ fn replay_refuses_what_is_not_a_finished_run() {
     assert_code(&r, 2);
     assert!(stderr(&r).contains("did not finish (INCOMPLETE)"), "{}", stderr(&r));
 }
+
+/// Five faults, one per instance; only the kill of w-3 fails the check that w-3 finished.
+fn planted(dir: &Path) -> PathBuf {
+    write(
+        dir,
+        "planted.yaml",
+        &format!(
+            "{}workloads:\n  - name: w\n    kind: shell\n    instances: 5\n    run: sleep 1.2; echo done > out\n    checks:\n      - {{name: finished, kind: shell, run: test -s out}}\noperations:\n  - {{name: freeze-w0, uses: freeze, target: w, select: [w-0], duration: 200ms}}\n  - {{name: freeze-w1, uses: freeze, target: w, select: [w-1], duration: 200ms}}\n  - {{name: freeze-w2, uses: freeze, target: w, select: [w-2], duration: 200ms}}\n  - {{name: kill-w3, uses: kill, target: w, select: [w-3]}}\n  - {{name: freeze-w4, uses: freeze, target: w, select: [w-4], duration: 200ms}}\nflow:\n  parallel:\n    - w\n    - serial:\n        - wait: {{workload: w, condition: started}}\n        - freeze-w0\n        - freeze-w1\n        - freeze-w2\n        - kill-w3\n        - freeze-w4\n",
+            header("planted")
+        ),
+    )
+}
+
+#[test]
+fn shrink_cuts_a_planted_five_fault_schedule_to_the_one_that_matters() {
+    let wd = Workdir::new();
+    let exp = planted(wd.path());
+    let o = chaos_run(&wd, &exp, &["--seed", "1"]);
+    assert_code(&o, 1);
+    assert!(stdout(&o).contains("FAIL  w-3/finished"), "{}", stdout(&o));
+    let run = run_dir(&o);
+    let mut c = repro();
+    c.current_dir(wd.path()).args(["chaos", "shrink"]).arg(&run).args(["--runs", "2", "-q"]).timeout(HANG_GUARD);
+    let s = c.output().unwrap();
+    assert_code(&s, 0);
+    let out = stdout(&s);
+    assert!(
+        out.contains(
+            "shrunk 5 operations to 1 that still fail w-3/finished: #4 kill-w3 at flow.parallel[1].serial[4] on [w-3]"
+        ),
+        "{out}"
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    let shrunk_exp = PathBuf::from(
+        lines.iter().find(|l| l.starts_with("  experiment ")).unwrap().trim_start_matches("  experiment "),
+    );
+    let last = PathBuf::from(lines.last().unwrap().trim());
+    // The shrunk experiment is a valid experiment holding one operation call, and its run failed the check.
+    let text = std::fs::read_to_string(&shrunk_exp).unwrap();
+    assert!(text.contains("id: planted-shrunk"), "{text}");
+    assert_eq!(text.matches("op: ").count(), 1, "{text}");
+    let v = repro().current_dir(wd.path()).args(["chaos", "validate"]).arg(&shrunk_exp).output().unwrap();
+    assert_code(&v, 0);
+    let verdict: Value = serde_json::from_str(&std::fs::read_to_string(last.join("verdict.json")).unwrap()).unwrap();
+    let failed: Vec<&str> = verdict["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["outcome"] == "fail")
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["w-3/finished"], "only the one check fails in the shrunk run");
+    // Running the shrunk file again fails the same way (the schedule is pinned: no seed needed).
+    let again = chaos_run(&wd, &shrunk_exp, &[]);
+    assert_code(&again, 1);
+    assert!(stdout(&again).contains("FAIL  w-3/finished"), "{}", stdout(&again));
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("shrink/summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["kept"], serde_json::json!([3]));
+    assert!(summary["candidates"].as_array().unwrap().len() <= 12, "{summary}");
+
+    // What cannot be shrunk says why, exit 2.
+    let ok = chaos_run(&wd, &seeded_experiment(&wd.path().join("s2")), &["--seed", "999"]);
+    let ok_run = run_dir(&ok);
+    let mut c = repro();
+    c.args(["chaos", "shrink"]).arg(&ok_run).args(["--check", "nope/none", "-q"]).timeout(HANG_GUARD);
+    let r = c.output().unwrap();
+    assert_code(&r, 2);
+    assert!(stderr(&r).contains("cannot shrink this run: check nope/none did not fail in this run"), "{}", stderr(&r));
+}
