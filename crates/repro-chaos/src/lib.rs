@@ -50,6 +50,7 @@ pub mod runner;
 pub mod schedule;
 pub mod shrink;
 pub mod signals;
+pub mod steady;
 pub mod targets;
 pub mod timeline;
 pub mod undo;

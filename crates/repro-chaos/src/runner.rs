@@ -368,6 +368,35 @@ fn write_manifest(
     write_json_atomic(&ctx.run_dir.join("manifest.json"), &manifest)
 }
 
+/// Runs the steady-state probes of one phase into `out`; false if one was out of tolerance before the flow (the
+/// run is then ERROR: a harness error says which probe and why).
+fn probe_steady_state(ctx: &Ctx, phase: &str, out: &mut Vec<crate::steady::Probed>) -> bool {
+    let env = ctx.hook_env(&[("CHAOS_STEADY_STATE_PHASE", phase.to_string())]);
+    let mut steady = true;
+    for p in &ctx.exp.steady_state {
+        if ctx.flow.is_cancelled() {
+            break;
+        }
+        let r = crate::steady::run_probe(p, phase, &env, &ctx.run_dir, Some(&ctx.flow.cancel));
+        ctx.emit(Event::SteadyStateProbed {
+            phase: phase.to_string(),
+            probe: p.name.value.clone(),
+            ok: r.result.passed,
+            detail: r.result.details.first().cloned(),
+        });
+        if !r.result.passed && phase == "before" && steady {
+            steady = false;
+            ctx.harness_error(&format!(
+                "the system was not in steady state before the experiment: {}: {}",
+                r.result.id,
+                r.result.details.first().map_or("out of tolerance", String::as_str)
+            ));
+        }
+        out.push(r);
+    }
+    steady
+}
+
 /// Copies the files the experiment and the adapter use into `RUN/inputs/` (see [`crate::inputs`]).
 fn copy_run_inputs(
     exp: &LoadedExperiment,
@@ -433,13 +462,22 @@ fn drive(ctx: &Arc<Ctx>, docker: Option<&docker::Engine>, docker_error: Option<S
     }
     let started_targets = start_targets(ctx);
     let observers = if ctx.flow.is_cancelled() { None } else { Some(observers::start(ctx)) };
-    if !ctx.flow.is_cancelled() {
+    let mut steady = Vec::new();
+    let steady_before = ctx.flow.is_cancelled() || probe_steady_state(ctx, "before", &mut steady);
+    if !ctx.flow.is_cancelled() && steady_before {
         if let Some(flow) = &ctx.exp.flow {
             ctx.flow.run(&**ctx, flow, ctx.exp.timeout.0);
         }
     }
     ctx.undo_all();
     ctx.stop_remaining_instances();
+    if steady_before && !ctx.flow.is_cancelled() {
+        probe_steady_state(ctx, "after", &mut steady);
+    }
+    if !ctx.exp.steady_state.is_empty() {
+        let v = serde_json::to_value(&steady).map_err(|err| ChaosError::Harness(err.to_string()))?;
+        write_json_atomic(&run_dir.join(crate::steady::STEADY_FILE), &v)?;
+    }
     if let Some(o) = observers {
         observers::stop(ctx, o);
     }

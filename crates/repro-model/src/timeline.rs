@@ -63,6 +63,15 @@ pub enum Event {
     /// A seeded draw of the flow: a jittered delay (`delay_ms`), the children a `random` node picked
     /// (`picked`, indices into its `from`), or one step of a `schedule` (`step`, its `pause_ms` and `choice`).
     /// Each is a function of the run's seed and the node's path only.
+    /// A probe of the steady-state hypothesis, `before` the flow or `after` it.
+    #[serde(rename = "steady-state.probed")]
+    SteadyStateProbed {
+        phase: String,
+        probe: String,
+        ok: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<String>,
+    },
     #[serde(rename = "flow.drawn")]
     FlowDrawn { node: String, draw: serde_json::Value },
     /// A wait began: for a workload's `condition`, or for an adapter `signal` seen by a `watcher`.

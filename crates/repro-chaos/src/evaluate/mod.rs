@@ -309,6 +309,15 @@ fn read_recorded(path: &Path) -> Result<Vec<CheckResult>> {
     serde_json::from_str(&text).map_err(|e| ChaosError::io(path, e.into()))
 }
 
+fn read_steady(path: &Path) -> Result<Vec<crate::steady::Probed>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        Err(e) => return Err(ChaosError::io(path, e)),
+    };
+    serde_json::from_str(&text).map_err(|e| ChaosError::io(path, e.into()))
+}
+
 pub(crate) fn tail(text: &str, n: usize) -> Vec<String> {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     let start = lines.len().saturating_sub(n);
@@ -348,6 +357,12 @@ pub fn evaluate(data: &RunData, in_progress: bool) -> Evaluation {
             return finish(Verdict::Error, format!("the run's records are damaged: {e}"), vec![]);
         }
     };
+    let steady: Vec<crate::steady::Probed> = match read_steady(&run_dir.join(crate::steady::STEADY_FILE)) {
+        Ok(s) => s,
+        Err(e) => return finish(Verdict::Error, format!("the run's records are damaged: {e}"), vec![]),
+    };
+    // Before the flow: context (a failure there made the run ERROR); after it: checks like any other.
+    checks.extend(steady.iter().filter(|p| p.phase == "before" && !p.result.passed).map(|p| p.result.clone()));
     if !in_progress && run_dir.join(INCOMPLETE_MARKER).exists() {
         let why = std::fs::read_to_string(run_dir.join(crate::runner::INTERRUPTED_MARKER))
             .map(|t| format!(" ({})", t.trim()))
@@ -388,6 +403,7 @@ pub fn evaluate(data: &RunData, in_progress: bool) -> Evaluation {
             details,
         ));
     }
+    results.extend(steady.iter().filter(|p| p.phase == "after").map(|p| p.result.clone()));
     results.extend(adapter_checks);
     apply_expectations(&mut results, &data.experiment.expectations);
     let (verdict, reason) = verdict_of(&results);

@@ -107,6 +107,24 @@ pub fn validate_experiment_with(path: &Path, e: &Experiment, limits: &Limits) ->
             }
         }
     }
+    let mut probe_names = BTreeSet::new();
+    for (i, p) in e.steady_state.iter().enumerate() {
+        let f = format!("steady-state[{i}]");
+        if !valid_name(&p.name) || !probe_names.insert(p.name.value.clone()) {
+            return invalid(
+                path,
+                p.name.line,
+                p.name.column,
+                format!("{f}.name"),
+                format!("expected a unique probe name, got {:?}", p.name.value),
+            );
+        }
+        if let Some(t) = &p.tolerance {
+            if let Err(msg) = crate::steady::check_tolerance(&t.value) {
+                return invalid(path, t.line, t.column, format!("{f}.tolerance"), msg);
+            }
+        }
+    }
     let workloads: Vec<&str> = e.workloads.iter().map(|w| w.name.value.as_str()).collect();
     let leaves: Vec<&str> = names.iter().map(String::as_str).collect();
     if let Some(flow) = &e.flow {
@@ -196,7 +214,9 @@ pub fn validate_experiment_with(path: &Path, e: &Experiment, limits: &Limits) ->
 /// What the experiment multiplies out to: instances in total, check runs, flow steps and parallel branches.
 fn check_sizes(path: &Path, e: &Experiment, limits: &Limits) -> Result<()> {
     let mut total: u64 = 0;
-    let mut check_runs: u64 = (e.checks.len() as u64).saturating_add(e.preflight.len() as u64);
+    let mut check_runs: u64 = (e.checks.len() as u64)
+        .saturating_add(e.preflight.len() as u64)
+        .saturating_add((e.steady_state.len() as u64).saturating_mul(2));
     for (i, w) in e.workloads.iter().enumerate() {
         let n = u64::from(w.instances);
         if n > limits.instances {

@@ -65,6 +65,39 @@ pub struct Experiment {
     /// directory alone can run it again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<At<String>>,
+    /// The steady-state hypothesis: probes checked before the flow (a failure there is ERROR: the system was
+    /// not steady to begin with) and after it (a failure there fails the run like a check).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steady_state: Vec<Probe>,
+}
+
+/// One probe of the steady-state hypothesis: a script, and what its result must be.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Probe {
+    pub name: At<String>,
+    #[serde(default)]
+    pub description: String,
+    /// A bash script; cwd = the run directory.
+    pub run: String,
+    #[serde(default)]
+    pub timeout: Option<Dur>,
+    /// Without one, exit 0 is within tolerance; with one, exit 0 and the trimmed output must match it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance: Option<At<Tolerance>>,
+}
+
+/// What a probe's output must be: a number within `range: [lo, hi]`, exactly `equals`, or matching `regex`
+/// (exactly one of them).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Tolerance {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<[f64; 2]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equals: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]

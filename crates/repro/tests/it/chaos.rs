@@ -844,6 +844,79 @@ fn timeouts_workload_and_experiment() {
     assert!(stderr(&o).contains("not a run directory (no experiment.yaml)"), "{}", stderr(&o));
 }
 
+#[test]
+fn the_steady_state_hypothesis_is_probed_before_and_after_the_flow() {
+    let wd = Workdir::new();
+    let level = "    run: cat \"$CHAOS_SCRATCH_DIR/level\" 2>/dev/null || echo 5\n    tolerance: {range: [0, 10]}\n";
+    // Not steady before: ERROR, and the flow does not run.
+    let exp = write(
+        wd.path(),
+        "unsteady.yaml",
+        &format!(
+            "{}steady-state:\n  - name: up\n    run: echo starting; exit 3\nworkloads:\n  - {{name: w, kind: shell, run: 'true'}}\nflow: w\n",
+            header("unsteady")
+        ),
+    );
+    let o = chaos_run(&wd, &exp, &[]);
+    assert_code(&o, 2);
+    let out = stdout(&o);
+    assert!(out.contains("ERROR\n  the system was not in steady state before the experiment: steady-state/up: before: the probe did not succeed: exit code 3"), "{out}");
+    let tl = timeline(&run_dir(&o));
+    assert!(events(&tl, "instance.created").is_empty(), "the flow did not run");
+    assert_eq!(events(&tl, "steady-state.probed").len(), 1);
+
+    // Steady before, not after: the run FAILs on the probe, with what it measured.
+    let exp = write(
+        wd.path(),
+        "drifts.yaml",
+        &format!(
+            "{}steady-state:\n  - name: level\n{level}workloads:\n  - {{name: w, kind: shell, run: 'echo 50 > \"$CHAOS_SCRATCH_DIR/level\"'}}\nflow: w\n",
+            header("drifts")
+        ),
+    );
+    let o = chaos_run(&wd, &exp, &[]);
+    assert_code(&o, 1);
+    let out = stdout(&o);
+    assert!(out.contains("FAIL  steady-state/level") && out.contains("after: 50 is outside [0, 10]"), "{out}");
+    let dir = run_dir(&o);
+    let probed = events(&timeline(&dir), "steady-state.probed")
+        .iter()
+        .map(|e| (e["phase"].clone(), e["ok"].clone()))
+        .collect::<Vec<_>>();
+    assert_eq!(probed, [(Value::from("before"), Value::from(true)), (Value::from("after"), Value::from(false))]);
+    let rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("system/steady-state.json")).unwrap()).unwrap();
+    assert_eq!(rec.as_array().unwrap().len(), 2);
+    // Offline evaluation gives the same verdict from the record.
+    let e = repro().args(["chaos", "evaluate"]).arg(&dir).output().unwrap();
+    assert_code(&e, 1);
+
+    // Steady throughout: PASS. A bad tolerance is a located error.
+    let exp = write(
+        wd.path(),
+        "steady.yaml",
+        &format!(
+            "{}steady-state:\n  - name: level\n{level}workloads:\n  - {{name: w, kind: shell, run: 'true'}}\nflow: w\n",
+            header("steady")
+        ),
+    );
+    assert_code(&chaos_run(&wd, &exp, &[]), 0);
+    let bad = write(
+        wd.path(),
+        "bad.yaml",
+        &format!("{}steady-state:\n  - name: level\n    run: echo 1\n    tolerance: {{range: [5, 1]}}\nworkloads:\n  - {{name: w, kind: shell, run: 'true'}}\nflow: w\n", header("bad")),
+    );
+    let v = repro().args(["chaos", "validate"]).arg(&bad).output().unwrap();
+    assert_code(&v, 2);
+    assert!(
+        stderr(&v).contains(
+            "bad.yaml:10:16: steady-state[0].tolerance: range: expected [lo, hi] with finite lo <= hi, got [5, 1]"
+        ),
+        "{}",
+        stderr(&v)
+    );
+}
+
 #[path = "chaos_report.rs"]
 mod report;
 
