@@ -45,6 +45,7 @@ pub mod ops;
 pub mod proc;
 pub mod process_driver;
 pub mod prom;
+pub mod reaper;
 pub mod replay;
 pub mod runner;
 pub mod schedule;

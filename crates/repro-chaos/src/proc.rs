@@ -103,6 +103,7 @@ pub fn run_hook(
     let mut cmd = shell(&wrapped, env, cwd);
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     let mut child = cmd.spawn()?;
+    crate::reaper::register_group(child.id() as i32);
     let pid = child.id() as i32;
     let Some(mut out) = child.stdout.take() else {
         kill_group(pid, Signal::SIGKILL);
@@ -225,7 +226,9 @@ pub fn spawn_logged(mut cmd: Command, log: &Path) -> std::io::Result<Child> {
     let f = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
     let f2 = f.try_clone()?;
     cmd.stdin(Stdio::null()).stdout(f).stderr(f2);
-    cmd.spawn()
+    let child = cmd.spawn()?;
+    crate::reaper::register_group(child.id() as i32);
+    Ok(child)
 }
 
 #[cfg(test)]

@@ -72,6 +72,8 @@ pub struct ReplayOptions {
     pub state_dir: Option<PathBuf>,
     pub echo: bool,
     pub limits: Limits,
+    /// This program, for each run's reaper (see [`crate::reaper`]).
+    pub reaper: Option<PathBuf>,
 }
 
 /// One check whose outcome differed.
@@ -170,6 +172,7 @@ pub fn replay(dir: &Path, opts: &ReplayOptions, mut each: impl FnMut(u32, &Repla
         experiment_dir: Some(inputs.join("experiment")),
         adapter_dir: Some(inputs.join("adapter")),
         replay_of: Some(orig.dir.clone()),
+        reaper: opts.reaper.clone(),
     };
     let mut report = ReplayReport {
         original: orig.dir.clone(),

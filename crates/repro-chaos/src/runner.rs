@@ -47,6 +47,8 @@ pub struct RunOptions {
     pub adapter_dir: Option<PathBuf>,
     /// The run directory this run replays (recorded in the manifest).
     pub replay_of: Option<PathBuf>,
+    /// This program, to start `<exe> __chaos-reap` beside the run (see [`crate::reaper`]); None: no reaper.
+    pub reaper: Option<PathBuf>,
 }
 
 pub struct RunOutcome {
@@ -204,6 +206,14 @@ pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -
         }
     }
     let tl = Timeline::create(&run_dir, opts.echo)?;
+    let is_docker = adapter.adapter.driver == crate::model::Driver::Docker;
+    let reaper = match &opts.reaper {
+        Some(exe) => Some(
+            crate::reaper::Reaper::start(exe, &run_dir, &id, &scratch, is_docker)
+                .map_err(|err| ChaosError::Harness(format!("starting the reaper {}: {err}", exe.display())))?,
+        ),
+        None => None,
+    };
     let (docker, docker_error) = if adapter.adapter.driver == crate::model::Driver::Docker {
         match docker::Engine::connect() {
             Ok(e) => (Some(e), None),
@@ -299,6 +309,9 @@ pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -
     *finished = true;
     drop(finished);
     drop(guard);
+    if let Some(r) = reaper {
+        r.finish();
+    }
     Ok(RunOutcome { run_dir, evaluation, interrupted })
 }
 

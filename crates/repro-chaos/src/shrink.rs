@@ -207,11 +207,21 @@ pub struct ShrinkOptions {
     pub max_candidates: u32,
     pub echo: bool,
     pub limits: Limits,
+    /// This program, for each run's reaper (see [`crate::reaper`]).
+    pub reaper: Option<PathBuf>,
 }
 
 impl Default for ShrinkOptions {
     fn default() -> Self {
-        ShrinkOptions { runs: 3, check: None, output: None, max_candidates: 64, echo: false, limits: Limits::default() }
+        ShrinkOptions {
+            runs: 3,
+            check: None,
+            output: None,
+            max_candidates: 64,
+            echo: false,
+            limits: Limits::default(),
+            reaper: None,
+        }
     }
 }
 
@@ -311,6 +321,7 @@ impl Runner<'_> {
             experiment_dir: Some(inputs.join("experiment")),
             adapter_dir: Some(inputs.join("adapter")),
             replay_of: Some(self.orig.dir.clone()),
+            reaper: self.opts.reaper.clone(),
         };
         let mut failed = 0;
         let mut made = 0;

@@ -288,7 +288,9 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
             let limits = common.limits.limits();
             let exp = api::resolve_experiment_with(&experiment, &common.dir(), &limits).map_err(err)?;
             let ad = api::resolve_adapter_with(adapter.as_deref(), &exp, &limits).map_err(err)?;
-            let opts = RunOptions { seed, state_dir, echo: !quiet && !common.json, limits, ..Default::default() };
+            let reaper = std::env::current_exe().ok();
+            let opts =
+                RunOptions { seed, state_dir, echo: !quiet && !common.json, limits, reaper, ..Default::default() };
             let out = runner::run(&exp, &ad, &opts).map_err(err)?;
             junit.write(|| repro_ci::report::chaos(&out.evaluation))?;
             // The run directory is complete (the evaluation is its source of truth); the page is a view of it,
@@ -318,6 +320,7 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
                 state_dir,
                 echo: !quiet && !common.json,
                 limits: common.limits.limits(),
+                reaper: std::env::current_exe().ok(),
             };
             let json = common.json;
             let rep = repro_chaos::replay::replay(&run, &opts, |i, r| {
@@ -341,6 +344,7 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
                 max_candidates,
                 echo: !quiet && !common.json,
                 limits: common.limits.limits(),
+                reaper: std::env::current_exe().ok(),
             };
             let json = common.json;
             let mut n = 0;

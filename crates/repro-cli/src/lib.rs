@@ -157,6 +157,10 @@ fn sandbox_process(args: &[std::ffi::OsString]) -> Option<i32> {
             let rest: Vec<String> = args[2..].iter().map(|a| a.to_str().map(String::from)).collect::<Option<_>>()?;
             Some(repro_sandbox::reaper::main(&repro_sandbox::reaper::ReapJob::from_args(&rest)))
         }
+        "__chaos-reap" => {
+            let rest: Vec<String> = args[2..].iter().map(|a| a.to_str().map(String::from)).collect::<Option<_>>()?;
+            Some(repro_chaos::reaper::main(&repro_chaos::reaper::ReapArgs::parse(&rest)))
+        }
         _ => None,
     }
 }

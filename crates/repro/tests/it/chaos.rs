@@ -348,8 +348,13 @@ fn sigint_runs_the_undo_and_ends_with_130_and_an_interrupted_run() {
 }
 
 #[test]
-fn a_killed_harness_leaves_an_incomplete_run_without_a_verdict() {
+fn a_killed_harness_leaves_an_incomplete_run_without_a_verdict_and_its_reaper_stops_everything() {
     let wd = Workdir::new();
+    let adapter = write(
+        wd.path(),
+        "adapter.yaml",
+        "apiVersion: repro.dev/chaos/v1\nkind: adapter\nname: sleeper\ndriver: process\ntargets:\n  - name: server\n    start: exec sleep 300\n",
+    );
     let exp = write(
         wd.path(),
         "long.yaml",
@@ -359,6 +364,8 @@ fn a_killed_harness_leaves_an_incomplete_run_without_a_verdict() {
         .current_dir(wd.path())
         .args(["chaos", "run"])
         .arg(&exp)
+        .arg("--adapter")
+        .arg(&adapter)
         .arg("--state-dir")
         .arg(wd.path().join("state"))
         .arg("-q")
@@ -380,13 +387,33 @@ fn a_killed_harness_leaves_an_incomplete_run_without_a_verdict() {
     };
     child.kill().unwrap();
     child.wait().unwrap();
-    // The instance's own process group survives the harness; clean it up.
+    // The reaper kills the instance's and the target's process groups and removes the scratch directory.
     let tl = timeline(&dir);
-    let pid = events(&tl, "instance.created")[0]["pid"].as_i64().unwrap();
-    let _ = Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status();
+    let inst = events(&tl, "instance.created")[0]["pid"].as_i64().unwrap();
+    let target = events(&tl, "target.started")[0]["pid"].as_i64().unwrap();
+    let until = |d: Duration, f: &dyn Fn() -> bool| {
+        let end = Instant::now() + d;
+        while Instant::now() < end {
+            if f() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        f()
+    };
+    let alive = |pid: i64| {
+        Path::new(&format!("/proc/{pid}")).exists()
+            && !std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default().contains(") Z ")
+    };
+    assert!(until(Duration::from_secs(10), &|| !alive(inst) && !alive(target)), "the reaper killed both groups");
+    assert!(until(Duration::from_secs(5), &|| dir.join("system/reaped.json").is_file()));
+    let reaped: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("system/reaped.json")).unwrap()).unwrap();
+    let killed: Vec<i64> = reaped["groups_killed"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
+    assert!(killed.contains(&inst) && killed.contains(&target), "{reaped}");
+    assert_eq!(reaped["scratch_removed"], true, "{reaped}");
     let scratch = std::env::temp_dir().join(format!("repro-chaos-{}", dir.file_name().unwrap().to_string_lossy()));
-    assert!(scratch.is_dir(), "the killed harness could not remove its scratch directory");
-    std::fs::remove_dir_all(&scratch).unwrap();
+    assert!(!scratch.exists());
     assert!(dir.join("INCOMPLETE").is_file());
     assert!(!dir.join("verdict.json").exists());
     let o = repro().args(["chaos", "evaluate", "--json"]).arg(&dir).output().unwrap();
@@ -395,6 +422,12 @@ fn a_killed_harness_leaves_an_incomplete_run_without_a_verdict() {
     assert_eq!(v["verdict"], "ERROR");
     assert!(v["reason"].as_str().unwrap().contains("incomplete"), "{v}");
     assert!(!dir.join("verdict.json").exists(), "evaluate never writes a verdict.json");
+
+    // A run that finishes leaves its reaper nothing to do: no reaped.json.
+    let o = chaos_run(&wd, &write(wd.path(), "quick.yaml", &simple("quick", "echo x > out", "")), &[]);
+    assert_code(&o, 0);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!run_dir(&o).join("system/reaped.json").exists());
 }
 
 #[test]
