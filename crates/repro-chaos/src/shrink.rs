@@ -60,6 +60,8 @@ struct Pin<'a> {
     schedule: &'a Schedule,
     rounds: &'a BTreeMap<String, u32>,
     slots: Vec<Slot>,
+    /// Nodes the pinned flow may still hold: a run directory from someone else cannot make it unbounded.
+    budget: u64,
 }
 
 impl Pin<'_> {
@@ -85,6 +87,10 @@ impl Pin<'_> {
     }
 
     fn pin(&mut self, n: &FlowNode, path: &str) -> FlowNode {
+        if self.budget == 0 {
+            return node(FlowKind::Serial(vec![]));
+        }
+        self.budget -= 1;
         match &n.kind {
             FlowKind::Leaf(name) if self.exp.operations.iter().any(|o| &o.name.value == name) => {
                 self.op_slot(name, path, None)
@@ -131,19 +137,22 @@ impl Pin<'_> {
                     RepeatMode::Times(t) => *t,
                     RepeatMode::For(_) => self.rounds.get(path).copied().unwrap_or(0),
                 };
+                let rounds = rounds.min(u32::try_from(self.budget).unwrap_or(u32::MAX));
                 node(FlowKind::Serial((0..rounds).map(|i| self.pin(body, &format!("{path}.repeat[{i}]"))).collect()))
             }
         }
     }
 }
 
-/// The run's flow with every draw, repeat and selection pinned, and its operation slots in pre-order.
+/// The run's flow with every draw, repeat and selection pinned, and its operation slots in pre-order; at most
+/// `max_nodes` nodes (a run directory from someone else cannot make it unbounded).
 pub fn pin_flow(
     exp: &Experiment,
     schedule: &Schedule,
     rounds: &BTreeMap<String, u32>,
+    max_nodes: u64,
 ) -> (Option<FlowNode>, Vec<Slot>) {
-    let mut p = Pin { exp, schedule, rounds, slots: vec![] };
+    let mut p = Pin { exp, schedule, rounds, slots: vec![], budget: max_nodes };
     let flow = exp.flow.as_ref().map(|f| p.pin(f, "flow"));
     (flow, p.slots)
 }
@@ -436,7 +445,8 @@ pub fn shrink(dir: &Path, opts: &ShrinkOptions, progress: &mut dyn FnMut(&Tried)
     })?;
     let timeline = crate::evaluate::RunData::read_with(&orig.dir, None, &opts.limits)?.timeline;
     let rounds = repeat_rounds(&timeline);
-    let (pinned, slots) = pin_flow(&orig.experiment.experiment, &schedule, &rounds);
+    let max_nodes = opts.limits.steps.saturating_mul(4);
+    let (pinned, slots) = pin_flow(&orig.experiment.experiment, &schedule, &rounds, max_nodes);
     let pinned = pinned.ok_or_else(|| ChaosError::CannotShrink {
         path: orig.dir.clone(),
         reason: "the experiment has no flow".into(),
@@ -598,7 +608,7 @@ mod tests {
     #[test]
     fn the_pinned_flow_does_what_the_run_did_and_candidates_keep_the_times() {
         let e = parse_experiment(Path::new("e.yaml"), EXP).unwrap();
-        let (flow, slots) = pin_flow(&e, &sched(), &BTreeMap::new());
+        let (flow, slots) = pin_flow(&e, &sched(), &BTreeMap::new(), 10_000);
         let flow = flow.unwrap();
         let names: Vec<(&str, Vec<String>)> =
             slots.iter().map(|s| (s.operation.as_str(), s.selected.clone())).collect();
@@ -636,6 +646,16 @@ mod tests {
         e2.flow = Some(c);
         let text = serde_saphyr::to_string(&e2).unwrap();
         parse_experiment(Path::new("c.yaml"), &text).unwrap();
+    }
+
+    #[test]
+    fn a_hostile_round_count_is_bounded() {
+        let y = EXP.replace("repeat: {times: 2, do: k}", "repeat: {for: 1s, do: k}");
+        let e = parse_experiment(Path::new("e.yaml"), &y).unwrap();
+        let rounds: BTreeMap<String, u32> = [("flow.parallel[1].serial[2]".to_string(), u32::MAX)].into();
+        let (flow, _) = pin_flow(&e, &sched(), &rounds, 1000);
+        let text = serde_json::to_string(&flow).unwrap();
+        assert!(text.len() < 100_000, "{}", text.len());
     }
 
     #[test]
