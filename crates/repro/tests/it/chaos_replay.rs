@@ -200,3 +200,56 @@ fn shrink_cuts_a_planted_five_fault_schedule_to_the_one_that_matters() {
     assert_code(&r, 2);
     assert!(stderr(&r).contains("cannot shrink this run: check nope/none did not fail in this run"), "{}", stderr(&r));
 }
+
+#[test]
+fn redis_nemesis_replays_its_schedule_and_a_lossy_redis_shrinks_to_the_outage() {
+    require_redis();
+    let wd = Workdir::new();
+    let o = chaos_run(&wd, &examples().join("redis-nemesis.yaml"), &["--seed", "4"]);
+    assert_code(&o, 0);
+    let run = run_dir(&o);
+    let sc: Value = serde_json::from_str(&std::fs::read_to_string(run.join("schedule.json")).unwrap()).unwrap();
+    let ops: Vec<&str> =
+        sc["operations"].as_array().unwrap().iter().map(|o| o["operation"].as_str().unwrap()).collect();
+    assert_eq!(ops.len(), 5, "{sc}");
+    let r = replay(&wd, &run, &["--runs", "3"]);
+    assert_code(&r, 0);
+    assert!(stdout(&r).contains("reproduced 3/3"), "{}", stdout(&r));
+
+    // Without persistence an outage loses the acknowledged writes; a freeze does not.
+    let adapter = std::fs::read_to_string(examples().join("adapters/process-redis.yaml"))
+        .unwrap()
+        .replace("--appendonly yes --appendfsync always", "--appendonly no");
+    let ad = write(wd.path(), "adapters/lossy-redis.yaml", &adapter);
+    // A seed whose schedule holds exactly one outage among its five faults.
+    let seed = (0..200u64)
+        .find(|s| {
+            let picks: Vec<usize> = (0..5)
+                .map(|k| {
+                    let path = format!("flow.serial[0].parallel[1].serial[2].schedule[{k}]");
+                    repro_chaos::flow::draw_schedule_step(*s, &path, Duration::from_millis(100), &[3, 1]).1
+                })
+                .collect();
+            picks.iter().filter(|c| **c == 1).count() == 1
+        })
+        .expect("a seed with one outage");
+    let o = chaos_run(
+        &wd,
+        &examples().join("redis-nemesis.yaml"),
+        &["--adapter", ad.to_str().unwrap(), "--seed", &seed.to_string()],
+    );
+    assert_code(&o, 1);
+    assert!(stdout(&o).contains("FAIL  verifier-0/no-acknowledged-write-lost"), "{}", stdout(&o));
+    let run = run_dir(&o);
+    let mut c = repro();
+    c.current_dir(wd.path())
+        .args(["chaos", "shrink"])
+        .arg(&run)
+        .args(["--runs", "2", "--check", "verifier-0/no-acknowledged-write-lost", "-q"])
+        .timeout(HANG_GUARD);
+    let s = c.output().unwrap();
+    assert_code(&s, 0);
+    let out = stdout(&s);
+    assert!(out.contains("shrunk 5 operations to 1 that still fail verifier-0/no-acknowledged-write-lost: #"), "{out}");
+    assert!(out.contains(" redis-down at flow.serial[0].parallel[1].serial[2].schedule["), "{out}");
+}
