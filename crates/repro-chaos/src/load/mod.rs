@@ -11,7 +11,7 @@ pub mod experiment;
 pub mod yaml;
 
 pub use adapter::validate_adapter;
-pub use experiment::{validate_experiment, validate_experiment_with};
+pub use experiment::{validate_against_adapter, validate_experiment, validate_experiment_with};
 pub use yaml::parse_yaml;
 
 /// The `apiVersion` every experiment and adapter file must carry.
