@@ -531,3 +531,107 @@ impl Ctx {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::path::Path;
+
+    const ADAPTER: &str = "apiVersion: repro.dev/chaos/v1\nkind: adapter\nname: a\ndriver: process\nports: [redis, web]\nenv:\n  REDIS_URL: redis://127.0.0.1:${CHAOS_PORT_REDIS}\ntargets:\n  - name: redis\n    proxy: [redis]\n    start: exec sleep 100\n  - name: exporter\n    start: exec sleep 100\n";
+
+    fn vars(ports: &[(&str, u16)]) -> BTreeMap<String, String> {
+        let mut env = BTreeMap::new();
+        for (p, n) in ports {
+            env.insert(port_var(p), n.to_string());
+            env.insert(listen_var(p), n.to_string());
+        }
+        env
+    }
+
+    #[test]
+    fn each_identity_sees_its_own_listener_and_the_owner_the_listen_port() {
+        let a = crate::load::parse_adapter(Path::new("a.yaml"), ADAPTER).unwrap();
+        let upstream = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let listen = upstream.local_addr().unwrap().port();
+        let mut raw = vars(&[("redis", listen), ("web", 4321)]);
+        let net = Network::start(&a, 7, &mut raw).unwrap();
+        let pp = &net.ports[0];
+        assert_eq!((pp.target.as_str(), pp.port.as_str(), pp.listen), ("redis", "redis", listen));
+        assert_eq!(pp.proxy.seed(), proxy_seed(7, "redis", "redis"));
+        assert_ne!(proxy_seed(7, "redis", "redis"), proxy_seed(7, "redis", "other"));
+        let harness = pp.proxy.listener(HARNESS).unwrap();
+        assert_eq!(raw["CHAOS_PORT_REDIS"], harness.to_string(), "the run's variables are the harness's view");
+        assert_eq!(raw["CHAOS_LISTEN_PORT_REDIS"], listen.to_string());
+        // A port that is not proxied: LISTEN = PORT, for everyone.
+        assert_eq!((raw["CHAOS_PORT_WEB"].as_str(), raw["CHAOS_LISTEN_PORT_WEB"].as_str()), ("4321", "4321"));
+        let port_of = |who| {
+            let v = crate::runner::with_adapter_env(&a, net.vars_for(&raw, who).unwrap());
+            assert_eq!(
+                v["REDIS_URL"],
+                format!("redis://127.0.0.1:{}", v["CHAOS_PORT_REDIS"]),
+                "adapter env per identity"
+            );
+            assert_eq!(v["CHAOS_LISTEN_PORT_REDIS"], listen.to_string());
+            assert_eq!(v["CHAOS_PORT_WEB"], "4321");
+            v["CHAOS_PORT_REDIS"].parse::<u16>().unwrap()
+        };
+        let w0 = port_of(Identity::Instance("writer-0"));
+        let w1 = port_of(Identity::Instance("writer-1"));
+        let exporter = port_of(Identity::Target("exporter"));
+        assert_eq!(port_of(Identity::Harness), harness);
+        assert_eq!(port_of(Identity::Target("redis")), listen, "the owner's hooks see the real server");
+        let all = [harness, w0, w1, exporter, listen];
+        let distinct: std::collections::BTreeSet<u16> = all.into_iter().collect();
+        assert_eq!(distinct.len(), 5, "{all:?}");
+        assert_eq!(port_of(Identity::Instance("writer-0")), w0, "the same listener on every call");
+        let listeners = pp.proxy.listeners();
+        assert_eq!(listeners["writer-0"], w0);
+        assert_eq!(listeners["exporter"], exporter, "another target's listener exists from the start");
+        // Real sockets: a byte sent on writer-1's listener arrives at the upstream, and the answer comes back.
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", w1)).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(b"x").unwrap();
+        upstream.set_nonblocking(false).unwrap();
+        let (mut s, _) = upstream.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut b = [0u8; 1];
+        s.read_exact(&mut b).unwrap();
+        s.write_all(b"y").unwrap();
+        c.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"y");
+        assert_eq!(pp.proxy.stats().clients["writer-1"].connections, 1);
+        let m = net.manifest();
+        assert_eq!(m["redis:redis"]["listen"], listen);
+        assert_eq!(m["redis:redis"]["listeners"]["writer-1"], w1);
+        pp.proxy.stop();
+    }
+
+    #[test]
+    fn effects_and_their_text() {
+        let n = NetworkSpec {
+            delay: Some(At::new(Dur::millis(100))),
+            jitter: Some(At::new(Dur::millis(20))),
+            correlation: Some(At::new(25.0)),
+            ..Default::default()
+        };
+        let e = effect_of(Fault::Latency, &n);
+        assert_eq!(
+            e,
+            Effect::Latency { delay: Duration::from_millis(100), jitter: Duration::from_millis(20), correlation: 0.25 }
+        );
+        assert_eq!(effect_text(Fault::Latency, &e), "latency 100ms±20ms (correlation 25%)");
+        let n = NetworkSpec { rate: Some(At::new(Rate(125_000))), ..Default::default() };
+        assert_eq!(effect_text(Fault::Bandwidth, &effect_of(Fault::Bandwidth, &n)), "bandwidth 1mbit (125000 bytes/s)");
+        assert_eq!(effect_of(Fault::Partition, &NetworkSpec::default()), Effect::Blackhole);
+        let s = ClientStats {
+            connections: 3,
+            upstream: DirStats { chunks: 10, held: 4, held_bytes: 40, ..Default::default() },
+            downstream: DirStats { chunks: 2, delayed: 2, ..Default::default() },
+            ..Default::default()
+        };
+        assert_eq!(stats_summary(&s), "3 connections, 12 chunks, 2 delayed, held 4 chunks (40 B)");
+        let d = stats_delta(&s, &ClientStats { connections: 1, ..Default::default() });
+        assert_eq!(d.connections, 2);
+    }
+}

@@ -49,9 +49,9 @@ pub fn parse_rate(text: &str) -> Result<Rate, String> {
 impl fmt::Display for Rate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        if b >= 1_000_000 && b.is_multiple_of(125_000) {
+        if b >= 125_000 && b.is_multiple_of(125_000) {
             write!(f, "{}mbit", b / 125_000)
-        } else if b >= 1000 && b.is_multiple_of(125) {
+        } else if b >= 125 && b.is_multiple_of(125) {
             write!(f, "{}kbit", b / 125)
         } else {
             write!(f, "{b}bps")
