@@ -345,7 +345,9 @@ fn write_manifest(
     let mut systems = serde_json::Map::new();
     for t in &adapter.adapter.targets {
         if let Some(v) = &t.version {
-            let out = proc::run_hook(v, &ctx.env, &ctx.run_dir, Duration::from_secs(10), None)
+            // A target hook: it sees its own proxied ports as their listen ports.
+            let env = ctx.targets.get(&t.name.value).map_or_else(|| ctx.env.clone(), |rt| ctx.target_env(rt));
+            let out = proc::run_hook(v, &env, &ctx.run_dir, Duration::from_secs(10), None)
                 .map(|o| o.output.trim().to_string())
                 .unwrap_or_else(|err| format!("unknown: {err}"));
             systems.insert(t.name.value.clone(), json!(out));
