@@ -158,6 +158,12 @@ pub fn resolve_adapter(arg: Option<&str>, exp: &LoadedExperiment) -> Result<Load
 
 /// [`resolve_adapter`], checked against `limits`.
 pub fn resolve_adapter_with(arg: Option<&str>, exp: &LoadedExperiment, limits: &Limits) -> Result<LoadedAdapter> {
+    let a = resolve_adapter_only(arg, exp, limits)?;
+    load::validate_against_adapter(&exp.path, &exp.experiment, &a.adapter)?;
+    Ok(a)
+}
+
+fn resolve_adapter_only(arg: Option<&str>, exp: &LoadedExperiment, limits: &Limits) -> Result<LoadedAdapter> {
     let name = arg.unwrap_or(&exp.experiment.default_adapter);
     let p = Path::new(name);
     if p.is_file() {

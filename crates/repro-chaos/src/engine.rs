@@ -26,6 +26,8 @@ pub enum UndoAction {
     Thaw { victims: Vec<Victim>, names: Vec<String> },
     /// An adapter operation's undo hook.
     Hook { script: String, env: BTreeMap<String, String> },
+    /// Remove a network fault's proxy rules.
+    NetRules(crate::network::NetUndo),
 }
 
 /// The state of one run, shared by the flow's branches, the waiters and the observers.
@@ -40,6 +42,10 @@ pub struct Ctx {
     pub driver: Box<dyn Driver>,
     /// The variables of every hook (see [`crate::runner::base_env`]).
     pub env: BTreeMap<String, String>,
+    /// The run's variables before the adapter's `env:` (to make each identity's view: [`Ctx::identity_env`]).
+    pub env_raw: BTreeMap<String, String>,
+    /// The proxies of the targets' proxied ports.
+    pub net: crate::network::Network,
     pub targets: BTreeMap<String, Arc<TargetRt>>,
     pub instances: Mutex<BTreeMap<String, Vec<Arc<InstanceRt>>>>,
     pub op_runs: Mutex<HashMap<String, u32>>,
@@ -76,6 +82,9 @@ pub struct CtxParts {
     pub clock: Box<dyn Clock>,
     pub driver: Box<dyn Driver>,
     pub env: BTreeMap<String, String>,
+    /// `env` before the adapter's `env:`.
+    pub env_raw: BTreeMap<String, String>,
+    pub net: crate::network::Network,
     pub limits: Limits,
 }
 
@@ -94,6 +103,8 @@ impl Ctx {
             flow: Interpreter::new(p.clock, &p.limits, p.seed),
             driver: p.driver,
             env: p.env,
+            env_raw: p.env_raw,
+            net: p.net,
             targets,
             instances: Mutex::new(BTreeMap::new()),
             op_runs: Mutex::new(HashMap::new()),

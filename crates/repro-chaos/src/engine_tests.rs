@@ -65,6 +65,8 @@ fn setup_full(body: &str, adapter: &str, limits: Limits) -> Run {
         clock: Box::new(FakeClock::default()),
         driver: Box::new(FakeDriver(Arc::clone(&fake))),
         env: BTreeMap::new(),
+        env_raw: BTreeMap::new(),
+        net: Default::default(),
         limits,
     });
     Run { _dir: dir, ctx, fake }

@@ -40,6 +40,7 @@ pub mod limits;
 pub mod load;
 pub mod model;
 pub mod netproxy;
+pub mod network;
 pub mod observers;
 pub mod ops;
 pub mod proc;

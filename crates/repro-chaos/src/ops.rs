@@ -44,6 +44,8 @@ impl Ctx {
         let target = op.target.as_ref().map(|t| t.value.clone());
         let (scope, candidates): (Scope, Vec<String>) = match &target {
             Some(t) if self.targets.contains_key(t) => (Scope::Target, vec![t.clone()]),
+            // A network fault on groups (network.between) names no target.
+            None if Fault::from_name(&op.uses).is_some_and(Fault::is_network) => (Scope::Target, vec![]),
             Some(t) => (Scope::Workload, self.instance_list(t).iter().map(|i| i.name.clone()).collect()),
             None => (Scope::Adapter, vec![]),
         };
@@ -66,6 +68,7 @@ impl Ctx {
             return Ok(());
         }
         let res = match Fault::from_name(&op.uses) {
+            Some(f) if f.is_network() => self.run_net_fault(op, f, run),
             Some(f) => self.run_fault(op, f, run, scope, &selected),
             None => self.run_adapter_op(op, run, target.as_deref(), scope, &selected),
         };
@@ -153,6 +156,7 @@ impl Ctx {
             api: if api { self.driver.api(how).map(str::to_string) } else { None },
             instances: Some(victims.iter().map(|v| v.name().to_string()).collect()),
             output: None,
+            rules: None,
         });
         Ok(())
     }
@@ -183,6 +187,7 @@ impl Ctx {
             run,
             ok: true,
             detail: detail.into(),
+            stats: None,
         }));
     }
 
@@ -297,6 +302,14 @@ impl Ctx {
                     self.reverted(op, run, "started again");
                 }
             }
+            Fault::Latency
+            | Fault::Loss
+            | Fault::Duplicate
+            | Fault::Reorder
+            | Fault::Corrupt
+            | Fault::Bandwidth
+            | Fault::Partition
+            | Fault::Reset => return self.run_net_fault(op, fault, run),
             Fault::Freeze => {
                 for v in victims {
                     if let Err(e) = self.driver.hit(v, Hit::Freeze) {
@@ -319,6 +332,7 @@ impl Ctx {
                     api: if containers { self.driver.api(Hit::Freeze).map(str::to_string) } else { None },
                     instances: Some(names.to_vec()),
                     output: None,
+                    rules: None,
                 });
                 if let Some(d) = op.duration {
                     self.hold_then_undo(d.0, &[undo_id])?;
@@ -409,6 +423,7 @@ impl Ctx {
                 api: None,
                 instances: None,
                 output: Some(o.output.trim().to_string()),
+                rules: None,
             }),
             Ok(o) => {
                 return self.fail(&format!(
@@ -431,6 +446,7 @@ impl Ctx {
 
     /// Runs an undo and records its outcome; `at_end` says whether the end-of-run sweep runs it.
     pub fn run_undo(&self, u: Undo<UndoAction>, at_end: bool) -> bool {
+        let mut stats = None;
         let (ok, detail) = match &u.action {
             UndoAction::StartTarget(name) => match self.targets.get(name) {
                 Some(t) if t.running() => (true, "already running".to_string()),
@@ -449,6 +465,11 @@ impl Ctx {
                 None => (false, format!("no target {name}")),
             },
             UndoAction::Thaw { victims, names } => self.driver.thaw(&self.dcx(), victims, names),
+            UndoAction::NetRules(n) => {
+                let (ok, detail, s) = self.undo_net_rules(&u.operation, n);
+                stats = Some(s);
+                (ok, detail)
+            }
             UndoAction::Hook { script, env } => {
                 match proc::run_hook(script, env, &self.run_dir, self.budget(Duration::from_secs(120)), None) {
                     Ok(o) if o.ok() => (true, o.output.trim().to_string()),
@@ -465,7 +486,7 @@ impl Ctx {
                 }
             }
         };
-        let outcome = UndoOutcome { operation: u.operation, uses: u.uses, run: u.run, ok, detail };
+        let outcome = UndoOutcome { operation: u.operation, uses: u.uses, run: u.run, ok, detail, stats };
         self.emit(if at_end { Event::OperationUndo(outcome) } else { Event::OperationReverted(outcome) });
         ok
     }

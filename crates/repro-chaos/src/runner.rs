@@ -108,8 +108,34 @@ fn free_port() -> std::io::Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
-/// The variables every hook, workload and check sees.
+/// The variables every hook, workload and check sees (for a proxied port, `CHAOS_PORT_<NAME>` is what the
+/// harness sees: see [`crate::network`]).
 pub fn base_env(
+    exp: &LoadedExperiment,
+    adapter: &LoadedAdapter,
+    run_id: &str,
+    run_dir: &Path,
+    seed: u64,
+    scratch: &Path,
+    dirs: (Option<&Path>, Option<&Path>),
+) -> std::io::Result<BTreeMap<String, String>> {
+    let vars = base_vars(exp, adapter, run_id, run_dir, seed, scratch, dirs)?;
+    Ok(with_adapter_env(&adapter.adapter, vars))
+}
+
+/// The adapter's `env:`, expanded against `vars` in order, added to them.
+pub fn with_adapter_env(adapter: &Adapter, mut vars: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    for (k, v) in &adapter.env {
+        let expanded = expand(v, &vars);
+        vars.insert(k.clone(), expanded);
+    }
+    vars
+}
+
+/// The run's variables before the adapter's `env:`: names, directories, seed, and the picked ports
+/// (`CHAOS_PORT_<NAME>`, and `CHAOS_LISTEN_PORT_<NAME>` the same port until [`crate::network::Network::start`]
+/// puts a proxy in front of it).
+pub fn base_vars(
     exp: &LoadedExperiment,
     adapter: &LoadedAdapter,
     run_id: &str,
@@ -138,11 +164,9 @@ pub fn base_env(
     env.insert("CHAOS_SEED".into(), seed.to_string());
     env.insert("CHAOS_SCRATCH_DIR".into(), scratch.display().to_string());
     for p in &adapter.adapter.ports {
-        env.insert(format!("CHAOS_PORT_{}", p.to_ascii_uppercase()), free_port()?.to_string());
-    }
-    for (k, v) in &adapter.adapter.env {
-        let expanded = expand(v, &env);
-        env.insert(k.clone(), expanded);
+        let port = free_port()?.to_string();
+        env.insert(crate::network::listen_var(p), port.clone());
+        env.insert(crate::network::port_var(p), port);
     }
     Ok(env)
 }
@@ -195,16 +219,19 @@ pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -
             .map_err(|err| ChaosError::io(&scratch, err))?;
     }
     let dirs = (opts.experiment_dir.as_deref(), opts.adapter_dir.as_deref());
-    let mut env = base_env(exp, adapter, &id, &run_dir, seed, &scratch, dirs)
+    let mut raw = base_vars(exp, adapter, &id, &run_dir, seed, &scratch, dirs)
         .map_err(|err| ChaosError::Harness(format!("picking ports: {err}")))?;
-    let inputs = copy_run_inputs(exp, adapter, &run_dir, &env)?;
     if adapter.adapter.driver == crate::model::Driver::Docker {
         // Workloads and checks reach a target's container by name (docker exec, docker logs).
         for t in &adapter.adapter.targets {
             let key = format!("CHAOS_CONTAINER_{}", t.name.value.to_ascii_uppercase().replace(['-', '.'], "_"));
-            env.insert(key, crate::targets::container_name(&id, &t.name.value));
+            raw.insert(key, crate::targets::container_name(&id, &t.name.value));
         }
     }
+    // The proxies start before the targets: an upstream is only an address until its server listens.
+    let net = crate::network::Network::start(&adapter.adapter, seed, &mut raw)?;
+    let env = with_adapter_env(&adapter.adapter, raw.clone());
+    let inputs = copy_run_inputs(exp, adapter, &run_dir, &env)?;
     let tl = Timeline::create(&run_dir, opts.echo)?;
     let is_docker = adapter.adapter.driver == crate::model::Driver::Docker;
     let reaper = match &opts.reaper {
@@ -241,6 +268,8 @@ pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -
         clock: Box::new(RealClock::default()),
         driver,
         env,
+        env_raw: raw,
+        net,
         limits: opts.limits,
     });
     let guard = SignalGuard::install(&ctx);
@@ -257,6 +286,10 @@ pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -
 
     if let Err(err) = drive(&ctx, docker.as_ref(), docker_error) {
         ctx.harness_error(&err.to_string());
+    }
+    // The targets are stopped: the proxies' records, then the proxies.
+    if let Err(err) = ctx.finish_network() {
+        ctx.harness_error(&format!("netproxy records: {err}"));
     }
     if let Err(err) = std::fs::remove_dir_all(&scratch) {
         ctx.emit(Event::HarnessWarning {
@@ -327,7 +360,9 @@ fn write_manifest(
     let mut systems = serde_json::Map::new();
     for t in &adapter.adapter.targets {
         if let Some(v) = &t.version {
-            let out = proc::run_hook(v, &ctx.env, &ctx.run_dir, Duration::from_secs(10), None)
+            // A target hook: it sees its own proxied ports as their listen ports.
+            let env = ctx.targets.get(&t.name.value).map_or_else(|| ctx.env.clone(), |rt| ctx.target_env(rt));
+            let out = proc::run_hook(v, &env, &ctx.run_dir, Duration::from_secs(10), None)
                 .map(|o| o.output.trim().to_string())
                 .unwrap_or_else(|err| format!("unknown: {err}"));
             systems.insert(t.name.value.clone(), json!(out));
@@ -366,7 +401,8 @@ fn write_manifest(
         "git_sha": git_sha(exp_dir),
         "seed": ctx.seed,
         "started": fsutil::rfc3339(ctx.tl.start_wall()),
-        "ports": ctx.env.iter().filter(|(k, _)| k.starts_with("CHAOS_PORT_")).map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        "ports": ctx.env.iter().filter(|(k, _)| k.starts_with("CHAOS_PORT_") || k.starts_with("CHAOS_LISTEN_PORT_")).map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        "netproxy": ctx.net.manifest(),
         "systems": systems,
         "inputs": inputs,
     });
@@ -534,10 +570,7 @@ pub fn start_targets(ctx: &Ctx) -> Vec<Arc<TargetRt>> {
             break;
         }
         if let Some(setup) = &t.spec.setup {
-            let env = ctx.hook_env(&[
-                ("CHAOS_TARGET", t.spec.name.value.clone()),
-                ("CHAOS_TARGET_DIR", ctx.target_dir(&t.spec.name).display().to_string()),
-            ]);
+            let env = ctx.target_env(t);
             match proc::run_hook(setup, &env, &ctx.run_dir, Duration::from_secs(120), Some(&ctx.flow.cancel)) {
                 Ok(o) if o.ok() => {
                     let log = ctx.run_dir.join("logs").join(format!("{}-setup.log", t.spec.name));

@@ -26,7 +26,15 @@ impl Ctx {
         if self.driver.has_containers() {
             extra.push(("CHAOS_CONTAINER", container_name(&self.run_id, &name)));
         }
-        self.hook_env(&extra)
+        // Its own proxied ports are the listen ports; another target's, its listener of that proxy.
+        let mut env = self.identity_env(crate::network::Identity::Target(&name)).unwrap_or_else(|e| {
+            self.harness_error(&format!("target {name}: {e}"));
+            self.env.clone()
+        });
+        for (k, v) in extra {
+            env.insert(k.to_string(), v);
+        }
+        env
     }
 
     /// Starts a target and waits until it is healthy. Err means the driver could not start it.

@@ -185,6 +185,9 @@ pub enum Event {
         instances: Option<Vec<String>>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         output: Option<String>,
+        /// A network fault: the proxy rules installed (`<target>:<port>/rule-<n>`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rules: Option<Vec<String>>,
     },
     /// An operation's effect was undone while the flow ran (its duration ended, or a restart).
     #[serde(rename = "operation.reverted")]
@@ -229,6 +232,10 @@ pub struct UndoOutcome {
     pub run: u32,
     pub ok: bool,
     pub detail: String,
+    /// A network fault: the proxy's counters of the affected clients when its rules were removed, per
+    /// `<target>:<port>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stats: Option<serde_json::Value>,
 }
 
 impl Event {
@@ -308,6 +315,7 @@ mod tests {
             run: 1,
             ok: true,
             detail: "d".into(),
+            stats: None,
         });
         assert_eq!(undo.name(), "operation.undo");
         assert_eq!(undo.fields().get("detail"), Some(&json!("d")));

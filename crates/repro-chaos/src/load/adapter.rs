@@ -160,15 +160,14 @@ pub fn validate_adapter(path: &Path, a: &Adapter) -> Result<()> {
                         );
                     }
                 }
-                let faults = t.faults.clone().unwrap_or_else(|| {
-                    vec![Fault::Kill, Fault::Restart, Fault::RestartInPlace, Fault::Freeze, Fault::Outage]
-                });
+                let faults = t.faults.clone().unwrap_or_else(|| Fault::PROCESS.to_vec());
                 if faults.contains(&Fault::Outage) && pod.owner.is_none() {
                     return invalid(path, l, c, format!("targets[{i}].pod.owner"), "the outage fault scales the owner to 0 and back: name it (deployment/<name>), or leave outage out of faults");
                 }
             }
         }
     }
+    validate_proxy(path, a, &port_names)?;
     let mut watchers: BTreeSet<&str> = a.observers.watchers.iter().map(|w| w.name.as_str()).collect();
     if a.driver == Driver::Docker {
         // The built-in watcher over the engine's events: lines are "<action> <target>".
@@ -203,6 +202,60 @@ pub fn validate_adapter(path: &Path, a: &Adapter) -> Result<()> {
                 format!("ports[{i}]"),
                 format!("expected a name of letters, digits and '_', got {p:?}"),
             );
+        }
+    }
+    Ok(())
+}
+
+/// `proxy:` of each target: adapter ports, each served by one target, published by a docker target, not on
+/// kubernetes (the proxy runs on the harness's host and fronts 127.0.0.1 ports).
+fn validate_proxy(path: &Path, a: &Adapter, port_names: &BTreeSet<&str>) -> Result<()> {
+    let mut owner: std::collections::BTreeMap<&str, &str> = std::collections::BTreeMap::new();
+    for (i, t) in a.targets.iter().enumerate() {
+        for (j, p) in t.proxy.iter().enumerate() {
+            let field = format!("targets[{i}].proxy[{j}]");
+            if a.driver == Driver::Kubernetes {
+                return invalid(
+                    path,
+                    p.line,
+                    p.column,
+                    field,
+                    "proxied ports are not supported on the kubernetes driver (the proxy fronts 127.0.0.1 ports of the harness's host)",
+                );
+            }
+            if !port_names.contains(p.value.as_str()) {
+                return invalid(
+                    path,
+                    p.line,
+                    p.column,
+                    field,
+                    format!(
+                        "expected one of the adapter's ports ({}), got {:?}",
+                        port_names.iter().copied().collect::<Vec<_>>().join(", "),
+                        p.value
+                    ),
+                );
+            }
+            if let Some(other) = owner.insert(p.value.as_str(), t.name.value.as_str()) {
+                return invalid(
+                    path,
+                    p.line,
+                    p.column,
+                    field,
+                    format!("port {} is already proxied for target {other}: a port is served by one target", p.value),
+                );
+            }
+            if let Some(ct) = &t.container {
+                if !ct.ports.contains_key(&p.value) {
+                    return invalid(
+                        path,
+                        p.line,
+                        p.column,
+                        field,
+                        format!("a docker target's proxied port must be published: add {} to container.ports", p.value),
+                    );
+                }
+            }
         }
     }
     Ok(())

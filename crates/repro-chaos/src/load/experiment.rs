@@ -86,7 +86,27 @@ pub fn validate_experiment_with(path: &Path, e: &Experiment, limits: &Limits) ->
                 format!("expected a name unique among workloads and operations, got {:?}", o.name.value),
             );
         }
-        if let Some(fault) = Fault::from_name(&o.uses) {
+        let fault = Fault::from_name(&o.uses);
+        if let Some(n) = &o.network {
+            if !fault.is_some_and(Fault::is_network) {
+                return invalid(
+                    path,
+                    n.line,
+                    n.column,
+                    format!("{f}.network"),
+                    format!(
+                        "`network` goes with the network faults ({}), not with {}",
+                        network_fault_names(),
+                        o.uses.value
+                    ),
+                );
+            }
+        }
+        if let Some(fault) = fault.filter(|f| f.is_network()) {
+            validate_network(path, &f, o, fault, e)?;
+            continue;
+        }
+        if let Some(fault) = fault {
             if o.target.is_none() {
                 return invalid(
                     path,
@@ -403,6 +423,263 @@ fn validate_flow(path: &Path, node: &FlowNode, leaves: &[&str], workloads: &[&st
             }
         }
         FlowKind::Repeat { body, .. } => validate_flow(path, body, leaves, workloads)?,
+    }
+    Ok(())
+}
+
+fn network_fault_names() -> String {
+    Fault::ALL.iter().filter(|f| f.is_network()).map(|f| f.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// Whether `name` is a workload or one of its instances (`<workload>-<i>`).
+pub(crate) fn names_workload_or_instance(e: &Experiment, name: &str) -> bool {
+    e.workloads.iter().any(|w| {
+        w.name.value == name
+            || name
+                .strip_prefix(w.name.value.as_str())
+                .and_then(|r| r.strip_prefix('-'))
+                .and_then(|i| i.parse::<u32>().ok())
+                .is_some_and(|i| i < w.instances && name == format!("{}-{i}", w.name.value))
+    })
+}
+
+/// The fields a network fault needs and allows (`network:`), its target and `select`.
+fn validate_network(path: &Path, f: &str, o: &Operation, fault: Fault, e: &Experiment) -> Result<()> {
+    let name = fault.name();
+    let default = NetworkSpec::default();
+    let n = o.network.as_ref().map_or(&default, |n| &n.value);
+    // Where a missing field is reported: the `network` map, else `uses`.
+    let (nl, nc) = o.network.as_ref().map_or((o.uses.line, o.uses.column), |n| (n.line, n.column));
+    if o.select != Select::One {
+        return invalid(
+            path,
+            o.uses.line,
+            o.uses.column,
+            format!("{f}.select"),
+            format!("{name} is a network fault: it has no `select` (name the clients it hits in network.clients)"),
+        );
+    }
+    let between = n.between.as_ref();
+    match (&o.target, between) {
+        (None, None) => {
+            let msg = if fault == Fault::Partition {
+                "a partition needs a `target` (an adapter target with proxied ports, cut off from network.clients) or network.between (two groups)".to_string()
+            } else {
+                format!("the network fault {name} needs a `target`: an adapter target with proxied ports (`proxy:` in the adapter)")
+            };
+            return invalid(path, o.uses.line, o.uses.column, format!("{f}.target"), msg);
+        }
+        (Some(t), _) if e.workloads.iter().any(|w| w.name.value == t.value) => {
+            return invalid(
+                path,
+                t.line,
+                t.column,
+                format!("{f}.target"),
+                format!("the target of the network fault {name} is an adapter target with proxied ports, not a workload: name the workload {} in network.clients", t.value),
+            );
+        }
+        (Some(t), Some(b)) => {
+            return invalid(
+                path,
+                b.line,
+                b.column,
+                format!("{f}.network.between"),
+                format!(
+                    "a partition takes either `target` ({}) with network.clients, or network.between: not both",
+                    t.value
+                ),
+            );
+        }
+        _ => {}
+    }
+    // Which of the optional fields this fault takes.
+    let takes = |field: &str| match field {
+        "delay" | "jitter" => fault == Fault::Latency,
+        "correlation" => matches!(fault, Fault::Latency | Fault::Loss | Fault::Reorder),
+        "percent" => matches!(fault, Fault::Loss | Fault::Duplicate | Fault::Reorder | Fault::Corrupt),
+        "rate" => fault == Fault::Bandwidth,
+        "direction" => fault != Fault::Reset && between.is_none(),
+        "clients" => between.is_none(),
+        "between" | "one-way" => fault == Fault::Partition,
+        _ => false,
+    };
+    let given: [(&str, Option<(u64, u64)>); 9] = [
+        ("delay", n.delay.as_ref().map(|v| (v.line, v.column))),
+        ("jitter", n.jitter.as_ref().map(|v| (v.line, v.column))),
+        ("correlation", n.correlation.as_ref().map(|v| (v.line, v.column))),
+        ("percent", n.percent.as_ref().map(|v| (v.line, v.column))),
+        ("rate", n.rate.as_ref().map(|v| (v.line, v.column))),
+        ("direction", n.direction.as_ref().map(|v| (v.line, v.column))),
+        ("clients", n.clients.as_ref().map(|v| v.first().map_or((nl, nc), |c| (c.line, c.column)))),
+        ("between", between.map(|v| (v.line, v.column))),
+        ("one-way", n.one_way.map(|_| (nl, nc))),
+    ];
+    for (field, at) in given {
+        if let Some((l, c)) = at {
+            if !takes(field) {
+                let why = match field {
+                    "direction" if fault == Fault::Reset => {
+                        "a reset aborts whole connections: it has no direction".to_string()
+                    }
+                    "direction" | "clients" => {
+                        "with network.between the groups say who is cut off from whom (one-way: true for one direction)"
+                            .to_string()
+                    }
+                    "one-way" => {
+                        "one-way goes with network.between (with target and clients, use direction)".to_string()
+                    }
+                    _ => format!("{name} does not take `{field}`"),
+                };
+                return invalid(path, l, c, format!("{f}.network.{field}"), why);
+            }
+        }
+    }
+    if n.one_way.is_some() && between.is_none() {
+        return invalid(
+            path,
+            nl,
+            nc,
+            format!("{f}.network.one-way"),
+            "one-way goes with network.between (with target and clients, use direction)",
+        );
+    }
+    let need = |field: &str, what: &str| {
+        invalid::<()>(path, nl, nc, format!("{f}.network.{field}"), format!("{name} needs network.{field}: {what}"))
+    };
+    match fault {
+        Fault::Latency => {
+            let Some(d) = &n.delay else { return need("delay", DURATION_EXPECTED) };
+            if d.value.0.is_zero() {
+                return invalid(path, d.line, d.column, format!("{f}.network.delay"), "expected a delay above 0");
+            }
+        }
+        Fault::Loss | Fault::Duplicate | Fault::Reorder | Fault::Corrupt if n.percent.is_none() => {
+            return need("percent", "a share of chunks from 0 to 100");
+        }
+        Fault::Bandwidth if n.rate.is_none() => return need("rate", RATE_EXPECTED),
+        _ => {}
+    }
+    for (field, v) in [("percent", &n.percent), ("correlation", &n.correlation)] {
+        if let Some(v) = v {
+            if !(0.0..=100.0).contains(&v.value) {
+                return invalid(
+                    path,
+                    v.line,
+                    v.column,
+                    format!("{f}.network.{field}"),
+                    format!("expected a {field} from 0 to 100, got {}", v.value),
+                );
+            }
+        }
+    }
+    for (j, c) in n.clients.iter().flatten().enumerate() {
+        if !valid_name(&c.value) {
+            return invalid(
+                path,
+                c.line,
+                c.column,
+                format!("{f}.network.clients[{j}]"),
+                format!("expected a workload, instance or target name, got {:?}", c.value),
+            );
+        }
+    }
+    if let Some(b) = between {
+        if b.value.len() != 2 || b.value.iter().any(Vec::is_empty) {
+            return invalid(
+                path,
+                b.line,
+                b.column,
+                format!("{f}.network.between"),
+                "expected two non-empty groups of workload, instance or target names, such as [[writer], [redis]]",
+            );
+        }
+        let mut seen = BTreeSet::new();
+        for (g, group) in b.value.iter().enumerate() {
+            for (j, c) in group.iter().enumerate() {
+                if !valid_name(&c.value) || !seen.insert(c.value.clone()) {
+                    return invalid(
+                        path,
+                        c.line,
+                        c.column,
+                        format!("{f}.network.between[{g}][{j}]"),
+                        format!("expected a workload, instance or target name in one group only, got {:?}", c.value),
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What an experiment's network faults need of the adapter it runs on: the target serves ports through the
+/// proxy, and every name in `clients` and `between` is a workload, an instance or a target. (A target the
+/// adapter does not have makes the run n/a, as for the other faults: see `checks::not_applicable`.)
+pub fn validate_against_adapter(path: &Path, e: &Experiment, a: &Adapter) -> Result<()> {
+    let target = |name: &str| a.targets.iter().find(|t| t.name.value == name);
+    let known = |name: &str| names_workload_or_instance(e, name) || target(name).is_some();
+    let expected = || {
+        let mut v: Vec<String> = e.workloads.iter().map(|w| w.name.value.clone()).collect();
+        v.extend(a.targets.iter().map(|t| t.name.value.clone()));
+        v.join(", ")
+    };
+    for (i, o) in e.operations.iter().enumerate() {
+        let f = format!("operations[{i}]");
+        let Some(fault) = Fault::from_name(&o.uses).filter(|f| f.is_network()) else { continue };
+        if let Some(t) = &o.target {
+            if let Some(spec) = target(&t.value) {
+                if spec.proxy.is_empty() {
+                    return invalid(
+                        path,
+                        t.line,
+                        t.column,
+                        format!("{f}.target"),
+                        format!(
+                            "{} is a network fault, and target {} of adapter {} serves no port through the proxy: add `proxy: [<port>]` to it",
+                            fault.name(),
+                            t.value,
+                            a.name
+                        ),
+                    );
+                }
+            }
+        }
+        let Some(n) = &o.network else { continue };
+        for (j, c) in n.value.clients.iter().flatten().enumerate() {
+            if !known(&c.value) {
+                return invalid(
+                    path,
+                    c.line,
+                    c.column,
+                    format!("{f}.network.clients[{j}]"),
+                    format!("unknown client {:?}: expected a workload, an instance (<workload>-<i>) or a target of adapter {} ({})", c.value, a.name, expected()),
+                );
+            }
+        }
+        if let Some(b) = &n.value.between {
+            for (g, group) in b.value.iter().enumerate() {
+                for (j, c) in group.iter().enumerate() {
+                    if !known(&c.value) {
+                        return invalid(
+                            path,
+                            c.line,
+                            c.column,
+                            format!("{f}.network.between[{g}][{j}]"),
+                            format!("unknown name {:?}: expected a workload, an instance (<workload>-<i>) or a target of adapter {} ({})", c.value, a.name, expected()),
+                        );
+                    }
+                }
+            }
+            let proxied = b.value.iter().flatten().any(|c| target(&c.value).is_some_and(|t| !t.proxy.is_empty()));
+            if !proxied {
+                return invalid(
+                    path,
+                    b.line,
+                    b.column,
+                    format!("{f}.network.between"),
+                    format!("no name in the groups is a target of adapter {} with proxied ports: a partition cuts the traffic to a proxied port", a.name),
+                );
+            }
+        }
     }
     Ok(())
 }

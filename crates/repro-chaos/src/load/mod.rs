@@ -11,7 +11,7 @@ pub mod experiment;
 pub mod yaml;
 
 pub use adapter::validate_adapter;
-pub use experiment::{validate_experiment, validate_experiment_with};
+pub use experiment::{validate_against_adapter, validate_experiment, validate_experiment_with};
 pub use yaml::parse_yaml;
 
 /// The `apiVersion` every experiment and adapter file must carry.
@@ -451,5 +451,162 @@ flow: hello
         let a = parse_adapter(Path::new("a.yaml"), ADAPTER).unwrap();
         let back = parse_adapter(Path::new("back.yaml"), &serde_saphyr::to_string(&a).unwrap()).unwrap();
         assert_eq!(serde_json::to_value(&back).unwrap(), serde_json::to_value(&a).unwrap());
+    }
+}
+
+#[cfg(test)]
+mod network_tests {
+    use super::*;
+
+    const NET: &str = r#"apiVersion: repro.dev/chaos/v1
+id: net
+version: 1
+title: t
+hypothesis: h
+timeout: 1m
+workloads:
+  - name: writer
+    kind: shell
+    instances: 2
+    run: echo hi
+operations:
+  - name: op
+    uses: latency
+    target: redis
+    network:
+      delay: 100ms
+flow: writer
+"#;
+
+    const ADAPTER: &str = "apiVersion: repro.dev/chaos/v1\nkind: adapter\nname: a\ndriver: process\nports: [redis, other]\ntargets:\n  - name: redis\n    proxy: [redis]\n    start: exec sleep 100\n  - name: plain\n    start: exec sleep 100\n";
+
+    fn err(text: &str) -> String {
+        parse_experiment(Path::new("e.yaml"), text).unwrap_err().to_string()
+    }
+
+    fn with_network(uses: &str, network: &str) -> String {
+        NET.replace("    uses: latency\n", &format!("    uses: {uses}\n"))
+            .replace("    network:\n      delay: 100ms\n", &format!("    network:\n{network}"))
+    }
+
+    #[test]
+    fn network_faults_parse() {
+        let e = parse_experiment(Path::new("e.yaml"), NET).unwrap();
+        let n = e.operations[0].network.as_ref().unwrap();
+        assert_eq!(n.value.delay.as_ref().unwrap().value, Dur::millis(100));
+        for (uses, net) in [
+            (
+                "loss",
+                "      percent: 10\n      correlation: 25\n      direction: to-target\n      clients: [writer-0]\n",
+            ),
+            ("duplicate", "      percent: 5\n"),
+            ("reorder", "      percent: 50\n"),
+            ("corrupt", "      percent: 1\n      direction: from-target\n"),
+            ("bandwidth", "      rate: 1mbit\n"),
+            ("bandwidth", "      rate: 12500\n"),
+            ("partition", "      clients: [writer]\n"),
+            ("reset", "      clients: [writer]\n"),
+        ] {
+            let t = with_network(uses, net);
+            let e = parse_experiment(Path::new("e.yaml"), &t).unwrap_or_else(|e| panic!("{uses}: {e}"));
+            assert_eq!(e.operations[0].uses.value, uses);
+        }
+        let t = NET
+            .replace("    target: redis\n", "")
+            .replace("    uses: latency\n", "    uses: partition\n")
+            .replace("      delay: 100ms\n", "      between: [[writer], [redis]]\n      one-way: true\n");
+        let e = parse_experiment(Path::new("e.yaml"), &t).unwrap();
+        assert_eq!(e.operations[0].network.as_ref().unwrap().value.between.as_ref().unwrap().value.len(), 2);
+        // A partition needs no parameters.
+        let t = NET
+            .replace("    uses: latency\n", "    uses: partition\n")
+            .replace("    network:\n      delay: 100ms\n", "");
+        assert!(parse_experiment(Path::new("e.yaml"), &t).is_ok());
+    }
+
+    #[test]
+    fn every_network_error_is_located() {
+        let cases: Vec<(String, &str)> = vec![
+            (with_network("latency", "      jitter: 10ms\n"), "e.yaml:17:7: operations[0].network.delay: latency needs network.delay: a duration"),
+            (with_network("latency", "      dealy: 100ms\n"), "e.yaml:17:7: operations[0].network.dealy: unknown field `dealy`, expected one of delay, jitter"),
+            (with_network("latency", "      delay: soon\n"), "e.yaml:17:14: operations[0].network.delay: expected a duration"),
+            (with_network("latency", "      delay: 0ms\n"), "e.yaml:17:14: operations[0].network.delay: expected a delay above 0"),
+            (with_network("loss", "      correlation: 5\n"), "e.yaml:17:7: operations[0].network.percent: loss needs network.percent: a share of chunks from 0 to 100"),
+            (with_network("loss", "      percent: 150\n"), "e.yaml:17:16: operations[0].network.percent: expected a percent from 0 to 100, got 150"),
+            (with_network("reorder", "      percent: 10\n      correlation: -1\n"), "e.yaml:18:20: operations[0].network.correlation: expected a correlation from 0 to 100, got -1"),
+            (with_network("loss", "      percent: 10\n      delay: 1s\n"), "e.yaml:18:14: operations[0].network.delay: loss does not take `delay`"),
+            (with_network("duplicate", "      percent: 10\n      correlation: 5\n"), "e.yaml:18:20: operations[0].network.correlation: duplicate does not take `correlation`"),
+            (with_network("bandwidth", "      direction: both\n"), "e.yaml:17:7: operations[0].network.rate: bandwidth needs network.rate: a rate such as 1mbit"),
+            (with_network("bandwidth", "      rate: fast\n"), "e.yaml:17:13: operations[0].network.rate: expected a rate such as 1mbit"),
+            (with_network("bandwidth", "      rate: 0\n"), "e.yaml:17:13: operations[0].network.rate:"),
+            (with_network("latency", "      delay: 1s\n      direction: sideways\n"), "e.yaml:18:18: operations[0].network.direction: unknown variant `sideways`"),
+            (with_network("reset", "      direction: both\n"), "e.yaml:17:18: operations[0].network.direction: a reset aborts whole connections: it has no direction"),
+            (with_network("partition", "      one-way: true\n"), "e.yaml:17:7: operations[0].network.one-way: one-way goes with network.between"),
+            (with_network("kill", "      delay: 1s\n"), "e.yaml:17:7: operations[0].network: `network` goes with the network faults (latency, loss, duplicate, reorder, corrupt, bandwidth, partition, reset), not with kill"),
+            (NET.replace("    target: redis\n", "    target: writer\n"), "e.yaml:15:13: operations[0].target: the target of the network fault latency is an adapter target with proxied ports, not a workload: name the workload writer in network.clients"),
+            (NET.replace("    target: redis\n", ""), "e.yaml:14:11: operations[0].target: the network fault latency needs a `target`"),
+            (NET.replace("    target: redis\n", "    target: redis\n    select: all\n"), "e.yaml:14:11: operations[0].select: latency is a network fault: it has no `select`"),
+            (with_network("partition", "      between: [[writer]]\n").replace("    target: redis\n", ""), "e.yaml:16:16: operations[0].network.between: expected two non-empty groups"),
+            (with_network("partition", "      between: [[writer], [redis]]\n"), "e.yaml:17:16: operations[0].network.between: a partition takes either `target` (redis) with network.clients, or network.between: not both"),
+            (with_network("partition", "      between: [[writer], [writer]]\n").replace("    target: redis\n", ""), "e.yaml:16:28: operations[0].network.between[1][0]: expected a workload, instance or target name in one group only"),
+            (with_network("partition", "      between: [[writer], [redis]]\n      direction: to-target\n").replace("    target: redis\n", ""), "e.yaml:17:18: operations[0].network.direction: with network.between the groups say who"),
+        ];
+        let mut wrong = Vec::new();
+        for (text, want) in cases {
+            let m = err(&text);
+            if !m.starts_with(want) {
+                wrong.push(format!("want {want}\n got {m}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    fn against(text: &str) -> Result<()> {
+        let e = parse_experiment(Path::new("e.yaml"), text).unwrap();
+        let a = parse_adapter(Path::new("a.yaml"), ADAPTER).unwrap();
+        validate_against_adapter(Path::new("e.yaml"), &e, &a)
+    }
+
+    #[test]
+    fn network_faults_are_checked_against_the_adapter() {
+        against(NET).unwrap();
+        against(&with_network("partition", "      clients: [writer-1, plain]\n")).unwrap();
+        let m = against(&NET.replace("    target: redis\n", "    target: plain\n")).unwrap_err().to_string();
+        assert!(m.starts_with("e.yaml:15:13: operations[0].target: latency is a network fault, and target plain of adapter a serves no port through the proxy: add `proxy: [<port>]` to it"), "{m}");
+        let m = against(&with_network("partition", "      clients: [writer-2]\n")).unwrap_err().to_string();
+        assert!(m.starts_with("e.yaml:17:17: operations[0].network.clients[0]: unknown client \"writer-2\": expected a workload, an instance (<workload>-<i>) or a target of adapter a (writer, redis, plain)"), "{m}");
+        let t = with_network("partition", "      between: [[writer], [plain]]\n").replace("    target: redis\n", "");
+        let m = against(&t).unwrap_err().to_string();
+        assert!(m.starts_with("e.yaml:16:16: operations[0].network.between: no name in the groups is a target of adapter a with proxied ports"), "{m}");
+        let t = with_network("partition", "      between: [[writer], [nope]]\n").replace("    target: redis\n", "");
+        let m = against(&t).unwrap_err().to_string();
+        assert!(m.starts_with("e.yaml:16:28: operations[0].network.between[1][0]: unknown name \"nope\""), "{m}");
+    }
+
+    #[test]
+    fn proxied_ports_are_checked_in_the_adapter() {
+        let a = |t: &str| parse_adapter(Path::new("a.yaml"), t).map(|_| ()).map_err(|e| e.to_string());
+        a(ADAPTER).unwrap();
+        let m = a(&ADAPTER.replace("proxy: [redis]", "proxy: [redsi]")).unwrap_err();
+        assert!(
+            m.starts_with(
+                "a.yaml:8:13: targets[0].proxy[0]: expected one of the adapter's ports (other, redis), got \"redsi\""
+            ),
+            "{m}"
+        );
+        let m = a(&ADAPTER.replace("  - name: plain\n", "  - name: plain\n    proxy: [redis]\n")).unwrap_err();
+        assert!(
+            m.starts_with("a.yaml:11:13: targets[1].proxy[0]: port redis is already proxied for target redis"),
+            "{m}"
+        );
+        let k = "apiVersion: repro.dev/chaos/v1\nkind: adapter\nname: k\ndriver: kubernetes\nports: [redis]\ntargets:\n  - name: redis\n    proxy: [redis]\n    pod: {selector: app=redis}\n    faults: [kill]\n";
+        let m = a(k).unwrap_err();
+        assert!(
+            m.starts_with("a.yaml:8:13: targets[0].proxy[0]: proxied ports are not supported on the kubernetes driver"),
+            "{m}"
+        );
+        let d = "apiVersion: repro.dev/chaos/v1\nkind: adapter\nname: d\ndriver: docker\nports: [redis, x]\ntargets:\n  - name: redis\n    proxy: [x]\n    container:\n      image: redis@sha256:00\n      ports: {redis: 6379}\n";
+        let m = a(d).unwrap_err();
+        assert!(m.starts_with("a.yaml:8:13: targets[0].proxy[0]: a docker target's proxied port must be published: add x to container.ports"), "{m}");
     }
 }

@@ -132,6 +132,11 @@ pub struct Target {
     /// Prints the server's version for the manifest.
     #[serde(default)]
     pub version: Option<String>,
+    /// Adapter ports (names from `ports:`) this target serves through the harness's TCP proxy, so network
+    /// faults can act on them: the server binds `CHAOS_LISTEN_PORT_<NAME>`, and every client's
+    /// `CHAOS_PORT_<NAME>` is its own listener of the proxy (see docs/chaos.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proxy: Vec<At<String>>,
     /// The built-in faults this target supports (default: all).
     #[serde(default)]
     pub faults: Option<Vec<Fault>>,

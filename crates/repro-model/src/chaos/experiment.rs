@@ -11,6 +11,7 @@ use super::at::At;
 use super::duration::Dur;
 use super::flow::FlowNode;
 use super::limits::count_limited;
+use super::network::NetworkSpec;
 
 /// The only accepted `apiVersion`.
 pub const API_VERSION: &str = "repro.dev/chaos/v1";
@@ -228,7 +229,9 @@ impl fmt::Display for Select {
     }
 }
 
-/// The built-in faults.
+/// The built-in faults: process faults (kill, restart, restart-in-place, freeze, outage) and network faults
+/// (latency, loss, duplicate, reorder, corrupt, bandwidth, partition, reset), which act on the traffic of a
+/// target's proxied ports (`proxy:` in the adapter) and take their parameters from `network:`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Fault {
@@ -237,10 +240,34 @@ pub enum Fault {
     RestartInPlace,
     Freeze,
     Outage,
+    Latency,
+    Loss,
+    Duplicate,
+    Reorder,
+    Corrupt,
+    Bandwidth,
+    Partition,
+    Reset,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 5] = [Fault::Kill, Fault::Restart, Fault::RestartInPlace, Fault::Freeze, Fault::Outage];
+    pub const ALL: [Fault; 13] = [
+        Fault::Kill,
+        Fault::Restart,
+        Fault::RestartInPlace,
+        Fault::Freeze,
+        Fault::Outage,
+        Fault::Latency,
+        Fault::Loss,
+        Fault::Duplicate,
+        Fault::Reorder,
+        Fault::Corrupt,
+        Fault::Bandwidth,
+        Fault::Partition,
+        Fault::Reset,
+    ];
+    /// The process faults (what a target supports by default on every driver).
+    pub const PROCESS: [Fault; 5] = [Fault::Kill, Fault::Restart, Fault::RestartInPlace, Fault::Freeze, Fault::Outage];
     pub fn name(self) -> &'static str {
         match self {
             Fault::Kill => "kill",
@@ -248,10 +275,22 @@ impl Fault {
             Fault::RestartInPlace => "restart-in-place",
             Fault::Freeze => "freeze",
             Fault::Outage => "outage",
+            Fault::Latency => "latency",
+            Fault::Loss => "loss",
+            Fault::Duplicate => "duplicate",
+            Fault::Reorder => "reorder",
+            Fault::Corrupt => "corrupt",
+            Fault::Bandwidth => "bandwidth",
+            Fault::Partition => "partition",
+            Fault::Reset => "reset",
         }
     }
     pub fn from_name(name: &str) -> Option<Fault> {
         Fault::ALL.into_iter().find(|f| f.name() == name)
+    }
+    /// Whether the fault acts on traffic through the netproxy (its parameters are `network:`).
+    pub fn is_network(self) -> bool {
+        !Fault::PROCESS.contains(&self)
     }
 }
 
@@ -262,7 +301,9 @@ pub struct Operation {
     pub name: At<String>,
     #[serde(default)]
     pub description: String,
-    /// A built-in fault (`kill`, `restart`, `restart-in-place`, `freeze`, `outage`) or an adapter operation.
+    /// A built-in fault (`kill`, `restart`, `restart-in-place`, `freeze`, `outage`, or a network fault:
+    /// `latency`, `loss`, `duplicate`, `reorder`, `corrupt`, `bandwidth`, `partition`, `reset`) or an adapter
+    /// operation.
     pub uses: At<String>,
     /// An adapter target or a workload; adapter operations may leave it out.
     #[serde(default)]
@@ -273,6 +314,9 @@ pub struct Operation {
     pub duration: Option<Dur>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The parameters of a network fault (see [`NetworkSpec`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<At<NetworkSpec>>,
 }
 
 fn select_one() -> Select {

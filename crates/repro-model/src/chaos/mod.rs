@@ -12,6 +12,7 @@ pub mod duration;
 pub mod experiment;
 pub mod flow;
 pub mod limits;
+pub mod network;
 pub mod schedule;
 
 pub use adapter::*;
@@ -20,4 +21,5 @@ pub use duration::{format_duration, parse_duration, parse_duration_checked, Dur,
 pub use experiment::*;
 pub use flow::*;
 pub use limits::{DurationOverLimit, Limits};
+pub use network::{parse_rate, NetDirection, NetworkSpec, Rate, RATE_EXPECTED};
 pub use schedule::{Draw, Schedule, ScheduledOp, SCHEDULE_VERSION};

@@ -958,3 +958,6 @@ mod docker;
 
 #[path = "chaos_replay.rs"]
 mod replay;
+
+#[path = "chaos_net.rs"]
+mod net;

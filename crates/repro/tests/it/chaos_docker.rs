@@ -414,3 +414,27 @@ checks:
     let run_id = dir.file_name().unwrap().to_string_lossy().into_owned();
     assert!(containers_of(&run_id).is_empty(), "containers left behind");
 }
+
+/// A network fault on a docker target: its proxied port is published on the listen port and the proxy fronts
+/// it on 127.0.0.1, so the redis-latency example runs unchanged on the docker-redis adapter with `proxy:`.
+#[test]
+fn docker_latency_goes_through_the_proxy_in_front_of_the_published_port() {
+    let wd = Workdir::new();
+    let images = Images::build(&["redis"]);
+    let adapter = images.adapter(&wd, "docker-redis");
+    let text =
+        std::fs::read_to_string(&adapter).unwrap().replace("    container:\n", "    proxy: [redis]\n    container:\n");
+    std::fs::write(&adapter, text).unwrap();
+    let o = run(&wd, &examples().join("redis-latency.yaml"), &adapter);
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("  ok    pinger-0/round-trips\n") && out.contains("  ok    pinger-1/round-trips\n"), "{out}");
+    let dir = run_dir(&o);
+    let rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("system/netproxy/redis-redis.json")).unwrap()).unwrap();
+    assert_eq!(rec["decisions"].as_array().unwrap().len(), 12, "{rec}");
+    let tl = jsonl(&dir.join("timeline.jsonl"));
+    assert!(tl.iter().any(|e| e["event"] == "operation.verified" && e["api"] == "netproxy"), "{tl:?}");
+    let run_id = dir.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(containers_of(&run_id).is_empty(), "containers left behind");
+}
