@@ -45,7 +45,8 @@ use crate::history::{History, Op, Outcome};
 pub struct LinearOptions {
     /// The register's value before the first operation (of every key, for a map).
     pub initial: Value,
-    /// Search steps (entries visited) for the whole check, all keys together.
+    /// Search steps (entries visited, plus one per operation for each search's setup) for the whole check, all
+    /// keys together.
     pub max_steps: u64,
     /// The memoization cache's memory, roughly, per key.
     pub max_cache_bytes: usize,
@@ -351,6 +352,12 @@ fn search(ops: &[COp], init: u32, steps: &mut u64, max_steps: u64, max_cache_byt
     let n = ops.len();
     if n == 0 {
         return Search::Valid;
+    }
+    // Setting up costs about one step per operation: charged, so that many small searches (the window's) are
+    // bounded by the same budget as one long one.
+    *steps = steps.saturating_add(n as u64);
+    if *steps > max_steps {
+        return Search::Unknown;
     }
     // Entries sorted: (at infinity, time, call before return, op).
     let mut events: Vec<(bool, u64, u8, usize)> = Vec::with_capacity(2 * n);
