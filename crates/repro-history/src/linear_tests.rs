@@ -395,49 +395,95 @@ impl Rng {
     }
 }
 
-#[test]
-fn two_thousand_ops_from_five_processes_check_fast() {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let mut clock = [0u64; 5];
-    let mut ops: Vec<(u64, Op)> = Vec::new();
-    for i in 0..2000 {
-        let p = (i % 5) as usize;
+/// `n` operations of `procs` processes on a real register (reads 40%, writes 40%, cas 20%, some info).
+fn real_register(n: usize, procs: usize, seed: u64) -> History {
+    real_register_info(n, procs, seed, 50)
+}
+
+fn real_register_info(n: usize, procs: usize, seed: u64, info_one_in: u64) -> History {
+    let mut rng = Rng(seed);
+    let mut clock = vec![0u64; procs];
+    let mut ops: Vec<(u64, Op, bool)> = Vec::new();
+    for i in 0..n {
+        let p = i % procs;
         let call = clock[p] + rng.next(50);
         let ret = call + 1 + rng.next(200);
         clock[p] = ret + 1;
         let point = call + rng.next(ret - call + 1);
-        let o = match rng.next(3) {
-            0 => w(p as i64, rng.next(10) as i64, call, ret),
-            1 => cas(p as i64, rng.next(10) as i64, rng.next(10) as i64, Outcome::Ok, call, ret),
+        let mut o = match rng.next(5) {
+            0 | 1 => w(p as i64, rng.next(10) as i64, call, ret),
+            2 => cas(p as i64, rng.next(10) as i64, rng.next(10) as i64, Outcome::Ok, call, ret),
             _ => r(p as i64, Value::Null, call, ret),
         };
-        ops.push((point, o));
+        // One in 50 is indeterminate; half of those took effect.
+        let mut effect = true;
+        if info_one_in > 0 && rng.next(info_one_in) == 0 {
+            o.outcome = Outcome::Info;
+            o.ret = None;
+            effect = rng.next(2) == 0;
+        }
+        ops.push((point, o, effect));
     }
-    ops.sort_by_key(|(p, _)| *p);
+    ops.sort_by_key(|(p, _, _)| *p);
     let mut state = Value::Null;
-    for (_, o) in ops.iter_mut() {
+    for (_, o, effect) in ops.iter_mut() {
         match o.f.as_str() {
             "read" => o.result = state.clone(),
-            "write" => state = o.value.clone(),
-            _ => {
+            "write" if *effect => state = o.value.clone(),
+            "cas" if *effect => {
                 if o.value[0] == state {
                     state = o.value[1].clone();
-                } else {
+                } else if o.outcome == Outcome::Ok {
                     o.outcome = Outcome::Fail;
                 }
             }
+            _ => {}
         }
     }
-    let mut ops: Vec<Op> = ops.into_iter().map(|(_, o)| o).collect();
+    let mut ops: Vec<Op> = ops.into_iter().map(|(_, o, _)| o).collect();
     ops.sort_by_key(|o| o.call);
-    let h = hist(ops);
+    hist(ops)
+}
+
+#[test]
+#[ignore = "a measurement: cargo test -p repro-history --release -- --ignored --nocapture scaling"]
+fn scaling() {
+    for n in [2_000, 10_000, 50_000, 200_000] {
+        let h = real_register(n, 5, 7);
+        let start = std::time::Instant::now();
+        let c = check_register(&h, &LinearOptions::default()).unwrap();
+        eprintln!("{n} operations, 5 processes: {:?}, {}", start.elapsed(), c.summary);
+    }
+    for (info, n) in [(0, 2_000), (0, 10_000), (1_000, 10_000), (200, 2_000), (50, 500), (50, 2_000)] {
+        let h = real_register_info(n, 5, 7, info);
+        let mut bad = h.ops.clone();
+        let last = bad.iter().rposition(|o| o.f == "read" && o.outcome == Outcome::Ok).unwrap();
+        bad[last].result = json!(1000);
+        let infos = h.ops.iter().filter(|o| o.outcome == Outcome::Info).count();
+        let start = std::time::Instant::now();
+        let c = check_register(&hist(bad), &LinearOptions::default()).unwrap();
+        let Details::Linearizable(d) = &c.details else { panic!() };
+        eprintln!(
+            "{n} operations, {infos} info, a bad last read: {:?}, {} steps, {:?}",
+            start.elapsed(),
+            d.steps,
+            c.valid
+        );
+    }
+}
+
+#[test]
+fn two_thousand_ops_from_five_processes_check_fast() {
+    let h = real_register(2_000, 5, 0x9e37_79b9_7f4a_7c15);
     let start = std::time::Instant::now();
     let c = check_register(&h, &LinearOptions::default()).unwrap();
     let took = start.elapsed();
     eprintln!("2000 operations, 5 processes: {:?}, {}", took, c.summary);
     assert_eq!(c.valid, Validity::Valid, "{}", c.summary);
     assert!(took < std::time::Duration::from_secs(20), "{took:?}");
-    // One stale read breaks it, and the window is found quickly too.
+    // One bad read breaks it, and the window is found quickly too (without info operations: each one that may
+    // or may not have taken effect multiplies what a proof of non-linearizability explores; see linear.rs).
+    let h = real_register_info(2_000, 5, 0x9e37_79b9_7f4a_7c15, 0);
     let mut bad = h.ops.clone();
     let last = bad.iter().rposition(|o| o.f == "read" && o.outcome == Outcome::Ok).unwrap();
     bad[last].result = json!(1000);
@@ -447,4 +493,23 @@ fn two_thousand_ops_from_five_processes_check_fast() {
     eprintln!("with a bad read: {:?}, {}", took, c.summary);
     assert_eq!(c.valid, Validity::Invalid);
     assert!(took < std::time::Duration::from_secs(20), "{took:?}");
+}
+
+#[test]
+fn the_failing_op_is_not_a_read_of_a_write_called_after_it() {
+    // The read of 1 is called before the write of 1, and linearized after it: fine. The stale read is not.
+    let c = reg(vec![r(0, json!(1), 0, 100), w(1, 1, 10, 20), r(2, Value::Null, 200, 210)]);
+    assert_eq!(c.valid, Validity::Invalid);
+    let win = window_of(&c);
+    assert_eq!(win.failing.line, 3, "{}", c.summary);
+    assert_eq!(win.ops.iter().map(|o| o.line).collect::<Vec<_>>(), vec![2, 3]);
+}
+
+#[test]
+fn info_writes_nobody_reads_are_dropped() {
+    let c = reg(vec![info_w(0, 9, 0), w(1, 1, 0, 10), r(2, json!(1), 20, 30), info_w(3, 1, 40)]);
+    assert_eq!(c.valid, Validity::Valid);
+    let Details::Linearizable(d) = &c.details else { panic!() };
+    // The info write of 9 is dropped, the one of 1 (a value read) is kept.
+    assert_eq!((d.ops, d.dropped), (3, 1));
 }
