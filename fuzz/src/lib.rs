@@ -464,7 +464,7 @@ pub fn repair_counts(data: &[u8], _scratch: &Path) {
 /// An operation history a workload wrote (JSON lines, read by `repro chaos` checks): `repro_history::parse_reader`
 /// within small limits, then every checker with small search bounds. No panic; an error names the history and a
 /// line; the operations are well formed (in invoke order, returns not before calls, completions after invokes);
-/// a result serializes and reads back equal; a non-linearizable verdict carries a window holding its failing
+/// a result serializes and reads back (with the same verdict and summary); a non-linearizable verdict carries a window holding its failing
 /// operation, inside the window's time span.
 pub fn history(data: &[u8], _scratch: &Path) {
     use repro_history::{check, parse_reader, Checker, Details, LinearOptions, ParseOptions, Validity};
@@ -495,9 +495,11 @@ pub fn history(data: &[u8], _scratch: &Path) {
             }
         };
         assert_eq!(r.checker, checker);
+        // A result reads back; not necessarily equal: serde_json (without its float_roundtrip feature) may read
+        // a float it wrote one ulp off, e.g. a huge integer literal of the history that became a float.
         let json = serde_json::to_string(&r).expect("a result serializes");
         let back: repro_history::CheckResult = serde_json::from_str(&json).expect("a result reads back");
-        assert_eq!(back, r, "result round trip");
+        assert_eq!((back.checker, back.valid, &back.summary), (r.checker, r.valid, &r.summary), "result round trip");
         if let Details::Linearizable(d) = &r.details {
             assert_eq!(r.valid == Validity::Invalid, d.window.is_some(), "a window iff invalid: {}", r.summary);
             if let Some(w) = &d.window {

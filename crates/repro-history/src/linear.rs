@@ -32,14 +32,19 @@
 //! The search is bounded ([`LinearOptions::max_steps`], [`LinearOptions::max_cache_bytes`]); beyond the bound the
 //! answer is [`Validity::Unknown`], never a hang.
 //!
-//! When a history is not linearizable, [`Window`] is a small part of it that is not linearizable by itself: the
-//! shortest prefix of the operations in call order that is not linearizable (its last operation is the one
-//! that could not be linearized), then shrunk. If that prefix is not linearizable from *any* initial value, the
-//! window is searched under that reading ([`WindowInitial::Any`]: the earliest operations are dropped while it
-//! stays so, as writes before the window only choose its initial value); otherwise the anomaly involves the
-//! initial value itself ([`WindowInitial::Given`]). Then operations are dropped one at a time, reads first
-//! (dropping a read never makes a window less linearizable), while the window stays non-linearizable, until no
-//! single operation can be dropped or the shrinking budget ([`LinearOptions::max_window_steps`]) runs out.
+//! When a history is not linearizable, [`Window`] is a small part of it that is not linearizable by itself.
+//! First the shortest non-linearizable *cut*: the first k operations in call order, those that returned before
+//! the k-th call as they are and the others pending (as if the history had been stopped then). Cuts grow
+//! monotonically (a history whose cut is not linearizable is not either), so a binary search finds the first;
+//! the operation that could not be linearized is the first to return of those the failing cut holds as returned
+//! and the one before did not. The window starts as those k operations with their real returns. If it is not
+//! linearizable from *any* initial value, it is shrunk under that reading ([`WindowInitial::Any`]: the earliest
+//! operations are dropped while it stays so, as writes before the window only choose its initial value);
+//! otherwise the anomaly involves the initial value itself ([`WindowInitial::Given`]). Then operations are
+//! dropped one at a time, reads first (dropping a read never makes a window less linearizable), while the window
+//! stays non-linearizable, until no single operation can be dropped ([`Window::minimal`]) or the shrinking budget
+//! ([`LinearOptions::max_window_steps`]) runs out. Note that dropping a write can make a window non-linearizable
+//! on its own: the window is a subset that is not linearizable, read it beside the history around it.
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
@@ -112,8 +117,8 @@ pub struct Window {
     pub start: u64,
     /// The latest return (or call, for an operation that never returned) of the window.
     pub end: u64,
-    /// The operation that could not be linearized: the last, in call order, of the shortest non-linearizable
-    /// prefix of the history. It is in `ops`.
+    /// The operation that could not be linearized (see the module documentation: the first non-linearizable cut
+    /// of the history). It is in `ops`.
     pub failing: Op,
     /// From which initial values the window is not linearizable.
     pub initial: WindowInitial,
