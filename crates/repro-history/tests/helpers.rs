@@ -126,3 +126,29 @@ fn concurrent_appends_do_not_interleave() {
     assert_eq!(h.ops.len(), 4 * 300 + 3 * 20);
     assert!(h.ops.iter().all(|o| o.outcome == Outcome::Ok));
 }
+
+#[test]
+fn the_shell_helper_refuses_what_it_cannot_write_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("history.jsonl");
+    let out = Command::new("bash")
+        .args([
+            "-c",
+            "source \"$HELPERS/history.sh\"; history_op 0 invoke write \"$(head -c 5000 /dev/zero | tr '\\0' x)\"",
+        ])
+        .env("HISTORY_FILE", &file)
+        .env("HELPERS", lib())
+        .output()
+        .expect("cannot run bash");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("over the 4096 bytes bash writes at once"));
+    assert!(!file.exists() || std::fs::read_to_string(&file).unwrap().is_empty());
+    let out = Command::new("bash")
+        .args(["-c", "source \"$HELPERS/history.sh\"; history_op 0 okk write 1"])
+        .env("HISTORY_FILE", &file)
+        .env("HELPERS", lib())
+        .output()
+        .expect("cannot run bash");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("TYPE must be invoke, ok, fail or info"));
+}

@@ -1,6 +1,7 @@
 # shellcheck shell=bash
 # Operation histories for `repro chaos` workloads: one JSON line per event, the format repro-history reads
-# (docs/history.md in spirit: {"process", "type", "f", "key", "value", "time"}, as Jepsen/Knossos histories).
+# ({"process", "type", "f", "key", "value", "time"}, as Jepsen/Knossos histories; see
+# crates/repro-history/src/history.rs).
 #
 #   source examples/chaos/lib/history.sh
 #   history_op 0 invoke write 3            # process 0 starts writing 3
@@ -26,7 +27,8 @@
 # neither, history_op fails rather than write a wall-clock time.
 #
 # Each line is written with one printf to a file opened with >> (O_APPEND): lines from concurrent processes do
-# not interleave (one write(2) per line, for lines up to the 4 KiB of bash's output buffer).
+# not interleave. Bash writes its output in pieces of 4096 bytes (checked with strace), so a longer line is
+# refused (status 2) rather than written in two writes.
 
 # Prints CLOCK_MONOTONIC in nanoseconds.
 history_now_ns() {
@@ -92,5 +94,11 @@ history_op() {
         line+=", \"key\": $(history_json_string "$5")"
     fi
     line+=", \"value\": $value, \"time\": $now}"
+    local LC_ALL=C
+    if [ $((${#line} + 1)) -gt 4096 ]; then
+        echo "history_op: a line of $((${#line} + 1)) bytes: over the 4096 bytes bash writes at once (lines of" \
+            "concurrent writers could interleave); use history.py for large values" >&2
+        return 2
+    fi
     printf '%s\n' "$line" >>"$file"
 }
