@@ -31,6 +31,7 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("environment", environment),
     ("attestation", attestation),
     ("repair_counts", repair_counts),
+    ("history", history),
 ];
 
 /// A file given to `repro drift` or `repro env` that may be a DSSE envelope of `repro attest` (classified by
@@ -456,6 +457,57 @@ pub fn repair_counts(data: &[u8], _scratch: &Path) {
         };
         for h in sets.iter().flat_map(|set| set.scan_file(&fd)) {
             assert!(h.line >= 1 && h.path == path, "a hit names its file and line: {h:?}");
+        }
+    }
+}
+
+/// An operation history a workload wrote (JSON lines, read by `repro chaos` checks): `repro_history::parse_reader`
+/// within small limits, then every checker with small search bounds. No panic; an error names the history and a
+/// line; the operations are well formed (in invoke order, returns not before calls, completions after invokes);
+/// a result serializes and reads back (with the same verdict and summary); a non-linearizable verdict carries a window holding its failing
+/// operation, inside the window's time span.
+pub fn history(data: &[u8], _scratch: &Path) {
+    use repro_history::{check, parse_reader, Checker, Details, LinearOptions, ParseOptions, Validity};
+    let named = |e: &repro_history::HistoryError| {
+        let m = e.to_string();
+        assert!(m.starts_with("history.jsonl:"), "the error names the history and a line: {m}");
+        assert!(e.location().line >= 1, "a line number is 1-based: {m}");
+    };
+    let opts = ParseOptions { max_ops: 2_000, max_line_bytes: 4_096 };
+    let h = match parse_reader("history.jsonl", data, &opts) {
+        Ok(h) => h,
+        Err(e) => return named(&e),
+    };
+    assert!(h.ops.len() <= opts.max_ops);
+    for (i, op) in h.ops.iter().enumerate() {
+        assert_eq!(op.index, i, "ops in invoke order");
+        assert!(op.line >= 1 && op.complete_line.is_none_or(|c| c > op.line), "lines: {op:?}");
+        assert!(op.ret.is_none_or(|r| r >= op.call), "a return before its call: {op:?}");
+        assert_eq!(op.ret.is_none(), op.outcome == repro_history::Outcome::Info, "info iff no return: {op:?}");
+    }
+    let lin = LinearOptions { max_steps: 20_000, max_window_steps: 20_000, ..LinearOptions::default() };
+    for checker in Checker::ALL {
+        let r = match check(checker, &h, &lin) {
+            Ok(r) => r,
+            Err(e) => {
+                named(&e);
+                continue;
+            }
+        };
+        assert_eq!(r.checker, checker);
+        // A result reads back; not necessarily equal: serde_json (without its float_roundtrip feature) may read
+        // a float it wrote one ulp off, e.g. a huge integer literal of the history that became a float.
+        let json = serde_json::to_string(&r).expect("a result serializes");
+        let back: repro_history::CheckResult = serde_json::from_str(&json).expect("a result reads back");
+        assert_eq!((back.checker, back.valid, &back.summary), (r.checker, r.valid, &r.summary), "result round trip");
+        if let Details::Linearizable(d) = &r.details {
+            assert_eq!(r.valid == Validity::Invalid, d.window.is_some(), "a window iff invalid: {}", r.summary);
+            if let Some(w) = &d.window {
+                assert!(w.ops.contains(&w.failing), "the window holds its failing operation");
+                for op in &w.ops {
+                    assert!(w.start <= op.call && op.ret.unwrap_or(op.call) <= w.end, "inside the span: {op:?}");
+                }
+            }
         }
     }
 }
