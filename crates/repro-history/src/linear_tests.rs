@@ -446,33 +446,6 @@ fn real_register_info(n: usize, procs: usize, seed: u64, info_one_in: u64) -> Hi
 }
 
 #[test]
-#[ignore = "a measurement: cargo test -p repro-history --release -- --ignored --nocapture scaling"]
-fn scaling() {
-    for n in [2_000, 10_000, 50_000, 200_000] {
-        let h = real_register(n, 5, 7);
-        let start = std::time::Instant::now();
-        let c = check_register(&h, &LinearOptions::default()).unwrap();
-        eprintln!("{n} operations, 5 processes: {:?}, {}", start.elapsed(), c.summary);
-    }
-    for (info, n) in [(0, 2_000), (0, 10_000), (1_000, 10_000), (200, 2_000), (50, 500), (50, 2_000)] {
-        let h = real_register_info(n, 5, 7, info);
-        let mut bad = h.ops.clone();
-        let last = bad.iter().rposition(|o| o.f == "read" && o.outcome == Outcome::Ok).unwrap();
-        bad[last].result = json!(1000);
-        let infos = h.ops.iter().filter(|o| o.outcome == Outcome::Info).count();
-        let start = std::time::Instant::now();
-        let c = check_register(&hist(bad), &LinearOptions::default()).unwrap();
-        let Details::Linearizable(d) = &c.details else { panic!() };
-        eprintln!(
-            "{n} operations, {infos} info, a bad last read: {:?}, {} steps, {:?}",
-            start.elapsed(),
-            d.steps,
-            c.valid
-        );
-    }
-}
-
-#[test]
 fn two_thousand_ops_from_five_processes_check_fast() {
     let h = real_register(2_000, 5, 0x9e37_79b9_7f4a_7c15);
     let start = std::time::Instant::now();
