@@ -7,7 +7,8 @@ cd "$(dirname "$0")/../.."
 repro=${1:-repro}
 state=$(mktemp -d)
 trap 'rm -rf "$state"' EXIT
-for id in hello-world smoke redis-kill-acked-writes redis-freeze postgres-kill-postmaster docker-hello-world \
+for id in hello-world smoke redis-kill-acked-writes redis-freeze postgres-kill-postmaster redis-nemesis \
+    redis-partition-acked-writes redis-latency redis-replica-linearizable docker-hello-world \
     docker-redis-kill-acked-writes; do
     dir=$("$repro" chaos run "examples/chaos/$id.yaml" -q --seed 1 --state-dir "$state" | tail -n 1)
     "$repro" chaos report "$dir" >/dev/null

@@ -371,6 +371,9 @@ pub fn show_text(l: &LoadedExperiment) -> String {
                 CheckKind::Shell => "shell",
                 CheckKind::Metric => "metric",
                 CheckKind::Timeline => "timeline",
+                CheckKind::Linearizable => "linearizable",
+                CheckKind::Set => "set",
+                CheckKind::Counter => "counter",
             };
             o.push(format!("  {} ({kind}):", c.name.value));
             o.extend(wrap(&c.description, "    ", 80));

@@ -215,6 +215,19 @@ fn check_table(run: &Run, o: &mut String) {
         );
     }
     o.push_str("</table>\n");
+    // History checks that found a non-linearizable window: drawn below the table, at full width.
+    for c in &checks {
+        let w = &c["data"]["details"]["window"];
+        if w.is_object() {
+            putln!(
+                o,
+                "<h3>{}: the {}non-linearizable window</h3>\n<p class=\"meta\">One lane per process; each operation from its call to its return. Hover for its values and times.</p>\n{}",
+                esc(c["id"].as_str().unwrap_or("?")),
+                if w["minimal"] == true { "smallest " } else { "" },
+                crate::svg::history_window(w)
+            );
+        }
+    }
 }
 
 fn manifest_table(run: &Run, o: &mut String) {

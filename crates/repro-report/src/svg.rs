@@ -579,6 +579,99 @@ pub fn line_chart(ch: &LineChart) -> String {
     o
 }
 
+/// A non-linearizable window of a history check (the checker's `window`: `ops` with `process`, `f`, `value`,
+/// `result`, `outcome`, `call`, `ret`; `failing`; `start`, `end`): a lane per process, each operation a bar from
+/// its call to its return (to the right edge if it never returned), labelled with what it did; the operation
+/// that cannot be linearized in red. Times are shown in milliseconds from the window's start.
+pub fn history_window(w: &serde_json::Value) -> String {
+    use serde_json::Value;
+    let Some(ops) = w["ops"].as_array() else { return String::new() };
+    let ops: Vec<&Value> = ops.iter().take(50).collect();
+    let start = w["start"].as_u64().unwrap_or(0);
+    let last_ret = ops.iter().filter_map(|o| o["ret"].as_u64()).max().unwrap_or(start);
+    let end = w["end"].as_u64().unwrap_or(last_ret).max(last_ret).max(start + 1);
+    let span = (end - start) as f64;
+    let proc_name = |o: &Value| match &o["process"] {
+        Value::String(s) => s.clone(),
+        v => v.to_string(),
+    };
+    let mut lanes: Vec<String> = Vec::new();
+    for o in &ops {
+        let p = proc_name(o);
+        if !lanes.contains(&p) {
+            lanes.push(p);
+        }
+    }
+    let (left, width, lane_h) = (110.0, 560.0, 26.0);
+    let height = 24.0 + lane_h * lanes.len() as f64 + 18.0;
+    let x = |t: u64| left + width * (t.saturating_sub(start) as f64 / span).min(1.0);
+    let failing = (&w["failing"]["process"], &w["failing"]["call"], &w["failing"]["line"]);
+    let mut o = format!(
+        "<svg class=\"history-window\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"the smallest non-linearizable window\">",
+        c(left + width + 10.0),
+        c(height),
+        c(left + width + 10.0),
+        c(height)
+    );
+    o.push_str(&format!(
+        "<text x=\"0\" y=\"14\" font-size=\"11\" fill=\"#555\">{} operations, {} ms; red: the operation at whose return the history stops being linearizable</text>",
+        ops.len(),
+        fmt_value(span / 1e6)
+    ));
+    for (i, l) in lanes.iter().enumerate() {
+        let y = 24.0 + lane_h * i as f64;
+        o.push_str(&format!(
+            "<text x=\"0\" y=\"{}\" font-size=\"11\" font-family=\"monospace\">{}</text><line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#ddd\"/>",
+            c(y + 15.0),
+            esc(l),
+            c(left),
+            c(y + lane_h - 2.0),
+            c(left + width),
+            c(y + lane_h - 2.0)
+        ));
+    }
+    for op in &ops {
+        let lane = lanes.iter().position(|l| *l == proc_name(op)).unwrap_or(0);
+        let y = 24.0 + lane_h * lane as f64 + 3.0;
+        let call = op["call"].as_u64().unwrap_or(start);
+        let (x0, x1) = (x(call), op["ret"].as_u64().map_or(left + width, x));
+        let is_failing = (&op["process"], &op["call"], &op["line"]) == failing;
+        let f = op["f"].as_str().unwrap_or("?");
+        let shown = if op["outcome"] == "ok" && f == "read" { &op["result"] } else { &op["value"] };
+        let label = format!("{} {}", f, shown);
+        let (fill, stroke) = if is_failing { ("#f8d0d0", "#c0392b") } else { ("#dbe8f8", "#3b7dd8") };
+        let tip = format!(
+            "{} {} {} -> {} ({}), {} .. {}",
+            proc_name(op),
+            f,
+            op["value"],
+            op["result"],
+            op["outcome"].as_str().unwrap_or("?"),
+            call,
+            op["ret"].as_u64().map_or("never returned".to_string(), |r| r.to_string())
+        );
+        o.push_str(&format!(
+            "<g><title>{}</title><rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"18\" rx=\"3\" fill=\"{fill}\" stroke=\"{stroke}\"/><text x=\"{}\" y=\"{}\" font-size=\"10\" font-family=\"monospace\">{}</text></g>",
+            esc(&tip),
+            c(x0),
+            c(y),
+            c((x1 - x0).max(2.0)),
+            c(x0 + 3.0),
+            c(y + 13.0),
+            esc(&label)
+        ));
+    }
+    o.push_str(&format!(
+        "<text x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#555\">0 ms</text><text x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#555\" text-anchor=\"end\">{} ms</text></svg>",
+        c(left),
+        c(height - 4.0),
+        c(left + width),
+        c(height - 4.0),
+        fmt_value(span / 1e6)
+    ));
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -664,5 +757,28 @@ mod tests {
         assert_eq!(tick_step(3.9, 10.0), 0.5);
         assert_eq!(tick_step(100.0, 10.0), 10.0);
         assert_eq!(tick_step(100000.0, 10.0), 3600.0 * 3.0);
+    }
+
+    #[test]
+    fn a_history_window_is_a_lane_per_process_with_the_failing_op_in_red() {
+        let w = serde_json::json!({
+            "start": 1000, "end": 5000,
+            "ops": [
+                {"process": "writer-0", "f": "write", "value": 17, "result": null, "outcome": "ok", "call": 1000, "ret": 3000, "line": 4},
+                {"process": "reader-1", "f": "read", "value": null, "result": 15, "outcome": "ok", "call": 2000, "ret": 4000, "line": 21},
+                {"process": 3, "f": "write", "value": 9, "result": null, "outcome": "info", "call": 2500, "ret": null, "line": 7}
+            ],
+            "failing": {"process": "reader-1", "f": "read", "call": 2000, "line": 21}
+        });
+        let s = history_window(&w);
+        assert_eq!(s.matches("<rect").count(), 3);
+        assert_eq!(s.matches("#c0392b").count(), 1, "one failing op");
+        assert!(
+            s.contains(">read 15<") && s.contains(">write 17<") && s.contains(">writer-0<") && s.contains(">3<"),
+            "{s}"
+        );
+        assert!(s.contains("never returned"));
+        assert_eq!(s, history_window(&w), "the same window, the same bytes");
+        assert_eq!(history_window(&serde_json::json!({"ops": "x"})), "");
     }
 }

@@ -126,6 +126,10 @@ pub(super) fn experiment_check(data: &RunData, c: &Check) -> (bool, Vec<String>)
         }
         CheckKind::Metric => metric_check(&data.run_dir, c),
         CheckKind::Timeline => timeline_check(&data.timeline, c),
+        CheckKind::Linearizable | CheckKind::Set | CheckKind::Counter => {
+            let (passed, details, _) = super::history::history_check(&data.run_dir, c);
+            (passed, details)
+        }
     }
 }
 

@@ -13,6 +13,7 @@ use crate::load::{parse_adapter_with, parse_experiment_with};
 use crate::model::*;
 
 mod checks;
+pub mod history;
 
 pub use checks::{aggregate, metric_series, sample_value};
 use checks::{experiment_check, workload_checks};
@@ -85,6 +86,9 @@ pub struct CheckResult {
     pub outcome: Outcome,
     #[serde(default)]
     pub issue: Option<String>,
+    /// What a checker found, as data (a history check: its whole result, with the non-linearizable window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
 }
 
 fn outcome_ok() -> Outcome {
@@ -101,6 +105,7 @@ impl CheckResult {
             details,
             outcome: if passed { Outcome::Ok } else { Outcome::Fail },
             issue: None,
+            data: None,
         }
     }
 
@@ -394,14 +399,22 @@ pub fn evaluate(data: &RunData, in_progress: bool) -> Evaluation {
         results.extend(workload_checks(data, w));
     }
     for c in &data.experiment.checks {
-        let (passed, details) = experiment_check(data, c);
-        results.push(CheckResult::new(
+        let (passed, details, extra) = match c.kind.value {
+            CheckKind::Linearizable | CheckKind::Set | CheckKind::Counter => history::history_check(&data.run_dir, c),
+            _ => {
+                let (p, d) = experiment_check(data, c);
+                (p, d, None)
+            }
+        };
+        let mut r = CheckResult::new(
             "experiment",
             format!("experiment/{}", c.name.value),
             format!("experiment/{}", c.name.value),
             passed,
             details,
-        ));
+        );
+        r.data = extra;
+        results.push(r);
     }
     results.extend(steady.iter().filter(|p| p.phase == "after").map(|p| p.result.clone()));
     results.extend(adapter_checks);

@@ -191,6 +191,30 @@ pub fn validate_experiment_with(path: &Path, e: &Experiment, limits: &Limits) ->
                     }
                 }
             }
+            CheckKind::Linearizable | CheckKind::Set | CheckKind::Counter => {
+                if let Some(h) = &c.history {
+                    if !crate::evaluate::history::valid_pattern(h) {
+                        return invalid(
+                            path,
+                            l,
+                            col,
+                            format!("{f}.history"),
+                            format!(
+                                "expected a relative glob inside the run directory (no `..`, not absolute), got {h:?}"
+                            ),
+                        );
+                    }
+                }
+                if c.kind.value != CheckKind::Linearizable && (c.model.is_some() || c.initial.is_some()) {
+                    return invalid(
+                        path,
+                        l,
+                        col,
+                        format!("{f}.model"),
+                        "`model` and `initial` go with a linearizable check",
+                    );
+                }
+            }
             CheckKind::Timeline if c.event.is_none() == c.order.is_empty() => {
                 return invalid(
                     path,

@@ -329,7 +329,25 @@ pub enum CheckKind {
     Shell,
     Metric,
     Timeline,
+    /// A history (JSON lines) is linearizable: `model: register` (default) or `kv`.
+    Linearizable,
+    /// A history of `add`s and `read`s of a set: every acknowledged add is read.
+    Set,
+    /// A history of `add`/`incr`s and `read`s of a counter: every read is within its bounds.
+    Counter,
 }
+
+/// What a `linearizable` check models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HistoryModel {
+    #[default]
+    Register,
+    Kv,
+}
+
+/// Where history checks look by default: every instance's `history.jsonl`.
+pub const DEFAULT_HISTORY: &str = "workloads/*/instances/*/output/history.jsonl";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -457,6 +475,19 @@ pub struct Check {
     /// These events happened, in this order.
     #[serde(default)]
     pub order: Vec<EventMatch>,
+    // linearizable, set, counter
+    /// The history files, a glob relative to the run directory (`*` and `?` within one path segment), merged
+    /// by time (default [`DEFAULT_HISTORY`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub history: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<HistoryModel>,
+    /// The register's (or each key's) value before the history (default null).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial: Option<serde_json::Value>,
+    /// The linearizability search's bound (default 10 million steps); over it the check fails as unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u64>,
 }
 
 /// A metric family the experiment is about.

@@ -959,5 +959,8 @@ mod docker;
 #[path = "chaos_replay.rs"]
 mod replay;
 
+#[path = "chaos_history.rs"]
+mod history;
+
 #[path = "chaos_net.rs"]
 mod net;
