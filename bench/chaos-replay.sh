@@ -2,7 +2,7 @@
 # How exactly the process-driver examples replay (issue 18): each example in examples/chaos/ is run once with
 # a fixed seed, then `repro chaos replay RUN --runs $RUNS` runs it again from its run directory alone; prints
 # one row per example: verdict, replays that reproduced the verdict, every check's outcome and the fault
-# schedule, and the time of the original run and of a replay (median). Not a timed test: a report.
+# schedule, and the time of the original run and of a replay (mean). Not a timed test: a report.
 # Usage: bench/chaos-replay.sh [EXAMPLE...]    (default: the process-driver examples; RUNS=10, SEED=4)
 set -euo pipefail
 shopt -s inherit_errexit
@@ -18,9 +18,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 examples=("$@")
 if [ ${#examples[@]} -eq 0 ]; then
-    examples=(hello-world smoke redis-kill-acked-writes redis-freeze redis-nemesis postgres-kill-postmaster)
+    examples=(hello-world smoke redis-kill-acked-writes redis-freeze redis-nemesis redis-partition-acked-writes
+        redis-latency redis-replica-linearizable postgres-kill-postmaster)
 fi
-printf '| example | verdict | replays reproduced | original run | replay (median) |\n|---|---|---|---|---|\n'
+printf '| example | verdict | replays reproduced | original run | replay (mean) |\n|---|---|---|---|---|\n'
 for ex in "${examples[@]}"; do
     t0=${EPOCHREALTIME/./}
     out=$("$REPRO" chaos run "$root/examples/chaos/$ex.yaml" --seed "$seed" --state-dir "$work/state" -q) || true

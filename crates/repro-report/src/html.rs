@@ -147,6 +147,7 @@ table { border-collapse: collapse; width: 100%; font-size: 13px; }
 th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #eee; vertical-align: top; }
 th { background: #fafafa; font-weight: 600; }
 td.ok { color: #2e9d4f; font-weight: 600; } td.bad { color: #d64545; font-weight: 600; } td.x { color: #8a6d00; font-weight: 600; }
+p, h1, h2, h3, td, th, code, .meta { overflow-wrap: anywhere; }
 pre { margin: 2px 0 0; font-size: 12px; white-space: pre-wrap; word-break: break-all; color: #444; }
 table.checks td:first-child, table.checks td:nth-child(2) { white-space: nowrap; }
 table.manifest th { white-space: nowrap; width: 1%; }

@@ -248,7 +248,7 @@ pub fn timeline(l: &Lanes, style: &TimelineStyle) -> String {
     by_start.sort_by(|a, b| a.start.total_cmp(&b.start));
     let mut label_floor = f64::MIN;
     for b in by_start {
-        band(&mut o, b, &xt, l.end, top, chart_bottom, row, &mut label_floor);
+        band(&mut o, b, &xt, l.end, top, chart_bottom, row, &mut label_floor, style.width);
     }
     // Lanes.
     for (i, lane) in l.lanes.iter().enumerate() {
@@ -339,6 +339,7 @@ fn band(
     bottom: f64,
     row: f64,
     label_floor: &mut f64,
+    right: f64,
 ) {
     let xa = xt(b.start);
     let w = (xt(b.end_or(run_end)) - xa).max(2.0);
@@ -368,16 +369,28 @@ fn band(
         c(row - 6.0),
         esc(&label)
     );
-    let x = xa + w + 3.0;
-    if x >= *label_floor {
+    // After the bar; where the chart ends first, before it (right-aligned); else cut to the room there is.
+    let after = xa + w + 3.0;
+    let width = label_width(&b.operation);
+    let (x, anchor, text) = if after + width <= right {
+        (after, "start", b.operation.clone())
+    } else if xa - 3.0 - width >= label_floor.max(0.0) {
+        (xa - 3.0, "end", b.operation.clone())
+    } else {
+        let room = ((right - after) / 6.0).floor() as usize;
+        let t: String = b.operation.chars().take(room.saturating_sub(1)).collect();
+        (after, "start", format!("{t}…"))
+    };
+    let left = if anchor == "end" { x - width } else { x };
+    if left >= *label_floor && text.chars().count() >= 4 {
         put!(
             o,
-            r##"<text class="op-label" x="{}" y="{}" fill="#333" font-size="10">{}</text>"##,
+            r##"<text class="op-label" x="{}" y="{}" fill="#333" font-size="10" text-anchor="{anchor}">{}</text>"##,
             c(x),
             c(top + row * 0.68),
-            esc(&b.operation)
+            esc(&text)
         );
-        *label_floor = x + label_width(&b.operation) + 4.0;
+        *label_floor = left + label_width(&text) + 4.0;
     }
 }
 
@@ -697,6 +710,27 @@ mod tests {
         assert_eq!(xs[2], 110.0);
         // A mark far enough away is not moved.
         assert_eq!(xs[5], 190.0);
+    }
+
+    #[test]
+    fn operation_labels_stay_inside_the_chart() {
+        let long = "an-operation-with-a-very-long-name-indeed".to_string();
+        let b = Band {
+            operation: long.clone(),
+            run: 1,
+            uses: "kill".into(),
+            start: 99.0,
+            end: Some(99.5),
+            reverted: false,
+            hits: vec![],
+        };
+        let l = Lanes { lanes: vec![], bands: vec![b], marks: vec![], end: 100.0 };
+        let style = TimelineStyle::default();
+        let svg = timeline(&l, &style);
+        let t = svg.split("class=\"op-label\"").nth(1).expect("a label");
+        let x: f64 = t.split("x=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap();
+        assert!(t.contains("text-anchor=\"end\""), "placed before its bar: {t}");
+        assert!(x <= style.width && x - label_width(&long) >= 0.0, "{x}");
     }
 
     #[test]

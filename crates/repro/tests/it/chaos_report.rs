@@ -321,3 +321,81 @@ fn reports_of_something_that_is_not_a_run_directory_exit_2_naming_it() {
     assert_code(&o, 2);
     assert!(stderr(&o).contains("timeline.jsonl: line 2:"), "{}", stderr(&o));
 }
+
+/// Lays the page out in chromium and lists every element that sticks out of its run's column, or out of the
+/// window (the summary table, headings and paragraphs outside the sideways-scrolling columns): `tag.class
+/// right>limit`, measured by a script appended to the page.
+fn overflowing(wd: &Workdir, page: &str) -> Vec<String> {
+    let probe = r#"<script>
+const out = [];
+const W = document.documentElement.clientWidth;
+for (const s of document.querySelectorAll('section.run')) {
+  const lim = s.getBoundingClientRect().right + 1;
+  for (const e of s.querySelectorAll('*')) {
+    const r = e.getBoundingClientRect();
+    if (r.width > 0 && r.right > lim) out.push(e.tagName + '.' + (e.getAttribute('class') || '') + ' ' + Math.round(r.right) + '>' + Math.round(lim));
+  }
+}
+for (const e of document.querySelectorAll('table.summary, table.summary *, h1, p')) {
+  if (e.closest('.scroll')) continue; // the runs' columns scroll sideways, by design
+  const r = e.getBoundingClientRect();
+  if (r.right > W + 1) out.push(e.tagName + ' ' + Math.round(r.right) + '>' + W);
+}
+const pre = document.createElement('pre'); pre.id = 'overflow'; pre.textContent = JSON.stringify(out);
+document.body.appendChild(pre);
+</script>"#;
+    let f = wd.path().join("measured.html");
+    std::fs::write(&f, page.replace("</body>", &format!("{probe}</body>"))).unwrap();
+    let (dom, _) = chromium(&format!("file://{}", f.display()), None);
+    let json = dom.split("<pre id=\"overflow\">").nth(1).and_then(|s| s.split("</pre>").next()).expect("the probe ran");
+    serde_json::from_str(&json.replace("&gt;", ">").replace("&lt;", "<").replace("&amp;", "&")).unwrap()
+}
+
+#[test]
+fn the_dashboard_does_not_overflow_with_long_names() {
+    require_cmds(&["chromium"]);
+    let wd = Workdir::new();
+    let long = "a-very-long-experiment-identifier-that-goes-on-and-on-without-a-single-space-to-break-at-x";
+    let exp = wd.path().join("long.yaml");
+    std::fs::write(
+        &exp,
+        format!(
+            "apiVersion: repro.dev/chaos/v1\nid: {long}\nversion: 1\ntitle: {long}\nhypothesis: h\ntimeout: 1m\nworkloads:\n  - name: {w}\n    kind: shell\n    instances: 2\n    run: echo {long}{long} >&2; exit 3\n    checks:\n      - name: {c}\n        kind: shell\n        run: echo {long}{long}{long}; exit 1\noperations:\n  - {{name: {o}, uses: kill, target: {w}}}\nflow:\n  parallel: [{w}, {o}]\n",
+            w = "workload-with-a-long-name-that-keeps-going-and-going-and-going",
+            c = "check-with-a-name-that-is-much-longer-than-any-column-would-like-it-to-be",
+            o = "operation-whose-name-is-long-enough-to-overflow-a-label-on-the-timeline"
+        ),
+    )
+    .unwrap();
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let o = repro()
+            .current_dir(wd.path())
+            .args(["chaos", "run"])
+            .arg(&exp)
+            .arg("--state-dir")
+            .arg(wd.path().join("state"))
+            .arg("-q")
+            .output()
+            .unwrap();
+        assert_code(&o, 1);
+        runs.push(PathBuf::from(stdout(&o).lines().last().unwrap().trim()));
+    }
+    let mut child = Command::new(repro_path())
+        .args(["chaos", "dashboard"])
+        .args(&runs)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let child = Killed(child);
+    let addr = line.trim().trim_start_matches("http://").trim_end_matches('/').to_string();
+    let (status, page) = http_get(&addr, "/");
+    assert_eq!(status, 200);
+    assert!(page.contains(long));
+    let bad = overflowing(&wd, &page);
+    assert!(bad.is_empty(), "elements stick out of their column or the window: {bad:?}");
+    drop(child);
+}
