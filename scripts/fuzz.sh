@@ -21,6 +21,7 @@ case "$target" in
     pack|pack_tar) max_len=65536 ;;
     manifest|tape) max_len=16384 ;;
     experiment|prom) max_len=8192 ;;
+    chaos_schedule) max_len=16384 ;;
     args) max_len=256 ;;
     run_record) max_len=16384 ;;
     project|procfs) max_len=4096 ;;

@@ -32,6 +32,7 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("attestation", attestation),
     ("repair_counts", repair_counts),
     ("history", history),
+    ("chaos_schedule", chaos_schedule),
 ];
 
 /// A file given to `repro drift` or `repro env` that may be a DSSE envelope of `repro attest` (classified by
@@ -508,6 +509,47 @@ pub fn history(data: &[u8], _scratch: &Path) {
                     assert!(w.start <= op.call && op.ret.unwrap_or(op.call) <= w.end, "inside the span: {op:?}");
                 }
             }
+        }
+    }
+}
+
+/// What `repro chaos replay` and `shrink` read from someone else's run directory: the timeline (JSON lines)
+/// and `schedule.json`. The input is split at the first NUL: a timeline, then a schedule. The schedule derived
+/// from the timeline reads back equal; any schedule that parses compares with it; the flow of a fixed experiment
+/// with every node kind is pinned from it within a node bound (never larger), and every candidate of that pinned
+/// flow is an experiment that loads.
+pub fn chaos_schedule(data: &[u8], _scratch: &Path) {
+    use repro_chaos::shrink::{candidate_flow, pin_flow, repeat_rounds, Choice};
+    const EXP: &str = "apiVersion: repro.dev/chaos/v1\nid: e\nversion: 1\ntitle: t\nhypothesis: h\ntimeout: 1m\nworkloads:\n  - {name: w, kind: shell, instances: 3, run: 'true'}\noperations:\n  - {name: k, uses: kill, target: w}\n  - {name: f, uses: freeze, target: w, duration: 1s}\nflow:\n  parallel:\n    - w\n    - serial:\n        - {delay: 1s, jitter: 500ms}\n        - schedule: {from: [k, {do: f, weight: 2}], length: 3, interval: 100ms}\n        - random: {pick: 1, from: [k, f]}\n        - repeat: {for: 1s, do: k}\n        - {op: f, select: [w-1], duration: 200ms}\n";
+    let (tl_bytes, sched_bytes) = match data.iter().position(|b| *b == 0) {
+        Some(i) => (&data[..i], &data[i + 1..]),
+        None => (data, &[][..]),
+    };
+    let timeline: Vec<serde_json::Value> = String::from_utf8_lossy(tl_bytes)
+        .lines()
+        .take(2_000)
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let sc = repro_chaos::schedule::from_timeline(7, &timeline);
+    let back: repro_chaos::model::Schedule =
+        serde_json::from_str(&serde_json::to_string(&sc).expect("a schedule serializes")).expect("reads back");
+    assert_eq!(back.operations.len(), sc.operations.len());
+    assert_eq!(repro_chaos::schedule::difference(&sc, &sc), None, "a schedule is the same as itself");
+    if let Ok(other) = serde_json::from_slice::<repro_chaos::model::Schedule>(sched_bytes) {
+        let _ = repro_chaos::schedule::difference(&sc, &other);
+    }
+    let exp = repro_chaos::load::parse_experiment(Path::new("e.yaml"), EXP).expect("the fixed experiment loads");
+    let rounds = repeat_rounds(&timeline);
+    let (flow, slots) = pin_flow(&exp, &sc, &rounds, 500);
+    let flow = flow.expect("the experiment has a flow");
+    let nodes = serde_json::to_string(&flow).expect("a flow serializes").matches('{').count();
+    assert!(nodes <= 2_000, "the pinned flow is bounded: {nodes}");
+    for choices in [vec![Choice::Leave; slots.len()], vec![Choice::Run(None); slots.len()]] {
+        let mut e = exp.clone();
+        e.flow = Some(candidate_flow(&flow, &slots, &choices));
+        let text = repro_chaos::shrink::experiment_yaml(&e).expect("a candidate serializes");
+        if let Err(err) = repro_chaos::load::parse_experiment(Path::new("c.yaml"), &text) {
+            panic!("a candidate does not load: {err}\n{text}");
         }
     }
 }

@@ -157,6 +157,11 @@ pub fn pin_flow(
     (flow, p.slots)
 }
 
+/// An experiment as YAML (what `shrink` writes; it loads back as the same experiment).
+pub fn experiment_yaml(e: &Experiment) -> std::result::Result<String, String> {
+    serde_saphyr::to_string(e).map_err(|err| err.to_string())
+}
+
 /// What a candidate does with each slot: run it (for this long, if it has a duration) or leave it out.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Choice {
