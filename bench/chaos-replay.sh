@@ -30,7 +30,7 @@ for ex in "${examples[@]}"; do
     verdict=$(sed -n 's/^\(PASS\|FAIL\|XFAIL\|ERROR\)$/\1/p' <<<"$out" | tail -n 1)
     rep=$("$REPRO" chaos replay "$run" --runs "$runs" -q --json) || true
     t2=${EPOCHREALTIME/./}
-    got=$(python3 -c 'import json,sys; r=json.load(sys.stdin); print(f"{r[\"reproduced\"]}/{r[\"requested\"]}")' <<<"$rep")
+    got=$(python3 -c 'import json,sys; r=json.load(sys.stdin); print("%d/%d" % (r["reproduced"], r["requested"]))' <<<"$rep")
     per=$(( (t2 - t1) / runs / 1000 ))
     printf '| %s | %s | %s | %d ms | %d ms |\n' "$ex" "$verdict" "$got" $(( (t1 - t0) / 1000 )) "$per"
 done
