@@ -525,11 +525,8 @@ pub fn chaos_schedule(data: &[u8], _scratch: &Path) {
         Some(i) => (&data[..i], &data[i + 1..]),
         None => (data, &[][..]),
     };
-    let timeline: Vec<serde_json::Value> = String::from_utf8_lossy(tl_bytes)
-        .lines()
-        .take(2_000)
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let timeline: Vec<serde_json::Value> =
+        String::from_utf8_lossy(tl_bytes).lines().take(2_000).filter_map(|l| serde_json::from_str(l).ok()).collect();
     let sc = repro_chaos::schedule::from_timeline(7, &timeline);
     let back: repro_chaos::model::Schedule =
         serde_json::from_str(&serde_json::to_string(&sc).expect("a schedule serializes")).expect("reads back");
