@@ -54,13 +54,17 @@ impl Reaper {
     }
 
     /// The run stopped everything it started: the reaper has nothing to do.
-    pub fn finish(mut self) {
+    pub fn finish(self) {
         if let Some(mut w) = CURRENT.lock().unwrap_or_else(|e| e.into_inner()).take() {
             // Gone already: it has nothing to do either way.
             let _ = writeln!(w, "done").and_then(|()| w.flush());
         }
-        // It exits at once after `done`; reaped here so that no zombie is left.
-        let _ = self.child.wait();
+        // It exits at once after `done` (even once this process is gone: `done` is in the pipe); collected on a
+        // thread of its own so that the run does not wait for the reaper's start-up.
+        let mut child = self.child;
+        std::thread::spawn(move || {
+            let _ = child.wait();
+        });
     }
 }
 
