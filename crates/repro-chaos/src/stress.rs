@@ -61,14 +61,20 @@ fn reap(pid: i32) {
     let _ = waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
 }
 
-/// The bogo-ops lines of `--metrics-brief` in the log: "cpu 1736, io 2648, vm 15201".
+/// The stressor lines of `--metrics-brief` in the log, with the CPU time (user + system) its workers used:
+/// "cpu 1736 (1.13s CPU), vm 15201 (0.42s CPU)".
 pub fn bogo_ops(log: &str) -> String {
     let mut out = Vec::new();
     for line in log.lines().filter(|l| l.contains("metrc:")) {
         let Some((_, rest)) = line.split_once("] ") else { continue };
         let f: Vec<&str> = rest.split_whitespace().collect();
         if f.len() >= 2 && f[1].parse::<u64>().is_ok() {
-            out.push(format!("{} {}", f[0], f[1]));
+            let cpu = match (f.get(3).and_then(|t| t.parse::<f64>().ok()), f.get(4).and_then(|t| t.parse::<f64>().ok()))
+            {
+                (Some(u), Some(s)) => format!(" ({:.2}s CPU)", u + s),
+                _ => String::new(),
+            };
+            out.push(format!("{} {}{cpu}", f[0], f[1]));
         }
     }
     out.join(", ")
@@ -214,7 +220,8 @@ stress-ng: metrc: [32043] stressor       bogo ops real time  usr time  sys time 
 stress-ng: metrc: [32043]                           (secs)    (secs)    (secs)   (real time) (usr+sys time)\n\
 stress-ng: metrc: [32043] cpu                1736      1.60      1.05      0.08      1085.02        1543.47\n\
 stress-ng: metrc: [32043] vm                15201      1.58      0.20      0.22      9621.86       36319.72\n";
-        assert_eq!(bogo_ops(log), "cpu 1736, vm 15201");
+        assert_eq!(bogo_ops(log), "cpu 1736 (1.13s CPU), vm 15201 (0.42s CPU)");
+        assert_eq!(bogo_ops("stress-ng: metrc: [1] cpu 12\n"), "cpu 12");
         assert_eq!(bogo_ops(""), "");
     }
 }
