@@ -170,3 +170,19 @@ checks:
         started.elapsed()
     );
 }
+
+#[test]
+fn redis_stress_example_passes() {
+    require_redis();
+    require_cmd("stress-ng");
+    let wd = Workdir::new();
+    let o = chaos_run(&wd, &examples().join("redis-stress.yaml"), &[]);
+    assert_code(&o, 0);
+    let out = stdout(&o);
+    assert!(out.contains("  ok    pinger-0/answered-within-1s\n"), "{out}");
+    assert!(out.contains("  ok    experiment/stressed-while-pinged\n"), "{out}");
+    let tl = timeline(&run_dir(&o));
+    let r = events(&tl, "operation.reverted");
+    let detail = r.iter().find(|e| e["operation"] == "hog").and_then(|e| e["detail"].as_str()).expect("hog reverted");
+    assert!(detail.contains("bogo ops: cpu ") && detail.contains("io ") && detail.contains("vm "), "{detail}");
+}
