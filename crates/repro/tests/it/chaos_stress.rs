@@ -18,7 +18,7 @@ def hogs():
     return out
 def once():
     t = time.perf_counter(); x = 0
-    for i in range(2000000): x += i
+    for i in range(1500000): x += i
     return time.perf_counter() - t
 a = hogs(); t0 = time.perf_counter()
 print(sum(once() for _ in range(3)))
@@ -56,6 +56,13 @@ fn group(pgid: i64) -> Vec<String> {
 }
 
 /// The pgid in an `operation.verified` effect: "stress-ng: ... running (pgid N)".
+/// One stress test at a time: their workers would share the two cores, and the measurements with them.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn pgid(effect: &str) -> i64 {
     let n = effect.rsplit_once("(pgid ").and_then(|(_, r)| r.strip_suffix(')')).unwrap_or_else(|| panic!("{effect}"));
     n.parse().unwrap()
@@ -64,6 +71,7 @@ fn pgid(effect: &str) -> i64 {
 #[test]
 fn stress_slows_a_cpu_bound_workload_and_leaves_nothing_behind() {
     require_cmds(&["stress-ng", "python3"]);
+    let _one = one_at_a_time();
     let wd = Workdir::new();
     write(wd.path(), "adapters/sleeper.yaml", SLEEPER_ADAPTER);
     let exp = write(
@@ -76,7 +84,7 @@ workloads:
   - name: hog-cpu
     uses: stress
     target: sleeper
-    duration: 1500ms
+    duration: 2s
     stress: {{cpu: 2}}
   - name: hog-memory
     uses: stress
@@ -140,12 +148,12 @@ checks:
     assert_eq!(ours.len(), 2, "two cpu workers of the run's stress-ng in /proc while the loop ran: {hogs:?}");
     let (cpu_secs, wall) = (ours.iter().map(|h| h[2]).sum::<f64>(), ours[0][3]);
     assert!(cpu_secs >= 0.3 * wall, "the cpu workers used {cpu_secs:.2}s of CPU in the loop's {wall:.2}s");
-    // Stopped by SIGTERM, with what the workers did: stress-ng's own account of their CPU time (of the 3 s two
-    // workers can use in 1.5 s).
+    // Stopped by SIGTERM, with what the workers did: stress-ng's own account of their CPU time (of the 4 s two
+    // workers can use in 2 s).
     let reverted = events(&tl, "operation.reverted");
     let r = reverted.iter().find(|e| e["operation"] == "hog-cpu").expect("hog-cpu reverted");
     let detail = r["detail"].as_str().unwrap();
-    assert!(detail.contains("stopped by SIGTERM after 1.") && detail.contains("bogo ops: cpu "), "{detail}");
+    assert!(detail.contains("stopped by SIGTERM after 2.") && detail.contains("bogo ops: cpu "), "{detail}");
     let total: f64 = detail
         .split_once("s CPU)")
         .and_then(|(a, _)| a.rsplit_once('(')?.1.parse().ok())
@@ -175,6 +183,7 @@ checks:
 fn redis_stress_example_passes() {
     require_redis();
     require_cmd("stress-ng");
+    let _one = one_at_a_time();
     let wd = Workdir::new();
     let o = chaos_run(&wd, &examples().join("redis-stress.yaml"), &[]);
     assert_code(&o, 0);
@@ -185,4 +194,84 @@ fn redis_stress_example_passes() {
     let r = events(&tl, "operation.reverted");
     let detail = r.iter().find(|e| e["operation"] == "hog").and_then(|e| e["detail"].as_str()).expect("hog reverted");
     assert!(detail.contains("bogo ops: cpu ") && detail.contains("io ") && detail.contains("vm "), "{detail}");
+}
+
+/// Starts `chaos run` of a stress without a duration followed by a 60 s delay; returns the harness, the run
+/// directory and stress-ng's pgid once the stress is verified.
+fn start_endless_stress(wd: &Workdir) -> (std::process::Child, PathBuf, i64) {
+    write(wd.path(), "adapters/sleeper.yaml", SLEEPER_ADAPTER);
+    let exp = write(
+        wd.path(),
+        "endless.yaml",
+        &format!(
+            "{}default-adapter: sleeper\noperations:\n  - {{name: hog, uses: stress, target: sleeper, stress: {{cpu: 1, memory: 16Mi}}}}\nflow:\n  serial:\n    - hog\n    - delay: 60s\n",
+            header("endless")
+        ),
+    );
+    let child = Command::new(repro_path())
+        .current_dir(wd.path())
+        .args(["chaos", "run"])
+        .arg(&exp)
+        .arg("--state-dir")
+        .arg(wd.path().join("state"))
+        .arg("-q")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let state = wd.path().join("state/endless");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(Instant::now() < deadline, "the stress was never verified");
+        let found = std::fs::read_dir(&state).ok().and_then(|mut rd| rd.next()).map(|e| e.unwrap().path());
+        if let Some(d) = found {
+            let t = std::fs::read_to_string(d.join("timeline.jsonl")).unwrap_or_default();
+            let verified = t
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .find(|e| e["event"] == "operation.verified");
+            if let Some(v) = verified {
+                let pgid = pgid(v["effect"].as_str().unwrap());
+                // stress-ng, its cpu worker, and the vm worker's parent and child.
+                assert!(group(pgid).len() >= 3, "stress-ng's workers run: {:?}", group(pgid));
+                return (child, d, pgid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigint_stops_a_stress_without_a_duration() {
+    require_cmd("stress-ng");
+    let _one = one_at_a_time();
+    let wd = Workdir::new();
+    let (child, dir, pgid) = start_endless_stress(&wd);
+    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let out = wait_bounded(child, "chaos run after SIGINT");
+    assert_code(&out, 130);
+    let tl = timeline(&dir);
+    assert!(last_t(&tl) < 60.0, "the run did not wait out its 60 s delay");
+    let undo = events(&tl, "operation.undo");
+    assert_eq!(undo.len(), 1, "{tl:?}");
+    assert_eq!(undo[0]["ok"], true, "{tl:?}");
+    let detail = undo[0]["detail"].as_str().unwrap();
+    assert!(detail.contains(&format!("stress-ng (pgid {pgid}) stopped by SIG")), "{detail}");
+    assert!(group(pgid).is_empty(), "left running: {:?}", group(pgid));
+}
+
+#[test]
+fn a_killed_harness_leaves_no_stress_ng_behind() {
+    require_cmd("stress-ng");
+    let _one = one_at_a_time();
+    let wd = Workdir::new();
+    let (mut child, _dir, pgid) = start_endless_stress(&wd);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The run's reaper kills every group it was told of when the harness's pipe closes.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !group(pgid).is_empty() {
+        assert!(Instant::now() < deadline, "the reaper left stress-ng running: {:?}", group(pgid));
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
