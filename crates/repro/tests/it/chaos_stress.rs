@@ -221,10 +221,12 @@ fn start_endless_stress(wd: &Workdir) -> (std::process::Child, PathBuf, i64) {
         .unwrap();
     let state = wd.path().join("state/endless");
     let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        assert!(Instant::now() < deadline, "the stress was never verified");
-        let found = std::fs::read_dir(&state).ok().and_then(|mut rd| rd.next()).map(|e| e.unwrap().path());
-        if let Some(d) = found {
+    let found = loop {
+        if Instant::now() >= deadline {
+            break Err("the stress was never verified".to_string());
+        }
+        let dir = std::fs::read_dir(&state).ok().and_then(|mut rd| rd.next()).map(|e| e.unwrap().path());
+        if let Some(d) = dir {
             let t = std::fs::read_to_string(d.join("timeline.jsonl")).unwrap_or_default();
             let verified = t
                 .lines()
@@ -233,11 +235,24 @@ fn start_endless_stress(wd: &Workdir) -> (std::process::Child, PathBuf, i64) {
             if let Some(v) = verified {
                 let pgid = pgid(v["effect"].as_str().unwrap());
                 // stress-ng, its cpu worker, and the vm worker's parent and child.
-                assert!(group(pgid).len() >= 3, "stress-ng's workers run: {:?}", group(pgid));
-                return (child, d, pgid);
+                let members = group(pgid);
+                break if members.len() >= 3 {
+                    Ok((d, pgid))
+                } else {
+                    Err(format!("stress-ng's workers: {members:?}"))
+                };
             }
         }
         std::thread::sleep(Duration::from_millis(20));
+    };
+    match found {
+        Ok((d, pgid)) => (child, d, pgid),
+        Err(e) => {
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{e}");
+        }
     }
 }
 
