@@ -28,6 +28,8 @@ pub enum UndoAction {
     Hook { script: String, env: BTreeMap<String, String> },
     /// Remove a network fault's proxy rules.
     NetRules(crate::network::NetUndo),
+    /// Stop a stress fault's stress-ng.
+    StopStress(crate::stress::StressUndo),
 }
 
 /// The state of one run, shared by the flow's branches, the waiters and the observers.

@@ -53,6 +53,7 @@ pub mod schedule;
 pub mod shrink;
 pub mod signals;
 pub mod steady;
+pub mod stress;
 pub mod targets;
 pub mod timeline;
 pub mod undo;

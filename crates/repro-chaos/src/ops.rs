@@ -192,7 +192,7 @@ impl Ctx {
     }
 
     /// Sleeps the operation's duration, then runs undo `id` (unless the end-of-run sweep took it).
-    fn hold_then_undo(&self, d: Duration, ids: &[u64]) -> Result<(), Stop> {
+    pub(crate) fn hold_then_undo(&self, d: Duration, ids: &[u64]) -> Result<(), Stop> {
         let completed = self.sleep(d);
         for id in ids {
             if let Some(u) = self.undo.take(*id) {
@@ -310,6 +310,7 @@ impl Ctx {
             | Fault::Bandwidth
             | Fault::Partition
             | Fault::Reset => return self.run_net_fault(op, fault, run),
+            Fault::Stress => return self.start_stress(op, run, names, containers),
             Fault::Freeze => {
                 for v in victims {
                     if let Err(e) = self.driver.hit(v, Hit::Freeze) {
@@ -470,6 +471,7 @@ impl Ctx {
                 stats = Some(s);
                 (ok, detail)
             }
+            UndoAction::StopStress(s) => self.stop_stress(&u.operation, u.run, s),
             UndoAction::Hook { script, env } => {
                 match proc::run_hook(script, env, &self.run_dir, self.budget(Duration::from_secs(120)), None) {
                     Ok(o) if o.ok() => (true, o.output.trim().to_string()),

@@ -102,8 +102,23 @@ pub fn validate_experiment_with(path: &Path, e: &Experiment, limits: &Limits) ->
                 );
             }
         }
+        if let Some(st) = &o.stress {
+            if fault != Some(Fault::Stress) {
+                return invalid(
+                    path,
+                    st.line,
+                    st.column,
+                    format!("{f}.stress"),
+                    format!("`stress` goes with the stress fault, not with {}", o.uses.value),
+                );
+            }
+        }
         if let Some(fault) = fault.filter(|f| f.is_network()) {
             validate_network(path, &f, o, fault, e)?;
+            continue;
+        }
+        if fault == Some(Fault::Stress) {
+            validate_stress(path, &f, o, e)?;
             continue;
         }
         if let Some(fault) = fault {
@@ -635,6 +650,97 @@ fn validate_network(path: &Path, f: &str, o: &Operation, fault: Fault, e: &Exper
     Ok(())
 }
 
+/// The most workers of one kind (cpu, io, vm) a stress starts.
+pub const STRESS_MAX_WORKERS: u32 = 64;
+/// The most memory a stress holds: 64 GiB.
+pub const STRESS_MAX_MEMORY: u64 = 64 << 30;
+/// The least memory each vm worker holds (stress-ng's minimum): 4 KiB.
+const STRESS_MIN_VM_BYTES: u64 = 4 << 10;
+
+/// The stress fault: an adapter target, and `stress:` with at least one of cpu, memory, io, within bounds.
+fn validate_stress(path: &Path, f: &str, o: &Operation, e: &Experiment) -> Result<()> {
+    let Some(t) = &o.target else {
+        return invalid(
+            path,
+            o.uses.line,
+            o.uses.column,
+            format!("{f}.target"),
+            "the stress fault needs a `target`: an adapter target (stress-ng runs beside it, on its host)",
+        );
+    };
+    if names_workload_or_instance(e, &t.value) {
+        return invalid(
+            path,
+            t.line,
+            t.column,
+            format!("{f}.target"),
+            format!("the target of the stress fault is an adapter target, not a workload ({}): stress-ng runs beside a target of the adapter", t.value),
+        );
+    }
+    let Some(st) = &o.stress else {
+        return invalid(
+            path,
+            o.uses.line,
+            o.uses.column,
+            format!("{f}.stress"),
+            "the stress fault needs `stress:` with at least one of cpu, memory, io (for example stress: {cpu: 2})",
+        );
+    };
+    let s = &st.value;
+    if s.cpu.is_none() && s.memory.is_none() && s.io.is_none() {
+        return invalid(
+            path,
+            st.line,
+            st.column,
+            format!("{f}.stress"),
+            "expected at least one of cpu (workers), memory (bytes, such as 256Mi) or io (workers)",
+        );
+    }
+    for (name, v) in [("cpu", &s.cpu), ("io", &s.io), ("vm-workers", &s.vm_workers)] {
+        if let Some(n) = v {
+            if !(1..=STRESS_MAX_WORKERS).contains(&n.value) {
+                return invalid(
+                    path,
+                    n.line,
+                    n.column,
+                    format!("{f}.stress.{name}"),
+                    format!("expected 1 to {STRESS_MAX_WORKERS} workers, got {}", n.value),
+                );
+            }
+        }
+    }
+    if let (Some(v), None) = (&s.vm_workers, &s.memory) {
+        return invalid(
+            path,
+            v.line,
+            v.column,
+            format!("{f}.stress.vm-workers"),
+            "vm-workers goes with memory: they are the workers that hold it",
+        );
+    }
+    if let Some(m) = &s.memory {
+        if m.value.0 > STRESS_MAX_MEMORY {
+            return invalid(
+                path,
+                m.line,
+                m.column,
+                format!("{f}.stress.memory"),
+                format!("expected at most 64Gi, got {} ({} bytes)", m.value, m.value.0),
+            );
+        }
+        if s.bytes_per_vm_worker().unwrap_or(0) < STRESS_MIN_VM_BYTES {
+            return invalid(
+                path,
+                m.line,
+                m.column,
+                format!("{f}.stress.memory"),
+                format!("expected at least 4Ki for each of the {} vm workers, got {} in all", s.vm(), m.value),
+            );
+        }
+    }
+    Ok(())
+}
+
 /// What an experiment's network faults need of the adapter it runs on: the target serves ports through the
 /// proxy, and every name in `clients` and `between` is a workload, an instance or a target. (A target the
 /// adapter does not have makes the run n/a, as for the other faults: see `checks::not_applicable`.)
@@ -648,6 +754,24 @@ pub fn validate_against_adapter(path: &Path, e: &Experiment, a: &Adapter) -> Res
     };
     for (i, o) in e.operations.iter().enumerate() {
         let f = format!("operations[{i}]");
+        if Fault::from_name(&o.uses) == Some(Fault::Stress) && a.driver != Driver::Process {
+            let why = match a.driver {
+                Driver::Docker => {
+                    "the docker driver does not run it (that would need stress-ng in the image, run in the container)"
+                }
+                _ => "the kubernetes driver does not run it",
+            };
+            return invalid(
+                path,
+                o.uses.line,
+                o.uses.column,
+                format!("{f}.uses"),
+                format!(
+                    "stress runs stress-ng beside a target of the process driver, and adapter {} uses another: {why}",
+                    a.name
+                ),
+            );
+        }
         let Some(fault) = Fault::from_name(&o.uses).filter(|f| f.is_network()) else { continue };
         if let Some(t) = &o.target {
             if let Some(spec) = target(&t.value) {

@@ -610,3 +610,102 @@ flow: writer
         assert!(m.starts_with("a.yaml:8:13: targets[0].proxy[0]: a docker target's proxied port must be published: add x to container.ports"), "{m}");
     }
 }
+
+#[cfg(test)]
+mod stress_tests {
+    use super::*;
+
+    const STRESS: &str = r#"apiVersion: repro.dev/chaos/v1
+id: stress
+version: 1
+title: t
+hypothesis: h
+timeout: 1m
+workloads:
+  - name: w
+    kind: shell
+    run: echo hi
+operations:
+  - name: op
+    uses: stress
+    target: server
+    duration: 2s
+    stress:
+      cpu: 2
+flow: w
+"#;
+
+    fn with_stress(stress: &str) -> String {
+        STRESS.replace("    stress:\n      cpu: 2\n", &format!("    stress:\n{stress}"))
+    }
+
+    fn err(text: &str) -> String {
+        parse_experiment(Path::new("e.yaml"), text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn stress_parses() {
+        let e = parse_experiment(Path::new("e.yaml"), STRESS).unwrap();
+        let s = &e.operations[0].stress.as_ref().unwrap().value;
+        assert_eq!((s.cpu_workers(), s.vm(), s.io_workers()), (2, 0, 0));
+        let e = parse_experiment(
+            Path::new("e.yaml"),
+            &with_stress("      memory: 256Mi\n      vm-workers: 2\n      io: 1\n      cpu: 64\n"),
+        )
+        .unwrap();
+        let s = &e.operations[0].stress.as_ref().unwrap().value;
+        assert_eq!(s.bytes_per_vm_worker(), Some(128 << 20));
+        assert_eq!(s.describe(), "64 cpu workers, 1 io worker, 2 vm workers of 128 MiB");
+        // A bare number of bytes, the largest memory, and back through serde.
+        let e = parse_experiment(Path::new("e.yaml"), &with_stress("      memory: 68719476736\n")).unwrap();
+        let text = serde_saphyr::to_string(&e).unwrap();
+        let back = parse_experiment(Path::new("back.yaml"), &text).unwrap();
+        assert_eq!(serde_json::to_value(&back).unwrap(), serde_json::to_value(&e).unwrap(), "{text}");
+        assert_eq!(Fault::from_name("stress"), Some(Fault::Stress));
+        assert!(!Fault::Stress.is_network() && !Fault::PROCESS.contains(&Fault::Stress));
+        assert!(Fault::ALL.iter().all(|f| Fault::from_name(f.name()) == Some(*f)));
+    }
+
+    #[test]
+    fn every_stress_error_is_located() {
+        let cases: Vec<(String, &str)> = vec![
+            (with_stress("      cpu: 0\n"), "e.yaml:17:12: operations[0].stress.cpu: expected 1 to 64 workers, got 0"),
+            (with_stress("      cpu: 65\n"), "e.yaml:17:12: operations[0].stress.cpu: expected 1 to 64 workers, got 65"),
+            (with_stress("      io: 100\n"), "e.yaml:17:11: operations[0].stress.io: expected 1 to 64 workers, got 100"),
+            (with_stress("      cpu: -1\n"), "e.yaml:17:12: operations[0].stress.cpu: "),
+            (with_stress("      cpu: two\n"), "e.yaml:17:12: operations[0].stress.cpu: "),
+            (with_stress("      memory: 65Gi\n"), "e.yaml:17:15: operations[0].stress.memory: expected at most 64Gi, got 65 GiB"),
+            (with_stress("      memory: lots\n"), "e.yaml:17:15: operations[0].stress.memory: expected a size such as 256Mi"),
+            (with_stress("      memory: 0\n"), "e.yaml:17:15: operations[0].stress.memory: \"0\" is not a size"),
+            (with_stress("      memory: 8Ki\n      vm-workers: 4\n"), "e.yaml:17:15: operations[0].stress.memory: expected at least 4Ki for each of the 4 vm workers, got 8 KiB in all"),
+            (with_stress("      memory: 1Gi\n      vm-workers: 0\n"), "e.yaml:18:19: operations[0].stress.vm-workers: expected 1 to 64 workers, got 0"),
+            (with_stress("      cpu: 1\n      vm-workers: 2\n"), "e.yaml:18:19: operations[0].stress.vm-workers: vm-workers goes with memory"),
+            (with_stress("      vm-workers: 2\n"), "e.yaml:17:7: operations[0].stress: expected at least one of cpu (workers), memory (bytes, such as 256Mi) or io (workers)"),
+            (with_stress("      cpus: 2\n"), "e.yaml:17:7: operations[0].stress.cpus: unknown field `cpus`, expected one of cpu, memory, io, vm-workers"),
+            (STRESS.replace("    stress:\n      cpu: 2\n", ""), "e.yaml:13:11: operations[0].stress: the stress fault needs `stress:` with at least one of cpu, memory, io"),
+            (STRESS.replace("    uses: stress\n", "    uses: kill\n"), "e.yaml:17:7: operations[0].stress: `stress` goes with the stress fault, not with kill"),
+            (STRESS.replace("    uses: stress\n", "    uses: latency\n"), "e.yaml:17:7: operations[0].stress: `stress` goes with the stress fault, not with latency"),
+            (STRESS.replace("    target: server\n", ""), "e.yaml:13:11: operations[0].target: the stress fault needs a `target`: an adapter target"),
+            (STRESS.replace("    target: server\n", "    target: w\n"), "e.yaml:14:13: operations[0].target: the target of the stress fault is an adapter target, not a workload (w)"),
+        ];
+        let mut wrong = Vec::new();
+        for (text, want) in cases {
+            let m = err(&text);
+            if !m.starts_with(want) {
+                wrong.push(format!("want {want}\n got {m}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn stress_is_refused_on_the_docker_driver() {
+        let e = parse_experiment(Path::new("e.yaml"), STRESS).unwrap();
+        let p = "apiVersion: repro.dev/chaos/v1\nkind: adapter\nname: p\ndriver: process\ntargets:\n  - name: server\n    start: exec sleep 100\n";
+        validate_against_adapter(Path::new("e.yaml"), &e, &parse_adapter(Path::new("a.yaml"), p).unwrap()).unwrap();
+        let d = "apiVersion: repro.dev/chaos/v1\nkind: adapter\nname: d\ndriver: docker\ntargets:\n  - name: server\n    container:\n      image: redis@sha256:00\n";
+        let a = parse_adapter(Path::new("a.yaml"), d).unwrap();
+        let m = validate_against_adapter(Path::new("e.yaml"), &e, &a).unwrap_err().to_string();
+        assert!(m.starts_with("e.yaml:13:11: operations[0].uses: stress runs stress-ng beside a target of the process driver, and adapter d uses another: the docker driver does not run it"), "{m}");
+    }
+}

@@ -12,6 +12,7 @@ use super::duration::Dur;
 use super::flow::FlowNode;
 use super::limits::count_limited;
 use super::network::NetworkSpec;
+use super::stress::StressSpec;
 
 /// The only accepted `apiVersion`.
 pub const API_VERSION: &str = "repro.dev/chaos/v1";
@@ -231,7 +232,8 @@ impl fmt::Display for Select {
 
 /// The built-in faults: process faults (kill, restart, restart-in-place, freeze, outage) and network faults
 /// (latency, loss, duplicate, reorder, corrupt, bandwidth, partition, reset), which act on the traffic of a
-/// target's proxied ports (`proxy:` in the adapter) and take their parameters from `network:`.
+/// target's proxied ports (`proxy:` in the adapter) and take their parameters from `network:`, and `stress`
+/// (stress-ng's CPU, memory and IO workers beside a target, parameters from `stress:`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Fault {
@@ -248,15 +250,28 @@ pub enum Fault {
     Bandwidth,
     Partition,
     Reset,
+    Stress,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 13] = [
+    pub const ALL: [Fault; 14] = [
         Fault::Kill,
         Fault::Restart,
         Fault::RestartInPlace,
         Fault::Freeze,
         Fault::Outage,
+        Fault::Latency,
+        Fault::Loss,
+        Fault::Duplicate,
+        Fault::Reorder,
+        Fault::Corrupt,
+        Fault::Bandwidth,
+        Fault::Partition,
+        Fault::Reset,
+        Fault::Stress,
+    ];
+    /// The network faults: they act on traffic through the netproxy (their parameters are `network:`).
+    pub const NETWORK: [Fault; 8] = [
         Fault::Latency,
         Fault::Loss,
         Fault::Duplicate,
@@ -283,6 +298,7 @@ impl Fault {
             Fault::Bandwidth => "bandwidth",
             Fault::Partition => "partition",
             Fault::Reset => "reset",
+            Fault::Stress => "stress",
         }
     }
     pub fn from_name(name: &str) -> Option<Fault> {
@@ -290,7 +306,7 @@ impl Fault {
     }
     /// Whether the fault acts on traffic through the netproxy (its parameters are `network:`).
     pub fn is_network(self) -> bool {
-        !Fault::PROCESS.contains(&self)
+        Fault::NETWORK.contains(&self)
     }
 }
 
@@ -302,8 +318,8 @@ pub struct Operation {
     #[serde(default)]
     pub description: String,
     /// A built-in fault (`kill`, `restart`, `restart-in-place`, `freeze`, `outage`, or a network fault:
-    /// `latency`, `loss`, `duplicate`, `reorder`, `corrupt`, `bandwidth`, `partition`, `reset`) or an adapter
-    /// operation.
+    /// `latency`, `loss`, `duplicate`, `reorder`, `corrupt`, `bandwidth`, `partition`, `reset`; or `stress`)
+    /// or an adapter operation.
     pub uses: At<String>,
     /// An adapter target or a workload; adapter operations may leave it out.
     #[serde(default)]
@@ -317,6 +333,9 @@ pub struct Operation {
     /// The parameters of a network fault (see [`NetworkSpec`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<At<NetworkSpec>>,
+    /// The parameters of the `stress` fault (see [`StressSpec`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stress: Option<At<StressSpec>>,
 }
 
 fn select_one() -> Select {

@@ -14,6 +14,7 @@ pub mod flow;
 pub mod limits;
 pub mod network;
 pub mod schedule;
+pub mod stress;
 
 pub use adapter::*;
 pub use at::At;
@@ -23,3 +24,4 @@ pub use flow::*;
 pub use limits::{DurationOverLimit, Limits};
 pub use network::{parse_rate, NetDirection, NetworkSpec, Rate, RATE_EXPECTED};
 pub use schedule::{Draw, Schedule, ScheduledOp, SCHEDULE_VERSION};
+pub use stress::{parse_bytes, Bytes, StressSpec, BYTES_EXPECTED};

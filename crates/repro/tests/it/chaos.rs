@@ -964,3 +964,6 @@ mod history;
 
 #[path = "chaos_net.rs"]
 mod net;
+
+#[path = "chaos_stress.rs"]
+mod stress;
