@@ -286,6 +286,27 @@ fn random_history() -> impl Strategy<Value = Vec<Op>> {
         .prop_map(|v| v.into_iter().map(random_op).collect())
 }
 
+/// Plays (linearization point, operation, takes effect) on a real register in point order: reads get the value
+/// then, writes and matching cas change it, a cas that does not match fails.
+fn play_register(ops: &mut [(u64, Op, bool)]) {
+    ops.sort_by_key(|(point, _, _)| *point);
+    let mut state = Value::Null;
+    for (_, o, effect) in ops.iter_mut() {
+        match o.f.as_str() {
+            "read" => o.result = state.clone(),
+            "write" if *effect => state = o.value.clone(),
+            "cas" if *effect => {
+                if o.value[0] == state {
+                    state = o.value[1].clone();
+                } else if o.outcome == Outcome::Ok {
+                    o.outcome = Outcome::Fail;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// A history of a real register: each operation takes effect at a point inside its interval (info ones maybe
 /// not at all); reads return the value then, a cas that does not match fails.
 fn simulated_history() -> impl Strategy<Value = Vec<Op>> {
@@ -305,22 +326,7 @@ fn simulated_history() -> impl Strategy<Value = Vec<Op>> {
                     (point, o, effect)
                 })
                 .collect();
-            ops.sort_by_key(|(point, _, _)| *point);
-            let mut state = Value::Null;
-            for (_, o, effect) in ops.iter_mut() {
-                match o.f.as_str() {
-                    "read" => o.result = state.clone(),
-                    "write" if *effect => state = o.value.clone(),
-                    "cas" if *effect => {
-                        if o.value[0] == state {
-                            state = o.value[1].clone();
-                        } else if o.outcome == Outcome::Ok {
-                            o.outcome = Outcome::Fail;
-                        }
-                    }
-                    _ => {}
-                }
-            }
+            play_register(&mut ops);
             ops.into_iter().map(|(_, o, _)| o).collect()
         })
 }
@@ -424,22 +430,7 @@ fn real_register_info(n: usize, procs: usize, seed: u64, info_one_in: u64) -> Hi
         }
         ops.push((point, o, effect));
     }
-    ops.sort_by_key(|(p, _, _)| *p);
-    let mut state = Value::Null;
-    for (_, o, effect) in ops.iter_mut() {
-        match o.f.as_str() {
-            "read" => o.result = state.clone(),
-            "write" if *effect => state = o.value.clone(),
-            "cas" if *effect => {
-                if o.value[0] == state {
-                    state = o.value[1].clone();
-                } else if o.outcome == Outcome::Ok {
-                    o.outcome = Outcome::Fail;
-                }
-            }
-            _ => {}
-        }
-    }
+    play_register(&mut ops);
     let mut ops: Vec<Op> = ops.into_iter().map(|(_, o, _)| o).collect();
     ops.sort_by_key(|o| o.call);
     hist(ops)

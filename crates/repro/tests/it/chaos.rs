@@ -38,6 +38,39 @@ fn chaos_run(wd: &Workdir, exp: &Path, extra: &[&str]) -> Output {
     c.output().expect("repro runs")
 }
 
+/// `repro chaos run EXP --state-dir <wd>/state -q [extra]` started in the background (stdout and stderr piped).
+fn spawn_run(wd: &Workdir, exp: &Path, extra: &[&str]) -> std::process::Child {
+    Command::new(repro_path())
+        .current_dir(wd.path())
+        .args(["chaos", "run"])
+        .arg(exp)
+        .arg("--state-dir")
+        .arg(wd.path().join("state"))
+        .arg("-q")
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("repro runs")
+}
+
+/// Polls the first run directory under `state` until `found(dir, its timeline text)` says something, for at
+/// most `within`.
+fn poll_run<T>(state: &Path, within: Duration, mut found: impl FnMut(&Path, &str) -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        let dir = std::fs::read_dir(state).ok().and_then(|mut rd| rd.next()).and_then(|e| e.ok()).map(|e| e.path());
+        if let Some(d) = dir {
+            let t = std::fs::read_to_string(d.join("timeline.jsonl")).unwrap_or_default();
+            if let Some(v) = found(&d, &t) {
+                return Some(v);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
 /// The harness's time (`t`, seconds since the run started) of the timeline's last event.
 fn last_t(tl: &[Value]) -> f64 {
     tl.last().and_then(|e| e["t"].as_f64()).unwrap_or_else(|| panic!("a last event with a time: {tl:?}"))
@@ -283,37 +316,19 @@ fn sigint_runs_the_undo_and_ends_with_130_and_an_interrupted_run() {
         ),
     );
     assert!(adapter.is_file());
-    let child = Command::new(repro_path())
-        .current_dir(wd.path())
-        .args(["chaos", "run"])
-        .arg(&exp)
-        .arg("--state-dir")
-        .arg(wd.path().join("state"))
-        .arg("-q")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_run(&wd, &exp, &[]);
     // Wait until the freeze is verified in the timeline.
-    let state = wd.path().join("state/freeze");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let (dir, frozen_pid) = loop {
-        assert!(Instant::now() < deadline, "freeze never verified");
-        let found = std::fs::read_dir(&state).ok().and_then(|mut rd| rd.next()).map(|e| e.unwrap().path());
-        if let Some(d) = found {
-            if let Ok(t) = std::fs::read_to_string(d.join("timeline.jsonl")) {
-                if t.contains("\"operation.verified\"") {
-                    let started: Value = t
-                        .lines()
-                        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-                        .find(|e| e["event"] == "operation.started")
-                        .unwrap();
-                    break (d, started["ids"][0].as_i64().unwrap());
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (dir, frozen_pid) = poll_run(&wd.path().join("state/freeze"), Duration::from_secs(20), |d, t| {
+        t.contains("\"operation.verified\"").then(|| {
+            let started: Value = t
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap())
+                .find(|e| e["event"] == "operation.started")
+                .unwrap();
+            (d.to_path_buf(), started["ids"][0].as_i64().unwrap())
+        })
+    })
+    .expect("freeze never verified");
     let stat = std::fs::read_to_string(format!("/proc/{frozen_pid}/stat")).unwrap();
     assert!(stat.split(") ").nth(1).unwrap().starts_with('T'), "the target is stopped: {stat}");
     let killed = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
@@ -360,31 +375,11 @@ fn a_killed_harness_leaves_an_incomplete_run_without_a_verdict_and_its_reaper_st
         "long.yaml",
         &format!("{}workloads:\n  - name: w\n    kind: shell\n    run: sleep 30\nflow: w\n", header("long")),
     );
-    let mut child = Command::new(repro_path())
-        .current_dir(wd.path())
-        .args(["chaos", "run"])
-        .arg(&exp)
-        .arg("--adapter")
-        .arg(&adapter)
-        .arg("--state-dir")
-        .arg(wd.path().join("state"))
-        .arg("-q")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let state = wd.path().join("state/long");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let dir = loop {
-        assert!(Instant::now() < deadline);
-        let found = std::fs::read_dir(&state).ok().and_then(|mut rd| rd.next()).map(|e| e.unwrap().path());
-        if let Some(d) = found {
-            if std::fs::read_to_string(d.join("timeline.jsonl")).unwrap_or_default().contains("instance.created") {
-                break d;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let mut child = spawn_run(&wd, &exp, &["--adapter", adapter.to_str().unwrap()]);
+    let dir = poll_run(&wd.path().join("state/long"), Duration::from_secs(20), |d, t| {
+        t.contains("instance.created").then(|| d.to_path_buf())
+    })
+    .expect("an instance started");
     child.kill().unwrap();
     child.wait().unwrap();
     // The reaper kills the instance's and the target's process groups and removes the scratch directory.

@@ -208,43 +208,22 @@ fn start_endless_stress(wd: &Workdir) -> (std::process::Child, PathBuf, i64) {
             header("endless")
         ),
     );
-    let child = Command::new(repro_path())
-        .current_dir(wd.path())
-        .args(["chaos", "run"])
-        .arg(&exp)
-        .arg("--state-dir")
-        .arg(wd.path().join("state"))
-        .arg("-q")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let state = wd.path().join("state/endless");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let found = loop {
-        if Instant::now() >= deadline {
-            break Err("the stress was never verified".to_string());
-        }
-        let dir = std::fs::read_dir(&state).ok().and_then(|mut rd| rd.next()).map(|e| e.unwrap().path());
-        if let Some(d) = dir {
-            let t = std::fs::read_to_string(d.join("timeline.jsonl")).unwrap_or_default();
-            let verified = t
-                .lines()
-                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-                .find(|e| e["event"] == "operation.verified");
-            if let Some(v) = verified {
-                let pgid = pgid(v["effect"].as_str().unwrap());
-                // stress-ng, its cpu worker, and the vm worker's parent and child.
-                let members = group(pgid);
-                break if members.len() >= 3 {
-                    Ok((d, pgid))
-                } else {
-                    Err(format!("stress-ng's workers: {members:?}"))
-                };
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let child = spawn_run(wd, &exp, &[]);
+    let found = poll_run(&wd.path().join("state/endless"), Duration::from_secs(20), |d, t| {
+        let v = t
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["event"] == "operation.verified")?;
+        let pgid = pgid(v["effect"].as_str().unwrap());
+        // stress-ng, its cpu worker, and the vm worker's parent and child.
+        let members = group(pgid);
+        Some(if members.len() >= 3 {
+            Ok((d.to_path_buf(), pgid))
+        } else {
+            Err(format!("stress-ng's workers: {members:?}"))
+        })
+    })
+    .unwrap_or_else(|| Err("the stress was never verified".to_string()));
     match found {
         Ok((d, pgid)) => (child, d, pgid),
         Err(e) => {
