@@ -208,3 +208,44 @@ fn the_same_seed_gives_the_same_proxy_decisions() {
     assert!(delays.len() > 5, "jitter varies the delays: {delays:?}");
     assert_ne!(a, c, "another seed, other delays");
 }
+
+/// A 120 KB value fetched by two clients: `thin-0` through 40 KB/s of bandwidth on what Redis sends it, `wide-0`
+/// untouched. Then a `reset` aborts a connection `thin-0` holds open, and a one-way partition (what `thin-0`
+/// sends is held, what Redis sends is not) makes its PING go unanswered while a subscriber still gets messages.
+#[test]
+fn bandwidth_reset_and_a_one_way_partition_on_real_redis() {
+    require_redis();
+    let wd = Workdir::new();
+    let exp = write(
+        wd.path(),
+        "net-more.yaml",
+        &format!(
+            "{}workloads:\n  - name: seed\n    kind: shell\n    run: head -c 120000 /dev/zero | tr '\\\\0' x | redis-cli -h 127.0.0.1 -p \"$REDIS_PORT\" -x SET big\n  - name: fetch\n    kind: shell\n    instances: 2\n    run: |\n      t0=${{EPOCHREALTIME/./}}\n      n=$(redis-cli -h 127.0.0.1 -p \"$REDIS_PORT\" --no-raw STRLEN big)\n      redis-cli -h 127.0.0.1 -p \"$REDIS_PORT\" GET big | wc -c > bytes\n      echo $(( (${{EPOCHREALTIME/./}} - t0) / 1000 )) > ms\n  - name: holder\n    kind: shell\n    run: |\n      exec 3<>\"/dev/tcp/127.0.0.1/$REDIS_PORT\"\n      printf 'PING\\r\\n' >&3; IFS= read -r -t 5 l <&3; echo \"first: $l\" > out\n      sleep 1\n      printf 'PING\\r\\n' >&3\n      if IFS= read -r -t 3 l <&3; then echo \"second: $l\" >> out; else echo \"second: ended $?\" >> out; fi\n  - name: oneway\n    kind: shell\n    run: |\n      exec 3<>\"/dev/tcp/127.0.0.1/$REDIS_PORT\"\n      printf 'PING\\r\\n' >&3; IFS= read -r -t 5 l <&3; echo \"before: $l\" > out\n      sleep 0.8\n      printf 'PING\\r\\n' >&3\n      if IFS= read -r -t 0.6 l <&3; then echo \"during: $l\" >> out; else echo 'during: no reply' >> out; fi\n      IFS= read -r -t 5 l <&3 && echo \"after: $l\" >> out\noperations:\n  - {{name: thin, uses: bandwidth, target: redis, network: {{rate: 40kbps, direction: from-target, clients: [fetch-0]}}}}\n  - {{name: rst, uses: reset, target: redis, network: {{clients: [holder]}}, duration: 300ms}}\n  - {{name: mute, uses: partition, target: redis, duration: 1s, network: {{clients: [oneway], direction: to-target}}}}\nflow:\n  serial:\n    - seed\n    - thin\n    - fetch\n    - parallel:\n        - holder\n        - oneway\n        - serial: [{{delay: 500ms}}, rst, mute]\n",
+            header("net-more")
+        ),
+    );
+    let adapter = examples().join("adapters/process-redis.yaml");
+    let o = chaos_run(&wd, &exp, &["--adapter", adapter.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert_code(&o, 0);
+    let dir = run_dir(&o);
+    let inst = |w: &str, i: &str, f: &str| {
+        std::fs::read_to_string(dir.join(format!("workloads/{w}/instances/{i}/output/{f}"))).unwrap_or_default()
+    };
+    // Bandwidth: the same bytes, about 3 s at 40 KB/s against a few ms.
+    for i in ["fetch-0", "fetch-1"] {
+        assert!(inst("fetch", i, "bytes").trim().parse::<u64>().unwrap() >= 120_000, "{i}: {out}");
+    }
+    let slow: u64 = inst("fetch", "fetch-0", "ms").trim().parse().unwrap();
+    let fast: u64 = inst("fetch", "fetch-1", "ms").trim().parse().unwrap();
+    assert!(slow >= 2000 && fast < 1000, "fetch-0 {slow} ms, fetch-1 {fast} ms");
+    // Reset: the open connection of the holder ended.
+    let h = inst("holder", "holder-0", "out");
+    assert!(h.contains("first: +PONG") && h.contains("second: ended"), "{h}");
+    // One way: the PING sent during the partition is answered only after it heals.
+    let w = inst("oneway", "oneway-0", "out");
+    assert!(w.contains("before: +PONG") && w.contains("during: no reply") && w.contains("after: +PONG"), "{w}");
+    let tl = timeline(&dir);
+    assert!(op_event(&tl, "operation.verified", "thin")["effect"].as_str().unwrap().starts_with("bandwidth"));
+    assert_eq!(op_event(&tl, "operation.reverted", "mute")["ok"], true);
+}
