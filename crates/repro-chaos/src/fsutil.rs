@@ -94,8 +94,18 @@ pub fn now() -> time::OffsetDateTime {
 }
 
 /// Reads a JSON-lines file, skipping a torn last line (a crash mid-write) and blank lines.
+/// The largest JSON-lines record read back (a timeline, a metrics file): a run directory may be someone else's.
+pub const MAX_JSONL_BYTES: u64 = 1 << 30;
+
 pub fn read_jsonl(path: &Path) -> Result<Vec<serde_json::Value>> {
-    let text = fs::read_to_string(path).map_err(|e| ChaosError::io(path, e))?;
+    use std::io::Read;
+    let f = fs::File::open(path).map_err(|e| ChaosError::io(path, e))?;
+    let mut text = String::new();
+    f.take(MAX_JSONL_BYTES + 1).read_to_string(&mut text).map_err(|e| ChaosError::io(path, e))?;
+    if text.len() as u64 > MAX_JSONL_BYTES {
+        let e = std::io::Error::other(format!("larger than {} MiB", MAX_JSONL_BYTES >> 20));
+        return Err(ChaosError::io(path, e));
+    }
     Ok(text.lines().filter(|l| !l.trim().is_empty()).filter_map(|l| serde_json::from_str(l).ok()).collect())
 }
 

@@ -27,8 +27,18 @@ fn not_run(dir: &Path, reason: impl Into<String>) -> ChaosError {
     ChaosError::NotARun { path: dir.to_path_buf(), reason: reason.into() }
 }
 
+/// The largest `verdict.json`, `manifest.json` or `schedule.json` read from a run directory (which may be
+/// someone else's).
+pub const MAX_RECORD_BYTES: u64 = 64 << 20;
+
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T> {
-    let text = std::fs::read_to_string(path).map_err(|e| ChaosError::io(path, e))?;
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| ChaosError::io(path, e))?;
+    let mut text = String::new();
+    f.take(MAX_RECORD_BYTES + 1).read_to_string(&mut text).map_err(|e| ChaosError::io(path, e))?;
+    if text.len() as u64 > MAX_RECORD_BYTES {
+        return Err(ChaosError::Harness(format!("{}: larger than {} MiB", path.display(), MAX_RECORD_BYTES >> 20)));
+    }
     serde_json::from_str(&text).map_err(|e| ChaosError::Harness(format!("{}: line {}: {e}", path.display(), e.line())))
 }
 
