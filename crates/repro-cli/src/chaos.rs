@@ -324,6 +324,10 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
             };
             let json = common.json;
             let rep = repro_chaos::replay::replay(&run, &opts, |i, r| {
+                // Each replay's page, as `chaos run` writes one (a view: a failure is a warning).
+                if let Err(e) = repro_report::write_report(&r.run_dir, None) {
+                    errln!("repro: warning: report.html of {} not written: {e}", r.run_dir.display());
+                }
                 if !json {
                     outln!("{}", replay_line(i, runs, r));
                 }
@@ -370,6 +374,9 @@ pub fn dispatch(cmd: ChaosCommand) -> Result<i32, CliError> {
                 }
                 Err(e) => return Err(err(e)),
             };
+            if let Err(e) = repro_report::write_report(&rep.run_dir, None) {
+                errln!("repro: warning: report.html of {} not written: {e}", rep.run_dir.display());
+            }
             if json {
                 print_json(&rep)?;
             } else {

@@ -82,6 +82,7 @@ fn a_seeded_schedule_is_recorded_with_its_inputs_and_replays_from_the_run_direct
     let v: Value = serde_json::from_str(&stdout(&r)).unwrap();
     assert_eq!((v["reproduced"].as_u64(), v["requested"].as_u64(), v["seed"].as_u64()), (Some(1), Some(1), Some(3)));
     let again = PathBuf::from(v["runs"][0]["run_dir"].as_str().unwrap());
+    assert!(again.join("report.html").is_file(), "each replay has its page");
     let m: Value = serde_json::from_str(&std::fs::read_to_string(again.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(m["replay_of"].as_str().unwrap(), std::fs::canonicalize(&run).unwrap().to_str().unwrap());
     assert_eq!(
@@ -167,6 +168,7 @@ fn shrink_cuts_a_planted_five_fault_schedule_to_the_one_that_matters() {
         lines.iter().find(|l| l.starts_with("  experiment ")).unwrap().trim_start_matches("  experiment "),
     );
     let last = PathBuf::from(lines.last().unwrap().trim());
+    assert!(last.join("report.html").is_file(), "the shrunk run has its page");
     // The shrunk experiment is a valid experiment holding one operation call, and its run failed the check.
     let text = std::fs::read_to_string(&shrunk_exp).unwrap();
     assert!(text.contains("id: planted-shrunk"), "{text}");
