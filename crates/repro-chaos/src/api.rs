@@ -358,6 +358,23 @@ pub fn show_text(l: &LoadedExperiment) -> String {
             o.extend(wrap(&op.description, "    ", 80));
         }
     }
+    if !e.steady_state.is_empty() {
+        o.push(String::new());
+        o.push("steady state (probed before and after the flow):".into());
+        for p in &e.steady_state {
+            let tol = match p.tolerance.as_ref().map(|t| &t.value) {
+                Some(t) => match (&t.range, &t.equals, &t.regex) {
+                    (Some([lo, hi]), _, _) => format!("exit 0 and a value in [{lo}, {hi}]"),
+                    (_, Some(eq), _) => format!("exit 0 and {eq:?}"),
+                    (_, _, Some(re)) => format!("exit 0 and matching /{re}/"),
+                    _ => "exit 0".to_string(),
+                },
+                None => "exit 0".to_string(),
+            };
+            o.push(format!("  {}: {tol}", p.name.value));
+            o.extend(wrap(&p.description, "    ", 80));
+        }
+    }
     if let Some(f) = &e.flow {
         o.push(String::new());
         o.push("flow:".into());

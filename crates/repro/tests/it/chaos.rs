@@ -918,6 +918,13 @@ fn the_steady_state_hypothesis_is_probed_before_and_after_the_flow() {
     // Offline evaluation gives the same verdict from the record.
     let e = repro().args(["chaos", "evaluate"]).arg(&dir).output().unwrap();
     assert_code(&e, 1);
+    let show = repro().args(["chaos", "show"]).arg(&exp).output().unwrap();
+    assert!(
+        stdout(&show)
+            .contains("steady state (probed before and after the flow):\n  level: exit 0 and a value in [0, 10]\n"),
+        "{}",
+        stdout(&show)
+    );
 
     // Steady throughout: PASS. A bad tolerance is a located error.
     let exp = write(
