@@ -27,7 +27,7 @@ pub use dirs::{DirEntry, DirListing, DirOrder};
 pub use entropy::{format_uuid, ChaCha20, EntropyStream};
 pub use files::{FileIdentity, FileOrigin, FileTimeMap, FileTimes, InodeMap};
 pub use identity::{Identity, SysinfoValues, UtsName};
-pub use rng::SplitMix64;
+pub use rng::{splitmix64, SplitMix64};
 pub use sched::Scheduler;
 pub use tapes::{Divergence, NetReplay, ProcReplay};
 pub use waits::Deadline;

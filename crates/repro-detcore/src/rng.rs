@@ -2,6 +2,15 @@
 //! repro itself makes from a seed (directory shuffles, fault targets, hunt dates). Not the guest's entropy stream
 //! (that is ChaCha20, in `entropy`).
 
+/// One splitmix64 step as a pure function: the output of a generator whose state is `z` (what
+/// `SplitMix64::new(z).next_u64()` returns), for counter-based draws that carry no state.
+pub fn splitmix64(z: u64) -> u64 {
+    let mut z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 /// The splitmix64 generator.
 #[derive(Debug, Clone)]
 pub struct SplitMix64(u64);
@@ -12,11 +21,9 @@ impl SplitMix64 {
     }
 
     pub fn next_u64(&mut self) -> u64 {
+        let out = splitmix64(self.0);
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        out
     }
 
     /// A value in `0..n` (0 when `n` is 0).

@@ -6,23 +6,14 @@
 
 use super::{Direction, RuleId};
 
-/// The splitmix64 finalizer (Steele, Lea, Flood 2014).
-pub(crate) fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+pub(crate) use repro_detcore::splitmix64;
 
 /// Folds `v` into the hash `h`.
 fn mix(h: u64, v: u64) -> u64 {
     splitmix64(h ^ splitmix64(v))
 }
 
-/// FNV-1a over the client's name (stable across runs and platforms).
-fn fnv1a(s: &str) -> u64 {
-    s.bytes().fold(0xCBF2_9CE4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01B3))
-}
+use crate::flow::fnv1a;
 
 /// The key of one rule's stream on one direction of one connection.
 pub(crate) fn stream_key(seed: u64, client: &str, conn: u64, direction: Direction, rule: RuleId) -> u64 {
