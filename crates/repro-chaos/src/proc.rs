@@ -136,8 +136,10 @@ pub fn run_hook(
             }
         }
     };
-    // Whatever the hook left behind in its group goes with it.
+    // Whatever the hook left behind in its group goes with it; the reaper need not remember the group (its id
+    // may be reused by someone else's processes later).
     kill_group(pid, Signal::SIGKILL);
+    crate::reaper::release_group(pid);
     // The reader only collects bytes; if it panicked the hook's output is reported as empty.
     let output = reader.join().unwrap_or_default();
     Ok(HookOutcome {

@@ -31,6 +31,17 @@ pub fn register_group(pgid: i32) {
     }
 }
 
+/// Tells the current run's reaper that a group it was told of is gone (a finished hook, whose group the harness
+/// killed): it forgets it, so that a later process group that happens to get the same id is never killed.
+pub fn release_group(pgid: i32) {
+    let mut g = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(w) = g.as_mut() {
+        if writeln!(w, "gone {pgid}").and_then(|()| w.flush()).is_err() {
+            *g = None;
+        }
+    }
+}
+
 /// A started reaper; [`Reaper::finish`] when the run has stopped everything.
 pub struct Reaper {
     child: Child,
@@ -95,22 +106,32 @@ impl ReapArgs {
     }
 }
 
-/// What the reaper read: the groups, and whether the run said `done`.
-pub fn read_messages(input: impl BufRead) -> (Vec<i32>, bool) {
-    let mut groups = Vec::new();
+/// What the reaper read: the groups still to kill, and whether the run said `done`. A group is forgotten when
+/// the run says it is `gone`, or when `alive` says it has no process left as a later message arrives: a group
+/// id is a process id, which the system hands out again once that group is empty.
+pub fn read_messages(input: impl BufRead, alive: impl Fn(i32) -> bool) -> (Vec<i32>, bool) {
+    let mut groups: std::collections::BTreeSet<i32> = std::collections::BTreeSet::new();
     let mut done = false;
+    let num =
+        |l: &str, prefix: &str| l.strip_prefix(prefix).and_then(|n| n.trim().parse::<i32>().ok()).filter(|n| *n > 1);
     for line in input.lines() {
         let Ok(line) = line else { break };
         let line = line.trim();
+        groups.retain(|g| alive(*g));
         if line == "done" {
             done = true;
-        } else if let Some(n) = line.strip_prefix("pgid ").and_then(|n| n.trim().parse::<i32>().ok()) {
-            if n > 1 && !groups.contains(&n) {
-                groups.push(n);
-            }
+        } else if let Some(n) = num(line, "pgid ") {
+            groups.insert(n);
+        } else if let Some(n) = num(line, "gone ") {
+            groups.remove(&n);
         }
     }
-    (groups, done)
+    (groups.into_iter().collect(), done)
+}
+
+/// Whether process group `pgid` has a process left (signal 0: checks only).
+fn group_alive(pgid: i32) -> bool {
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok()
 }
 
 /// The entry point of `repro __chaos-reap`: waits for the run to end, cleans up if it did not say `done`.
@@ -121,7 +142,7 @@ pub fn main(args: &ReapArgs) -> i32 {
     }
     // Without the mask a terminal signal could end the cleanup early; nothing else depends on it.
     let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None);
-    let (groups, done) = read_messages(std::io::stdin().lock());
+    let (groups, done) = read_messages(std::io::stdin().lock(), group_alive);
     if done {
         return 0;
     }
@@ -183,9 +204,15 @@ mod tests {
 
     #[test]
     fn messages_are_groups_and_done() {
-        let (g, done) = read_messages("pgid 12\npgid 12\npgid 1\npgid x\nnoise\npgid 40\n".as_bytes());
+        let all = |_: i32| true;
+        let (g, done) = read_messages("pgid 12\npgid 12\npgid 1\npgid x\nnoise\npgid 40\n".as_bytes(), all);
         assert_eq!((g, done), (vec![12, 40], false), "pid 1 and junk are never groups to kill");
-        assert!(read_messages("pgid 12\ndone\n".as_bytes()).1);
+        assert!(read_messages("pgid 12\ndone\n".as_bytes(), all).1);
+        // A group the run released, or one seen empty when a later message came, is forgotten.
+        let (g, _) = read_messages("pgid 12\npgid 13\ngone 12\npgid 40\n".as_bytes(), all);
+        assert_eq!(g, vec![13, 40]);
+        let (g, _) = read_messages("pgid 12\npgid 13\npgid 40\n".as_bytes(), |p| p != 12);
+        assert_eq!(g, vec![13, 40], "12 had ended by the time 40 was told");
         assert_eq!(
             ReapArgs::parse(&["--run-dir".into(), "/r".into(), "--run-id".into(), "x".into(), "--docker".into()]),
             ReapArgs { run_dir: Some("/r".into()), run_id: Some("x".into()), scratch: None, docker: true }
