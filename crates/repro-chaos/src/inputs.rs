@@ -69,6 +69,8 @@ fn safe_relative(p: &str) -> Option<PathBuf> {
 struct Budget {
     files: usize,
     bytes: u64,
+    /// Directories already walked (by their real path): a link back up cannot make the walk loop.
+    seen_dirs: std::collections::BTreeSet<PathBuf>,
 }
 
 /// Copies what each side uses into `<run_dir>/inputs/<side>/`. A declared path that is missing, absolute,
@@ -76,7 +78,7 @@ struct Budget {
 /// does not exist (an output the script creates, say) is left out.
 pub fn copy_inputs(run_dir: &Path, sides: &[Side<'_>]) -> Result<Vec<InputFile>> {
     let mut out = Vec::new();
-    let mut budget = Budget { files: 0, bytes: 0 };
+    let mut budget = Budget { files: 0, bytes: 0, seen_dirs: std::collections::BTreeSet::new() };
     for side in sides {
         let Ok(root) = std::fs::canonicalize(side.dir) else { continue };
         let dest = run_dir.join("inputs").join(side.side);
@@ -141,8 +143,12 @@ fn copy_tree(
     let meta = std::fs::symlink_metadata(real).map_err(|e| format!("{}: {e}", real.display()))?;
     let rel = real.strip_prefix(root).map_err(|_| format!("{} is outside {}", real.display(), root.display()))?;
     if meta.is_dir() {
+        if !budget.seen_dirs.insert(real.to_path_buf()) {
+            return Ok(());
+        }
         let mut entries: Vec<_> = std::fs::read_dir(real)
             .map_err(|e| format!("{}: {e}", real.display()))?
+            .take(MAX_FILES + 1)
             .filter_map(|e| e.ok().map(|e| e.path()))
             .collect();
         entries.sort();
@@ -226,6 +232,11 @@ mod tests {
         let paths: Vec<&str> = got.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(paths, ["lib/a.sh", "lib/sub/b.py", "named.sh"], "the link out and the missing output are left out");
         assert_eq!(std::fs::read_to_string(run.join("inputs/experiment/lib/sub/b.py")).unwrap(), "print(1)");
+        // A link back up to the directory itself is walked once, not forever.
+        std::os::unix::fs::symlink(&exp, exp.join("lib/sub/up")).unwrap();
+        let again = copy_inputs(&run, &[side(vec![("lib".into(), 3, 5)], "")]).unwrap();
+        assert!(again.iter().any(|f| f.path == "named.sh"), "the link leads to the directory, inside it: {again:?}");
+        assert!(again.len() <= 4, "{again:?}");
         for bad in ["../secret", "/etc/passwd", "lib/leak", "missing.sh"] {
             let m = copy_inputs(&run, &[side(vec![(bad.into(), 7, 9)], "")]).unwrap_err().to_string();
             assert!(m.contains("e.yaml:7:9: files:"), "{bad}: {m}");

@@ -28,8 +28,11 @@ pub fn glob_files(root: &Path, pattern: &str) -> Vec<PathBuf> {
         let last = i + 1 == segs.len();
         let mut next = Vec::new();
         for dir in &cur {
+            if next.len() >= MAX_FILES {
+                break;
+            }
             let Ok(rd) = std::fs::read_dir(dir) else { continue };
-            let mut names: Vec<_> = rd.filter_map(|e| e.ok()).collect();
+            let mut names: Vec<_> = rd.take(MAX_FILES).filter_map(|e| e.ok()).collect();
             names.sort_by_key(|e| e.file_name());
             for e in names {
                 let name = e.file_name().to_string_lossy().into_owned();
