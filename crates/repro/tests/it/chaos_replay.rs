@@ -255,3 +255,31 @@ fn redis_nemesis_replays_its_schedule_and_a_lossy_redis_shrinks_to_the_outage() 
     assert!(out.contains("shrunk 5 operations to 1 that still fail verifier-0/no-acknowledged-write-lost: #"), "{out}");
     assert!(out.contains(" redis-down at flow.serial[0].parallel[1].serial[2].schedule["), "{out}");
 }
+
+#[test]
+fn shrink_says_so_when_the_pinned_schedule_does_not_reproduce_the_failure() {
+    let wd = Workdir::new();
+    let counter = wd.path().join("counter");
+    std::fs::write(&counter, "0").unwrap();
+    // Fails on even runs only: the original (run 0) fails, the pinned schedule's first run (run 1) passes.
+    let exp = write(
+        wd.path(),
+        "flaky.yaml",
+        &format!(
+            "{}workloads:\n  - name: w\n    kind: shell\n    run: sleep 0.5\noperations:\n  - {{name: f, uses: freeze, target: w, duration: 100ms}}\nflow:\n  parallel: [w, {{serial: [{{wait: {{workload: w, condition: started}}}}, f]}}]\nchecks:\n  - name: odd-run\n    kind: shell\n    run: |\n      n=$(cat {c}); echo $((n + 1)) > {c}; test $((n % 2)) -eq 1\n",
+            header("flaky-shrink"),
+            c = counter.display()
+        ),
+    );
+    let o = chaos_run(&wd, &exp, &[]);
+    assert_code(&o, 1);
+    let mut c = repro();
+    c.args(["chaos", "shrink"]).arg(run_dir(&o)).args(["--runs", "2", "-q"]).timeout(HANG_GUARD);
+    let s = c.output().unwrap();
+    assert_code(&s, 2);
+    let err = stderr(&s);
+    assert!(
+        err.contains("cannot shrink this run: the pinned schedule of 1 operations does not reproduce the failure of experiment/odd-run (0 of 1 runs failed it)"),
+        "{err}"
+    );
+}
