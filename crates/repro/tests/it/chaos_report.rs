@@ -264,24 +264,27 @@ impl Drop for Killed {
     }
 }
 
-#[test]
-fn dashboard_serves_runs_side_by_side_on_loopback_and_loads_in_chromium() {
-    require_cmds(&["chromium", "python3"]);
-    let wd = Workdir::new();
-    let a = run_example(&wd, "smoke");
-    let b = run_example(&wd, "hello-world");
+/// `repro chaos dashboard RUN...` in the background: the server (killed when dropped) and the URL it printed.
+fn dashboard(runs: &[PathBuf]) -> (Killed, String) {
     let mut child = Command::new(repro_path())
         .args(["chaos", "dashboard"])
-        .arg(&a)
-        .arg(&b)
+        .args(runs)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let child = Killed(child);
-    let url = line.trim().to_string();
+    (Killed(child), line.trim().to_string())
+}
+
+#[test]
+fn dashboard_serves_runs_side_by_side_on_loopback_and_loads_in_chromium() {
+    require_cmds(&["chromium", "python3"]);
+    let wd = Workdir::new();
+    let a = run_example(&wd, "smoke");
+    let b = run_example(&wd, "hello-world");
+    let (child, url) = dashboard(&[a.clone(), b.clone()]);
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
     let addr = url.trim_start_matches("http://").trim_end_matches('/').to_string();
     let (status, page) = http_get(&addr, "/");
@@ -381,17 +384,8 @@ fn the_dashboard_does_not_overflow_with_long_names() {
         assert_code(&o, 1);
         runs.push(PathBuf::from(stdout(&o).lines().last().unwrap().trim()));
     }
-    let mut child = Command::new(repro_path())
-        .args(["chaos", "dashboard"])
-        .args(&runs)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let child = Killed(child);
-    let addr = line.trim().trim_start_matches("http://").trim_end_matches('/').to_string();
+    let (child, url) = dashboard(&runs);
+    let addr = url.trim_start_matches("http://").trim_end_matches('/').to_string();
     let (status, page) = http_get(&addr, "/");
     assert_eq!(status, 200);
     assert!(page.contains(long));
