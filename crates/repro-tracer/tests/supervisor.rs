@@ -12,40 +12,64 @@ fn guests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/guests")
 }
 
-/// Guest binaries, compiled once per test process.
+/// Guest binaries, compiled once for all test processes (nextest runs each test in its own): built in a
+/// temporary directory beside the final one and renamed into place, which is named by a hash of the sources, so
+/// concurrent processes never see half a build and a changed source builds anew.
 fn build_dir() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let d = tempfile::tempdir().expect("tempdir");
-        for name in ["probe", "threads", "clockpoll", "timerfd", "listdir", "vdsoclock", "waits"] {
-            let src = guests_dir().join(format!("c/{name}.c"));
-            let out = d.path().join(name);
-            let st =
-                Command::new("gcc").args(["-O2", "-pthread", "-o"]).arg(&out).arg(&src).status().expect("gcc runs");
-            assert!(st.success(), "compiling {src:?}");
+        let sources: Vec<PathBuf> = ["c/probe.c", "c/threads.c", "c/clockpoll.c", "c/timerfd.c", "c/listdir.c"]
+            .iter()
+            .chain(&["c/vdsoclock.c", "c/waits.c", "c/vdsoparse.c", "rust/probe.rs"])
+            .map(|s| guests_dir().join(s))
+            .collect();
+        let mut h = std::hash::DefaultHasher::new();
+        for s in &sources {
+            std::hash::Hash::hash(&std::fs::read(s).expect("guest source"), &mut h);
         }
-        // Static binaries read AT_SYSINFO_EHDR too: glibc's static start-up, and a Go-like program that
-        // parses the vDSO itself.
-        for (name, src) in [("vdsoclock-static", "vdsoclock"), ("vdsoparse", "vdsoparse")] {
-            let src = guests_dir().join(format!("c/{src}.c"));
-            let st = Command::new("gcc")
-                .args(["-O2", "-static", "-o"])
-                .arg(d.path().join(name))
-                .arg(&src)
-                .status()
-                .expect("gcc runs");
-            assert!(st.success(), "compiling {src:?} statically");
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let done = root.join(format!("supervisor-guests-{:016x}", std::hash::Hasher::finish(&h)));
+        if done.is_dir() {
+            return done;
         }
-        let st = Command::new("rustc")
-            .args(["-O", "--edition", "2021", "-o"])
-            .arg(d.path().join("rprobe"))
-            .arg(guests_dir().join("rust/probe.rs"))
-            .status()
-            .expect("rustc runs");
-        assert!(st.success(), "compiling the Rust guest");
-        d
+        let d = tempfile::tempdir_in(root).expect("tempdir");
+        build_guests(d.path());
+        // Another process may have won the race: its build is as good as ours.
+        if std::fs::rename(d.path(), &done).is_ok() {
+            std::mem::forget(d);
+        }
+        done
     })
-    .path()
+}
+
+fn build_guests(d: &Path) {
+    for name in ["probe", "threads", "clockpoll", "timerfd", "listdir", "vdsoclock", "waits"] {
+        let src = guests_dir().join(format!("c/{name}.c"));
+        let out = d.join(name);
+        let st = Command::new("gcc").args(["-O2", "-pthread", "-o"]).arg(&out).arg(&src).status().expect("gcc runs");
+        assert!(st.success(), "compiling {src:?}");
+    }
+    // Static binaries read AT_SYSINFO_EHDR too: glibc's static start-up, and a Go-like program that
+    // parses the vDSO itself.
+    for (name, src) in [("vdsoclock-static", "vdsoclock"), ("vdsoparse", "vdsoparse")] {
+        let src = guests_dir().join(format!("c/{src}.c"));
+        let st =
+            Command::new("gcc").args(["-O2", "-static", "-o"]).arg(d.join(name)).arg(&src).status().expect("gcc runs");
+        assert!(st.success(), "compiling {src:?} statically");
+    }
+    let st = Command::new("rustc")
+        .args(["-O", "--edition", "2021", "-o"])
+        .arg(d.join("rprobe"))
+        .arg(guests_dir().join("rust/probe.rs"))
+        .status()
+        .expect("rustc runs");
+    assert!(st.success(), "compiling the Rust guest");
+}
+
+/// A path of this test process's own (the same for every run it compares), on the file system of
+/// `tempfile::tempdir_in(CARGO_TARGET_TMPDIR)` so that a directory made there can be renamed to it.
+fn fixed_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("supervisor-{}-{name}", std::process::id()))
 }
 
 fn guest(name: &str) -> PathBuf {
@@ -200,10 +224,10 @@ fn directory_order_does_not_depend_on_creation_order_or_buffer_size() {
     let mut outs = Vec::new();
     let mut natives = Vec::new();
     for salt in [1, 2] {
-        let d = tempfile::tempdir().unwrap();
+        let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         fill_in_random_order(d.path(), salt);
         // Same path for both runs so the output can be compared.
-        let fixed = build_dir().join(format!("dir{salt}"));
+        let fixed = fixed_dir(&format!("dir{salt}"));
         std::fs::rename(d.path(), &fixed).unwrap();
         let o = ok(supervised(&[], &[lister.to_str().unwrap(), fixed.to_str().unwrap()]));
         natives.push(native(&[lister.to_str().unwrap(), fixed.to_str().unwrap()]));
@@ -227,8 +251,8 @@ fn directory_order_does_not_depend_on_creation_order_or_buffer_size() {
 fn shell_pipeline_times_and_files_are_reproducible() {
     let probe = guests_dir().join("shell/probe.sh");
     let run = |flags: &[&str]| {
-        let d = tempfile::tempdir().unwrap();
-        let fixed = build_dir().join(format!("sh-{}", flags.join("")));
+        let d = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let fixed = fixed_dir(&format!("sh-{}", flags.join("")));
         let _ = std::fs::remove_dir_all(&fixed); // a leftover of an earlier run, if any
         std::fs::rename(d.path(), &fixed).unwrap();
         fill_in_random_order(&fixed, 3);

@@ -22,16 +22,25 @@ pub const CALLERS: [Caller; 2] = [Caller::Root, Caller::Unprivileged];
 
 pub const NOBODY: u32 = 65534;
 
-/// A copy of the repro binary in a directory every user can reach.
+/// A copy of the repro binary in a directory every user can reach, shared by every test process (nextest runs
+/// each test in its own): named by the built binary's size and modification time, copied under a temporary name
+/// and renamed into place, so no process runs half a copy and a rebuilt binary gets a copy of its own.
 fn shared_binary() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("repro-escape-bin-{}", std::process::id()));
+        let src = repro_path();
+        let meta = std::fs::metadata(&src).expect("repro binary");
+        let mtime = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).unwrap_or_default();
+        let dir = std::env::temp_dir().join(format!("repro-escape-bin-{}-{}", meta.len(), mtime.as_nanos()));
         std::fs::create_dir_all(&dir).expect("binary directory");
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         let bin = dir.join("repro");
-        std::fs::copy(repro_path(), &bin).expect("copy repro");
-        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        if !bin.exists() {
+            let tmp = dir.join(format!(".repro-{}", std::process::id()));
+            std::fs::copy(&src, &tmp).expect("copy repro");
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+            std::fs::rename(&tmp, &bin).expect("rename the copy of repro");
+        }
         bin
     })
 }
