@@ -101,6 +101,7 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
     let _ = ns::umount_detach(&under(r, &host_path(&cfg.scratch)));
     scrub_kernel_mounts(r)?;
     repro_sys::startup::mark("init: root: kernel file systems beneath scrubbed");
+    super::cover::cover_closed_ancestors(r, &mount_points(cfg))?;
     ns::make_readonly_recursive(r).map_err(e)?;
 
     // The writable layer (mounted after the binds, so no copy of it lies in the root).
@@ -293,14 +294,19 @@ fn mount_point_tops(cfg: &InitConfig) -> Vec<String> {
         .collect()
 }
 
+/// The guest paths of the working directory and the binds, each with whether it is a file's mount point.
+fn mount_points(cfg: &InitConfig) -> Vec<(&str, bool)> {
+    let bind_files = cfg.binds.iter().map(|b| (b.guest.as_str(), Path::new(&b.host).is_file()));
+    std::iter::once((cfg.cwd.as_str(), false)).chain(bind_files).collect()
+}
+
 /// Makes the mount points of the working directory and the binds that lie in a top-level directory closed to the
 /// guest ([`populate_root`] left it empty): a project or a toolchain under `/root`. Made now, while the root is
 /// still writable; what is mounted there later is all the guest sees of that directory.
 fn scaffold_closed(cfg: &InitConfig, r: &str, closed: &[String]) -> Result<(), InitError> {
     let in_closed =
         |p: &str| p.trim_start_matches('/').split('/').next().is_some_and(|t| closed.iter().any(|c| c == t));
-    let bind_files = cfg.binds.iter().map(|b| (b.guest.as_str(), Path::new(&b.host).is_file()));
-    for (p, is_file) in std::iter::once((cfg.cwd.as_str(), false)).chain(bind_files) {
+    for (p, is_file) in mount_points(cfg) {
         if !in_closed(p) {
             continue;
         }
