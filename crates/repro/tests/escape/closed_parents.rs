@@ -67,6 +67,14 @@ fn working_directory_below_closed_parents_as_root() {
         let proj = closed_parent(&base.path().join(name), mode, owner, 0o755, mode & 0o001 != 0);
         check(Caller::Root, &proj, Some(listing));
     }
+    // Two closed levels: the outer one is covered, the inner one is then the cover's own directory.
+    let outer = base.path().join("outer");
+    let proj = closed_parent(&outer.join("inner"), 0o700, (0, 0), 0o755, false);
+    std::fs::write(outer.join("outer-secret"), "x").unwrap();
+    std::fs::set_permissions(&outer, std::fs::Permissions::from_mode(0o700)).unwrap();
+    check(Caller::Root, &proj, Some("proj\n"));
+    let o = sh_as(Caller::Root, &proj, &[], "ls -A ../..");
+    assert_eq!((o.status.code(), stdout(&o).as_str()), (Some(0), "inner\n"), "{}", stderr(&o));
 }
 
 /// An unprivileged caller in a directory it reaches natively (a 0711 parent of root's, a 0710 one it reaches
