@@ -67,6 +67,22 @@ pub struct Toolchain {
     pub reason: String,
 }
 
+/// The part of the working directory's git repository shown to the guest beyond its working directory, so that
+/// `git status`, `git log` and `git describe` answer as on the host from a subdirectory or a linked worktree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepositoryView {
+    /// The repository's work tree (the directory holding `.git`).
+    pub top: String,
+    /// Host directories bound read-only (idmapped as root) at the same path in the guest: the work tree, and for a
+    /// linked worktree the main repository's git directory.
+    pub paths: Vec<String>,
+    /// Variables set in the guest's environment (`GIT_DISCOVERY_ACROSS_FILESYSTEM=1` when the working directory,
+    /// a mount of its own, lies below the work tree).
+    pub variables: BTreeMap<String, String>,
+    /// Why these paths.
+    pub reason: String,
+}
+
 /// A path added to the sandbox with `--bind`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BindMount {
@@ -158,6 +174,9 @@ pub struct RunSettings {
     /// The toolchains found on the host for the command and passed to the guest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub toolchains: Vec<Toolchain>,
+    /// The working directory's git repository, where the guest is shown more of it than its working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<RepositoryView>,
     /// The deadlock watchdog's wall time in milliseconds (`--stuck-after`; 0: off). Left out of the record when it
     /// is the default, so that records written before it existed read and write back the same.
     #[serde(default = "default_stuck_after_ms", skip_serializing_if = "is_default_stuck_after")]

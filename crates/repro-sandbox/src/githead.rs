@@ -30,8 +30,9 @@ pub const CACHE_DIR: &str = "cache/git-head";
 pub enum Repo {
     /// No repository: git finds none either.
     None,
-    /// A `.git` directory or file: the repository's own directory (HEAD) and its common directory (refs).
-    Found { git_dir: PathBuf, common_dir: PathBuf },
+    /// A `.git` directory or file: the work tree holding it, the repository's own directory (HEAD) and its common
+    /// directory (refs).
+    Found { top: PathBuf, git_dir: PathBuf, common_dir: PathBuf },
     /// Something only git can tell (a bare repository, git's variables set, an unreadable `.git` file).
     AskGit,
 }
@@ -44,14 +45,14 @@ pub fn discover(cwd: &Path, var: &dyn Fn(&str) -> Option<String>) -> Repo {
     for dir in cwd.ancestors() {
         let dot = dir.join(".git");
         match std::fs::metadata(&dot) {
-            Ok(m) if m.is_dir() => return found(dot),
+            Ok(m) if m.is_dir() => return found(dir, dot),
             Ok(m) if m.is_file() => {
                 // A linked worktree or a submodule: `gitdir: PATH`, relative to the directory holding the file.
                 let Ok(text) = std::fs::read_to_string(&dot) else { return Repo::AskGit };
                 let Some(target) = text.strip_prefix("gitdir:").map(str::trim).filter(|t| !t.is_empty()) else {
                     return Repo::AskGit;
                 };
-                return found(dir.join(target));
+                return found(dir, dir.join(target));
             }
             Ok(_) => return Repo::AskGit,
             Err(_) => {}
@@ -64,13 +65,13 @@ pub fn discover(cwd: &Path, var: &dyn Fn(&str) -> Option<String>) -> Repo {
     Repo::None
 }
 
-fn found(git_dir: PathBuf) -> Repo {
+fn found(top: &Path, git_dir: PathBuf) -> Repo {
     // A linked worktree keeps its HEAD in its own directory and the refs in the common one.
     let common_dir = match std::fs::read_to_string(git_dir.join("commondir")) {
         Ok(c) if !c.trim().is_empty() => git_dir.join(c.trim()),
         _ => git_dir.clone(),
     };
-    Repo::Found { git_dir, common_dir }
+    Repo::Found { top: top.to_path_buf(), git_dir, common_dir }
 }
 
 fn is_object_id(s: &str) -> bool {
@@ -130,7 +131,7 @@ pub fn head_time(
     let (git_dir, common_dir) = match discover(cwd, var) {
         Repo::None => return None,
         Repo::AskGit => return ask_git(cwd),
-        Repo::Found { git_dir, common_dir } => (git_dir, common_dir),
+        Repo::Found { git_dir, common_dir, .. } => (git_dir, common_dir),
     };
     let (Some(state), Some(commit)) = (state_dir, head_commit(&git_dir, &common_dir)) else { return ask_git(cwd) };
     let common = std::fs::canonicalize(&common_dir).unwrap_or(common_dir);
@@ -173,7 +174,11 @@ mod tests {
         fs::create_dir_all(d.path().join("a/.git")).unwrap();
         assert_eq!(
             discover(&sub, &no_env),
-            Repo::Found { git_dir: d.path().join("a/.git"), common_dir: d.path().join("a/.git") }
+            Repo::Found {
+                top: d.path().join("a"),
+                git_dir: d.path().join("a/.git"),
+                common_dir: d.path().join("a/.git")
+            }
         );
         // A bare repository between: git decides.
         for p in ["a/b/objects", "a/b/refs"] {
@@ -192,7 +197,8 @@ mod tests {
         fs::write(wt.join("commondir"), "../..\n").unwrap();
         fs::create_dir_all(d.path().join("w")).unwrap();
         fs::write(d.path().join("w/.git"), format!("gitdir: {}\n", wt.display())).unwrap();
-        let Repo::Found { git_dir, common_dir } = discover(&d.path().join("w"), &no_env) else { panic!() };
+        let Repo::Found { top, git_dir, common_dir } = discover(&d.path().join("w"), &no_env) else { panic!() };
+        assert_eq!(top, d.path().join("w"));
         assert_eq!((git_dir.as_path(), common_dir.as_path()), (wt.as_path(), wt.join("../..").as_path()));
         fs::write(wt.join("HEAD"), "ref: refs/heads/topic\n").unwrap();
         fs::create_dir_all(main.join("refs/heads")).unwrap();
@@ -246,7 +252,7 @@ mod tests {
             String::from_utf8(o.stdout).unwrap().trim().to_string()
         };
         let read = |dir: &Path| match discover(dir, &no_env) {
-            Repo::Found { git_dir, common_dir } => head_commit(&git_dir, &common_dir),
+            Repo::Found { git_dir, common_dir, .. } => head_commit(&git_dir, &common_dir),
             other => panic!("{other:?}"),
         };
         git(&w, &["init", "-q", "-b", "main"]);

@@ -17,6 +17,7 @@ pub mod env;
 mod error;
 pub mod gc;
 pub mod githead;
+pub mod gitview;
 pub mod identity;
 pub mod init;
 pub mod parse;

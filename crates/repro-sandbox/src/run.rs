@@ -118,7 +118,11 @@ impl RunRequest {
             &guest_path,
         );
         repro_sys::startup::mark("run: toolchains resolved");
-        pass_toolchains(&resolution.toolchains, &specs, &cwd, &mut env, &mut binds);
+        // A variable an `--env` names is the user's.
+        let user_set = |k: &str| specs.iter().any(|s| matches!(s, EnvSpec::Set(n, _) | EnvSpec::Pass(n) if n == k));
+        pass_toolchains(&resolution.toolchains, &user_set, &cwd, &mut env, &mut binds);
+        let repository = crate::gitview::view(&cwd, &host_var);
+        repository.iter().for_each(|v| crate::gitview::pass(v, &user_set, &mut env, &mut binds));
         let hostname = match &opts.hostname {
             Some(h) => check_hostname(h)?,
             None => HOSTNAME.into(),
@@ -147,6 +151,7 @@ impl RunRequest {
                 s.disk_bytes = disk_bytes;
                 s.project_file = project.as_ref().map(|p| p.path.to_string_lossy().into_owned());
                 s.toolchains = resolution.toolchains;
+                s.repository = repository;
                 s.stuck_after_ms = stuck_after_ms;
                 s.spin_limit_ms = spin_limit_ms;
                 s.sched = sched;
@@ -162,12 +167,11 @@ impl RunRequest {
 /// `--bind` is left to it).
 fn pass_toolchains(
     toolchains: &[repro_model::run::Toolchain],
-    specs: &[EnvSpec],
+    user_set: &dyn Fn(&str) -> bool,
     cwd: &Path,
     env: &mut BTreeMap<String, String>,
     binds: &mut Vec<BindMount>,
 ) {
-    let user_set = |k: &str| specs.iter().any(|s| matches!(s, EnvSpec::Set(n, _) | EnvSpec::Pass(n) if n == k));
     for t in toolchains {
         for (k, v) in &t.variables {
             if !user_set(k) {

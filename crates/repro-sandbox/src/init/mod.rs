@@ -27,6 +27,7 @@ pub use repro_model::init::{Accessed, DetSettings, InitConfig, InitResult, TreeR
 pub use repro_model::tape::{TapeIo, TapeSettings, TapesOut};
 pub use root::{MASKED, NOT_BOUND, READ_ONLY};
 
+mod cover;
 mod error;
 mod guest;
 mod paths;

@@ -101,6 +101,7 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
     let _ = ns::umount_detach(&under(r, &host_path(&cfg.scratch)));
     scrub_kernel_mounts(r)?;
     repro_sys::startup::mark("init: root: kernel file systems beneath scrubbed");
+    super::cover::cover_closed_ancestors(r, &mount_points(cfg))?;
     ns::make_readonly_recursive(r).map_err(e)?;
 
     // The writable layer (mounted after the binds, so no copy of it lies in the root).
@@ -143,7 +144,13 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
     }
     mkdir_p(&under(r, crate::env::HOME), 0o755)?;
 
-    // The working directory: an overlay whose upper layer is on the writable layer.
+    // Binds that hold the working directory (its git work tree), then the working directory: an overlay whose
+    // upper layer is on the writable layer.
+    for (i, b) in cfg.binds.iter().enumerate() {
+        if below_cwd_ancestor(cfg, b) {
+            mount_bind(r, b, take(TreeRole::Bind(i)).map(fs::File::from))?;
+        }
+    }
     let target = under(r, &cfg.cwd);
     stays_inside(r, &target, "the working directory")?;
     if !Path::new(&target).is_dir() {
@@ -208,46 +215,62 @@ pub(super) fn build_root(cfg: &InitConfig, mut trees: Vec<(TreeRole, std::os::fd
     }
 
     for (i, b) in cfg.binds.iter().enumerate() {
-        let t = under(r, &b.guest);
-        stays_inside(r, &t, &format!("--bind {}: the guest path {}", b.host, b.guest))?;
-        // A tree sent by `repro run` says itself what it is: the host path may not be reachable from here.
-        let tree = take(TreeRole::Bind(i)).map(fs::File::from);
-        if !Path::new(&t).exists() {
-            let host_is_dir = match &tree {
-                Some(f) => f.metadata().map(|m| m.is_dir()).unwrap_or(false),
-                None => Path::new(&b.host).is_dir(),
-            };
-            let made = if host_is_dir {
-                mkdir_p(&t, 0o755)
-            } else {
-                Path::new(&t)
-                    .parent()
-                    .map(|p| mkdir_p(&p.to_string_lossy(), 0o755))
-                    .unwrap_or(Ok(()))
-                    .and_then(|_| fs::write(&t, b"").map_err(|x| InitError::io("create", &t, x)))
-            };
-            made.map_err(|x| {
-                x.within(format!(
-                    "--bind {}: the guest path {} does not exist and cannot be created in the read-only root (use a \
-                     path under /tmp, /run, {} or the working directory, or one that exists)",
-                    b.host,
-                    b.guest,
-                    crate::env::HOME
-                ))
-            })?;
-        }
-        match tree {
-            Some(tree) => repro_sys::idmap::attach_tree(std::os::fd::AsRawFd::as_raw_fd(&tree), &t).map_err(e)?,
-            None => ns::mount(&b.host, &t, "", mflags::BIND | mflags::REC, None).map_err(e)?,
-        }
-        if !b.writable {
-            ns::make_readonly_recursive(&t).map_err(e)?;
+        if !below_cwd_ancestor(cfg, b) {
+            mount_bind(r, b, take(TreeRole::Bind(i)).map(fs::File::from))?;
         }
     }
 
     // proc and sys.
     repro_sys::startup::mark("init: root: /etc files, binds");
     build_proc_sys(cfg, r)
+}
+
+/// Whether the bind `b` holds the working directory (a git work tree shown below it, [`crate::gitview`]): it is
+/// mounted before the working directory's overlay, which then lies on it.
+fn below_cwd_ancestor(cfg: &InitConfig, b: &repro_model::run::BindMount) -> bool {
+    let (cwd, guest) = (Path::new(&cfg.cwd), Path::new(&b.guest));
+    cwd != guest && cwd.starts_with(guest)
+}
+
+/// Mounts the bind `b` in the root `r`: the idmapped `tree` sent by `repro run` (as root), else the host path;
+/// read-only unless asked otherwise.
+fn mount_bind(r: &str, b: &repro_model::run::BindMount, tree: Option<fs::File>) -> Result<(), InitError> {
+    let e = InitError::from;
+    let t = under(r, &b.guest);
+    stays_inside(r, &t, &format!("--bind {}: the guest path {}", b.host, b.guest))?;
+    // A tree sent by `repro run` says itself what it is: the host path may not be reachable from here.
+    if !Path::new(&t).exists() {
+        let host_is_dir = match &tree {
+            Some(f) => f.metadata().map(|m| m.is_dir()).unwrap_or(false),
+            None => Path::new(&b.host).is_dir(),
+        };
+        let made = if host_is_dir {
+            mkdir_p(&t, 0o755)
+        } else {
+            Path::new(&t)
+                .parent()
+                .map(|p| mkdir_p(&p.to_string_lossy(), 0o755))
+                .unwrap_or(Ok(()))
+                .and_then(|_| fs::write(&t, b"").map_err(|x| InitError::io("create", &t, x)))
+        };
+        made.map_err(|x| {
+            x.within(format!(
+                "--bind {}: the guest path {} does not exist and cannot be created in the read-only root (use a \
+                 path under /tmp, /run, {} or the working directory, or one that exists)",
+                b.host,
+                b.guest,
+                crate::env::HOME
+            ))
+        })?;
+    }
+    match tree {
+        Some(tree) => repro_sys::idmap::attach_tree(std::os::fd::AsRawFd::as_raw_fd(&tree), &t).map_err(e)?,
+        None => ns::mount(&b.host, &t, "", mflags::BIND | mflags::REC, None).map_err(e)?,
+    }
+    if !b.writable {
+        ns::make_readonly_recursive(&t).map_err(e)?;
+    }
+    Ok(())
 }
 
 /// Mounts the init's own tmpfs on the run's scratch directory (seen in its mount namespace only; nosuid, nodev,
@@ -293,14 +316,19 @@ fn mount_point_tops(cfg: &InitConfig) -> Vec<String> {
         .collect()
 }
 
+/// The guest paths of the working directory and the binds, each with whether it is a file's mount point.
+fn mount_points(cfg: &InitConfig) -> Vec<(&str, bool)> {
+    let bind_files = cfg.binds.iter().map(|b| (b.guest.as_str(), Path::new(&b.host).is_file()));
+    std::iter::once((cfg.cwd.as_str(), false)).chain(bind_files).collect()
+}
+
 /// Makes the mount points of the working directory and the binds that lie in a top-level directory closed to the
 /// guest ([`populate_root`] left it empty): a project or a toolchain under `/root`. Made now, while the root is
 /// still writable; what is mounted there later is all the guest sees of that directory.
 fn scaffold_closed(cfg: &InitConfig, r: &str, closed: &[String]) -> Result<(), InitError> {
     let in_closed =
         |p: &str| p.trim_start_matches('/').split('/').next().is_some_and(|t| closed.iter().any(|c| c == t));
-    let bind_files = cfg.binds.iter().map(|b| (b.guest.as_str(), Path::new(&b.host).is_file()));
-    for (p, is_file) in std::iter::once((cfg.cwd.as_str(), false)).chain(bind_files) {
+    for (p, is_file) in mount_points(cfg) {
         if !in_closed(p) {
             continue;
         }

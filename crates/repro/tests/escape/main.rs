@@ -10,6 +10,7 @@
 mod common;
 mod harness;
 
+mod closed_parents;
 mod confine;
 mod identity;
 mod mounts;

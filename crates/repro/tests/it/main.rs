@@ -11,6 +11,9 @@ mod companions;
 mod contract;
 mod determinism;
 mod doctor;
+mod git_view;
+#[path = "../escape/harness.rs"]
+mod harness;
 mod hunt;
 mod hunting;
 mod mcp;
