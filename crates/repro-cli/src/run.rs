@@ -209,6 +209,9 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
 
 /// Warnings, the supervisor's notes (unless `quiet`), and what the supervisor could not enforce, on stderr.
 fn report_enforcement(r: &RunRecord, quiet: bool) {
+    for n in &r.settings.path_notes {
+        errln!("repro: warning: {n}");
+    }
     for w in &r.enforcement.warnings {
         errln!("repro: warning: {w}");
     }

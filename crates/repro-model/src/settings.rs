@@ -134,6 +134,7 @@ impl RunSettings {
             disk_inodes: crate::run::disk_inodes_for(DEFAULT_DISK_BYTES),
             project_file: None,
             toolchains: Vec::new(),
+            path_notes: Vec::new(),
             stuck_after_ms: crate::run::DEFAULT_STUCK_AFTER_MS,
             spin_limit_ms: crate::run::DEFAULT_SPIN_LIMIT_MS,
             sched: crate::sched::SchedSettings::default(),

@@ -112,13 +112,17 @@ impl RunRequest {
             opts.bind.iter().map(|b| parse::parse_bind(b, &cwd)).collect::<Result<_, _>>()?;
         let guest_path = env.get("PATH").cloned().unwrap_or_else(|| crate::env::PATH.to_string());
         let host_var = |k: &str| std::env::var(k).ok();
-        let resolution = crate::toolchain::resolve(
-            &opts.command[0],
+        let resolution = crate::reach::resolve_all(
+            &opts.command,
             &crate::toolchain::Host { var: &host_var, cwd: &cwd },
             &guest_path,
         );
         repro_sys::startup::mark("run: toolchains resolved");
         pass_toolchains(&resolution.toolchains, &specs, &cwd, &mut env, &mut binds);
+        let user_path = specs.iter().any(|s| matches!(s, EnvSpec::Set(n, _) | EnvSpec::Pass(n) if n == "PATH"));
+        if let (Some(p), false) = (&resolution.path, user_path) {
+            env.insert("PATH".into(), p.clone());
+        }
         let hostname = match &opts.hostname {
             Some(h) => check_hostname(h)?,
             None => HOSTNAME.into(),
@@ -147,6 +151,7 @@ impl RunRequest {
                 s.disk_bytes = disk_bytes;
                 s.project_file = project.as_ref().map(|p| p.path.to_string_lossy().into_owned());
                 s.toolchains = resolution.toolchains;
+                s.path_notes = resolution.notes;
                 s.stuck_after_ms = stuck_after_ms;
                 s.spin_limit_ms = spin_limit_ms;
                 s.sched = sched;
