@@ -1,7 +1,7 @@
 //! The programs a command reaches, found before the run (pre-resolution; see docs/toolchains.md): argv[0] through
 //! `env [-i] [VAR=..] cmd`, a leading `VAR=val` list and wrappers (`nice`, `timeout`, `nohup`, `time`, `exec`,
 //! `command`); the words of a shell script (`sh ci.sh`, `bash -c '...'`, `./ci.sh` by its `#!`), of a Makefile's
-//! lines (`make [target]`) and of package.json (`npm`/`yarn`/`pnpm`); each program's `#!` interpreter. Each is then
+//! lines (`make [target]`) and of package.json (`npm`/`yarn`/`pnpm`); each program's `#!` or ELF interpreter. Each is then
 //! resolved on the host as the toolchain finder resolves argv[0] ([`crate::toolchain::resolve`]), and every name
 //! the host's PATH finds elsewhere than the guest's PATH either has its toolchain shown and its directory put first
 //! on the guest's PATH, or is said in a note (a silent interpreter swap is a dishonest green).
@@ -159,6 +159,12 @@ impl Walk<'_, '_> {
     fn shebang(&mut self, found: &Path, path: &Option<String>, depth: usize) {
         let mut head = [0u8; 256];
         let n = std::fs::File::open(found).and_then(|mut f| std::io::Read::read(&mut f, &mut head)).unwrap_or(0);
+        if head[..n].starts_with(b"\x7fELF") {
+            if let Some(interp) = elf_interp(found) {
+                self.push(&interp, path, &format!("the ELF interpreter of {}", found.display()));
+            }
+            return;
+        }
         let Some(line) = head[..n].strip_prefix(b"#!") else { return };
         let line = String::from_utf8_lossy(line.split(|&b| b == b'\n').next().unwrap_or_default()).into_owned();
         let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
@@ -227,6 +233,43 @@ impl Walk<'_, '_> {
             }
         }
     }
+}
+
+/// The ELF interpreter (PT_INTERP) of the executable `p`: 32- or 64-bit, little- or big-endian.
+fn elf_interp(p: &Path) -> Option<String> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(p).ok()?;
+    let mut h = [0u8; 64];
+    f.read_exact_at(&mut h, 0).ok()?;
+    let wide = h[4] == 2;
+    let big = h[5] == 2;
+    let num = |b: &[u8]| -> u64 {
+        let it = b.iter().map(|&x| u64::from(x));
+        if big {
+            it.fold(0, |a, x| (a << 8) | x)
+        } else {
+            it.rev().fold(0, |a, x| (a << 8) | x)
+        }
+    };
+    let (phoff, phentsize, phnum) = if wide {
+        (num(&h[32..40]), num(&h[54..56]), num(&h[56..58]))
+    } else {
+        (num(&h[28..32]), num(&h[42..44]), num(&h[44..46]))
+    };
+    for i in 0..phnum.min(256) {
+        let mut ph = [0u8; 56];
+        let len = (phentsize as usize).min(56);
+        f.read_exact_at(&mut ph[..len], phoff.checked_add(i * phentsize)?).ok()?;
+        if num(&ph[0..4]) != 3 {
+            continue;
+        }
+        let (off, size) = if wide { (num(&ph[8..16]), num(&ph[32..40])) } else { (num(&ph[4..8]), num(&ph[16..20])) };
+        let mut buf = vec![0u8; usize::try_from(size.min(4096)).ok()?];
+        f.read_exact_at(&mut buf, off).ok()?;
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        return Some(String::from_utf8_lossy(&buf[..end]).into_owned());
+    }
+    None
 }
 
 /// The programs `argv` reaches, argv[0] first.
@@ -371,6 +414,9 @@ mod tests {
         assert!(!v.iter().any(|(n, _)| n == "python2"), "comments are not read: {v:?}");
         let v = programs(&["make", "test"], w);
         assert!(has(&v, "cargo", None) && has(&v, "npm", None), "{v:?}");
+        let v = programs(&["/bin/sh", "-c", "true"], w);
+        let interp = v.iter().find(|(n, _)| n.contains("/ld-")).map(|(n, _)| n.clone());
+        assert!(interp.as_deref().is_some_and(|i| Path::new(i).exists()), "the ELF interpreter of /bin/sh: {v:?}");
         let v = programs(&["bash", "-c", "cd sub; uv run pytest"], w);
         assert!(has(&v, "uv", None) && has(&v, "pytest", None), "{v:?}");
     }
