@@ -15,3 +15,4 @@ mod identity;
 mod mounts;
 mod packs;
 mod secrets;
+mod toolchains;
