@@ -17,6 +17,7 @@ pub mod env;
 mod error;
 pub mod gc;
 pub mod githead;
+pub mod hidden;
 pub mod identity;
 pub mod init;
 mod installs;

@@ -183,3 +183,28 @@ fn secret_directories_are_never_shown() {
         }
     }
 }
+
+/// A failure on a path the sandbox hid (here a program under the host's /tmp, given through a variable repro
+/// cannot resolve before the run) ends with one hint per directory naming the bind that shows it.
+#[test]
+fn a_failure_on_a_hidden_path_gets_a_hint() {
+    let hidden = tempfile::Builder::new().prefix("repro-hidden-").tempdir().unwrap();
+    let bin = hidden.path().join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    fs::write(bin.join("tool"), "#!/bin/sh\necho tool ran\n").unwrap();
+    fs::set_permissions(bin.join("tool"), fs::Permissions::from_mode(0o755)).unwrap();
+    let w = Workdir::new();
+    let script = format!("T={}; $T/tool; $T/tool", bin.display());
+    let o = run_in(&w, None, &[], &["sh", "-c", &script]);
+    assert_ne!(o.status.code(), Some(0));
+    let hint = format!(
+        "[repro] the guest could not read {}: the guest has its own /tmp; --bind {} (or binds in repro.toml) shows \
+         it read-only",
+        bin.display(),
+        bin.display()
+    );
+    assert_eq!(stderr(&o).matches(&hint).count(), 1, "{}", stderr(&o));
+    let o = run_in(&w, None, &["--bind", bin.to_str().unwrap()], &["sh", "-c", &script]);
+    assert_code(&o, 0);
+    assert_eq!(stdout(&o), "tool ran\ntool ran\n");
+}
