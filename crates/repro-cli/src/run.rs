@@ -182,6 +182,13 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
     };
     let r = &report.record;
     report_enforcement(r, a.quiet);
+    if r.exit_status != 0 {
+        let stderr = std::fs::read(report.dir.join("stderr")).unwrap_or_default();
+        let path = std::env::var("PATH").ok();
+        for h in repro_sandbox::hidden::hints(&stderr, &r.settings, path.as_deref()) {
+            errln!("[repro] {h}");
+        }
+    }
     a.junit.write(|| repro_ci::report::run(r, &report.dir, env.as_ref().map(|e| e.identity.as_str())))?;
     if a.json {
         print_json(r)?;
@@ -209,6 +216,9 @@ pub fn run(a: RunArgs) -> Result<i32, CliError> {
 
 /// Warnings, the supervisor's notes (unless `quiet`), and what the supervisor could not enforce, on stderr.
 fn report_enforcement(r: &RunRecord, quiet: bool) {
+    for n in &r.settings.path_notes {
+        errln!("repro: warning: {n}");
+    }
     for w in &r.enforcement.warnings {
         errln!("repro: warning: {w}");
     }

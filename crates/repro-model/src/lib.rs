@@ -13,6 +13,7 @@ pub mod repair;
 pub mod repair_loop;
 pub mod run;
 pub mod sched;
+pub mod secret_paths;
 pub mod secrets;
 pub mod settings;
 pub mod tape;

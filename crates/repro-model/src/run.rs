@@ -177,6 +177,9 @@ pub struct RunSettings {
     /// The working directory's git repository, where the guest is shown more of it than its working directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository: Option<RepositoryView>,
+    /// Names the host's PATH finds elsewhere than the guest's and repro could not show (said once on stderr).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub path_notes: Vec<String>,
     /// The deadlock watchdog's wall time in milliseconds (`--stuck-after`; 0: off). Left out of the record when it
     /// is the default, so that records written before it existed read and write back the same.
     #[serde(default = "default_stuck_after_ms", skip_serializing_if = "is_default_stuck_after")]

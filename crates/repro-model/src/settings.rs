@@ -135,6 +135,7 @@ impl RunSettings {
             project_file: None,
             toolchains: Vec::new(),
             repository: None,
+            path_notes: Vec::new(),
             stuck_after_ms: crate::run::DEFAULT_STUCK_AFTER_MS,
             spin_limit_ms: crate::run::DEFAULT_SPIN_LIMIT_MS,
             sched: crate::sched::SchedSettings::default(),

@@ -164,7 +164,8 @@ pub fn parse_duration_ms(argument: &str, value: &str) -> Result<u64, SandboxErro
 }
 
 /// Parses `HOST[:GUEST][:ro|rw]`. HOST must exist; relative HOST paths are taken from `cwd`. GUEST defaults
-/// to HOST's absolute path and must be absolute. Read-only unless `:rw`.
+/// to HOST's absolute path and must be absolute. Read-only unless `:rw`. A HOST that is or lies in a secret
+/// path (repro-model's `secret_paths`), itself or through its symlinks, is refused naming the rule.
 pub fn parse_bind(value: &str, cwd: &Path) -> Result<BindMount, SandboxError> {
     let arg = format!("--bind '{value}'");
     let mut parts: Vec<&str> = value.split(':').collect();
@@ -187,6 +188,14 @@ pub fn parse_bind(value: &str, cwd: &Path) -> Result<BindMount, SandboxError> {
     let host = absolutize(Path::new(parts[0]), cwd);
     if !host.exists() {
         return Err(SandboxError::usage(arg, format!("host path '{}' does not exist", host.display())));
+    }
+    // Through its symlinks too: a link in the project to ~/.ssh names ~/.ssh.
+    let real = std::fs::canonicalize(&host).unwrap_or_else(|_| host.clone());
+    if let Some((rule, what)) = [&host, &real].into_iter().find_map(|p| repro_model::secret_paths::secret_path(p)) {
+        return Err(SandboxError::usage(
+            arg,
+            format!("'{}' holds {what} (secret path rule '{rule}'): repro never shows it to a guest", real.display()),
+        ));
     }
     let guest = match parts.get(1) {
         Some(&"") => return Err(SandboxError::usage(arg, "expected HOST[:GUEST][:ro|rw]")),
@@ -349,6 +358,20 @@ mod tests {
         assert!(parse_bind("/usr:rel", &cwd).unwrap_err().to_string().contains("must be absolute"));
         assert!(parse_bind("/usr:/:rw", &cwd).is_err());
         assert!(parse_bind(":", &cwd).is_err());
+    }
+
+    #[test]
+    fn a_secret_path_is_not_bound_even_through_a_link() {
+        let t = tempfile::tempdir().unwrap();
+        let keys = t.path().join("home/.ssh");
+        std::fs::create_dir_all(&keys).unwrap();
+        std::os::unix::fs::symlink(&keys, t.path().join("innocent")).unwrap();
+        for value in [keys.to_str().unwrap(), "innocent", "innocent:/opt/x"] {
+            let e = parse_bind(value, t.path()).unwrap_err().to_string();
+            assert!(e.contains("holds ssh keys (secret path rule '.ssh'): repro never shows it"), "{value}: {e}");
+        }
+        assert!(parse_bind("/etc/shadow", t.path()).unwrap_err().to_string().contains("rule '/etc/shadow'"));
+        assert!(parse_bind(t.path().join("home").to_str().unwrap(), t.path()).is_ok());
     }
 
     #[test]

@@ -112,8 +112,8 @@ impl RunRequest {
             opts.bind.iter().map(|b| parse::parse_bind(b, &cwd)).collect::<Result<_, _>>()?;
         let guest_path = env.get("PATH").cloned().unwrap_or_else(|| crate::env::PATH.to_string());
         let host_var = |k: &str| std::env::var(k).ok();
-        let resolution = crate::toolchain::resolve(
-            &opts.command[0],
+        let resolution = crate::reach::resolve_all(
+            &opts.command,
             &crate::toolchain::Host { var: &host_var, cwd: &cwd },
             &guest_path,
         );
@@ -121,6 +121,9 @@ impl RunRequest {
         // A variable an `--env` names is the user's.
         let user_set = |k: &str| specs.iter().any(|s| matches!(s, EnvSpec::Set(n, _) | EnvSpec::Pass(n) if n == k));
         pass_toolchains(&resolution.toolchains, &user_set, &cwd, &mut env, &mut binds);
+        if let (Some(p), false) = (&resolution.path, user_set("PATH")) {
+            env.insert("PATH".into(), p.clone());
+        }
         let repository = crate::gitview::view(&cwd, &host_var);
         repository.iter().for_each(|v| crate::gitview::pass(v, &user_set, &mut env, &mut binds));
         let hostname = match &opts.hostname {
@@ -152,6 +155,7 @@ impl RunRequest {
                 s.project_file = project.as_ref().map(|p| p.path.to_string_lossy().into_owned());
                 s.toolchains = resolution.toolchains;
                 s.repository = repository;
+                s.path_notes = resolution.notes;
                 s.stuck_after_ms = stuck_after_ms;
                 s.spin_limit_ms = spin_limit_ms;
                 s.sched = sched;

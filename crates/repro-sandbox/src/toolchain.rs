@@ -34,6 +34,11 @@ impl Host<'_> {
         (self.var)(name).filter(|v| !v.is_empty())
     }
 
+    /// A variable, unset when empty.
+    pub fn var_opt(&self, name: &str) -> Option<String> {
+        self.var(name)
+    }
+
     /// `$NAME`, else `$HOME/default`.
     fn dir(&self, name: &str, default: &str) -> Option<PathBuf> {
         self.var(name).map(PathBuf::from).or_else(|| self.var("HOME").map(|h| Path::new(&h).join(default)))
@@ -52,7 +57,7 @@ pub fn resolve(cmd: &str, host: &Host, guest_path: &str) -> Resolution {
     if cmd.contains('/') {
         let p = crate::parse::normalize(&host.cwd.join(cmd));
         if is_executable(&p) {
-            if let Some(t) = known(&name, &p, host, guest_path) {
+            if let Some(t) = known(&name, &p, host, guest_path, true) {
                 return Resolution { toolchains: vec![t], hint: None };
             }
         }
@@ -69,7 +74,7 @@ pub fn resolve(cmd: &str, host: &Host, guest_path: &str) -> Resolution {
     let Some(found) = host.var("PATH").and_then(|path| which(cmd, &path)) else {
         return Resolution::default();
     };
-    if let Some(t) = known(cmd, &found, host, guest_path) {
+    if let Some(t) = known(cmd, &found, host, guest_path, false) {
         return Resolution { toolchains: vec![t], hint: None };
     }
     let dir = found.parent().unwrap_or(Path::new("/"));
@@ -91,13 +96,48 @@ pub fn resolve(cmd: &str, host: &Host, guest_path: &str) -> Resolution {
 
 /// The toolchain the program `found` (named `name`) belongs to, if repro knows it and a bind can take its paths
 /// (mount options are comma-separated: such a path gets the hint instead).
-fn known(name: &str, found: &Path, host: &Host, guest_path: &str) -> Option<Toolchain> {
-    rustup(found, host, guest_path)
-        .or_else(|| virtualenv(found, host, guest_path))
-        .or_else(|| pyenv(name, found, host, guest_path))
-        .or_else(|| nvm(found, host, guest_path))
-        .or_else(|| go(found, host, guest_path))
-        .filter(|t| t.paths.iter().all(|p| !p.contains(',')))
+/// The program is looked at as named, then along its symlink chain (a venv's `bin/python` links into the
+/// interpreter it was made from). A toolchain with a path that is, lies in or holds a secret path (repro-model's
+/// `secret_paths`) is not shown. A virtualenv that is not activated counts only when the program is named by its
+/// path (`venv/bin/python`); found on PATH, it gets the hint.
+fn known(name: &str, found: &Path, host: &Host, guest_path: &str, by_path: bool) -> Option<Toolchain> {
+    chain(found)
+        .iter()
+        .find_map(|f| {
+            rustup(f, host, guest_path)
+                .or_else(|| virtualenv(f, host, guest_path))
+                .or_else(|| pyenv(name, f, host, guest_path))
+                .or_else(|| by_path.then(|| venv_by_path(f, host, guest_path)).flatten())
+                .or_else(|| nvm(f, host, guest_path))
+                .or_else(|| go(f, host, guest_path))
+                .or_else(|| crate::installs::installed(f, host, guest_path))
+        })
+        .filter(|t| t.paths.iter().all(|p| !p.contains(',') && showable(Path::new(p))))
+}
+
+/// Whether a toolchain's directory may be shown to the guest: not a secret path, not one holding a secret
+/// (a home directory with `.ssh`), not a directory the guest's root hides whole (`/root`, `/home`).
+pub fn showable(p: &Path) -> bool {
+    use repro_model::secret_paths::{holds_secret, secret_path};
+    let top = HIDDEN.iter().any(|h| p == Path::new(h)) || p.parent() == Some(Path::new("/home"));
+    !top && p != Path::new("/") && secret_path(p).is_none() && holds_secret(p).is_none()
+}
+
+/// `p`, then each link of its symlink chain, then its canonical path (at most 40 links, as the kernel).
+pub fn chain(p: &Path) -> Vec<PathBuf> {
+    let mut out = vec![p.to_path_buf()];
+    let mut cur = p.to_path_buf();
+    while out.len() <= 40 {
+        let Ok(target) = std::fs::read_link(&cur) else { break };
+        cur = crate::parse::normalize(&cur.parent().unwrap_or(Path::new("/")).join(target));
+        out.push(cur.clone());
+    }
+    if let Ok(c) = std::fs::canonicalize(p) {
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The directory to bind for a program in `dir`: its prefix when `dir` is a `bin` (`/opt/foo` for
@@ -129,16 +169,19 @@ fn real(dir: &Path) -> PathBuf {
     std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf())
 }
 
-fn toolchain(
+/// A toolchain record; `bin` (when the host's PATH has it) goes first on the guest's PATH.
+pub(crate) fn toolchain(
     name: &str,
     command: &Path,
     paths: Vec<PathBuf>,
-    bin: &Path,
+    bin: Option<&Path>,
     guest_path: &str,
     mut variables: BTreeMap<String, String>,
     reason: String,
 ) -> Toolchain {
-    variables.insert("PATH".into(), format!("{}:{guest_path}", bin.display()));
+    if let Some(bin) = bin {
+        variables.insert("PATH".into(), format!("{}:{guest_path}", bin.display()));
+    }
     let mut paths: Vec<String> = paths.iter().map(|p| text(p)).collect();
     paths.dedup();
     Toolchain { name: name.into(), command: text(command), paths, variables, reason }
@@ -172,7 +215,7 @@ fn rustup(found: &Path, host: &Host, guest_path: &str) -> Option<Toolchain> {
         cargo_home.display(),
         rustup_home.display()
     );
-    Some(toolchain("rustup", found, paths, &bin, guest_path, vars, reason))
+    Some(toolchain("rustup", found, paths, Some(&bin), guest_path, vars, reason))
 }
 
 /// The prefix of the interpreter a virtual environment was made from (`home` in its pyvenv.cfg is its `bin`),
@@ -201,7 +244,27 @@ fn virtualenv(found: &Path, host: &Host, guest_path: &str) -> Option<Toolchain> 
     paths.extend(venv_base(&venv, host.cwd));
     let vars = BTreeMap::from([("VIRTUAL_ENV".to_string(), text(&venv))]);
     let reason = format!("{} is in the activated virtualenv VIRTUAL_ENV={}", found.display(), venv.display());
-    Some(toolchain("virtualenv", found, paths, &bin, guest_path, vars, reason))
+    Some(toolchain("virtualenv", found, paths, Some(&bin), guest_path, vars, reason))
+}
+
+/// A program of a virtual environment named by its path, not activated (`venv/bin/python -m pytest`, as tox, nox,
+/// IDEs and CI call it): the environment and the interpreter it was made from (its pyvenv.cfg `home`). PATH and
+/// VIRTUAL_ENV stay as the host has them.
+fn venv_by_path(found: &Path, host: &Host, guest_path: &str) -> Option<Toolchain> {
+    let bin = found.parent()?;
+    let venv = bin.parent()?;
+    if bin.file_name()? != "bin" || !venv.join("pyvenv.cfg").is_file() {
+        return None;
+    }
+    let base = venv_base(venv, host.cwd);
+    if base.is_none() && guest_sees(venv, host.cwd) {
+        return None;
+    }
+    let mut paths = vec![real(venv)];
+    paths.extend(base.clone());
+    let from = base.map(|b| format!(", made from {}", b.display())).unwrap_or_default();
+    let reason = format!("{} is in the virtualenv {} (named by its path{from})", found.display(), venv.display());
+    Some(toolchain("virtualenv", found, paths, None, guest_path, BTreeMap::new(), reason))
 }
 
 /// The pyenv version names in force for `cwd` and where they came from, as pyenv decides them: PYENV_VERSION,
@@ -261,7 +324,7 @@ fn pyenv(cmd: &str, found: &Path, host: &Host, guest_path: &str) -> Option<Toolc
             root.display(),
             program.display()
         );
-        return Some(toolchain("pyenv", &bin.join(cmd), paths, &bin, guest_path, BTreeMap::new(), reason));
+        return Some(toolchain("pyenv", &bin.join(cmd), paths, Some(&bin), guest_path, BTreeMap::new(), reason));
     }
     None
 }
@@ -280,7 +343,7 @@ fn nvm(found: &Path, host: &Host, guest_path: &str) -> Option<Toolchain> {
         prefix.file_name()?.to_string_lossy(),
         nvm_dir.display()
     );
-    Some(toolchain("nvm", found, vec![real(prefix)], bin, guest_path, BTreeMap::new(), reason))
+    Some(toolchain("nvm", found, vec![real(prefix)], Some(bin), guest_path, BTreeMap::new(), reason))
 }
 
 /// Go from GOROOT (default /usr/local/go): GOROOT set, its `bin` on PATH, the host's module cache bound when there
@@ -304,7 +367,7 @@ fn go(found: &Path, host: &Host, guest_path: &str) -> Option<Toolchain> {
         paths.push(real(&m));
     }
     let reason = format!("{} is in GOROOT/bin (GOROOT={})", found.display(), goroot.display());
-    Some(toolchain("go", found, paths, &bin, guest_path, vars, reason))
+    Some(toolchain("go", found, paths, Some(&bin), guest_path, vars, reason))
 }
 
 #[cfg(test)]

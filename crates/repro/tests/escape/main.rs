@@ -16,3 +16,4 @@ mod identity;
 mod mounts;
 mod packs;
 mod secrets;
+mod toolchains;

@@ -32,5 +32,6 @@ mod signals;
 mod sock_tape;
 mod timers;
 mod toolchains;
+mod toolchains_reached;
 mod varies;
 mod waits;
