@@ -75,6 +75,10 @@ impl RunRequest {
             Some(m) => parse::parse_memory("--memory", m)?,
             None => DEFAULT_MEMORY,
         };
+        let pids_max = opts.pids.unwrap_or(repro_model::settings::DEFAULT_PIDS);
+        if pids_max == 0 {
+            return Err(SandboxError::usage("--pids", "expected a number of tasks of at least 1"));
+        }
         let disk_bytes = match &opts.disk {
             Some(d) => parse::parse_memory("--disk", d)?,
             None => repro_model::run::DEFAULT_DISK_BYTES,
@@ -137,6 +141,7 @@ impl RunRequest {
                 s.seed = opts.seed.unwrap_or(0);
                 s.cpus = opts.cpus;
                 s.memory_bytes = memory_bytes;
+                s.pids_max = pids_max;
                 s.env = env;
                 s.binds = binds;
                 s.keep_changes = opts.keep_changes;
@@ -306,21 +311,42 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
 
     // The cgroup for the memory limit.
     let hierarchy = Hierarchy::detect();
-    let cgroup = match Cgroup::create(&hierarchy, &id, s.memory_bytes) {
-        Ok(cg) => Some(cg),
+    let cgroup = match Cgroup::create(&hierarchy, &id, s.memory_bytes, s.pids_max) {
+        Ok(cg) => {
+            if let Some(e) = &cg.pids_error {
+                warnings.push(format!("pids limit not enforced: {e}"));
+            }
+            Some(cg)
+        }
         Err(e) => {
             warnings.push(format!("memory limit not enforced: cannot create a cgroup ({}): {e}", hierarchy.describe()));
+            warnings.push(format!("pids limit not enforced: cannot create a cgroup ({})", hierarchy.describe()));
             None
         }
     };
 
     // With cgroup v1 the init joins the cgroup itself, through this file; else `repro run` moves it by its pid.
     let mut cgroup_tasks = cgroup.as_ref().and_then(|c| c.tasks_for_self()).and_then(|r| r.ok());
+    let pids_tasks = match cgroup.as_ref().and_then(|c| c.pids_tasks_for_self()) {
+        Some(Ok(f)) => Some(f),
+        Some(Err(e)) => {
+            warnings.push(format!("pids limit not enforced: cannot open the pids cgroup's tasks file: {e}"));
+            None
+        }
+        None => None,
+    };
     repro_sys::startup::mark("run: cgroup created");
     // The reaper outlives us if we are killed. Starting it (an exec of this binary) takes a few milliseconds: a
     // thread does it while the init is cloned; it is joined once the init is let go (a reaper that failed to
     // start stops the run).
-    let job = ReapJob { cgroup: cgroup.as_ref().map(|c| c.path.clone()), scratch: vec![scratch.clone()] };
+    let job = ReapJob {
+        cgroup: cgroup.as_ref().map(|c| c.path.clone()),
+        pids_cgroup: cgroup
+            .as_ref()
+            .and_then(|c| c.pids.clone())
+            .filter(|p| Some(p) != cgroup.as_ref().map(|c| &c.path)),
+        scratch: vec![scratch.clone()],
+    };
     let reaper_exe = exe.to_path_buf();
     let reaper_start = spawn_beside("repro-reaper-start", move || {
         Command::new(reaper_exe)
@@ -371,6 +397,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     if let Some(f) = &cgroup_tasks {
         fds.push((f.as_raw_fd(), crate::init::CGROUP_TASKS_FD));
     }
+    if let Some(f) = &pids_tasks {
+        fds.push((f.as_raw_fd(), crate::init::CGROUP_PIDS_TASKS_FD));
+    }
     if let Some(f) = &access_fd {
         fds.push((f.as_raw_fd(), ACCESS_FD));
     }
@@ -389,7 +418,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         block_signals: &INIT_SIGNALS,
         become_root: true,
     })?;
-    drop((sync_r, cfg_fd, access_fd, trees_rx, layer_sock_init, cgroup_r, done_w));
+    drop((sync_r, cfg_fd, access_fd, trees_rx, layer_sock_init, cgroup_r, done_w, pids_tasks));
     let init_joins_itself = cgroup_tasks.take().is_some();
     repro_sys::startup::mark("run: init cloned (new namespaces)");
     if s.supervised {
@@ -569,6 +598,16 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     // returns once it is done): nothing of the guest is left once its PID 1 has exited; the cgroup goes, then the
     // scratch; then the reaper is let go (it finds nothing left: its status says nothing about the run, and what
     // it leaves `repro gc` removes) and reaped by the thread. Without the thread the reaper does all of it.
+    // Read before the cgroup goes: nothing of the guest is left to fork.
+    let pids_refused = cgroup.as_ref().map_or(0, |c| c.pids_max_events());
+    if pids_refused > 0 {
+        // Said on stderr with the other warnings, and kept in the record.
+        warnings.push(format!(
+            "pids limit reached: {pids_refused} fork(s) or clone(s) of the guest failed with EAGAIN (--pids {}: \
+             processes and threads together)",
+            s.pids_max
+        ));
+    }
     let run_cgroup = cgroup.clone();
     // The run waits for the cleanup, not for the reaper's exit.
     let (torn_down, teardown) = std::sync::mpsc::channel::<()>();
@@ -587,6 +626,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
             cg.kill_all(std::time::Duration::from_secs(5));
             // The reaper, let go below, removes it if this fails (a process not gone yet).
             let _ = cg.remove();
+            let _ = cg.remove_pids();
             repro_sys::startup::mark("run: cgroup removed");
         }
         if scratch_left {
@@ -660,8 +700,10 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         changes: changes.summary(s.keep_changes),
         enforcement: Enforcement {
             cgroup: cgroup.as_ref().map(|c| c.path.to_string_lossy().into_owned()),
+            pids_cgroup: cgroup.as_ref().and_then(|c| c.pids.as_ref()).map(|p| p.to_string_lossy().into_owned()),
             warnings,
             disk_limit_reached,
+            pids_limit_reached: pids_refused > 0,
         },
         determinism,
     };

@@ -12,6 +12,7 @@ mod harness;
 
 mod confine;
 mod identity;
+mod limits;
 mod mounts;
 mod packs;
 mod secrets;
