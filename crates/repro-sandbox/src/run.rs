@@ -273,6 +273,9 @@ pub fn execute(req: &RunRequest, exe: &Path, echo: Echo) -> Result<RunReport, Sa
 
 /// Runs the request with the additions of `extras`.
 pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras) -> Result<RunReport, SandboxError> {
+    // The guest inherits the caller's terminal as its standard input: whatever it left changed (echo off, raw
+    // mode; also when it was killed) is put back when this returns, on every path.
+    let _terminal = repro_sys::term::SavedTerminal::stdin();
     let started = Instant::now();
     let now = time::OffsetDateTime::now_utc();
     let s = &req.settings;

@@ -16,3 +16,4 @@ mod limits;
 mod mounts;
 mod packs;
 mod secrets;
+mod terminal;
