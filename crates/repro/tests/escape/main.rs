@@ -16,4 +16,5 @@ mod limits;
 mod mounts;
 mod packs;
 mod secrets;
+mod sockets;
 mod terminal;
