@@ -133,21 +133,48 @@ impl Cgroup {
         Cgroup { path: path.to_path_buf(), v2: path.join("cgroup.controllers").exists(), pids: None, pids_error: None }
     }
 
-    /// With cgroup v1: the `tasks` file of the run's cgroup in the pids hierarchy, open for writing (as
-    /// [`Cgroup::tasks_for_self`]).
-    pub fn pids_tasks_for_self(&self) -> Option<std::io::Result<fs::File>> {
-        let dir = self.pids.as_ref().filter(|_| !self.v2)?;
-        Some(fs::OpenOptions::new().write(true).open(dir.join("tasks")))
+    /// The run's cgroup (`limits`: memory bytes, pids), or `None`; what it cannot enforce is added to `warnings`.
+    pub fn for_run(h: &Hierarchy, id: &str, limits: (u64, u64), warnings: &mut Vec<String>) -> Option<Cgroup> {
+        match Cgroup::create(h, id, limits.0, limits.1) {
+            Ok(cg) => {
+                warnings.extend(cg.pids_error.as_ref().map(|e| format!("pids limit not enforced: {e}")));
+                Some(cg)
+            }
+            Err(e) => {
+                warnings.push(format!("memory limit not enforced: cannot create a cgroup ({}): {e}", h.describe()));
+                warnings.push(format!("pids limit not enforced: cannot create a cgroup ({})", h.describe()));
+                None
+            }
+        }
     }
 
-    /// How many times the guest's forks and clones failed at `pids.max` (the `max` line of `pids.events`).
-    pub fn pids_max_events(&self) -> u64 {
-        let Some(dir) = &self.pids else { return 0 };
-        fs::read_to_string(dir.join("pids.events"))
-            .unwrap_or_default()
+    /// With cgroup v1: the `tasks` file of the run's cgroup in the pids hierarchy, open for writing (as
+    /// [`Cgroup::tasks_for_self`]); one that cannot be opened is a warning.
+    pub fn pids_tasks_for_self(&self, warnings: &mut Vec<String>) -> Option<fs::File> {
+        let dir = self.pids.as_ref().filter(|_| !self.v2)?;
+        fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("tasks"))
+            .map_err(|e| {
+                warnings.push(format!("pids limit not enforced: cannot open the pids cgroup's tasks file: {e}"))
+            })
+            .ok()
+    }
+
+    /// The warning of a run whose guest reached `pids_max`: how many of its forks and clones failed there (the
+    /// `max` line of `pids.events`). Read before the cgroup goes.
+    pub fn pids_reached(&self, pids_max: u64) -> Option<String> {
+        let dir = self.pids.as_ref()?;
+        let refused: u64 = fs::read_to_string(dir.join("pids.events"))
+            .ok()?
             .lines()
-            .find_map(|l| l.strip_prefix("max ")?.trim().parse().ok())
-            .unwrap_or(0)
+            .find_map(|l| l.strip_prefix("max ")?.trim().parse().ok())?;
+        (refused > 0).then(|| {
+            format!(
+                "pids limit reached: {refused} fork(s) or clone(s) of the guest failed with EAGAIN (--pids \
+                 {pids_max}: processes and threads together)"
+            )
+        })
     }
 
     /// Removes the cgroup of v1's pids hierarchy (empty once the memory cgroup is: the same processes).

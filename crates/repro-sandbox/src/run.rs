@@ -313,31 +313,11 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     repro_sys::startup::mark("run: scratch directory, init configuration");
 
     // The cgroup for the memory limit.
-    let hierarchy = Hierarchy::detect();
-    let cgroup = match Cgroup::create(&hierarchy, &id, s.memory_bytes, s.pids_max) {
-        Ok(cg) => {
-            if let Some(e) = &cg.pids_error {
-                warnings.push(format!("pids limit not enforced: {e}"));
-            }
-            Some(cg)
-        }
-        Err(e) => {
-            warnings.push(format!("memory limit not enforced: cannot create a cgroup ({}): {e}", hierarchy.describe()));
-            warnings.push(format!("pids limit not enforced: cannot create a cgroup ({})", hierarchy.describe()));
-            None
-        }
-    };
+    let cgroup = Cgroup::for_run(&Hierarchy::detect(), &id, (s.memory_bytes, s.pids_max), &mut warnings);
 
     // With cgroup v1 the init joins the cgroup itself, through this file; else `repro run` moves it by its pid.
     let mut cgroup_tasks = cgroup.as_ref().and_then(|c| c.tasks_for_self()).and_then(|r| r.ok());
-    let pids_tasks = match cgroup.as_ref().and_then(|c| c.pids_tasks_for_self()) {
-        Some(Ok(f)) => Some(f),
-        Some(Err(e)) => {
-            warnings.push(format!("pids limit not enforced: cannot open the pids cgroup's tasks file: {e}"));
-            None
-        }
-        None => None,
-    };
+    let pids_tasks = cgroup.as_ref().and_then(|c| c.pids_tasks_for_self(&mut warnings));
     repro_sys::startup::mark("run: cgroup created");
     // The reaper outlives us if we are killed. Starting it (an exec of this binary) takes a few milliseconds: a
     // thread does it while the init is cloned; it is joined once the init is let go (a reaper that failed to
@@ -602,15 +582,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     // scratch; then the reaper is let go (it finds nothing left: its status says nothing about the run, and what
     // it leaves `repro gc` removes) and reaped by the thread. Without the thread the reaper does all of it.
     // Read before the cgroup goes: nothing of the guest is left to fork.
-    let pids_refused = cgroup.as_ref().map_or(0, |c| c.pids_max_events());
-    if pids_refused > 0 {
-        // Said on stderr with the other warnings, and kept in the record.
-        warnings.push(format!(
-            "pids limit reached: {pids_refused} fork(s) or clone(s) of the guest failed with EAGAIN (--pids {}: \
-             processes and threads together)",
-            s.pids_max
-        ));
-    }
+    let pids_refused = cgroup.as_ref().and_then(|c| c.pids_reached(s.pids_max));
+    // Said on stderr with the other warnings, and kept in the record.
+    warnings.extend(pids_refused.clone());
     let run_cgroup = cgroup.clone();
     // The run waits for the cleanup, not for the reaper's exit.
     let (torn_down, teardown) = std::sync::mpsc::channel::<()>();
@@ -706,7 +680,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
             pids_cgroup: cgroup.as_ref().and_then(|c| c.pids.as_ref()).map(|p| p.to_string_lossy().into_owned()),
             warnings,
             disk_limit_reached,
-            pids_limit_reached: pids_refused > 0,
+            pids_limit_reached: pids_refused.is_some(),
         },
         determinism,
     };
