@@ -76,8 +76,11 @@ impl RunRequest {
             None => DEFAULT_MEMORY,
         };
         let pids_max = opts.pids.unwrap_or(repro_model::settings::DEFAULT_PIDS);
-        if pids_max == 0 {
-            return Err(SandboxError::usage("--pids", "expected a number of tasks of at least 1"));
+        if !(1..=repro_model::settings::MAX_PIDS).contains(&pids_max) {
+            return Err(SandboxError::usage(
+                format!("--pids {pids_max}"),
+                format!("expected a number of tasks from 1 to {}", repro_model::settings::MAX_PIDS),
+            ));
         }
         let disk_bytes = match &opts.disk {
             Some(d) => parse::parse_memory("--disk", d)?,
