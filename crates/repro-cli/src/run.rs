@@ -35,6 +35,9 @@ pub struct SandboxArgs {
     /// Memory limit (K, M, G, T suffixes) [default: 4G].
     #[arg(long, value_name = "SIZE")]
     memory: Option<String>,
+    /// Bound of the guest's tasks (processes and threads together), the cgroup's pids.max [default: 4096].
+    #[arg(long, value_name = "N")]
+    pids: Option<u64>,
     /// Bound of the guest's writable layer: the working directory's changes, /tmp and /home together, in bytes
     /// (K, M, G, T suffixes; inodes: one per 8K) [default: 2G].
     #[arg(long, value_name = "SIZE")]
@@ -102,6 +105,7 @@ impl SandboxArgs {
             seed: self.seed,
             cpus: self.cpus,
             memory: self.memory,
+            pids: self.pids,
             env: self.env,
             bind: self.bind,
             keep_changes: self.keep_changes,
@@ -486,6 +490,12 @@ pub fn show(a: ShowArgs) -> Result<i32, CliError> {
     outln!("seed      {}", s.seed);
     outln!("cpus      {} (host CPUs {:?})", s.cpus, s.cpu_affinity);
     outln!("memory    {} bytes{}", s.memory_bytes, if r.enforcement.cgroup.is_some() { "" } else { " (not enforced)" });
+    outln!(
+        "pids      {}{}{}",
+        s.pids_max,
+        if r.enforcement.pids_cgroup.is_some() { "" } else { " (not enforced)" },
+        if r.enforcement.pids_limit_reached { " (reached)" } else { "" }
+    );
     outln!("output    stdout {} bytes, stderr {} bytes", r.stdout_bytes, r.stderr_bytes);
     outln!("changes   {}", changes_text(&r));
     for ch in &rundir::changes(&found.path)?.changes {

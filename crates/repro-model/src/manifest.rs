@@ -175,6 +175,18 @@ fn default_hostname() -> String {
 pub struct Resources {
     pub cpus: u32,
     pub memory_bytes: u64,
+    /// `--pids` of the captured run; packs made before it existed get the default. Written only when it is not
+    /// the default, so that a pack's manifest (and its id) is what it was before the field existed.
+    #[serde(default = "default_pids_max", skip_serializing_if = "is_default_pids_max")]
+    pub pids_max: u64,
+}
+
+fn default_pids_max() -> u64 {
+    crate::settings::DEFAULT_PIDS
+}
+
+fn is_default_pids_max(n: &u64) -> bool {
+    *n == crate::settings::DEFAULT_PIDS
 }
 
 /// The machine the pack was captured on (informative: replay does not need it).

@@ -9,6 +9,7 @@
 //! epoch = 2024-02-29T12:00:00Z        # as --epoch: a TOML date-time, Unix seconds, or an RFC 3339 string
 //! seed = 7                            # as --seed
 //! memory = "2G"                       # as --memory
+//! pids = 1024                         # as --pids
 //! disk = "512M"                       # as --disk
 //! network = "loopback"                # the guest's network: its own namespace with `lo` only (the one mode)
 //!
@@ -196,6 +197,8 @@ pub struct RunSection {
     pub seed: Option<u64>,
     #[serde(default)]
     pub memory: Option<String>,
+    #[serde(default)]
+    pub pids: Option<u64>,
     #[serde(default)]
     pub disk: Option<String>,
     #[serde(default)]

@@ -136,6 +136,9 @@ pub struct RunSettings {
     pub cpu_affinity: Vec<usize>,
     /// Memory limit in bytes.
     pub memory_bytes: u64,
+    /// The bound of the guest's tasks, processes and threads together (`--pids`, the cgroup's `pids.max`).
+    #[serde(default = "default_pids_max")]
+    pub pids_max: u64,
     /// The guest's whole environment; in `run.json` the values of secret variables are markers
     /// (see [`crate::secrets`]).
     pub env: BTreeMap<String, String>,
@@ -256,6 +259,11 @@ fn default_disk_bytes() -> u64 {
     DEFAULT_DISK_BYTES
 }
 
+/// Records written before `--pids` existed ran without a bound of tasks; read back, they get the default.
+fn default_pids_max() -> u64 {
+    crate::settings::DEFAULT_PIDS
+}
+
 fn default_disk_inodes() -> u64 {
     disk_inodes_for(DEFAULT_DISK_BYTES)
 }
@@ -305,11 +313,18 @@ pub enum RunOutcome {
 pub struct Enforcement {
     /// The cgroup path used for the memory limit, if any.
     pub cgroup: Option<String>,
+    /// The cgroup whose `pids.max` bounds the guest's tasks (`--pids`), if any: the memory one with cgroup v2,
+    /// one in the pids hierarchy with v1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_cgroup: Option<String>,
     /// Messages for what could not be enforced.
     pub warnings: Vec<String>,
     /// The guest filled its writable layer (`--disk` bytes or inodes): its writes failed with ENOSPC.
     #[serde(default)]
     pub disk_limit_reached: bool,
+    /// The guest reached `--pids`: some of its forks and clones failed with EAGAIN (the cgroup's `pids.events`).
+    #[serde(default)]
+    pub pids_limit_reached: bool,
 }
 
 /// `run.json`: the complete record of a finished run. Written last and atomically: a run directory without it
@@ -440,6 +455,10 @@ mod tests {
         let mut back = serde_json::to_value(&r).unwrap();
         assert_eq!(back["settings"]["sched"], serde_json::json!({"policy": "random", "seed": 0}));
         back["settings"].as_object_mut().unwrap().remove("sched");
+        // It had no bound of tasks (it ran before `--pids`): read back, the default; nothing reached it.
+        assert_eq!(r.settings.pids_max, crate::settings::DEFAULT_PIDS);
+        assert_eq!(back["settings"].as_object_mut().unwrap().remove("pids_max"), Some(4096.into()));
+        assert_eq!(back["enforcement"].as_object_mut().unwrap().remove("pids_limit_reached"), Some(false.into()));
         assert_eq!(back, original);
         // The oldest records have no dir_order at all: sorted.
         let mut v = original.clone();

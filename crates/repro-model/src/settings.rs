@@ -15,6 +15,11 @@ pub const DOMAINNAME: &str = "repro.invalid";
 pub const UMASK: u32 = 0o022;
 /// Default memory limit: 4 GiB.
 pub const DEFAULT_MEMORY: u64 = 4 << 30;
+/// Default bound of the guest's tasks (processes and threads together): 4096. The memory limit alone admits
+/// ~40,000 tasks (~100 KiB each), more than a host's usual `pid_max` (32768).
+pub const DEFAULT_PIDS: u64 = 4096;
+/// The largest `--pids`: the kernel's `PID_MAX_LIMIT` on 64-bit machines (`pids.max` refuses more).
+pub const MAX_PIDS: u64 = 4 << 20;
 /// Default clock step: each clock read advances logical time by 1 µs (see docs/determinism.md).
 pub const DEFAULT_CLOCK_STEP_NS: u64 = 1000;
 /// `RLIM_INFINITY` on Linux.
@@ -43,6 +48,8 @@ pub struct RunOptions {
     pub seed: Option<u64>,
     pub cpus: u32,
     pub memory: Option<String>,
+    /// `--pids`: the bound of the guest's tasks; the project file's, else [`DEFAULT_PIDS`], when not given.
+    pub pids: Option<u64>,
     pub env: Vec<String>,
     pub bind: Vec<String>,
     pub keep_changes: bool,
@@ -117,6 +124,7 @@ impl RunSettings {
             cpus: 1,
             cpu_affinity: Vec::new(),
             memory_bytes: DEFAULT_MEMORY,
+            pids_max: DEFAULT_PIDS,
             env: BTreeMap::new(),
             binds: Vec::new(),
             keep_changes: false,

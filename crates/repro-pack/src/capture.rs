@@ -499,7 +499,7 @@ fn build_manifest(
             sched: s.sched,
             spin_limit_ms: s.spin_limit_ms,
         },
-        resources: Resources { cpus: s.cpus, memory_bytes: s.memory_bytes },
+        resources: Resources { cpus: s.cpus, memory_bytes: s.memory_bytes, pids_max: s.pids_max },
         system: facts.system,
         source: facts.source,
         result: RunResult {

@@ -174,6 +174,12 @@ impl ManifestCheck for Manifest {
                 format!("{} (expected {MIN_MEMORY} to {MAX_MEMORY}, as repro run --memory)", r.memory_bytes),
             ));
         }
+        if !(1..=repro_model::settings::MAX_PIDS).contains(&r.pids_max) {
+            return Err(bad(
+                "resources.pids_max",
+                format!("{} (expected 1 to {}, as repro run --pids)", r.pids_max, repro_model::settings::MAX_PIDS),
+            ));
+        }
         for ch in &self.result.changes {
             if let Some(why) = bad_relative_path(&ch.path) {
                 return Err(bad(format!("result.changes[{}]", ch.path.escape_debug()), why));

@@ -152,6 +152,7 @@ pub fn settings(pack: &Pack, binds: Vec<BindMount>) -> RunSettings {
         s.seed = m.determinism.seed;
         s.cpus = m.resources.cpus;
         s.memory_bytes = m.resources.memory_bytes;
+        s.pids_max = m.resources.pids_max;
         s.env = m.command.env.clone();
         s.binds = binds;
         s.hostname = m.determinism.hostname.clone();

@@ -28,7 +28,7 @@ pub(crate) fn sample_manifest(files: Vec<FileEntry>, stdout: &[u8], stderr: &[u8
             sched: Default::default(),
             spin_limit_ms: repro_model::run::DEFAULT_SPIN_LIMIT_MS,
         },
-        resources: Resources { cpus: 1, memory_bytes: 4 << 30 },
+        resources: Resources { cpus: 1, memory_bytes: 4 << 30, pids_max: 4096 },
         system: System { arch: "x86_64".into(), kernel_release: "6.1.0".into(), libc_version: "glibc 2.36".into() },
         source: Source {
             git: Some(GitState { commit: "0123456789abcdef0123456789abcdef01234567".into(), uncommitted_digest: None }),
@@ -703,6 +703,9 @@ fn validation_names_the_field() {
         .to_string()
         .starts_with("command.cwd: '/work/../../etc': it has a '..' component"));
     let mut m = base();
+    m.resources.pids_max = 0;
+    assert!(m.validate_untrusted().unwrap_err().to_string().starts_with("resources.pids_max: 0"));
+    m.resources.pids_max = 4096;
     m.resources.memory_bytes = 0;
     assert!(m.validate_untrusted().unwrap_err().to_string().starts_with("resources.memory_bytes: 0"));
     let mut m = base();

@@ -1,5 +1,6 @@
-//! A small cgroup for one run, created under the caller's own cgroup: a memory limit and a way to kill
-//! everything in it. Works with cgroup v2 (unified) and with v1's memory hierarchy.
+//! A small cgroup for one run, created under the caller's own cgroup: a memory limit, a bound of tasks
+//! (`pids.max`) and a way to kill everything in it. Works with cgroup v2 (unified) and with v1's memory
+//! hierarchy (then the bound of tasks is a second cgroup, in v1's pids hierarchy).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,8 @@ pub enum Hierarchy {
     V2(PathBuf),
     /// cgroup v1 with the memory controller mounted at the path.
     V1Memory(PathBuf),
+    /// cgroup v1's pids hierarchy (used beside `V1Memory` for `pids.max`).
+    V1Pids(PathBuf),
     None,
 }
 
@@ -41,6 +44,7 @@ impl Hierarchy {
         match self {
             Hierarchy::V2(p) => format!("cgroup v2 at {}", p.display()),
             Hierarchy::V1Memory(p) => format!("cgroup v1 memory controller at {}", p.display()),
+            Hierarchy::V1Pids(p) => format!("cgroup v1 pids controller at {}", p.display()),
             Hierarchy::None => "no cgroup memory controller".into(),
         }
     }
@@ -51,12 +55,18 @@ impl Hierarchy {
 pub struct Cgroup {
     pub path: PathBuf,
     v2: bool,
+    /// The directory whose `pids.max` bounds the run's tasks: `path` with v2, a cgroup of v1's pids hierarchy
+    /// with v1; `None` where it could not be set (then `pids_error` says why).
+    pub pids: Option<PathBuf>,
+    pub pids_error: Option<String>,
 }
 
 impl Cgroup {
     /// Creates `repro-<name>` with a memory limit under the caller's own cgroup (from `/proc/self/cgroup`), so
     /// that the caller's limits hold for the guest too.
-    pub fn create(h: &Hierarchy, name: &str, memory_bytes: u64) -> std::io::Result<Cgroup> {
+    /// The bound of tasks `pids_max` is set too, where it can be (else `pids_error` says why; the memory limit
+    /// holds without it).
+    pub fn create(h: &Hierarchy, name: &str, memory_bytes: u64, pids_max: u64) -> std::io::Result<Cgroup> {
         let own = fs::read_to_string("/proc/self/cgroup")?;
         let base = caller_cgroup(h, &own).ok_or_else(|| {
             std::io::Error::other(format!("/proc/self/cgroup names no cgroup in the {}", h.describe()))
@@ -69,9 +79,9 @@ impl Cgroup {
             let _ = repro_sys::ns::write_file(&base.join("cgroup.subtree_control").to_string_lossy(), "+memory +pids");
         }
         let name = format!("repro-{name}");
-        let path = base.join(name);
+        let path = base.join(&name);
         fs::create_dir(&path)?;
-        let cg = Cgroup { path, v2 };
+        let mut cg = Cgroup { path, v2, pids: None, pids_error: None };
         let limit = if v2 { "memory.max" } else { "memory.limit_in_bytes" };
         if let Err(e) = cg.write(limit, &memory_bytes.to_string()) {
             // Best-effort cleanup: the failure to set the limit is what is reported.
@@ -82,12 +92,100 @@ impl Cgroup {
             // Absent without swap accounting: the memory limit holds without it.
             let _ = cg.write("memory.swap.max", "0");
         }
+        match cg.create_pids(h, &own, &name, pids_max) {
+            Ok(p) => cg.pids = Some(p),
+            Err(e) => cg.pids_error = Some(e),
+        }
         Ok(cg)
+    }
+
+    /// Sets `pids.max`: in the run's cgroup with v2; with v1 in a cgroup of the same name in the pids hierarchy
+    /// (beside the memory one, under the caller's cgroup of that hierarchy). Returns the directory.
+    fn create_pids(&self, h: &Hierarchy, proc_self_cgroup: &str, name: &str, pids_max: u64) -> Result<PathBuf, String> {
+        let dir = if self.v2 {
+            self.path.clone()
+        } else {
+            // v1's hierarchies are mounted side by side (`/sys/fs/cgroup/memory`, `/sys/fs/cgroup/pids`).
+            let root = match h {
+                Hierarchy::V1Memory(m) => m.parent().unwrap_or(Path::new("/sys/fs/cgroup")),
+                _ => Path::new("/sys/fs/cgroup"),
+            };
+            let h = Hierarchy::V1Pids(root.join("pids"));
+            let base = caller_cgroup(&h, proc_self_cgroup)
+                .ok_or_else(|| format!("/proc/self/cgroup names no cgroup in the {}", h.describe()))?;
+            let dir = base.join(name);
+            fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            dir
+        };
+        let file = dir.join("pids.max");
+        if let Err(e) = repro_sys::ns::write_file(&file.to_string_lossy(), &pids_max.to_string()) {
+            if !self.v2 {
+                // Best-effort cleanup of the empty directory: the failure to set the bound is what is reported.
+                let _ = fs::remove_dir(&dir);
+            }
+            return Err(format!("cannot write {}: {e}", file.display()));
+        }
+        Ok(dir)
     }
 
     /// Opens an existing run cgroup by path (for the reaper).
     pub fn open(path: &Path) -> Cgroup {
-        Cgroup { path: path.to_path_buf(), v2: path.join("cgroup.controllers").exists() }
+        Cgroup { path: path.to_path_buf(), v2: path.join("cgroup.controllers").exists(), pids: None, pids_error: None }
+    }
+
+    /// The run's cgroup (`limits`: memory bytes, pids), or `None`; what it cannot enforce is added to `warnings`.
+    pub fn for_run(h: &Hierarchy, id: &str, limits: (u64, u64), warnings: &mut Vec<String>) -> Option<Cgroup> {
+        match Cgroup::create(h, id, limits.0, limits.1) {
+            Ok(cg) => {
+                warnings.extend(cg.pids_error.as_ref().map(|e| format!("pids limit not enforced: {e}")));
+                Some(cg)
+            }
+            Err(e) => {
+                warnings.push(format!("memory limit not enforced: cannot create a cgroup ({}): {e}", h.describe()));
+                warnings.push(format!("pids limit not enforced: cannot create a cgroup ({})", h.describe()));
+                None
+            }
+        }
+    }
+
+    /// With cgroup v1: the `tasks` file of the run's cgroup in the pids hierarchy, open for writing (as
+    /// [`Cgroup::tasks_for_self`]); one that cannot be opened is a warning.
+    pub fn pids_tasks_for_self(&self, warnings: &mut Vec<String>) -> Option<fs::File> {
+        let dir = self.pids.as_ref().filter(|_| !self.v2)?;
+        fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("tasks"))
+            .map_err(|e| {
+                warnings.push(format!("pids limit not enforced: cannot open the pids cgroup's tasks file: {e}"))
+            })
+            .ok()
+    }
+
+    /// The warning of a run whose guest reached `pids_max`: how many of its forks and clones failed there (the
+    /// `max` line of `pids.events`). Read before the cgroup goes.
+    pub fn pids_reached(&self, pids_max: u64) -> Option<String> {
+        let dir = self.pids.as_ref()?;
+        let refused: u64 = fs::read_to_string(dir.join("pids.events"))
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("max ")?.trim().parse().ok())?;
+        (refused > 0).then(|| {
+            format!(
+                "pids limit reached: {refused} fork(s) or clone(s) of the guest failed with EAGAIN (--pids \
+                 {pids_max}: processes and threads together)"
+            )
+        })
+    }
+
+    /// Removes the cgroup of v1's pids hierarchy (empty once the memory cgroup is: the same processes).
+    pub fn remove_pids(&self) -> std::io::Result<()> {
+        match &self.pids {
+            Some(dir) if !self.v2 => match fs::remove_dir(dir) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+                other => other,
+            },
+            _ => Ok(()),
+        }
     }
 
     fn write(&self, file: &str, value: &str) -> std::io::Result<()> {
@@ -159,15 +257,16 @@ impl Cgroup {
 /// The directory of the caller's cgroup in hierarchy `h`, from the text of `/proc/self/cgroup`: the line of the
 /// memory controller (v1) or the `0::` line (v2). A path that leaves the hierarchy (`..`) is refused.
 pub fn caller_cgroup(h: &Hierarchy, proc_self_cgroup: &str) -> Option<PathBuf> {
-    let (mount, v2) = match h {
-        Hierarchy::V2(p) => (p, true),
-        Hierarchy::V1Memory(p) => (p, false),
+    let (mount, v2, controller) = match h {
+        Hierarchy::V2(p) => (p, true, ""),
+        Hierarchy::V1Memory(p) => (p, false, "memory"),
+        Hierarchy::V1Pids(p) => (p, false, "pids"),
         Hierarchy::None => return None,
     };
     let rel = proc_self_cgroup.lines().find_map(|l| {
         let mut f = l.splitn(3, ':');
         let (id, ctrls, path) = (f.next()?, f.next()?, f.next()?);
-        let ours = if v2 { id == "0" && ctrls.is_empty() } else { ctrls.split(',').any(|c| c == "memory") };
+        let ours = if v2 { id == "0" && ctrls.is_empty() } else { ctrls.split(',').any(|c| c == controller) };
         ours.then_some(path)
     })?;
     let rel = Path::new(rel.trim());
@@ -197,6 +296,8 @@ mod tests {
             Some(PathBuf::from("/sys/fs/cgroup/user.slice/user-1000.slice/session-2.scope"))
         );
         assert_eq!(caller_cgroup(&v1, "0::/a\n"), None, "no memory line");
+        let pids = Hierarchy::V1Pids("/sys/fs/cgroup/pids".into());
+        assert_eq!(caller_cgroup(&pids, "8:pids:/a/b\n4:memory:/x\n"), Some(PathBuf::from("/sys/fs/cgroup/pids/a/b")));
         assert_eq!(caller_cgroup(&v2, "0::/../etc\n"), None);
         assert_eq!(caller_cgroup(&Hierarchy::None, text), None);
     }

@@ -246,21 +246,30 @@ fn cgroups() -> Check {
         Hierarchy::None => check(
             "cgroups",
             Status::Warn,
-            "no cgroup memory controller: --memory is recorded but not enforced",
+            "no cgroup memory controller: --memory and --pids are recorded but not enforced",
             Some("mount cgroup v2 at /sys/fs/cgroup with the memory controller enabled"),
         ),
         _ => {
             let probe = format!("doctor-{}", std::process::id());
-            match crate::cgroup::Cgroup::create(&h, &probe, 64 << 20) {
+            match crate::cgroup::Cgroup::create(&h, &probe, 64 << 20, 64) {
                 Ok(cg) => {
                     // The check is about creating one; an empty probe cgroup left behind holds nothing.
                     let _ = cg.remove();
-                    check("cgroups", Status::Ok, format!("{}: --memory is enforced", h.describe()), None)
+                    let _ = cg.remove_pids();
+                    match &cg.pids_error {
+                        None => check("cgroups", Status::Ok, format!("{}: --memory and --pids are enforced", h.describe()), None),
+                        Some(e) => check(
+                            "cgroups",
+                            Status::Warn,
+                            format!("{}: --memory is enforced; --pids is recorded but not enforced ({e})", h.describe()),
+                            Some("enable the pids controller (cgroup v2: in the parent's cgroup.subtree_control; v1: mount it at /sys/fs/cgroup/pids)"),
+                        ),
+                    }
                 }
                 Err(e) => check(
                     "cgroups",
                     Status::Warn,
-                    format!("{}, but a cgroup cannot be created ({e}): --memory is recorded but not enforced", h.describe()),
+                    format!("{}, but a cgroup cannot be created ({e}): --memory and --pids are recorded but not enforced", h.describe()),
                     Some("run as root, or delegate a cgroup subtree to this user (systemd-run --user --scope -p Delegate=yes)"),
                 ),
             }

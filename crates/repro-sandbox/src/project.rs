@@ -93,6 +93,7 @@ pub fn apply(opts: &RunOptions, loaded: &Loaded) -> RunOptions {
         .collect();
     out.seed = opts.seed.or(run.seed);
     out.memory = opts.memory.clone().or_else(|| run.memory.clone());
+    out.pids = opts.pids.or(run.pids);
     out.disk = opts.disk.clone().or_else(|| run.disk.clone());
     out
 }

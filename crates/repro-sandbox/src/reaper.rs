@@ -15,6 +15,8 @@ use crate::cgroup::Cgroup;
 #[derive(Debug, Clone)]
 pub struct ReapJob {
     pub cgroup: Option<PathBuf>,
+    /// With cgroup v1: the run's cgroup of the pids hierarchy (emptied with the memory one, then removed).
+    pub pids_cgroup: Option<PathBuf>,
     /// Scratch directories and files to remove (the assembled root mountpoint, the overlay's work directory, the
     /// init's configuration).
     pub scratch: Vec<PathBuf>,
@@ -27,6 +29,10 @@ impl ReapJob {
             a.push("--cgroup".into());
             a.push(c.to_string_lossy().into_owned());
         }
+        if let Some(c) = &self.pids_cgroup {
+            a.push("--pids-cgroup".into());
+            a.push(c.to_string_lossy().into_owned());
+        }
         for s in &self.scratch {
             a.push("--scratch".into());
             a.push(s.to_string_lossy().into_owned());
@@ -35,11 +41,12 @@ impl ReapJob {
     }
 
     pub fn from_args(args: &[String]) -> ReapJob {
-        let mut job = ReapJob { cgroup: None, scratch: Vec::new() };
+        let mut job = ReapJob { cgroup: None, pids_cgroup: None, scratch: Vec::new() };
         let mut it = args.iter();
         while let Some(a) = it.next() {
             match (a.as_str(), it.next()) {
                 ("--cgroup", Some(v)) => job.cgroup = Some(PathBuf::from(v)),
+                ("--pids-cgroup", Some(v)) => job.pids_cgroup = Some(PathBuf::from(v)),
                 ("--scratch", Some(v)) => job.scratch.push(PathBuf::from(v)),
                 _ => {}
             }
@@ -78,6 +85,15 @@ pub fn cleanup(job: &ReapJob) {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+    if let Some(path) = &job.pids_cgroup {
+        // Its processes are the memory cgroup's, killed above.
+        for _ in 0..200 {
+            match std::fs::remove_dir(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => std::thread::sleep(Duration::from_millis(10)),
+                _ => break,
             }
         }
     }
@@ -121,9 +137,14 @@ mod tests {
 
     #[test]
     fn args_roundtrip() {
-        let job = ReapJob { cgroup: Some("/sys/fs/cgroup/x".into()), scratch: vec!["/a".into(), "/b".into()] };
+        let job = ReapJob {
+            cgroup: Some("/sys/fs/cgroup/x".into()),
+            pids_cgroup: Some("/p".into()),
+            scratch: vec!["/a".into(), "/b".into()],
+        };
         let back = ReapJob::from_args(&job.to_args());
         assert_eq!(back.cgroup, job.cgroup);
+        assert_eq!(back.pids_cgroup, job.pids_cgroup);
         assert_eq!(back.scratch, job.scratch);
     }
 

@@ -75,6 +75,13 @@ impl RunRequest {
             Some(m) => parse::parse_memory("--memory", m)?,
             None => DEFAULT_MEMORY,
         };
+        let pids_max = opts.pids.unwrap_or(repro_model::settings::DEFAULT_PIDS);
+        if !(1..=repro_model::settings::MAX_PIDS).contains(&pids_max) {
+            return Err(SandboxError::usage(
+                format!("--pids {pids_max}"),
+                format!("expected a number of tasks from 1 to {}", repro_model::settings::MAX_PIDS),
+            ));
+        }
         let disk_bytes = match &opts.disk {
             Some(d) => parse::parse_memory("--disk", d)?,
             None => repro_model::run::DEFAULT_DISK_BYTES,
@@ -144,6 +151,7 @@ impl RunRequest {
                 s.seed = opts.seed.unwrap_or(0);
                 s.cpus = opts.cpus;
                 s.memory_bytes = memory_bytes;
+                s.pids_max = pids_max;
                 s.env = env;
                 s.binds = binds;
                 s.keep_changes = opts.keep_changes;
@@ -276,6 +284,9 @@ pub fn execute(req: &RunRequest, exe: &Path, echo: Echo) -> Result<RunReport, Sa
 
 /// Runs the request with the additions of `extras`.
 pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras) -> Result<RunReport, SandboxError> {
+    // The guest inherits the caller's terminal as its standard input: whatever it left changed (echo off, raw
+    // mode; also when it was killed) is put back when this returns, on every path.
+    let _terminal = repro_sys::term::SavedTerminal::stdin();
     let started = Instant::now();
     let now = time::OffsetDateTime::now_utc();
     let s = &req.settings;
@@ -313,22 +324,23 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     repro_sys::startup::mark("run: scratch directory, init configuration");
 
     // The cgroup for the memory limit.
-    let hierarchy = Hierarchy::detect();
-    let cgroup = match Cgroup::create(&hierarchy, &id, s.memory_bytes) {
-        Ok(cg) => Some(cg),
-        Err(e) => {
-            warnings.push(format!("memory limit not enforced: cannot create a cgroup ({}): {e}", hierarchy.describe()));
-            None
-        }
-    };
+    let cgroup = Cgroup::for_run(&Hierarchy::detect(), &id, (s.memory_bytes, s.pids_max), &mut warnings);
 
     // With cgroup v1 the init joins the cgroup itself, through this file; else `repro run` moves it by its pid.
     let mut cgroup_tasks = cgroup.as_ref().and_then(|c| c.tasks_for_self()).and_then(|r| r.ok());
+    let pids_tasks = cgroup.as_ref().and_then(|c| c.pids_tasks_for_self(&mut warnings));
     repro_sys::startup::mark("run: cgroup created");
     // The reaper outlives us if we are killed. Starting it (an exec of this binary) takes a few milliseconds: a
     // thread does it while the init is cloned; it is joined once the init is let go (a reaper that failed to
     // start stops the run).
-    let job = ReapJob { cgroup: cgroup.as_ref().map(|c| c.path.clone()), scratch: vec![scratch.clone()] };
+    let job = ReapJob {
+        cgroup: cgroup.as_ref().map(|c| c.path.clone()),
+        pids_cgroup: cgroup
+            .as_ref()
+            .and_then(|c| c.pids.clone())
+            .filter(|p| Some(p) != cgroup.as_ref().map(|c| &c.path)),
+        scratch: vec![scratch.clone()],
+    };
     let reaper_exe = exe.to_path_buf();
     let reaper_start = spawn_beside("repro-reaper-start", move || {
         Command::new(reaper_exe)
@@ -379,6 +391,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     if let Some(f) = &cgroup_tasks {
         fds.push((f.as_raw_fd(), crate::init::CGROUP_TASKS_FD));
     }
+    if let Some(f) = &pids_tasks {
+        fds.push((f.as_raw_fd(), crate::init::CGROUP_PIDS_TASKS_FD));
+    }
     if let Some(f) = &access_fd {
         fds.push((f.as_raw_fd(), ACCESS_FD));
     }
@@ -397,7 +412,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         block_signals: &INIT_SIGNALS,
         become_root: true,
     })?;
-    drop((sync_r, cfg_fd, access_fd, trees_rx, layer_sock_init, cgroup_r, done_w));
+    drop((sync_r, cfg_fd, access_fd, trees_rx, layer_sock_init, cgroup_r, done_w, pids_tasks));
     let init_joins_itself = cgroup_tasks.take().is_some();
     repro_sys::startup::mark("run: init cloned (new namespaces)");
     if s.supervised {
@@ -577,6 +592,10 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     // returns once it is done): nothing of the guest is left once its PID 1 has exited; the cgroup goes, then the
     // scratch; then the reaper is let go (it finds nothing left: its status says nothing about the run, and what
     // it leaves `repro gc` removes) and reaped by the thread. Without the thread the reaper does all of it.
+    // Read before the cgroup goes: nothing of the guest is left to fork.
+    let pids_refused = cgroup.as_ref().and_then(|c| c.pids_reached(s.pids_max));
+    // Said on stderr with the other warnings, and kept in the record.
+    warnings.extend(pids_refused.clone());
     let run_cgroup = cgroup.clone();
     // The run waits for the cleanup, not for the reaper's exit.
     let (torn_down, teardown) = std::sync::mpsc::channel::<()>();
@@ -595,6 +614,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
             cg.kill_all(std::time::Duration::from_secs(5));
             // The reaper, let go below, removes it if this fails (a process not gone yet).
             let _ = cg.remove();
+            let _ = cg.remove_pids();
             repro_sys::startup::mark("run: cgroup removed");
         }
         if scratch_left {
@@ -668,8 +688,10 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         changes: changes.summary(s.keep_changes),
         enforcement: Enforcement {
             cgroup: cgroup.as_ref().map(|c| c.path.to_string_lossy().into_owned()),
+            pids_cgroup: cgroup.as_ref().and_then(|c| c.pids.as_ref()).map(|p| p.to_string_lossy().into_owned()),
             warnings,
             disk_limit_reached,
+            pids_limit_reached: pids_refused.is_some(),
         },
         determinism,
     };
@@ -679,6 +701,11 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let _ = teardown.recv();
     Ok(RunReport { record, dir: dir.path, accessed, tapes, interrupted })
 }
+
+/// Said by every `--no-supervisor` run: the refusal of host sockets is the supervisor's (repro-tracer's
+/// `handlers/unix.rs`).
+pub const UNSUPERVISED_UNIX_SOCKETS: &str = "--no-supervisor: a connect() to a host daemon's UNIX socket on the \
+     read-only host tree (outside /run) is not refused; only the supervisor refuses it";
 
 /// What the settings themselves warn about: more CPUs asked than there are, a `--disk` larger than `--memory`.
 fn setting_warnings(s: &RunSettings) -> Vec<String> {
@@ -691,6 +718,9 @@ fn setting_warnings(s: &RunSettings) -> Vec<String> {
             s.cpu_affinity.len(),
             s.cpu_affinity
         ));
+    }
+    if !s.supervised {
+        warnings.push(UNSUPERVISED_UNIX_SOCKETS.into());
     }
     if s.disk_bytes > s.memory_bytes {
         warnings.push(format!(

@@ -52,6 +52,9 @@ pub const CGROUP_TASKS_FD: i32 = 7;
 /// no child: every process of the sandbox descends from it, and orphans come back to it). `repro run` then
 /// reads the run's output and changes while the init exits (the teardown of its namespaces takes a millisecond).
 pub const DONE_FD: i32 = 8;
+/// With cgroup v1 and `pids.max` set: the `tasks` file of the run's cgroup in the pids hierarchy, which the init
+/// writes `0` to beside [`CGROUP_TASKS_FD`] (see [`crate::cgroup::Cgroup::pids_tasks_for_self`]).
+pub const CGROUP_PIDS_TASKS_FD: i32 = 9;
 /// The descriptor from which the init reads its [`InitConfig`] (a memfd).
 pub const CONFIG_FD: i32 = 10;
 /// The descriptor to which the init writes its [`InitResult`] (a memfd `repro run` reads afterwards).
@@ -172,6 +175,11 @@ pub(super) fn enter_run_cgroup() -> Result<Option<String>, InitError> {
     if let Some(tasks) = ns_fd(CGROUP_TASKS_FD) {
         if let Err(e) = fs::File::from(tasks).write_all(b"0") {
             warning = Some(format!("memory limit not enforced: the sandbox could not join its cgroup: {e}"));
+        }
+    }
+    if let Some(tasks) = ns_fd(CGROUP_PIDS_TASKS_FD) {
+        if let Err(e) = fs::File::from(tasks).write_all(b"0") {
+            warning = Some(format!("pids limit not enforced: the sandbox could not join its pids cgroup: {e}"));
         }
     }
     let fd =

@@ -92,7 +92,11 @@ pub struct Tmpfs {
 impl Tmpfs {
     /// `size` and `nr_inodes` as mount(8) takes them.
     pub fn mount(size: &str, inodes: u32) -> Tmpfs {
-        let dir = tempfile::Builder::new().prefix("repro-escape-fs-").tempdir().expect("tempdir");
+        Tmpfs::mount_in(&std::env::temp_dir(), size, inodes)
+    }
+    /// [`Tmpfs::mount`] on a new directory in `parent` (one the guest sees, such as /var/tmp: /tmp is its own).
+    pub fn mount_in(parent: &Path, size: &str, inodes: u32) -> Tmpfs {
+        let dir = tempfile::Builder::new().prefix("repro-escape-fs-").tempdir_in(parent).expect("tempdir");
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
         let o = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size},nr_inodes={inodes},mode=0777"), "tmpfs"])
