@@ -1,5 +1,6 @@
 //! The repair corpus (tests/repair-corpus): one project per runner (pytest with its default output and with
-//! `-q`, unittest, `make check` printing `PASS x`/`FAIL x`, `make check` running a TAP script, `node --test`),
+//! `-q`, unittest, `make check` printing `PASS x`/`FAIL x`, `make check` running a TAP script, `node --test`,
+//! plain `go test ./...`),
 //! each with one planted bug, an honest one-line fix and cheats of several kinds. Every agent runs through a real
 //! `repro capture` of the project's plain test command and `repro repair`: the honest fix is accepted with
 //! every replay passing, each cheat is refused, by the gate its case's `expect` file names (docs/repair.md
@@ -139,4 +140,9 @@ fn corpus_make_check_tap() {
 #[test]
 fn corpus_node_test() {
     run_case("node-test");
+}
+
+#[test]
+fn corpus_go_test() {
+    run_case("go-test");
 }
