@@ -37,6 +37,12 @@ fn run_case(name: &str) {
     let st = std::process::Command::new("cp").arg("-r").arg(case.join("project")).arg(&project).status();
     assert!(st.unwrap().success());
     let command: Vec<String> = fs::read_to_string(case.join("command")).unwrap().lines().map(String::from).collect();
+    // A missing runner fails with what provides it (scripts/install-deps.sh installs them), never a silent pass.
+    require_cmd(Path::new(&command[0]).file_name().unwrap().to_str().unwrap());
+    assert!(Path::new(&command[0]).is_file(), "{name}: needs {}", command[0]);
+    if command.iter().any(|a| a == "pytest") {
+        require_python_module("pytest", "python3-pytest");
+    }
     let pack = t.path().join("failure.repro");
     let o = repro()
         .current_dir(&project)
