@@ -208,4 +208,33 @@ mod tests {
         assert_eq!(ids(&unittest_outcomes(ok)), ["unittest t.T.test_add passed", "unittest t.T.test_b skipped"]);
         assert!(unittest("Ran 3 tests in 0.1s\nsomething else\n").is_none());
     }
+
+    proptest::proptest! {
+        #[test]
+        fn make_check_and_tap_lines_round_trip(tests in proptest::collection::vec((0u8..4, "[a-z_]{1,12}\\.sh"), 0..20)) {
+            let word = ["PASS", "FAIL", "SKIP", "XFAIL"];
+            let automake: String = tests.iter().map(|(s, n)| format!("{}: {n}\n", word[*s as usize])).collect();
+            let plain: String = tests.iter().map(|(s, n)| format!("{} {n}\n", word[*s as usize])).collect();
+            for text in [automake, plain] {
+                let o = make_check_outcomes(&text);
+                proptest::prop_assert_eq!(o.len(), tests.len());
+                let k = count_lines(&o, "make-check");
+                proptest::prop_assert_eq!(k.map_or(0, |k| k.collected), tests.len() as u64);
+            }
+            let tap: String = tests
+                .iter()
+                .enumerate()
+                .map(|(i, (s, n))| match s {
+                    0 => format!("ok {} {n}\n", i + 1),
+                    1 => format!("not ok {} - {n}\n", i + 1),
+                    2 => format!("ok {} {n} # SKIP x\n", i + 1),
+                    _ => format!("not ok {} {n} # TODO\n", i + 1),
+                })
+                .collect();
+            let o = tap_outcomes(&tap);
+            let names: Vec<&str> = o.iter().map(|o| o.id.as_str()).collect();
+            let want: Vec<&str> = tests.iter().map(|(_, n)| n.as_str()).collect();
+            proptest::prop_assert_eq!(names, want);
+        }
+    }
 }
