@@ -104,11 +104,26 @@ pub fn repair_cmd(a: RepairArgs) -> Result<i32, CliError> {
             return;
         }
         match p {
-            Progress::Baseline { exit_status, reproduced, dir } => errln!(
-                "repro: repair: baseline replay exited {exit_status}: {} ({})",
-                if reproduced { "the recorded failure reproduced" } else { "the recorded failure did NOT reproduce" },
-                dir.display()
-            ),
+            Progress::Baseline { exit_status, reproduced, dir, visibility } => {
+                let vars: Vec<String> = visibility.env.iter().map(|v| format!("{}={}", v.name, v.value)).collect();
+                match &visibility.dropped_because {
+                    None => {
+                        errln!("repro: repair: every replay runs with {} (to see each test's result)", vars.join(" "))
+                    }
+                    Some(why) => {
+                        errln!("repro: repair: the replays run as recorded, without {}: {why}", vars.join(" "))
+                    }
+                }
+                errln!(
+                    "repro: repair: baseline replay exited {exit_status}: {} ({})",
+                    if reproduced {
+                        "the recorded failure reproduced"
+                    } else {
+                        "the recorded failure did NOT reproduce"
+                    },
+                    dir.display()
+                )
+            }
             Progress::AgentStarts { number } => errln!("repro: repair: iteration {number}: the agent runs"),
             Progress::Iteration(it) => {
                 let d = &it.diff;
@@ -128,6 +143,12 @@ pub fn repair_cmd(a: RepairArgs) -> Result<i32, CliError> {
                 );
                 for why in &it.refused_because {
                     errln!("           ! {why}");
+                }
+                for g in it.gates.iter().filter(|g| !g.applicable) {
+                    errln!("           - gate {}: {}", g.name.as_str(), g.details.join("; "));
+                }
+                if let Some(w) = &it.weak {
+                    errln!("           ~ {w}");
                 }
             }
         }

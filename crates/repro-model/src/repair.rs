@@ -158,6 +158,18 @@ pub struct GateResult {
     pub fired: bool,
     #[serde(default)]
     pub details: Vec<String>,
+    /// Whether the gate could judge this change at all: false when what it reads is not there (no test summary
+    /// on either side, no per-test results, no failing test named), or it was disabled. A gate that does not
+    /// apply never fires; `details` says why it did not apply.
+    #[serde(default = "default_true")]
+    pub applicable: bool,
+}
+
+impl GateResult {
+    /// A gate that could not judge the change, and why.
+    pub fn not_applicable(name: GateName, why: impl Into<String>) -> GateResult {
+        GateResult { name, fired: false, details: vec![why.into()], applicable: false }
+    }
 }
 
 /// An added line that matched a masking pattern.
@@ -211,8 +223,8 @@ pub struct GateConfig {
     #[serde(default = "default_max_diff_lines")]
     pub max_diff_lines: u64,
     /// Whether a run whose output holds no test summary, in the baseline as in the candidate, makes the counts
-    /// gates fire (true, the default) or leaves them unfired with a detail saying nothing was counted.
-    #[serde(default = "default_true")]
+    /// gates fire (true) or do not apply (false, the default: they are reported not applicable, and why).
+    #[serde(default)]
     pub require_counts: bool,
     /// Gates not evaluated: each is still reported, unfired, with the detail that it was disabled.
     #[serde(default)]
@@ -234,7 +246,7 @@ impl Default for GateConfig {
             protected_remove: Vec::new(),
             masking_file: None,
             max_diff_lines: DEFAULT_MAX_DIFF_LINES,
-            require_counts: true,
+            require_counts: false,
             disabled: Vec::new(),
         }
     }
@@ -258,7 +270,7 @@ mod tests {
     fn config_defaults_and_unknown_fields() {
         let c: GateConfig = serde_json::from_str("{}").unwrap();
         assert_eq!(c, GateConfig::default());
-        assert!(c.require_counts);
+        assert!(!c.require_counts);
         assert_eq!(c.max_diff_lines, DEFAULT_MAX_DIFF_LINES);
         let c: GateConfig = toml::from_str("max_diff_lines = 10\ndisabled = [\"diff-too-large\"]\n").unwrap();
         assert_eq!((c.max_diff_lines, c.disabled), (10, vec![GateName::DiffTooLarge]));

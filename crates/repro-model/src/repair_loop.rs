@@ -54,6 +54,31 @@ pub struct RepairContract {
     pub failed_steps: Vec<String>,
 }
 
+/// What repro added to every judging replay (the baseline's and each candidate's alike) so that each test's
+/// result is printed: variables set on top of the pack's recorded environment (`repro replay --env`). The pack's
+/// recorded command is never changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestVisibility {
+    /// `NAME=VALUE` of each variable set, with why.
+    pub env: Vec<VisibilityVar>,
+    /// Whether the replays used them: false when the baseline replay with them did not fail as recorded (the
+    /// replays then ran as recorded, without them).
+    pub applied: bool,
+    /// Why they were not applied, when they were not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped_because: Option<String>,
+}
+
+/// One variable of [`TestVisibility`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VisibilityVar {
+    pub name: String,
+    pub value: String,
+    pub why: String,
+}
+
 /// One iteration: the agent ran, its change was replayed and judged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -82,6 +107,10 @@ pub struct RepairIteration {
     /// Why it was not (what the agent is told in the next iteration's `feedback.txt`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused_because: Vec<String>,
+    /// Set on an accepted change that fewer than two of the checks reading the tests' results could judge
+    /// (the counts gates, `failing-test-missing`, the contract): why the acceptance is weak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weak: Option<String>,
     pub duration_ms: u64,
 }
 
@@ -111,5 +140,11 @@ pub struct RepairSummary {
     /// The names of the gates that fired in any iteration, in order of first firing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gates_fired: Vec<String>,
+    /// What repro added to the replays to see each test's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visibility: Option<TestVisibility>,
+    /// Copied from the accepted iteration: why its acceptance is weak.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weak: Option<String>,
     pub duration_ms: u64,
 }

@@ -92,12 +92,22 @@ fn parse<T: serde::de::DeserializeOwned>(what: &str, stdout: &[u8], stderr: &str
 }
 
 impl Executor for ReproExecutor {
-    fn replay(&mut self, pack: &Path, tree: &Path, with: &[PathBuf], runs: u32) -> Result<ReplayResult, LoopError> {
+    fn replay(
+        &mut self,
+        pack: &Path,
+        tree: &Path,
+        with: &[PathBuf],
+        runs: u32,
+        env: &[(String, String)],
+    ) -> Result<ReplayResult, LoopError> {
         let mut cmd = Command::new(&self.exe);
         cmd.current_dir(tree).arg("replay").arg(pack).arg("--json").arg("--runs").arg(runs.to_string());
         cmd.arg("--state-dir").arg(&self.state);
         for p in with {
             cmd.arg("--with").arg(p);
+        }
+        for (k, v) in env {
+            cmd.arg("--env").arg(format!("{k}={v}"));
         }
         let what = format!("repro replay {}", pack.display());
         let (stdout, stderr, _) = self.output(&what, cmd, Duration::MAX)?;

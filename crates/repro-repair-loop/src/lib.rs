@@ -18,8 +18,10 @@ pub mod exec;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use repro_model::repair::{GateConfig, TestCounts};
-use repro_model::repair_loop::{RepairContract, RepairIteration, RepairOutcome, RepairReplayRun, RepairSummary};
+use repro_model::repair::{GateConfig, GateName, GateResult, TestCounts, TestStatus};
+use repro_model::repair_loop::{
+    RepairContract, RepairIteration, RepairOutcome, RepairReplayRun, RepairSummary, TestVisibility, VisibilityVar,
+};
 use repro_repair::tree::{self, DiffLimits, EntryKind, SnapshotLimits};
 use repro_repair::{GateInput, GateSet, RunOutput};
 
@@ -114,8 +116,15 @@ pub struct ContractResult {
 /// What runs things for the loop.
 pub trait Executor {
     /// Replays `pack` `runs` times from `tree`, with `with` (paths relative to `tree`) laid over the pack's copy
-    /// of its working directory.
-    fn replay(&mut self, pack: &Path, tree: &Path, with: &[PathBuf], runs: u32) -> Result<ReplayResult, LoopError>;
+    /// of its working directory and `env` set on top of its recorded environment (`repro replay --env`).
+    fn replay(
+        &mut self,
+        pack: &Path,
+        tree: &Path,
+        with: &[PathBuf],
+        runs: u32,
+        env: &[(String, String)],
+    ) -> Result<ReplayResult, LoopError>;
     /// Runs the agent's shell command in `tree`, its changes kept there, with `env` set; stops it (and says so)
     /// when it is still running after `budget`.
     fn agent(
@@ -153,8 +162,9 @@ pub struct Options {
 /// What the loop reports as it goes.
 #[derive(Debug)]
 pub enum Progress<'a> {
-    /// The baseline replay: its exit status and whether it failed as recorded.
-    Baseline { exit_status: i32, reproduced: bool, dir: &'a Path },
+    /// The baseline replay: its exit status, whether it failed as recorded, and what was added to it (and to
+    /// every candidate's replay) to see each test's result.
+    Baseline { exit_status: i32, reproduced: bool, dir: &'a Path, visibility: &'a TestVisibility },
     /// The agent of iteration N is about to run.
     AgentStarts { number: u32 },
     /// An iteration was judged.
@@ -221,19 +231,40 @@ pub fn repair(
         patch: None,
         attestation: None,
         gates_fired: vec![],
+        visibility: None,
+        weak: None,
         duration_ms: 0,
     };
 
-    let baseline = exec.replay(&opts.pack, &work, &[], 1)?;
+    // Every judging replay, the baseline's and each candidate's alike, runs with the same variables that make
+    // the runners print each test's result; the pack's recorded command is never changed.
+    let mut visibility = TestVisibility { env: visibility_vars(), applied: true, dropped_because: None };
+    let mut env: Vec<(String, String)> = visibility.env.iter().map(|v| (v.name.clone(), v.value.clone())).collect();
+    let mut baseline = exec.replay(&opts.pack, &work, &[], 1, &env)?;
+    if !reproduced(&baseline) {
+        // The variables changed what the run printed to stderr or how it ended: judge as recorded instead.
+        let with_them = describe_runs(&baseline);
+        baseline = exec.replay(&opts.pack, &work, &[], 1, &[])?;
+        visibility.applied = false;
+        visibility.dropped_because =
+            Some(format!("the baseline replay with them did not fail as recorded ({with_them})"));
+        env.clear();
+    }
     let first = baseline
         .runs
         .first()
         .ok_or_else(|| LoopError::Exec { what: "the baseline replay".into(), detail: "it made no run".into() })?;
-    let reproduced = baseline.runs.iter().all(|r| r.reproduced);
-    summary.failing_tests = baseline.failing_tests.clone();
+    let reproduced = reproduced(&baseline);
+    summary.failing_tests = failing_tests(&baseline);
     summary.baseline_exit_status = first.exit_status;
     summary.baseline_counts = first.output.counts();
-    progress(Progress::Baseline { exit_status: first.exit_status, reproduced, dir: &first.run_dir });
+    progress(Progress::Baseline {
+        exit_status: first.exit_status,
+        reproduced,
+        dir: &first.run_dir,
+        visibility: &visibility,
+    });
+    summary.visibility = Some(visibility);
     if !reproduced {
         summary.outcome = RepairOutcome::NotReproduced;
         return finish(opts, dir, summary, started);
@@ -252,10 +283,10 @@ pub fn repair(
         let it_started = Instant::now();
         let it_dir = dir.join("iterations").join(number.to_string());
         std::fs::create_dir_all(&it_dir).map_err(io("create", &it_dir))?;
-        let env = write_inputs(&work, number, &baseline, &feedback)?;
+        let agent_env = write_inputs(&work, number, &baseline, &summary.failing_tests, &feedback)?;
         progress(Progress::AgentStarts { number });
         let left = opts.time_budget.saturating_sub(started.elapsed());
-        let agent = exec.agent(&work, &opts.agent, &env, left)?;
+        let agent = exec.agent(&work, &opts.agent, &agent_env, left)?;
         let inputs = work.join(INPUT_DIR);
         if inputs.exists() {
             std::fs::remove_dir_all(&inputs).map_err(io("remove", &inputs))?;
@@ -278,6 +309,7 @@ pub fn repair(
             gates: vec![],
             accepted: false,
             refused_because: vec![],
+            weak: None,
             duration_ms: 0,
         };
         if agent.timed_out {
@@ -302,7 +334,7 @@ pub fn repair(
                 .filter(|p| cand_snap.entries.get(*p).is_some_and(|e| !matches!(e.kind, EntryKind::Dir)))
                 .cloned()
                 .collect();
-            let replay = exec.replay(&opts.pack, &work, &with, opts.runs)?;
+            let replay = exec.replay(&opts.pack, &work, &with, opts.runs, &env)?;
             let report = it_dir.join("replay.json");
             repro_sandbox::rundir::write_atomic(&report, &replay.report, false)?;
             it.replay_report = Some(report.display().to_string());
@@ -330,7 +362,7 @@ pub fn repair(
                 diff: &diff,
                 baseline_counts: summary.baseline_counts.as_ref(),
                 candidate_counts: counts.as_ref(),
-                failing_tests: &baseline.failing_tests,
+                failing_tests: &summary.failing_tests,
                 candidate,
             });
             it.counts = counts;
@@ -355,6 +387,10 @@ pub fn repair(
             }
         }
         it.accepted = it.refused_because.is_empty();
+        if it.accepted {
+            it.weak = weakness(&it.gates, it.contract.as_ref());
+            summary.weak = it.weak.clone();
+        }
         it.duration_ms = it_started.elapsed().as_millis() as u64;
         let json = serde_json::to_vec_pretty(&it).unwrap_or_default();
         repro_sandbox::rundir::write_atomic(&it_dir.join("iteration.json"), &json, false)?;
@@ -415,8 +451,20 @@ fn sign_fix(
         lines_added: d.lines_added,
         lines_removed: d.lines_removed,
         files_changed: d.files_added + d.files_modified + d.files_removed,
-        gates_passed: it.gates.iter().filter(|g| !g.fired).map(|g| g.name.as_str().to_string()).collect(),
+        gates_passed: it
+            .gates
+            .iter()
+            .filter(|g| !g.fired && g.applicable)
+            .map(|g| g.name.as_str().to_string())
+            .collect(),
         gates_fired: it.gates.iter().filter(|g| g.fired).map(|g| g.name.as_str().to_string()).collect(),
+        gates_not_applicable: it
+            .gates
+            .iter()
+            .filter(|g| !g.applicable)
+            .map(|g| format!("{}: {}", g.name.as_str(), g.details.join("; ")))
+            .collect(),
+        weak: it.weak.clone(),
         contract: it
             .contract
             .as_ref()
@@ -437,12 +485,85 @@ fn sign_fix(
     Ok(out)
 }
 
+/// The variables every judging replay gets so that each test's result is printed, and why.
+pub fn visibility_vars() -> Vec<VisibilityVar> {
+    let var =
+        |name: &str, value: &str, why: &str| VisibilityVar { name: name.into(), value: value.into(), why: why.into() };
+    vec![
+        var(
+            "PYTEST_ADDOPTS",
+            "-rA",
+            "pytest then lists every test's outcome (PASSED, FAILED, SKIPPED, XFAIL) in its short summary",
+        ),
+        var("GOFLAGS", "-v", "go test then prints a `--- PASS`/`--- FAIL` line for every test"),
+    ]
+}
+
+/// Every run of the replay failed with the pack's recorded signature.
+fn reproduced(r: &ReplayResult) -> bool {
+    !r.runs.is_empty() && r.runs.iter().all(|r| r.reproduced)
+}
+
+fn describe_runs(r: &ReplayResult) -> String {
+    let v: Vec<String> = r.runs.iter().map(|r| format!("exited {}, {}", r.exit_status, r.run_dir.display())).collect();
+    v.join("; ")
+}
+
+/// The failing tests the change must make pass: the pack's signature's, else those the baseline's own per-test
+/// results show failing (a `make check` line `FAIL t.sh`, unittest's `FAIL: test_x (...)` block).
+fn failing_tests(baseline: &ReplayResult) -> Vec<String> {
+    if !baseline.failing_tests.is_empty() {
+        return baseline.failing_tests.clone();
+    }
+    let mut v: Vec<String> = baseline
+        .runs
+        .first()
+        .map(|r| r.output.outcomes())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|o| matches!(o.status, TestStatus::Failed | TestStatus::Error))
+        .map(|o| o.id)
+        .collect();
+    v.dedup();
+    v
+}
+
+/// The checks that read the tests' own results: the counts gates and `failing-test-missing` (when they apply)
+/// and the contract (when there is one). Fewer than two of them behind an accepted change make it weak: the
+/// accept then rests on the failure signature being gone and the tree-reading gates.
+pub fn weakness(gates: &[GateResult], contract: Option<&RepairContract>) -> Option<String> {
+    let reading = [
+        GateName::TestsCollectedFell,
+        GateName::TestsPassedFell,
+        GateName::TestsSkippedRose,
+        GateName::FailingTestMissing,
+    ];
+    let (applied, not): (Vec<&GateResult>, Vec<&GateResult>) =
+        gates.iter().filter(|g| reading.contains(&g.name)).partition(|g| g.applicable);
+    let mut names: Vec<&str> = applied.iter().map(|g| g.name.as_str()).collect();
+    if contract.is_some() {
+        names.push("the contract");
+    }
+    if names.len() >= 2 {
+        return None;
+    }
+    let not: Vec<&str> = not.iter().map(|g| g.name.as_str()).collect();
+    Some(format!(
+        "weak: {} of the checks reading the tests' results applied ({}); not applicable: {}{}",
+        names.len(),
+        if names.is_empty() { "none".to_string() } else { names.join(", ") },
+        if not.is_empty() { "none".to_string() } else { not.join(", ") },
+        if contract.is_none() { "; no contract" } else { "" }
+    ))
+}
+
 /// Writes what the agent of iteration `number` is told: `.repro-repair/` in the working copy, and the
 /// variables naming it.
 fn write_inputs(
     work: &Path,
     number: u32,
     baseline: &ReplayResult,
+    failing_tests: &[String],
     feedback: &str,
 ) -> Result<Vec<(String, String)>, LoopError> {
     let dir = work.join(INPUT_DIR);
@@ -458,7 +579,7 @@ fn write_inputs(
     }
     let files = [
         ("failure.txt", failure),
-        ("failing-tests.txt", baseline.failing_tests.iter().map(|t| format!("{t}\n")).collect()),
+        ("failing-tests.txt", failing_tests.iter().map(|t| format!("{t}\n")).collect()),
         ("feedback.txt", if feedback.is_empty() { String::new() } else { format!("{feedback}\n") }),
     ];
     for (name, text) in files {
@@ -468,7 +589,7 @@ fn write_inputs(
     Ok(vec![
         ("REPRO_REPAIR_DIR".into(), dir.display().to_string()),
         ("REPRO_REPAIR_ITERATION".into(), number.to_string()),
-        ("REPRO_REPAIR_FAILING_TESTS".into(), baseline.failing_tests.join(" ")),
+        ("REPRO_REPAIR_FAILING_TESTS".into(), failing_tests.join(" ")),
     ])
 }
 

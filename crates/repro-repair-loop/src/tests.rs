@@ -14,11 +14,22 @@ struct Fake {
     agent: Agent,
     iteration: u32,
     replays: Vec<Vec<PathBuf>>,
+    envs: Vec<Vec<(String, String)>>,
+    /// The visibility variables change the run's stderr: a replay with them does not fail as recorded.
+    env_breaks: bool,
     contract: Option<bool>,
 }
 
 impl Executor for Fake {
-    fn replay(&mut self, _pack: &Path, tree: &Path, with: &[PathBuf], runs: u32) -> Result<ReplayResult, LoopError> {
+    fn replay(
+        &mut self,
+        _pack: &Path,
+        tree: &Path,
+        with: &[PathBuf],
+        runs: u32,
+        env: &[(String, String)],
+    ) -> Result<ReplayResult, LoopError> {
+        self.envs.push(env.to_vec());
         self.replays.push(with.to_vec());
         // What the pack's copy would be with `with` laid over it: the original file unless it is laid over.
         let calc = if with.iter().any(|p| p == Path::new("src/calc.py")) {
@@ -35,9 +46,10 @@ impl Executor for Fake {
         } else {
             (1, "PASSED tests/test_calc.py::test_zero\nFAILED tests/test_calc.py::test_add - assert -1 == 3\n1 failed, 1 passed in 0.01s\n")
         };
+        let breaks = self.env_breaks && !env.is_empty();
         let run = |_| ReplayedRun {
             exit_status: status,
-            reproduced: status == 1,
+            reproduced: status == 1 && !breaks,
             run_dir: PathBuf::from("/nonexistent/run"),
             output: RunOutput { stdout: out.as_bytes().to_vec(), stderr: vec![], junit: vec![] },
         };
@@ -90,7 +102,7 @@ fn setup(agent: Agent, contract: Option<bool>) -> (tempfile::TempDir, Options, F
         keep_trees: false,
         key: None,
     };
-    (t, opts, Fake { agent, iteration: 0, replays: vec![], contract })
+    (t, opts, Fake { agent, iteration: 0, replays: vec![], envs: vec![], env_breaks: false, contract })
 }
 
 #[test]
@@ -129,6 +141,61 @@ fn an_honest_fix_in_two_iterations_is_accepted_and_the_project_is_untouched() {
     assert!(!r.dir.join("work").exists() && r.dir.join("summary.json").is_file());
     let back: RepairSummary = serde_json::from_slice(&std::fs::read(r.dir.join("summary.json")).unwrap()).unwrap();
     assert_eq!(&back, s);
+    // The baseline and every candidate replay ran with the same visibility variables, recorded in the summary.
+    let vis = s.visibility.as_ref().unwrap();
+    assert!(vis.applied && vis.dropped_because.is_none());
+    let want: Vec<(String, String)> = vis.env.iter().map(|v| (v.name.clone(), v.value.clone())).collect();
+    assert!(want.contains(&("PYTEST_ADDOPTS".into(), "-rA".into())), "{want:?}");
+    assert_eq!(fake.envs.len(), 3);
+    assert!(fake.envs.iter().all(|e| e == &want), "{:?}", fake.envs);
+    // Counts and failing-test-missing applied, with the contract: not weak.
+    assert_eq!(s.weak, None);
+}
+
+#[test]
+fn visibility_variables_that_change_the_baseline_are_dropped_for_every_replay() {
+    let agent: Agent = Box::new(|tree, _, _| std::fs::write(tree.join("src/calc.py"), FIXED).unwrap());
+    let (_t, opts, mut fake) = setup(agent, None);
+    fake.env_breaks = true;
+    let r = repair(&opts, &mut fake, |_| {}).unwrap();
+    let s = &r.summary;
+    assert_eq!(s.outcome, RepairOutcome::Fixed, "{s:#?}");
+    let vis = s.visibility.as_ref().unwrap();
+    assert!(!vis.applied, "{vis:?}");
+    assert!(vis
+        .dropped_because
+        .as_deref()
+        .unwrap()
+        .starts_with("the baseline replay with them did not fail as recorded"));
+    // Baseline with them, baseline without, then the candidate without.
+    let lens: Vec<usize> = fake.envs.iter().map(Vec::len).collect();
+    assert_eq!(lens, [2, 0, 0]);
+}
+
+#[test]
+fn an_accept_that_few_result_checks_could_judge_is_weak() {
+    use repro_model::repair::GateResult;
+    let applied = |name| GateResult { name, fired: false, details: vec![], applicable: true };
+    let na = |name| GateResult::not_applicable(name, "not applicable: x");
+    let mut gates = vec![
+        applied(GateName::ProtectedPathChanged),
+        na(GateName::TestsCollectedFell),
+        na(GateName::TestsPassedFell),
+        na(GateName::TestsSkippedRose),
+        applied(GateName::MaskingConstruct),
+        applied(GateName::FailingTestMissing),
+        applied(GateName::DiffTooLarge),
+    ];
+    let w = weakness(&gates, None).unwrap();
+    assert_eq!(
+        w,
+        "weak: 1 of the checks reading the tests' results applied (failing-test-missing); not applicable: \
+         tests-collected-fell, tests-passed-fell, tests-skipped-rose; no contract"
+    );
+    let contract = RepairContract { passed: true, report: "r".into(), failed_steps: vec![] };
+    assert_eq!(weakness(&gates, Some(&contract)), None);
+    gates[1] = applied(GateName::TestsCollectedFell);
+    assert_eq!(weakness(&gates, None), None);
 }
 
 #[test]
@@ -167,7 +234,14 @@ fn nothing_to_repair_when_the_baseline_passes_and_a_failing_contract_refuses() {
 
     struct Passing;
     impl Executor for Passing {
-        fn replay(&mut self, _: &Path, _: &Path, _: &[PathBuf], _: u32) -> Result<ReplayResult, LoopError> {
+        fn replay(
+            &mut self,
+            _: &Path,
+            _: &Path,
+            _: &[PathBuf],
+            _: u32,
+            _: &[(String, String)],
+        ) -> Result<ReplayResult, LoopError> {
             let run =
                 ReplayedRun { exit_status: 0, reproduced: false, run_dir: "/x".into(), output: RunOutput::default() };
             Ok(ReplayResult { runs: vec![run], failing_tests: vec![], report: vec![] })

@@ -8,15 +8,16 @@ use std::sync::OnceLock;
 use regex::Regex;
 use repro_model::repair::{TestCounts, TestOutcome, TestStatus};
 
+use crate::plain;
 use crate::xml::{self, Tag};
 
-fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
+pub(crate) fn re(cell: &'static OnceLock<Regex>, pattern: &str) -> &'static Regex {
     // The patterns are literals of this file, each compiled by the tests: a failure is a bug here.
     cell.get_or_init(|| Regex::new(pattern).unwrap_or_else(|e| panic!("built-in pattern {pattern}: {e}")))
 }
 
 /// A line without ANSI escapes, carriage returns or trailing blanks.
-fn clean(line: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn clean(line: &str) -> std::borrow::Cow<'_, str> {
     static ANSI: OnceLock<Regex> = OnceLock::new();
     let l = line.trim_end();
     let l = l.rsplit('\r').next().unwrap_or(l);
@@ -252,6 +253,25 @@ pub fn detect_runners(text: &str) -> Vec<&'static str> {
     if node_test(text).is_some() {
         v.push("node-test");
     }
+    for k in plain_counts(text) {
+        for r in ["make-check", "tap", "unittest"] {
+            if k.runners.iter().any(|x| x == r) {
+                v.push(r);
+            }
+        }
+    }
+    v
+}
+
+/// The counts of the runners without a summary line of their own ([`crate::plain`]): `make check` lines, TAP
+/// (when node's summary did not already count it) and unittest.
+fn plain_counts(text: &str) -> Vec<TestCounts> {
+    let mut v: Vec<TestCounts> =
+        plain::count_lines(&plain::make_check_outcomes(text), "make-check").into_iter().collect();
+    if node_test(text).is_none() {
+        v.extend(plain::count_lines(&plain::tap_outcomes(text), "tap"));
+    }
+    v.extend(plain::unittest(text));
     v
 }
 
@@ -261,7 +281,7 @@ pub fn count_output(text: &str) -> Option<TestCounts> {
     let nx = nextest(text);
     let parts = [cargo_test(text).filter(|_| nx.is_none()), nx.clone(), pytest(text), go_test(text), node_test(text)];
     let mut total: Option<TestCounts> = None;
-    for k in parts.into_iter().flatten() {
+    for k in parts.into_iter().flatten().chain(plain_counts(text)) {
         total.get_or_insert_with(TestCounts::default).add(&k);
     }
     total
@@ -439,6 +459,9 @@ pub fn outcomes_in_output(text: &str) -> Vec<TestOutcome> {
         }
     }
     out.extend(go_outcomes(text));
+    out.extend(plain::make_check_outcomes(text));
+    out.extend(plain::tap_outcomes(text));
+    out.extend(plain::unittest_outcomes(text));
     // The last word on an id wins (nextest and pytest repeat failures in their final lists).
     let mut last: HashMap<(String, String), usize> = HashMap::new();
     for (i, o) in out.iter().enumerate() {

@@ -159,18 +159,19 @@ impl GateSet {
             .iter()
             .map(|&name| {
                 if self.disabled.contains(&name) {
-                    return GateResult { name, fired: false, details: vec!["disabled by configuration".into()] };
+                    return GateResult::not_applicable(name, "disabled by configuration");
                 }
-                let (fired, details) = match name {
-                    GateName::ProtectedPathChanged => self.protected_paths(input),
+                let applies = |(fired, details): (bool, Vec<String>)| (fired, details, true);
+                let (fired, details, applicable) = match name {
+                    GateName::ProtectedPathChanged => applies(self.protected_paths(input)),
                     GateName::TestsCollectedFell => self.counts_gate(input, name),
                     GateName::TestsPassedFell => self.counts_gate(input, name),
                     GateName::TestsSkippedRose => self.counts_gate(input, name),
-                    GateName::MaskingConstruct => self.masking_gate(input),
+                    GateName::MaskingConstruct => applies(self.masking_gate(input)),
                     GateName::FailingTestMissing => failing_tests(input),
-                    GateName::DiffTooLarge => self.diff_size(input),
+                    GateName::DiffTooLarge => applies(self.diff_size(input)),
                 };
-                GateResult { name, fired, details: cap(details) }
+                GateResult { name, fired, details: cap(details), applicable }
             })
             .collect()
     }
@@ -186,25 +187,37 @@ impl GateSet {
         (!d.is_empty(), d)
     }
 
-    fn counts_gate(&self, input: &GateInput<'_>, name: GateName) -> (bool, Vec<String>) {
+    /// `(fired, details, applicable)`. Not applicable when neither run has a test summary (unless
+    /// `require_counts`), or only the candidate's has one (nothing to compare with). A candidate without a summary
+    /// when the baseline had one fires: its runner was silenced or did not run.
+    fn counts_gate(&self, input: &GateInput<'_>, name: GateName) -> (bool, Vec<String>, bool) {
         let hint = || counts::missing_summary_hint(&input.candidate.text()).map(|h| format!("({h})"));
         let (base, cand) = match (input.baseline_counts, input.candidate_counts) {
-            (b, None) => {
-                if b.is_none() && !self.require_counts {
-                    return (false, vec!["not checked: neither the baseline's nor the candidate's output has a test summary (require_counts = false)".into()]);
-                }
-                let mut d =
-                    vec!["no test summary found in the candidate's output: its tests cannot be counted".to_string()];
-                if b.is_none() {
-                    d.push("nor in the baseline's".into());
-                }
+            (None, None) if !self.require_counts => {
+                let mut d = vec!["not applicable: neither the baseline's nor the candidate's output has a test summary repro can read".to_string()];
                 d.extend(hint());
-                return (true, d);
+                return (false, d, false);
+            }
+            (b, None) => {
+                let mut d = match b {
+                    Some(b) => vec![format!(
+                        "no test summary found in the candidate's output, while the baseline's had one ({b}): its runner was silenced or did not run"
+                    )],
+                    None => vec![
+                        "no test summary found in the candidate's output: its tests cannot be counted".to_string(),
+                        "nor in the baseline's (require_counts = true)".to_string(),
+                    ],
+                };
+                d.extend(hint());
+                return (true, d, true);
             }
             (None, Some(c)) => {
                 return (
                     false,
-                    vec![format!("not compared: the baseline's output has no test summary (candidate: {c})")],
+                    vec![format!(
+                        "not applicable: the baseline's output has no test summary to compare with (candidate: {c})"
+                    )],
+                    false,
                 );
             }
             (Some(b), Some(c)) => (b, c),
@@ -227,7 +240,7 @@ impl GateSet {
                 cand.runners.join(", ")
             ));
         }
-        (fired, d)
+        (fired, d, true)
     }
 
     fn masking_gate(&self, input: &GateInput<'_>) -> (bool, Vec<String>) {
@@ -306,19 +319,28 @@ fn spellings(id: &str) -> Vec<String> {
     v
 }
 
-fn failing_tests(input: &GateInput<'_>) -> (bool, Vec<String>) {
+/// `(fired, details, applicable)`: not applicable when no failing test is named or the candidate's output shows
+/// no per-test result at all (a runner that prints only totals: the counts gates judge it).
+fn failing_tests(input: &GateInput<'_>) -> (bool, Vec<String>, bool) {
     if input.failing_tests.is_empty() {
-        return (false, vec!["not checked: the pack's signature names no failing test".into()]);
-    }
-    let outcomes = input.candidate.outcomes();
-    let mut d = Vec::new();
-    if outcomes.is_empty() {
-        d.push(
-            "the candidate's output shows no per-test results (pytest: -v or -rA, or a JUnit XML report; go test: -v), \
-             so no failing test can be seen to run and pass"
-                .to_string(),
+        return (
+            false,
+            vec![
+                "not applicable: no failing test is named (by the pack's signature or the baseline's per-test results)"
+                    .into(),
+            ],
+            false,
         );
     }
+    let outcomes = input.candidate.outcomes();
+    if outcomes.is_empty() {
+        return (
+            false,
+            vec!["not applicable: the candidate's output shows no per-test results, so no failing test can be seen to run and pass".into()],
+            false,
+        );
+    }
+    let mut d = Vec::new();
     for want in input.failing_tests {
         let names: HashSet<String> = spellings(want).into_iter().collect();
         let found: Vec<&TestOutcome> =
@@ -333,7 +355,7 @@ fn failing_tests(input: &GateInput<'_>) -> (bool, Vec<String>) {
             d.push(format!("{want}: {what} ({}: {})", bad.runner, bad.status));
         }
     }
-    (!d.is_empty(), d)
+    (!d.is_empty(), d, true)
 }
 
 #[cfg(test)]
@@ -511,34 +533,40 @@ mod tests {
 
         let r = run(&t, "tests/test_calc.py::test_add PASSED\nall good\n");
         assert_eq!(fired(&r), ["tests-collected-fell", "tests-passed-fell", "tests-skipped-rose"], "{r:#?}");
-        assert_eq!(
-            details(&r, GateName::TestsPassedFell),
-            ["no test summary found in the candidate's output: its tests cannot be counted"]
+        let d = details(&r, GateName::TestsPassedFell);
+        assert!(
+            d[0].starts_with(
+                "no test summary found in the candidate's output, while the baseline's had one (5 collected"
+            ),
+            "{d:?}"
         );
+        assert!(r.iter().all(|g| g.applicable));
 
-        // Neither side counted: fires by default, not with require_counts = false.
+        // Neither side counted: not applicable by default (unfired, saying why), fired with require_counts.
         let r = run_with(&GateConfig::default(), &t, "make: ok\n", "done\n");
-        assert!(fired(&r).contains(&"tests-passed-fell"));
-        let cfg = GateConfig { require_counts: false, ..GateConfig::default() };
-        let r = run_with(&cfg, &t, "make: ok\n", "done\n");
         assert!(!fired(&r).contains(&"tests-passed-fell"), "{r:#?}");
-        assert!(details(&r, GateName::TestsPassedFell)[0].starts_with("not checked"));
+        let g = r.iter().find(|g| g.name == GateName::TestsPassedFell).unwrap();
+        assert!(!g.applicable && g.details[0].starts_with("not applicable: neither"), "{g:?}");
+        let cfg = GateConfig { require_counts: true, ..GateConfig::default() };
+        let r = run_with(&cfg, &t, "make: ok\n", "done\n");
+        assert!(fired(&r).contains(&"tests-passed-fell"), "{r:#?}");
 
         // A baseline without a summary cannot be fallen from.
         let r = run_with(&GateConfig::default(), &t, "Segmentation fault\n", FIXED_OUT);
         assert!(fired(&r).is_empty(), "{r:#?}");
-        assert!(details(&r, GateName::TestsCollectedFell)[0].starts_with("not compared"));
+        let g = r.iter().find(|g| g.name == GateName::TestsCollectedFell).unwrap();
+        assert!(!g.applicable && g.details[0].starts_with("not applicable: the baseline's"), "{g:?}");
     }
 
     #[test]
     fn the_failing_test_must_be_seen_passing() {
         let t = project();
         write(t.cand.path(), "src/calc.py", "def add(a, b):\n    return a + b\n");
-        // pytest without -v names no passing test.
+        // pytest without -v or -rA names no passing test: the gate cannot judge (the counts gates do).
         let r = run(&t, "==== 5 passed in 0.02s ====\n");
-        assert_eq!(fired(&r), ["failing-test-missing"]);
-        let d = details(&r, GateName::FailingTestMissing);
-        assert!(d[0].contains("no per-test results") && d[1].contains("not in the candidate's run"), "{d:?}");
+        assert!(fired(&r).is_empty(), "{r:#?}");
+        let g = r.iter().find(|g| g.name == GateName::FailingTestMissing).unwrap();
+        assert!(!g.applicable && g.details[0].contains("no per-test results"), "{g:?}");
         // Renamed away.
         let r = run(&t, "tests/test_calc.py::test_add_renamed PASSED\n==== 5 passed in 0.02s ====\n");
         assert_eq!(

@@ -37,6 +37,7 @@ pub mod counts;
 pub mod gates;
 pub mod glob;
 pub mod masking;
+pub mod plain;
 pub mod tree;
 mod xml;
 

@@ -432,6 +432,10 @@ mod tests {
             "python-except-pass",
             "rust-ignore",
             "rust-should-panic",
+            "rust-autotests-off",
+            "python-pytest-report-hook",
+            "python-pytest-collection-hook",
+            "python-test-early-return",
             "go-skip",
             "js-skip",
             "js-skip-option",
@@ -470,6 +474,12 @@ mod tests {
             ("a.test.mjs", "test('a', () => {});\n", "test('a', { skip: true }, () => {});\n"),
             ("a.test.mjs", "test('a', () => {});\n", "test.todo('a');\n"),
             ("pyproject.toml", "addopts = \"-q\"\n", "addopts = \"-q --deselect tests/test_a.py::test_b\"\n"),
+            ("tests/conftest.py", "", "def pytest_runtest_makereport(item, call):\n"),
+            ("conftest.py", "", "    report.outcome = 'passed'\n"),
+            ("conftest.py", "", "def pytest_collection_modifyitems(config, items):\n"),
+            ("tests/test_a.py", "def test_a():\n    assert f()\n", "def test_a():\n    return\n    assert f()\n"),
+            ("Cargo.toml", "[package]\n", "[package]\nautotests = false\n"),
+            ("crates/x/Cargo.toml", "[lib]\n", "[lib]\ntest = false\n"),
         ];
         for (path, old, new) in cases {
             assert_eq!(
@@ -492,6 +502,8 @@ mod tests {
             ("src/lib.rs", "fn a() {}\n", "fn a() { ignore_this(); }\n"),
             ("README.md", "x\n", "use `|| true` and #[ignore]\n"),
             ("src/app.js", "let a;\n", "let skipped = list.filter(x => x.skip);\n"),
+            ("src/m.py", "def f():\n    g()\n", "def f():\n    if x:\n        return\n    g()\n"),
+            ("Cargo.toml", "[package]\n", "[package]\ntest_threads = false\n"),
         ] {
             assert!(ids(&set, path, old, new).is_empty(), "{path}: {new:?} fired {:?}", ids(&set, path, old, new));
         }

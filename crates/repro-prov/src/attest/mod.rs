@@ -373,6 +373,12 @@ fn describe_vsa(p: &predicates::Vsa) -> Vec<String> {
         if !r.gates_fired.is_empty() {
             out.push(format!("gates      FIRED: {}", r.gates_fired.join(", ")));
         }
+        for g in &r.gates_not_applicable {
+            out.push(format!("gates      not applicable: {g}"));
+        }
+        if let Some(w) = &r.weak {
+            out.push(format!("accept     {w}"));
+        }
         match &r.contract {
             Some(c) if c.passed => out.push("contract   verify passed".into()),
             Some(c) => out.push(format!("contract   verify FAILED: {}", c.failed_steps.join(", "))),

@@ -454,6 +454,13 @@ pub struct RepairEvidence {
     pub gates_passed: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gates_fired: Vec<String>,
+    /// The gates that could not judge the patch (nothing to count, no per-test results), each with why: they
+    /// are in neither list above.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates_not_applicable: Vec<String>,
+    /// Why the accept is weak (fewer than two checks reading the tests' results applied), when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weak: Option<String>,
     /// The contract's verify on the fixed tree, when the project has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub contract: Option<RepairContractEvidence>,
@@ -784,7 +791,12 @@ pub fn repair_vsa(
             None => String::new(),
         };
         let gates = if repair.gates_fired.is_empty() {
-            format!("{} gates passed", repair.gates_passed.len())
+            let na = match repair.gates_not_applicable.len() {
+                0 => String::new(),
+                n => format!(", {n} not applicable"),
+            };
+            let weak = if repair.weak.is_some() { " (a weak accept)" } else { "" };
+            format!("{} gates passed{na}{weak}", repair.gates_passed.len())
         } else {
             format!("gates FIRED: {}", repair.gates_fired.join(", "))
         };
@@ -850,6 +862,8 @@ mod tests {
                 files_changed: 1,
                 gates_passed: vec!["protected-path".into()],
                 gates_fired: vec![],
+                gates_not_applicable: vec![],
+                weak: None,
                 contract: None,
             }),
         };

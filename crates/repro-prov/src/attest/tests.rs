@@ -681,6 +681,8 @@ fn a_repair_vsa_passes_only_when_the_replays_the_gates_and_the_contract_do() {
         files_changed: 1,
         gates_passed: vec!["protected-path-changed".into(), "masking-construct".into()],
         gates_fired: vec![],
+        gates_not_applicable: vec![],
+        weak: None,
         contract: Some(RepairContractEvidence { passed: true, failed_steps: vec![] }),
     };
     let at = |e: &predicates::Evidence, r: RepairEvidence| {

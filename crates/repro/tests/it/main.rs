@@ -22,6 +22,7 @@ mod pack_docker;
 mod pack_names;
 mod provenance;
 mod repair;
+mod repair_corpus;
 mod robust;
 mod run;
 mod sbom;
