@@ -320,6 +320,13 @@ pub struct ChangeSummary {
     pub deleted: u32,
     /// Whether the changes were copied back to the real directory (`--keep-changes`).
     pub kept: bool,
+    /// Entries not copied to the run directory or back (see [`Changes::skipped`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// What happened to one path of the working directory.
@@ -331,13 +338,49 @@ pub enum ChangeKind {
     Deleted,
 }
 
-/// The kind of file a change is about.
+/// The kind of file a change is about. Only files, directories and links are ever copied (to the run directory,
+/// or back with `--keep-changes`); the other kinds are recorded in [`Changes::skipped`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FileKind {
     File,
     Dir,
     Symlink,
+    Fifo,
+    Socket,
+    CharDevice,
+    BlockDevice,
+}
+
+/// Why an entry the guest left was not copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SkipReason {
+    /// A fifo, socket or device node: never opened.
+    SpecialFile,
+    /// A file larger (holes included) than the run's writable layer.
+    TooLarge,
+    /// The copy reached its bound of bytes, entries or depth.
+    OverBudget,
+    /// The run directory's filesystem has not enough free space.
+    NoSpace,
+    /// Reading or writing it failed (a symbolic link in the way is one such failure: it is never followed).
+    Failed,
+}
+
+/// An entry of the working directory the guest left that was not copied to the run directory, or not back to
+/// the working directory with `--keep-changes`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Skipped {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_hex: Option<String>,
+    /// What it is (absent when its status could not be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileKind>,
+    pub reason: SkipReason,
+    /// In words: which copy, and why.
+    pub message: String,
 }
 
 /// One entry of `changes.json`.
@@ -362,6 +405,9 @@ pub struct Change {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Changes {
     pub changes: Vec<Change>,
+    /// What was not copied, and why (absent in records made before it existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
 }
 
 /// A change whose `path_hex` does not decode.
@@ -388,6 +434,7 @@ impl Changes {
             modified: count(ChangeKind::Modified),
             deleted: count(ChangeKind::Deleted),
             kept,
+            skipped: self.skipped.len().min(u32::MAX as usize) as u32,
         }
     }
 }
@@ -477,6 +524,7 @@ mod tests {
                     blake3: None,
                 },
             ],
+            skipped: vec![],
         };
         let s = c.summary(false);
         assert_eq!((s.added, s.modified, s.deleted), (1, 0, 1));

@@ -21,4 +21,5 @@ pub mod shmem;
 pub mod spawn;
 pub mod startup;
 pub mod syscalls;
+pub mod treecopy;
 pub mod tsc;

@@ -11,6 +11,7 @@ mod common;
 mod harness;
 
 mod confine;
+mod copyback;
 mod identity;
 mod mounts;
 mod packs;
