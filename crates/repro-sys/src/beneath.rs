@@ -238,6 +238,12 @@ impl Beneath {
         })
     }
 
+    /// Makes the fifo `name` (which must not exist) with `mode`'s permission bits; it is never opened here.
+    pub fn mkfifo<N: AsRef<OsStr> + ?Sized>(&self, name: &N, mode: u32) -> io::Result<()> {
+        let name = component(name)?;
+        nix::unistd::mkfifoat(self.fd.as_fd(), name, Mode::from_bits_truncate(mode & PERMISSION_BITS)).map_err(errno)
+    }
+
     /// The status of `name` itself (a link is not followed).
     pub fn stat<N: AsRef<OsStr> + ?Sized>(&self, name: &N) -> io::Result<Stat> {
         let name = component(name)?;

@@ -219,14 +219,16 @@ impl Copier {
             let limit = self.limits.max_entries;
             return self.skip(rel, Some(st.kind), Why::OverBudget { what: "entries", limit });
         }
+        // Counted before a directory's content is, so that the bound holds below it too.
+        self.report.entries += 1;
         let r = match st.kind {
             Kind::File => self.copy_file(src, name, &st, dst, to_name),
             Kind::Symlink => src.read_link(name).and_then(|t| dst.symlink_replace(&t, to_name)).map_err(fail),
             _ => self.copy_dir(src, name, &st, dst, to_name, rel, recurse, depth),
         };
-        match r {
-            Ok(()) => self.report.entries += 1,
-            Err(why) => self.skip(rel, Some(st.kind), why),
+        if let Err(why) = r {
+            self.report.entries -= 1;
+            self.skip(rel, Some(st.kind), why);
         }
     }
 
@@ -359,4 +361,103 @@ pub fn copy_tree(src: &Beneath, dst: &Beneath, to_name: &OsStr, limits: Limits) 
     let mode = src.stat_self().map(|s| s.mode).unwrap_or(0o755);
     to.chmod(mode)?;
     Ok(c.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn limits() -> Limits {
+        Limits { keep_free: 0, ..Limits::for_layer(8 << 20, 1000) }
+    }
+
+    #[test]
+    fn copies_without_following_and_skips_what_is_not_a_file_dir_or_link() {
+        let d = std::env::temp_dir().join(format!("repro-treecopy-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let (src, dst, outside) = (d.join("src"), d.join("dst"), d.join("outside"));
+        for p in [&src, &dst, &outside] {
+            std::fs::create_dir_all(p).unwrap();
+        }
+        std::fs::write(outside.join("canary"), "canary").unwrap();
+        // The source: a file, a link out, a fifo, a sparse file within the bound and one over it, a directory.
+        std::fs::write(src.join("payload"), "guest").unwrap();
+        std::os::unix::fs::symlink(outside.join("canary"), src.join("out")).unwrap();
+        let s = Beneath::open(&src).unwrap();
+        s.mkfifo("fifo", 0o644).unwrap();
+        let sparse = std::fs::File::create(src.join("sparse")).unwrap();
+        sparse.set_len(4 << 20).unwrap();
+        sparse.write_all_at(b"end", 4 << 20).unwrap();
+        std::fs::File::create(src.join("huge")).unwrap().set_len(1 << 30).unwrap();
+        std::fs::create_dir(src.join("sub")).unwrap();
+        std::fs::write(src.join("sub/x"), "x").unwrap();
+        // The target already holds links where the copy writes, aimed at the canary, and a link where a
+        // directory goes.
+        std::os::unix::fs::symlink(outside.join("canary"), dst.join("payload")).unwrap();
+        std::os::unix::fs::symlink(&outside, dst.join("sub")).unwrap();
+        let t = Beneath::open(&dst).unwrap();
+        let mut c = Copier::new(limits());
+        c.copy_contents(&s, &t, Path::new(""), 0);
+        let r = c.finish();
+
+        assert_eq!(std::fs::read_to_string(outside.join("canary")).unwrap(), "canary");
+        assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 1, "nothing made outside");
+        assert_eq!(std::fs::read_to_string(dst.join("payload")).unwrap(), "guest", "the link was replaced");
+        assert!(!std::fs::symlink_metadata(dst.join("payload")).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_link(dst.join("out")).unwrap(), outside.join("canary"), "a link stays a link");
+        let sp = std::fs::metadata(dst.join("sparse")).unwrap();
+        assert_eq!(sp.len(), (4 << 20) + 3);
+        assert!(sp.blocks() * 512 < 1 << 20, "holes kept: {} bytes allocated", sp.blocks() * 512);
+        assert_eq!(r.bytes, 3 + "guest".len() as u64, "only data is counted");
+        let why = |n: &str| r.skipped.iter().find(|s| s.rel == Path::new(n)).map(|s| s.why.clone());
+        assert_eq!(why("fifo"), Some(Why::Special));
+        assert!(matches!(why("huge"), Some(Why::TooLarge { .. })), "{r:?}");
+        assert!(matches!(why("sub"), Some(Why::Failed(_))), "a link where a directory goes: {r:?}");
+        assert!(std::fs::symlink_metadata(dst.join("sub")).unwrap().file_type().is_symlink());
+        assert!(!dst.join("fifo").exists() && !dst.join("huge").exists());
+        let left: Vec<_> = std::fs::read_dir(&dst)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".repro-tmp-"))
+            .collect();
+        assert!(left.is_empty(), "temporary files left: {left:?}");
+
+        // Bounds: a total of 4 bytes lets one file through, not the next; an entry bound stops the rest.
+        let small = Limits { max_total_bytes: 4, max_entries: 2, ..limits() };
+        let t2 = t.subdir("again", Some(0o755)).unwrap();
+        let mut c = Copier::new(small);
+        c.copy_contents(&s, &t2, Path::new(""), 0);
+        let r = c.finish();
+        assert_eq!(r.entries, 2, "{r:?}");
+        assert!(r.skipped.iter().any(|s| matches!(s.why, Why::OverBudget { what: "bytes", .. })), "{r:?}");
+        assert!(r.skipped.iter().any(|s| matches!(s.why, Why::OverBudget { what: "entries", .. })), "{r:?}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn extents_report_holes_without_reading_them() {
+        let f = tempfile_in_tmp();
+        f.set_len(1 << 20).unwrap();
+        f.write_all_at(b"abc", 512 << 10).unwrap();
+        let (mut data, mut holes) = (0u64, 0u64);
+        let n = for_each_extent(&f, 1 << 20, |_, e| {
+            match e {
+                Extent::Data(d) => data += d.len() as u64,
+                Extent::Hole(h) => holes += h,
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(data + holes, 1 << 20);
+        assert_eq!(n, data);
+        assert!(data < 1 << 20, "a hole was read: {data} bytes of data");
+    }
+
+    fn tempfile_in_tmp() -> File {
+        let p = std::env::temp_dir().join(format!("repro-extents-{}", std::process::id()));
+        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&p).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        f
+    }
 }

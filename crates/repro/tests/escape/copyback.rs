@@ -113,7 +113,11 @@ fn o_pid(pid_dir: &Path) -> String {
 fn a_fifo_left_behind_never_blocks_the_run() {
     for caller in CALLERS {
         let (_t, work) = world(caller);
-        let o = sh_as(caller, &work, &["--keep-changes"], "mkfifo f && mkdir d && mkfifo d/g && exit 7");
+        // Not `sh_as`: its `timeout` only sends SIGTERM, and a repro stuck opening the fifo stays; this kills it.
+        let mut c = repro_as(caller, &work);
+        c.args(["run", "-q", "--keep-changes", "--", "sh", "-c", "mkfifo f && mkdir d && mkfifo d/g && exit 7"]);
+        let child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("repro starts");
+        let o = wait_bounded(child, "repro run with a fifo left behind");
         let ctx = format!("{caller:?}\nstdout: {}\nstderr: {}", stdout(&o), stderr(&o));
         assert_eq!(o.status.code(), Some(7), "{ctx}");
         let run = last_run(&work);
