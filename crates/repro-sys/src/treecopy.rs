@@ -333,13 +333,18 @@ impl Copier {
 /// The directory `rel` below `root`, component by component (each one a directory, never a link; made with
 /// mode 0700 when `create`).
 pub fn walk_to(root: &Beneath, rel: &Path, create: bool) -> io::Result<Beneath> {
+    walk_to_with(root, rel, create.then_some(0o700))
+}
+
+/// [`walk_to`], making missing directories with `create`'s mode.
+pub fn walk_to_with(root: &Beneath, rel: &Path, create: Option<u32>) -> io::Result<Beneath> {
     let mut comps = rel.components().map(|c| c.as_os_str().to_os_string()).collect::<Vec<OsString>>().into_iter();
     let Some(first) = comps.next() else {
         return root.subdir_self();
     };
-    let mut d = root.subdir(&first, create.then_some(0o700))?;
+    let mut d = root.subdir(&first, create)?;
     for c in comps {
-        d = d.subdir(&c, create.then_some(0o700))?;
+        d = d.subdir(&c, create)?;
     }
     Ok(d)
 }
