@@ -496,6 +496,39 @@ mod tests {
     }
 
     #[test]
+    fn changes_written_before_skipped_entries_existed_still_read() {
+        let old = r#"{"changes":[{"path":"a","kind":"added","file":"file","size":1,"blake3":"00"}]}"#;
+        let c: Changes = serde_json::from_str(old).unwrap();
+        assert!(c.skipped.is_empty());
+        assert_eq!(serde_json::to_string(&c).unwrap(), old, "written back the same");
+        let s: ChangeSummary = serde_json::from_str(r#"{"added":1,"modified":0,"deleted":0,"kept":false}"#).unwrap();
+        assert_eq!(s.skipped, 0);
+        // A fifo is recorded by kind, and listed as skipped with why.
+        let new = Changes {
+            changes: vec![Change {
+                path: "f".into(),
+                path_hex: None,
+                kind: ChangeKind::Added,
+                file: FileKind::Fifo,
+                size: None,
+                blake3: None,
+            }],
+            skipped: vec![Skipped {
+                path: "f".into(),
+                path_hex: None,
+                file: Some(FileKind::Fifo),
+                reason: SkipReason::SpecialFile,
+                message: "not copied: fifo".into(),
+            }],
+        };
+        let v = serde_json::to_value(&new).unwrap();
+        assert_eq!(v["changes"][0]["file"], "fifo");
+        assert_eq!(v["skipped"][0]["reason"], "special-file");
+        assert_eq!(serde_json::from_value::<Changes>(v).unwrap(), new);
+        assert_eq!(new.summary(false).skipped, 1);
+    }
+
+    #[test]
     fn summary_counts_files_not_directories() {
         let c = Changes {
             changes: vec![
