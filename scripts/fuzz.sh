@@ -29,6 +29,7 @@ case "$target" in
     attestation) max_len=32768 ;;
     repair_counts) max_len=16384 ;;
     history) max_len=16384 ;;
+    copyback) max_len=1024 ;;
     *) echo "unknown target '$target' (scripts/fuzz.sh list)" >&2; exit 2 ;;
 esac
 if [ -z "${REPRO_FUZZ_SCRATCH:-}" ]; then

@@ -33,6 +33,7 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("repair_counts", repair_counts),
     ("history", history),
     ("chaos_schedule", chaos_schedule),
+    ("copyback", copyback),
 ];
 
 /// A file given to `repro drift` or `repro env` that may be a DSSE envelope of `repro attest` (classified by
@@ -547,6 +548,214 @@ pub fn chaos_schedule(data: &[u8], _scratch: &Path) {
         let text = repro_chaos::shrink::experiment_yaml(&e).expect("a candidate serializes");
         if let Err(err) = repro_chaos::load::parse_experiment(Path::new("c.yaml"), &text) {
             panic!("a candidate does not load: {err}\n{text}");
+        }
+    }
+}
+
+/// What a guest leaves in the working directory, as bytes: a program that builds an upper layer (what the guest
+/// made) and a lower directory (the host's working directory) with directories, files (sparse ones too), links
+/// aimed out of the tree (absolute, `..`, at a canary file), fifos, UNIX sockets, hard links (in the lower one to
+/// the canary too), names with newlines, invalid UTF-8 and repro's own temporary prefixes; then what `repro run`
+/// does with it: `changes::collect`, `changes::copy_tree` to a run directory, and `changes::apply` back to the
+/// lower directory (`--keep-changes`). Nothing outside the run directory and the lower directory may change (the
+/// canary directory is compared whole), no fifo or socket is copied, every copied link is the guest's, and the
+/// changes serialize and read back equal.
+pub fn copyback(data: &[u8], scratch: &Path) {
+    use repro_pack::extract::Beneath;
+    use repro_sandbox::changes;
+    use std::ffi::OsString;
+    use std::os::unix::ffi::OsStringExt;
+    use std::os::unix::fs::MetadataExt;
+
+    let case = scratch.join("copyback");
+    let _ = std::fs::remove_dir_all(&case);
+    let (upper, lower, run, outside) = (case.join("upper"), case.join("lower"), case.join("run"), case.join("outside"));
+    for d in [&upper, &lower, &run, &outside] {
+        std::fs::create_dir_all(d).expect("the scratch tmpfs takes the case's directories");
+    }
+    let canary = outside.join("canary");
+    std::fs::write(&canary, b"canary: untouched\n").expect("the scratch tmpfs takes the canary");
+    let listing = |p: &Path| -> Vec<(OsString, u64, u32, Vec<u8>)> {
+        let mut v: Vec<_> = std::fs::read_dir(p)
+            .expect("the canary directory lists")
+            .map(|e| {
+                let e = e.expect("an entry");
+                let md = std::fs::symlink_metadata(e.path()).expect("a status");
+                let body = if md.is_file() { std::fs::read(e.path()).expect("readable") } else { vec![] };
+                (e.file_name(), md.len(), md.mode(), body)
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = listing(&outside);
+
+    let targets: Vec<OsString> = vec![
+        canary.clone().into(),
+        outside.clone().into(),
+        "../outside/canary".into(),
+        "../../outside/canary".into(),
+        "../../../outside".into(),
+        "/".into(),
+        "..".into(),
+        ".".into(),
+        "zz".into(),
+    ];
+    // Both trees, each with a stack of open directories (the current one last).
+    let mut trees =
+        [vec![Beneath::open(&upper).expect("upper opens")], vec![Beneath::open(&lower).expect("lower opens")]];
+    let mut names: Vec<OsString> = Vec::new();
+    let mut r = Bytes { data, at: 0 };
+    let mut ops = 0;
+    while let Some(op) = r.next() {
+        ops += 1;
+        if ops > 48 {
+            break;
+        }
+        let tree = &mut trees[(op >> 7) as usize];
+        let name: OsString = match r.next().unwrap_or(0) % 8 {
+            0 => ".repro-keep-1".into(),
+            1 => "zz".into(),
+            2 => "a\nb".into(),
+            3 => OsString::from_vec(vec![b'n', 0xff, 0xfe]),
+            4 => "..".into(),
+            n => {
+                let len = 1 + (n as usize);
+                let mut v: Vec<u8> = (0..len).map(|_| r.next().unwrap_or(b'x')).collect();
+                for c in v.iter_mut() {
+                    if *c == b'/' || *c == 0 {
+                        *c = b'_';
+                    }
+                }
+                OsString::from_vec(v)
+            }
+        };
+        names.push(name.clone());
+        let dir = tree.last().expect("the root stays");
+        // Errors are part of the game: a name that exists, `..`, a full tmpfs.
+        match op % 10 {
+            0 => {
+                if dir.subdir(&name, Some(0o755)).is_ok() && tree.len() < 6 {
+                    if let Ok(d) = tree.last().expect("root").subdir(&name, None) {
+                        tree.push(d);
+                    }
+                }
+            }
+            1 | 2 => {
+                if let Ok(mut f) = dir.create_file(&name, 0o644 | u32::from(op & 0o100) << 5) {
+                    let n = r.next().unwrap_or(0) as usize;
+                    let _ = f.write_all(r.take(n));
+                }
+            }
+            3 => {
+                // Sparse: up to 4 MiB of hole, then a few bytes.
+                if let Ok(mut f) = dir.create_file(&name, 0o644) {
+                    let hole = u64::from(r.next().unwrap_or(0)) << 14;
+                    let _ = f.set_len(hole);
+                    let _ = std::io::Seek::seek(&mut f, std::io::SeekFrom::End(0));
+                    let _ = f.write_all(b"end");
+                }
+            }
+            4 => {
+                let t = &targets[r.next().unwrap_or(0) as usize % targets.len()];
+                let _ = dir.symlink(t, &name);
+            }
+            5 => {
+                let _ = dir.mkfifo(&name, 0o644);
+            }
+            6 => {
+                // A socket, bound by path under the tree's current directory (through /proc: no link followed on
+                // the way, the last component is created new or the bind fails).
+                let p = proc_path(dir).join(&name);
+                let _ = std::os::unix::net::UnixListener::bind(p);
+            }
+            7 => {
+                // A hard link: in the lower tree to the canary (the host's working directory may hold one), in
+                // the upper one to an earlier name.
+                let from = if op >> 7 == 1 {
+                    canary.clone()
+                } else {
+                    let earlier = &names[r.next().unwrap_or(0) as usize % names.len()];
+                    proc_path(dir).join(earlier)
+                };
+                if std::fs::symlink_metadata(&from).is_ok_and(|m| m.is_file()) {
+                    let _ = std::fs::hard_link(&from, proc_path(dir).join(&name));
+                }
+            }
+            8 => {
+                if tree.len() > 1 {
+                    tree.pop();
+                }
+            }
+            _ => {
+                let _ = dir.chmod(0o700 | u32::from(r.next().unwrap_or(0)) & 0o077);
+            }
+        }
+    }
+    drop(trees);
+
+    let limits = changes::CopyLimits {
+        max_file_bytes: 1 << 20,
+        max_total_bytes: 2 << 20,
+        max_entries: 64,
+        max_depth: 4,
+        max_dir_entries: 64,
+        keep_free: 0,
+    };
+    let mut c = changes::collect(&upper, &lower, &limits).expect("the layer opens");
+    let changes_dir = run.join("changes");
+    changes::copy_tree(&upper, &changes_dir, &limits, &mut c).expect("the run directory's copy starts");
+    let json = serde_json::to_vec(&c).expect("changes serialize");
+    let back: repro_model::run::Changes = serde_json::from_slice(&json).expect("changes read back");
+    assert_eq!(back, c, "changes round trip");
+    changes::apply(&mut c, &changes_dir, &lower, &limits).expect("the working directory opens");
+
+    assert_eq!(listing(&outside), before, "something outside the targets changed");
+    let mut top: Vec<OsString> =
+        std::fs::read_dir(&case).expect("lists").map(|e| e.expect("entry").file_name()).collect();
+    top.sort();
+    assert_eq!(top, ["lower", "outside", "run", "upper"], "something was made beside the targets");
+    check_copy(&changes_dir, &upper);
+    let _ = std::fs::remove_dir_all(&case);
+}
+
+/// The path of a directory held open, through /proc (what a caller with a path-only API needs).
+/// Input bytes read in order (past the end: nothing).
+struct Bytes<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Bytes<'a> {
+    fn next(&mut self) -> Option<u8> {
+        let b = self.data.get(self.at).copied();
+        self.at += 1;
+        b
+    }
+    fn take(&mut self, n: usize) -> &'a [u8] {
+        let from = self.at.min(self.data.len());
+        self.at = self.at.saturating_add(n);
+        &self.data[from..self.at.min(self.data.len())]
+    }
+}
+
+fn proc_path(dir: &repro_pack::extract::Beneath) -> std::path::PathBuf {
+    use std::os::fd::{AsFd, AsRawFd};
+    Path::new("/proc/self/fd").join(dir.as_fd().as_raw_fd().to_string())
+}
+
+/// Every entry of the copy `out` is a file, directory or link; a link holds what the same link of `upper` holds.
+fn check_copy(out: &Path, upper: &Path) {
+    for e in std::fs::read_dir(out).into_iter().flatten().flatten() {
+        let p = e.path();
+        let md = std::fs::symlink_metadata(&p).expect("a status");
+        let ft = md.file_type();
+        assert!(ft.is_file() || ft.is_dir() || ft.is_symlink(), "{} copied as {ft:?}", p.display());
+        let u = upper.join(e.file_name());
+        if ft.is_symlink() {
+            assert_eq!(std::fs::read_link(&p).ok(), std::fs::read_link(&u).ok(), "{}", p.display());
+        } else if ft.is_dir() {
+            check_copy(&p, &u);
         }
     }
 }

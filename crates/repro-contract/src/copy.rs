@@ -24,42 +24,38 @@ pub fn project(project: &Path, tree: &Path, state: &Path) -> Result<(), Contract
     if files.len() > MAX_FILES {
         return Err(ContractError::Copy(format!("{} has more than {MAX_FILES} files", project.display())));
     }
-    let mut bytes = 0u64;
+    // Through repro_sys::treecopy: a link of the project (or one listed before a path below it) is copied as a
+    // link and never followed, on either side; fifos and other special files are left out.
+    let fail = |path: &Path, source| ContractError::Io { what: "open", path: path.into(), source };
+    let from = repro_sys::beneath::Beneath::open(project).map_err(|e| fail(project, e))?;
+    let to = repro_sys::beneath::Beneath::open(tree).map_err(|e| fail(tree, e))?;
+    let limits = repro_sys::treecopy::Limits {
+        max_file_bytes: MAX_BYTES,
+        max_total_bytes: MAX_BYTES,
+        max_entries: MAX_FILES as u64 * 2,
+        max_depth: repro_sys::treecopy::MAX_DEPTH,
+        max_dir_entries: MAX_FILES,
+        keep_free: 0,
+    };
+    let mut copier = repro_sys::treecopy::Copier::new(limits);
     for rel in files {
         let src = project.join(&rel);
         if (skip_state && src.starts_with(&state)) || rel.components().any(|c| c.as_os_str() == ".git") {
             continue;
         }
-        let dst = tree.join(&rel);
-        let Ok(md) = std::fs::symlink_metadata(&src) else { continue }; // deleted but still in the index
-        if let Some(parent) = dst.parent() {
-            std::fs::create_dir_all(parent).map_err(|source| ContractError::Io {
-                what: "create",
-                path: parent.into(),
-                source,
-            })?;
+        let (Some(name), parent) = (rel.file_name(), rel.parent().unwrap_or(Path::new(""))) else { continue };
+        // A path deleted but still in the index, or below a link of the project, has nothing to copy.
+        let Ok(sp) = repro_sys::treecopy::walk_to(&from, parent, false) else { continue };
+        if sp.stat(name).is_err() {
+            continue;
         }
-        if md.file_type().is_symlink() {
-            let target = std::fs::read_link(&src).map_err(|source| ContractError::Io {
-                what: "read the link",
-                path: src.clone(),
-                source,
-            })?;
-            std::os::unix::fs::symlink(&target, &dst).map_err(|source| ContractError::Io {
-                what: "create the link",
-                path: dst.clone(),
-                source,
-            })?;
-        } else if md.is_file() {
-            bytes += md.len();
-            if bytes > MAX_BYTES {
-                return Err(ContractError::Copy(format!("{} holds more than {MAX_BYTES} bytes", project.display())));
-            }
-            std::fs::copy(&src, &dst).map_err(|source| ContractError::Io {
-                what: "copy",
-                path: src.clone(),
-                source,
-            })?;
+        let dp = repro_sys::treecopy::walk_to_with(&to, parent, Some(0o755))
+            .map_err(|e| ContractError::Copy(format!("{}: {e}", tree.join(parent).display())))?;
+        copier.copy_entry(&sp, name, &dp, name, &rel, false, 0);
+    }
+    for s in copier.finish().skipped {
+        if s.why != repro_sys::treecopy::Why::Special {
+            return Err(ContractError::Copy(format!("{}: {}", project.join(&s.rel).display(), s.why)));
         }
     }
     Ok(())

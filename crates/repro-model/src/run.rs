@@ -357,6 +357,13 @@ pub struct ChangeSummary {
     pub deleted: u32,
     /// Whether the changes were copied back to the real directory (`--keep-changes`).
     pub kept: bool,
+    /// Entries not copied to the run directory or back (see [`Changes::skipped`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// What happened to one path of the working directory.
@@ -368,13 +375,49 @@ pub enum ChangeKind {
     Deleted,
 }
 
-/// The kind of file a change is about.
+/// The kind of file a change is about. Only files, directories and links are ever copied (to the run directory,
+/// or back with `--keep-changes`); the other kinds are recorded in [`Changes::skipped`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FileKind {
     File,
     Dir,
     Symlink,
+    Fifo,
+    Socket,
+    CharDevice,
+    BlockDevice,
+}
+
+/// Why an entry the guest left was not copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SkipReason {
+    /// A fifo, socket or device node: never opened.
+    SpecialFile,
+    /// A file larger (holes included) than the run's writable layer.
+    TooLarge,
+    /// The copy reached its bound of bytes, entries or depth.
+    OverBudget,
+    /// The run directory's filesystem has not enough free space.
+    NoSpace,
+    /// Reading or writing it failed (a symbolic link in the way is one such failure: it is never followed).
+    Failed,
+}
+
+/// An entry of the working directory the guest left that was not copied to the run directory, or not back to
+/// the working directory with `--keep-changes`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Skipped {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_hex: Option<String>,
+    /// What it is (absent when its status could not be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileKind>,
+    pub reason: SkipReason,
+    /// In words: which copy, and why.
+    pub message: String,
 }
 
 /// One entry of `changes.json`.
@@ -399,6 +442,9 @@ pub struct Change {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Changes {
     pub changes: Vec<Change>,
+    /// What was not copied, and why (absent in records made before it existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
 }
 
 /// A change whose `path_hex` does not decode.
@@ -425,6 +471,7 @@ impl Changes {
             modified: count(ChangeKind::Modified),
             deleted: count(ChangeKind::Deleted),
             kept,
+            skipped: self.skipped.len().min(u32::MAX as usize) as u32,
         }
     }
 }
@@ -490,6 +537,39 @@ mod tests {
     }
 
     #[test]
+    fn changes_written_before_skipped_entries_existed_still_read() {
+        let old = r#"{"changes":[{"path":"a","kind":"added","file":"file","size":1,"blake3":"00"}]}"#;
+        let c: Changes = serde_json::from_str(old).unwrap();
+        assert!(c.skipped.is_empty());
+        assert_eq!(serde_json::to_string(&c).unwrap(), old, "written back the same");
+        let s: ChangeSummary = serde_json::from_str(r#"{"added":1,"modified":0,"deleted":0,"kept":false}"#).unwrap();
+        assert_eq!(s.skipped, 0);
+        // A fifo is recorded by kind, and listed as skipped with why.
+        let new = Changes {
+            changes: vec![Change {
+                path: "f".into(),
+                path_hex: None,
+                kind: ChangeKind::Added,
+                file: FileKind::Fifo,
+                size: None,
+                blake3: None,
+            }],
+            skipped: vec![Skipped {
+                path: "f".into(),
+                path_hex: None,
+                file: Some(FileKind::Fifo),
+                reason: SkipReason::SpecialFile,
+                message: "not copied: fifo".into(),
+            }],
+        };
+        let v = serde_json::to_value(&new).unwrap();
+        assert_eq!(v["changes"][0]["file"], "fifo");
+        assert_eq!(v["skipped"][0]["reason"], "special-file");
+        assert_eq!(serde_json::from_value::<Changes>(v).unwrap(), new);
+        assert_eq!(new.summary(false).skipped, 1);
+    }
+
+    #[test]
     fn summary_counts_files_not_directories() {
         let c = Changes {
             changes: vec![
@@ -518,6 +598,7 @@ mod tests {
                     blake3: None,
                 },
             ],
+            skipped: vec![],
         };
         let s = c.summary(false);
         assert_eq!((s.added, s.modified, s.deleted), (1, 0, 1));

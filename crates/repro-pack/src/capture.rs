@@ -210,7 +210,17 @@ pub fn capture(opts: &CaptureOptions, exe: &Path) -> Result<CaptureReport, PackE
         out.pack = Some(path);
     }
     if keep {
-        repro_sandbox::changes::apply(&changes, &report.dir.join("changes"), Path::new(&req.settings.cwd))?;
+        let limits = repro_sandbox::changes::CopyLimits::for_layer(req.settings.disk_bytes, req.settings.disk_inodes);
+        let mut changes = changes;
+        repro_sandbox::changes::apply(
+            &mut changes,
+            &report.dir.join("changes"),
+            Path::new(&req.settings.cwd),
+            &limits,
+        )?;
+        if let Some(w) = repro_sandbox::changes::skipped_warning(&changes) {
+            eprintln!("[repro] WARNING: --keep-changes: {w}");
+        }
     }
     Ok(out)
 }

@@ -3,255 +3,363 @@
 //! The upper layer lives on the run's writable layer (a tmpfs bounded by `--disk`, reached after the run through
 //! the descriptor the init sent); whiteouts (deletions) are taken out of it and listed in `changes.json` with
 //! every added and modified file, and what remains is copied to `changes/` in the run directory.
+//!
+//! Everything in the layer is the guest's: it is read as hostile input. Entries are reached through directory
+//! descriptors ([`Beneath`]: nothing is followed), files are opened `O_NONBLOCK | O_NOFOLLOW` and checked with
+//! fstat (a fifo never blocks the collection), fifos, sockets and device nodes are recorded by kind and never
+//! opened, and every copy (to the run directory, back to the working directory) goes through
+//! [`repro_sys::treecopy`]: bounded by the layer's size, sparse files kept sparse, links made again as links,
+//! never written through. What is not copied is listed in `changes.json` (`skipped`) with why.
 
-use std::fs;
-use std::io::Read;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use repro_model::pathenc;
-use repro_model::run::{Change, ChangeKind, Changes, FileKind};
+use repro_model::run::{Change, ChangeKind, Changes, FileKind, SkipReason, Skipped};
+use repro_sys::beneath::{Beneath, Kind, Stat};
+use repro_sys::treecopy::{self, Copier, Extent, Limits, Why};
 
 use crate::SandboxError;
 
-/// Turns the upper layer `changes_dir` into the list of changes against `lower` (the real
-/// working directory), removing whiteouts from the directory. Copied-up files whose content and mode equal the
-/// lower's are not changes and are removed too.
-pub fn collect(changes_dir: &Path, lower: &Path) -> Result<Changes, SandboxError> {
-    let mut out = Vec::new();
-    walk(changes_dir, Path::new(""), lower, &mut out)?;
-    out.sort();
-    Ok(Changes { changes: out })
+pub use repro_sys::treecopy::Limits as CopyLimits;
+
+/// Entries of one lower (host) directory listed when looking for what the guest deleted below it.
+const MAX_LOWER_ENTRIES: usize = 1 << 20;
+
+/// Turns the upper layer `changes_dir` into the list of changes against `lower` (the real working directory),
+/// removing whiteouts from the directory. Copied-up files whose content and mode equal the lower's are not
+/// changes and are removed too. Entries that are not files, directories or links, files larger than
+/// `limits.max_file_bytes` and entries that cannot be read are listed in `skipped`.
+pub fn collect(changes_dir: &Path, lower: &Path, limits: &Limits) -> Result<Changes, SandboxError> {
+    let up = Beneath::open(changes_dir).map_err(|e| SandboxError::io("cannot open", changes_dir, e))?;
+    // A working directory the caller cannot open has nothing to compare with: everything is added.
+    let low = Beneath::open(lower).ok();
+    let mut w = Walk { limits, out: Vec::new(), skipped: Vec::new() };
+    w.walk(&up, low.as_ref(), Path::new(""), 0);
+    w.out.sort();
+    w.skipped.sort();
+    Ok(Changes { changes: w.out, skipped: w.skipped })
 }
 
-fn walk(root: &Path, rel: &Path, lower: &Path, out: &mut Vec<Change>) -> Result<(), SandboxError> {
-    let dir = root.join(rel);
-    let mut entries: Vec<_> = fs::read_dir(&dir)
-        .map_err(|e| SandboxError::io("cannot read", &dir, e))?
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
-    entries.sort();
-    for name in entries {
-        let rel_path = rel.join(&name);
-        let path = root.join(&rel_path);
-        let lower_path = lower.join(&rel_path);
-        let meta = fs::symlink_metadata(&path).map_err(|e| SandboxError::io("cannot stat", &path, e))?;
-        let (rel_s, rel_hex) = pathenc::encode(rel_path.as_os_str());
-        let lower_meta = fs::symlink_metadata(&lower_path).ok();
-        if repro_sys::ns::is_whiteout(&meta) {
-            fs::remove_file(&path).map_err(|e| SandboxError::io("cannot remove whiteout", &path, e))?;
-            if let Some(lm) = lower_meta {
-                deleted(&lower_path, &rel_path, &lm, out);
+struct Walk<'a> {
+    limits: &'a Limits,
+    out: Vec<Change>,
+    skipped: Vec<Skipped>,
+}
+
+fn file_kind(k: Kind) -> FileKind {
+    match k {
+        Kind::File => FileKind::File,
+        Kind::Dir => FileKind::Dir,
+        Kind::Symlink => FileKind::Symlink,
+        Kind::Fifo => FileKind::Fifo,
+        Kind::Socket => FileKind::Socket,
+        Kind::CharDevice => FileKind::CharDevice,
+        Kind::BlockDevice => FileKind::BlockDevice,
+    }
+}
+
+/// A skipped entry of the record, from the copy's `why`; `stage` says which copy (`not copied to the run
+/// directory`, `not kept`).
+fn skipped(rel: &Path, kind: Option<Kind>, why: &Why, stage: &str) -> Skipped {
+    let (path, path_hex) = pathenc::encode(rel.as_os_str());
+    let reason = match why {
+        Why::Special => SkipReason::SpecialFile,
+        Why::TooLarge { .. } => SkipReason::TooLarge,
+        Why::OverBudget { .. } => SkipReason::OverBudget,
+        Why::NoSpace { .. } => SkipReason::NoSpace,
+        Why::Failed(_) => SkipReason::Failed,
+    };
+    let what = kind.map(|k| format!("{}: ", k.word())).unwrap_or_default();
+    Skipped { path, path_hex, file: kind.map(file_kind), reason, message: format!("{stage}: {what}{why}") }
+}
+
+impl Walk<'_> {
+    fn skip(&mut self, rel: &Path, kind: Option<Kind>, why: Why) {
+        self.skipped.push(skipped(rel, kind, &why, "not copied"));
+    }
+
+    fn change(&mut self, rel: &Path, kind: ChangeKind, file: FileKind, size: Option<u64>, blake3: Option<String>) {
+        let (path, path_hex) = pathenc::encode(rel.as_os_str());
+        self.out.push(Change { path, path_hex, kind, file, size, blake3 });
+    }
+
+    fn walk(&mut self, up: &Beneath, low: Option<&Beneath>, rel: &Path, depth: usize) {
+        let names = match up.list(self.limits.max_dir_entries) {
+            Ok(n) => n,
+            Err(e) => return self.skip(rel, Some(Kind::Dir), Why::Failed(format!("cannot list: {e}"))),
+        };
+        for name in names {
+            let rel_path = rel.join(&name);
+            let st = match up.stat(&name) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.skip(&rel_path, None, Why::Failed(format!("cannot read its status: {e}")));
+                    continue;
+                }
+            };
+            let lower_st = low.and_then(|l| l.stat(&name).ok());
+            if st.is_whiteout() {
+                if let Err(e) = up.remove(&name, false) {
+                    self.skip(&rel_path, Some(st.kind), Why::Failed(format!("cannot remove the whiteout: {e}")));
+                }
+                if let (Some(l), Some(ls)) = (low, lower_st) {
+                    self.deleted(l, &name, &rel_path, &ls, depth);
+                }
+                continue;
             }
-            continue;
+            match st.kind {
+                Kind::Dir => self.dir(up, low, &name, &rel_path, lower_st, depth),
+                Kind::Symlink => self.symlink(up, low, &name, &rel_path, lower_st),
+                Kind::File => self.file(up, low, &name, &rel_path, &st, lower_st),
+                other => {
+                    // Never opened: recorded by kind, not copied.
+                    let kind = if lower_st.is_some() { ChangeKind::Modified } else { ChangeKind::Added };
+                    self.change(&rel_path, kind, file_kind(other), None, None);
+                    self.skip(&rel_path, Some(other), Why::Special);
+                }
+            }
         }
-        if meta.is_dir() {
-            let opaque = repro_sys::ns::get_xattr(&path.to_string_lossy(), "trusted.overlay.opaque")
-                .or_else(|| repro_sys::ns::get_xattr(&path.to_string_lossy(), "user.overlay.opaque"))
-                .is_some_and(|v| v == b"y");
-            match &lower_meta {
-                Some(lm) if lm.is_dir() => {
-                    if opaque {
-                        // The directory was removed and made again: everything below the lower one is gone.
-                        for child in list_sorted(&lower_path) {
-                            let child_rel = rel_path.join(&child);
-                            if !path.join(&child).exists() {
-                                if let Ok(cm) = fs::symlink_metadata(lower.join(&child_rel)) {
-                                    deleted(&lower.join(&child_rel), &child_rel, &cm, out);
-                                }
+    }
+
+    fn dir(&mut self, up: &Beneath, low: Option<&Beneath>, name: &OsStr, rel: &Path, ls: Option<Stat>, depth: usize) {
+        let sub = match up.subdir(name, None) {
+            Ok(s) => s,
+            Err(e) => return self.skip(rel, Some(Kind::Dir), Why::Failed(format!("cannot open: {e}"))),
+        };
+        let low_sub = match ls {
+            Some(l) if l.kind == Kind::Dir => low.and_then(|l| l.subdir(name, None).ok()),
+            _ => None,
+        };
+        match ls {
+            Some(l) if l.kind == Kind::Dir => {
+                let opaque = sub
+                    .get_xattr("trusted.overlay.opaque")
+                    .or_else(|| sub.get_xattr("user.overlay.opaque"))
+                    .is_some_and(|v| v == b"y");
+                if let (true, Some(lsub)) = (opaque, &low_sub) {
+                    // The directory was removed and made again: everything below the lower one is gone.
+                    for child in lsub.list(MAX_LOWER_ENTRIES).unwrap_or_default() {
+                        if sub.stat(&child).is_err() {
+                            if let Ok(cs) = lsub.stat(&child) {
+                                self.deleted(lsub, &child, &rel.join(&child), &cs, depth + 1);
                             }
                         }
                     }
                 }
-                Some(lm) => {
-                    deleted(&lower_path, &rel_path, lm, out);
-                    out.push(Change {
-                        path: rel_s.clone(),
-                        path_hex: rel_hex.clone(),
-                        kind: ChangeKind::Added,
-                        file: FileKind::Dir,
-                        size: None,
-                        blake3: None,
-                    });
-                }
-                None => out.push(Change {
-                    path: rel_s.clone(),
-                    path_hex: rel_hex.clone(),
-                    kind: ChangeKind::Added,
-                    file: FileKind::Dir,
-                    size: None,
-                    blake3: None,
-                }),
             }
-            walk(root, &rel_path, lower, out)?;
-            continue;
+            Some(l) => {
+                if let Some(low) = low {
+                    self.deleted(low, name, rel, &l, depth);
+                }
+                self.change(rel, ChangeKind::Added, FileKind::Dir, None, None);
+            }
+            None => self.change(rel, ChangeKind::Added, FileKind::Dir, None, None),
         }
-        let (file, digest, size) = if meta.file_type().is_symlink() {
-            let target = fs::read_link(&path).map_err(|e| SandboxError::io("cannot read link", &path, e))?;
-            (FileKind::Symlink, blake3::hash(target.as_os_str().as_encoded_bytes()).to_hex().to_string(), None)
-        } else {
-            (FileKind::File, hash_file(&path)?, Some(meta.len()))
+        if depth + 1 >= self.limits.max_depth {
+            let limit = self.limits.max_depth as u64;
+            return self.skip(rel, Some(Kind::Dir), Why::OverBudget { what: "levels of directories", limit });
+        }
+        self.walk(&sub, low_sub.as_ref(), rel, depth + 1);
+    }
+
+    fn symlink(&mut self, up: &Beneath, low: Option<&Beneath>, name: &OsStr, rel: &Path, ls: Option<Stat>) {
+        let target = match up.read_link(name) {
+            Ok(t) => t,
+            Err(e) => return self.skip(rel, Some(Kind::Symlink), Why::Failed(format!("cannot read the link: {e}"))),
         };
-        let kind = match &lower_meta {
+        let digest = blake3::hash(target.as_encoded_bytes()).to_hex().to_string();
+        let kind = match ls {
             None => ChangeKind::Added,
-            Some(lm) => {
-                let same = if file == FileKind::Symlink {
-                    lm.file_type().is_symlink() && fs::read_link(&lower_path).ok() == fs::read_link(&path).ok()
-                } else {
-                    lm.is_file()
-                        && lm.mode() == meta.mode()
-                        && lm.len() == meta.len()
-                        && hash_file(&lower_path).ok().as_ref() == Some(&digest)
-                };
-                if same {
-                    // Copied up without a change of content or mode.
-                    fs::remove_file(&path).map_err(|e| SandboxError::io("cannot remove", &path, e))?;
-                    continue;
+            Some(l) => {
+                let same = l.kind == Kind::Symlink && low.and_then(|low| low.read_link(name).ok()) == Some(target);
+                if same && up.remove(name, false).is_ok() {
+                    // Copied up without a change.
+                    return;
                 }
                 ChangeKind::Modified
             }
         };
-        out.push(Change { path: rel_s, path_hex: rel_hex, kind, file, size, blake3: Some(digest) });
+        self.change(rel, kind, FileKind::Symlink, None, Some(digest));
     }
-    Ok(())
-}
 
-fn deleted(lower_path: &Path, rel: &Path, meta: &fs::Metadata, out: &mut Vec<Change>) {
-    let file = if meta.is_dir() {
-        FileKind::Dir
-    } else if meta.file_type().is_symlink() {
-        FileKind::Symlink
-    } else {
-        FileKind::File
-    };
-    if file == FileKind::Dir {
-        for child in list_sorted(lower_path) {
-            let cp = lower_path.join(&child);
-            if let Ok(cm) = fs::symlink_metadata(&cp) {
-                deleted(&cp, &rel.join(&child), &cm, out);
+    fn file(&mut self, up: &Beneath, low: Option<&Beneath>, name: &OsStr, rel: &Path, st: &Stat, ls: Option<Stat>) {
+        let kind = if ls.is_some() { ChangeKind::Modified } else { ChangeKind::Added };
+        if st.size > self.limits.max_file_bytes {
+            self.change(rel, kind, FileKind::File, Some(st.size), None);
+            let limit = self.limits.max_file_bytes;
+            return self.skip(rel, Some(Kind::File), Why::TooLarge { size: st.size, limit });
+        }
+        let digest = match hash_at(up, name) {
+            Ok(d) => d,
+            Err(e) => {
+                self.change(rel, kind, FileKind::File, Some(st.size), None);
+                return self.skip(rel, Some(Kind::File), Why::Failed(format!("cannot read: {e}")));
+            }
+        };
+        if let (Some(l), Some(low)) = (ls, low) {
+            let same = l.kind == Kind::File
+                && l.mode == st.mode
+                && l.size == st.size
+                && hash_at(low, name).ok().as_ref() == Some(&digest);
+            if same && up.remove(name, false).is_ok() {
+                // Copied up without a change of content or mode.
+                return;
             }
         }
+        self.change(rel, kind, FileKind::File, Some(st.size), Some(digest));
     }
-    let (path, path_hex) = pathenc::encode(rel.as_os_str());
-    out.push(Change { path, path_hex, kind: ChangeKind::Deleted, file, size: None, blake3: None });
-}
 
-fn list_sorted(dir: &Path) -> Vec<std::ffi::OsString> {
-    // A lower directory the caller cannot list has no entries to report as deleted; its own deletion still is.
-    let mut v: Vec<_> = fs::read_dir(dir).map(|r| r.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
-    v.sort();
-    v
-}
-
-/// blake3 of a file's content, hex.
-pub fn hash_file(path: &Path) -> Result<String, SandboxError> {
-    let mut f = fs::File::open(path).map_err(|e| SandboxError::io("cannot open", path, e))?;
-    let mut h = blake3::Hasher::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = f.read(&mut buf).map_err(|e| SandboxError::io("cannot read", path, e))?;
-        if n == 0 {
-            break;
+    /// Records `name` of the lower directory `low` (and what is below it) as deleted.
+    fn deleted(&mut self, low: &Beneath, name: &OsStr, rel: &Path, st: &Stat, depth: usize) {
+        if st.kind == Kind::Dir && depth < self.limits.max_depth {
+            // A lower directory the caller cannot list has no entries to report as deleted; its own deletion
+            // still is.
+            if let Ok(sub) = low.subdir(name, None) {
+                for child in sub.list(MAX_LOWER_ENTRIES).unwrap_or_default() {
+                    if let Ok(cs) = sub.stat(&child) {
+                        self.deleted(&sub, &child, &rel.join(&child), &cs, depth + 1);
+                    }
+                }
+            }
         }
-        h.update(&buf[..n]);
+        self.change(rel, ChangeKind::Deleted, file_kind(st.kind), None, None);
     }
+}
+
+/// blake3 of the regular file `name` of `dir`, hex: opened without following a link and without blocking (a
+/// fifo put in its place is refused by the fstat check); the holes of a sparse file are hashed as the zeros they
+/// read as, without reading them.
+pub fn hash_at(dir: &Beneath, name: &OsStr) -> std::io::Result<String> {
+    static ZEROS: [u8; 1 << 16] = [0; 1 << 16];
+    let f = dir.open_file(name)?;
+    let len = f.metadata()?.len();
+    let mut h = blake3::Hasher::new();
+    treecopy::for_each_extent(&f, len, |_, e| {
+        match e {
+            Extent::Data(d) => {
+                h.update(d);
+            }
+            Extent::Hole(mut n) => {
+                while n > 0 {
+                    let k = n.min(ZEROS.len() as u64);
+                    h.update(&ZEROS[..k as usize]);
+                    n -= k;
+                }
+            }
+        }
+        Ok(())
+    })?;
     Ok(h.finalize().to_hex().to_string())
 }
 
-/// Copies the upper layer `src` (after [`collect`]) to `dst` on the host: directories, regular files and
-/// symbolic links, owned by the caller; setuid, setgid and sticky bits are dropped from files, and anything else
-/// (fifos, sockets, device nodes) is left out.
-pub fn copy_tree(src: &Path, dst: &Path) -> Result<(), SandboxError> {
-    fs::create_dir(dst).map_err(|e| SandboxError::io("cannot create", dst, e))?;
-    let entries = fs::read_dir(src).map_err(|e| SandboxError::io("cannot read", src, e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| SandboxError::io("cannot read", src, e))?;
-        let (from, to) = (entry.path(), dst.join(entry.file_name()));
-        let meta = fs::symlink_metadata(&from).map_err(|e| SandboxError::io("cannot stat", &from, e))?;
-        let ft = meta.file_type();
-        if ft.is_dir() {
-            copy_tree(&from, &to)?;
-            fs::set_permissions(&to, fs::Permissions::from_mode(meta.mode() & 0o777))
-                .map_err(|e| SandboxError::io("cannot chmod", &to, e))?;
-        } else if ft.is_symlink() {
-            let link = fs::read_link(&from).map_err(|e| SandboxError::io("cannot read link", &from, e))?;
-            std::os::unix::fs::symlink(&link, &to).map_err(|e| SandboxError::io("cannot create link", &to, e))?;
-        } else if ft.is_file() {
-            fs::copy(&from, &to).map_err(|e| SandboxError::io("cannot copy", &from, e))?;
-            fs::set_permissions(&to, fs::Permissions::from_mode(meta.mode() & 0o777))
-                .map_err(|e| SandboxError::io("cannot chmod", &to, e))?;
-        }
-    }
+/// Copies the upper layer `src` (after [`collect`]) to the new directory `dst` on the host (the run directory's
+/// `changes/`) with [`repro_sys::treecopy`], within `limits`; what is not copied is added to `changes.skipped`
+/// (once: what [`collect`] already listed is not listed again).
+pub fn copy_tree(src: &Path, dst: &Path, limits: &Limits, changes: &mut Changes) -> Result<(), SandboxError> {
+    let from = Beneath::open(src).map_err(|e| SandboxError::io("cannot open", src, e))?;
+    let (parent, name) = match (dst.parent(), dst.file_name()) {
+        (Some(p), Some(n)) => (p, n),
+        _ => return Err(SandboxError::io("cannot create", dst, std::io::ErrorKind::InvalidInput.into())),
+    };
+    let to = Beneath::open(parent).map_err(|e| SandboxError::io("cannot open", parent, e))?;
+    let report =
+        treecopy::copy_tree(&from, &to, name, *limits).map_err(|e| SandboxError::io("cannot create", dst, e))?;
+    merge_skipped(changes, report.skipped, "not copied to the run directory");
     Ok(())
 }
 
+fn merge_skipped(changes: &mut Changes, new: Vec<treecopy::Skip>, stage: &str) {
+    let known: BTreeSet<(String, Option<String>)> =
+        changes.skipped.iter().map(|s| (s.path.clone(), s.path_hex.clone())).collect();
+    for s in new {
+        let k = skipped(&s.rel, s.kind, &s.why, stage);
+        if !known.contains(&(k.path.clone(), k.path_hex.clone())) {
+            changes.skipped.push(k);
+        }
+    }
+    changes.skipped.sort();
+}
+
 /// Applies the changes to the real working directory (`--keep-changes`): deletions first, then directories,
-/// then files and links copied from `changes_dir`.
-pub fn apply(changes: &Changes, changes_dir: &Path, target: &Path) -> Result<(), SandboxError> {
+/// files and links copied from `changes_dir` (the run directory's copy), all through [`repro_sys::treecopy`]:
+/// every path resolved beneath `target` without following a link, files written under an unpredictable name
+/// and renamed into place, links made as links. What is not applied (skipped before, or failing now: a link in
+/// the way is never followed) is added to `changes.skipped`.
+pub fn apply(changes: &mut Changes, changes_dir: &Path, target: &Path, limits: &Limits) -> Result<(), SandboxError> {
+    let src = Beneath::open(changes_dir).map_err(|e| SandboxError::io("cannot open", changes_dir, e))?;
+    let dst = Beneath::open(target).map_err(|e| SandboxError::io("cannot open", target, e))?;
     let rel = |c: &Change| {
         c.rel_path().map_err(|e| SandboxError::Corrupt {
             path: changes_dir.join("..").join("changes.json"),
             message: e.to_string(),
         })
     };
+    let left_out: BTreeSet<(String, Option<String>)> =
+        changes.skipped.iter().map(|s| (s.path.clone(), s.path_hex.clone())).collect();
+    let mut copier = Copier::new(*limits);
     let mut deletions: Vec<&Change> = changes.changes.iter().filter(|c| c.kind == ChangeKind::Deleted).collect();
     // Deepest first, so directories are empty when removed.
     deletions.sort_by_key(|c| std::cmp::Reverse(c.path.matches('/').count()));
     for c in deletions {
-        let p = target.join(rel(c)?);
-        let r = if c.file == FileKind::Dir { fs::remove_dir(&p) } else { fs::remove_file(&p) };
-        if let Err(e) = r {
-            if e.kind() != std::io::ErrorKind::NotFound {
-                return Err(SandboxError::io("cannot delete", p, e));
+        let p = rel(c)?;
+        let Some(name) = p.file_name() else { continue };
+        let r = treecopy::walk_to(&dst, p.parent().unwrap_or(Path::new("")), false)
+            .and_then(|d| d.remove(name, c.file == FileKind::Dir));
+        match r {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                copier.skip(&p, None, Why::Failed(format!("cannot delete: {e}")));
             }
+            _ => {}
         }
     }
     for c in changes.changes.iter().filter(|c| c.kind != ChangeKind::Deleted) {
-        let rel = rel(c)?;
-        let src = changes_dir.join(&rel);
-        let dst: PathBuf = target.join(&rel);
-        match c.file {
-            FileKind::Dir => {
-                fs::create_dir_all(&dst).map_err(|e| SandboxError::io("cannot create", &dst, e))?;
-                if let Ok(m) = fs::metadata(&src) {
-                    fs::set_permissions(&dst, fs::Permissions::from_mode(kept_mode(m.mode())))
-                        .map_err(|e| SandboxError::io("cannot set the mode of", &dst, e))?;
-                }
-            }
-            FileKind::Symlink => {
-                let link = fs::read_link(&src).map_err(|e| SandboxError::io("cannot read link", &src, e))?;
-                // Nothing there is fine; what cannot be removed makes the symlink below fail with its error.
-                let _ = fs::remove_file(&dst);
-                std::os::unix::fs::symlink(&link, &dst).map_err(|e| SandboxError::io("cannot create link", &dst, e))?;
-            }
-            FileKind::File => {
-                if let Some(parent) = dst.parent() {
-                    fs::create_dir_all(parent).map_err(|e| SandboxError::io("cannot create", parent, e))?;
-                }
-                // Replace, never write through: a hard link or a read-only file in the target is not followed.
-                let tmp = dst.with_file_name(format!(".repro-keep-{}", std::process::id()));
-                fs::copy(&src, &tmp).map_err(|e| SandboxError::io("cannot copy", &src, e))?;
-                let mode = fs::metadata(&tmp).map_err(|e| SandboxError::io("cannot read", &tmp, e))?.mode();
-                fs::set_permissions(&tmp, fs::Permissions::from_mode(kept_mode(mode)))
-                    .map_err(|e| SandboxError::io("cannot chmod", &tmp, e))?;
-                fs::rename(&tmp, &dst).map_err(|e| SandboxError::io("cannot replace", &dst, e))?;
-            }
+        if left_out.contains(&(c.path.clone(), c.path_hex.clone()))
+            || !matches!(c.file, FileKind::File | FileKind::Dir | FileKind::Symlink)
+        {
+            continue;
+        }
+        let p: PathBuf = rel(c)?;
+        let Some(name) = p.file_name() else { continue };
+        let parent = p.parent().unwrap_or(Path::new(""));
+        let dirs = treecopy::walk_to(&src, parent, false).and_then(|s| Ok((s, treecopy::walk_to(&dst, parent, true)?)));
+        match dirs {
+            Ok((from, to)) => copier.copy_entry(&from, name, &to, name, &p, false, 0),
+            Err(e) => copier.skip(&p, None, Why::Failed(format!("cannot reach its directory: {e}"))),
         }
     }
+    copier.set_pending_modes(&dst);
+    merge_skipped(changes, copier.finish().skipped, "not kept");
     Ok(())
 }
 
-/// The mode a kept file or directory gets: the guest's, without setuid and setgid. Kept files belong to the user
-/// who ran repro (they are copied by it), so a guest's setuid program must not become one of that user's, root's
-/// included.
-fn kept_mode(mode: u32) -> u32 {
-    mode & 0o1777
+/// One line for the run's warnings about what was not copied (`None` when everything was): how many, and the
+/// first few with why.
+pub fn skipped_warning(changes: &Changes) -> Option<String> {
+    if changes.skipped.is_empty() {
+        return None;
+    }
+    let first: Vec<String> = changes.skipped.iter().take(3).map(|s| format!("{} ({})", s.path, s.message)).collect();
+    let more = changes.skipped.len().saturating_sub(first.len());
+    Some(format!(
+        "{} entr{} of the working directory left by the guest not copied (listed in changes.json): {}{}",
+        changes.skipped.len(),
+        if changes.skipped.len() == 1 { "y" } else { "ies" },
+        first.join("; "),
+        if more > 0 { format!("; and {more} more") } else { String::new() }
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    fn limits() -> Limits {
+        Limits::for_layer(1 << 30, 1 << 16)
+    }
 
     #[test]
     fn collect_and_apply_without_overlay() {
@@ -267,7 +375,7 @@ mod tests {
         fs::write(upper.path().join("mod"), "new").unwrap();
         fs::create_dir(upper.path().join("d")).unwrap();
         fs::write(upper.path().join("d/new"), "n").unwrap();
-        let c = collect(upper.path(), lower.path()).unwrap();
+        let mut c = collect(upper.path(), lower.path(), &limits()).unwrap();
         let got: Vec<(String, ChangeKind)> = c.changes.iter().map(|c| (c.path.clone(), c.kind)).collect();
         assert_eq!(
             got,
@@ -279,13 +387,13 @@ mod tests {
         );
         assert!(!upper.path().join("same").exists());
         fs::set_permissions(upper.path().join("d/new"), fs::Permissions::from_mode(0o6755)).unwrap();
-        apply(&c, upper.path(), lower.path()).unwrap();
+        apply(&mut c, upper.path(), lower.path(), &limits()).unwrap();
 
         // The copy to the run directory keeps files, directories and links, without setuid bits.
         std::os::unix::fs::symlink("mod", upper.path().join("d/link")).unwrap();
         fs::set_permissions(upper.path().join("d/new"), fs::Permissions::from_mode(0o4755)).unwrap();
         let out = tempfile::tempdir().unwrap();
-        copy_tree(upper.path(), &out.path().join("c")).unwrap();
+        copy_tree(upper.path(), &out.path().join("c"), &limits(), &mut c).unwrap();
         assert_eq!(fs::read_to_string(out.path().join("c/d/new")).unwrap(), "n");
         assert_eq!(fs::metadata(out.path().join("c/d/new")).unwrap().mode() & 0o7777, 0o755);
         assert_eq!(fs::read_link(out.path().join("c/d/link")).unwrap(), Path::new("mod"));
@@ -304,12 +412,12 @@ mod tests {
         let name = OsStr::from_bytes(b"caf\xe9-\xff");
         fs::create_dir(upper.path().join(name)).unwrap();
         fs::write(upper.path().join(name).join(name), "bytes").unwrap();
-        let c = collect(upper.path(), lower.path()).unwrap();
+        let c = collect(upper.path(), lower.path(), &limits()).unwrap();
         assert_eq!(c.changes.len(), 2, "{c:?}");
         assert!(c.changes.iter().all(|c| c.path_hex.is_some()), "{c:?}");
         let json = serde_json::to_string(&c).unwrap();
-        let back: Changes = serde_json::from_str(&json).unwrap();
-        apply(&back, upper.path(), lower.path()).unwrap();
+        let mut back: Changes = serde_json::from_str(&json).unwrap();
+        apply(&mut back, upper.path(), lower.path(), &limits()).unwrap();
         assert_eq!(fs::read(lower.path().join(name).join(name)).unwrap(), b"bytes");
     }
 }

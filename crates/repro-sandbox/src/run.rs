@@ -643,7 +643,9 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     let layer_fd = ns::recv_fd_nonblocking(&layer_sock)?;
     drop(layer_sock);
     let mut disk_limit_reached = false;
-    let changes = match &layer_fd {
+    // Nothing the guest left is copied beyond what its layer could hold (a sparse file keeps its holes).
+    let copy_limits = crate::changes::CopyLimits::for_layer(s.disk_bytes, s.disk_inodes);
+    let mut changes = match &layer_fd {
         Some(fd) => {
             if let Ok(space) = ns::fs_space(fd.as_raw_fd()) {
                 // tmpfs hands out whole pages: less than one page (or no inode) left means a write failed.
@@ -654,8 +656,8 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
                 }
             }
             let upper = PathBuf::from(format!("/proc/self/fd/{}/upper", fd.as_raw_fd()));
-            let changes = crate::changes::collect(&upper, &lower)?;
-            crate::changes::copy_tree(&upper, &changes_dir)?;
+            let mut changes = crate::changes::collect(&upper, &lower, &copy_limits)?;
+            crate::changes::copy_tree(&upper, &changes_dir, &copy_limits, &mut changes)?;
             changes
         }
         None => {
@@ -664,14 +666,16 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         }
     };
     drop(layer_fd);
+    if s.keep_changes {
+        crate::changes::apply(&mut changes, &changes_dir, cwd, &copy_limits)?;
+    }
+    // Said on stderr with the other warnings, and kept in the record.
+    warnings.extend(crate::changes::skipped_warning(&changes));
     let mut cjson =
         serde_json::to_vec_pretty(&changes).map_err(|source| SandboxError::Encode { what: "changes.json", source })?;
     cjson.push(b'\n');
     dir.write_atomic("changes.json", &cjson)?;
     repro_sys::startup::mark("run: changes collected");
-    if s.keep_changes {
-        crate::changes::apply(&changes, &changes_dir, cwd)?;
-    }
 
     let record = RunRecord {
         format: RUN_FORMAT,

@@ -7,15 +7,16 @@
 //! Safe code only (nix does the raw calls); it lives here so that every path-resolution decision of repro that
 //! meets untrusted names sits in one place.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
 
-use nix::fcntl::{openat2, renameat2, OFlag, OpenHow, RenameFlags, ResolveFlag};
-use nix::sys::stat::{fchmod, mkdirat, Mode};
+use nix::fcntl::{openat2, renameat, renameat2, OFlag, OpenHow, RenameFlags, ResolveFlag};
+use nix::sys::stat::{fchmod, fstatat, mkdirat, Mode, SFlag};
+use nix::unistd::{unlinkat, UnlinkatFlags};
 
 fn errno(e: nix::errno::Errno) -> io::Error {
     io::Error::from_raw_os_error(e as i32)
@@ -43,10 +44,84 @@ fn component<N: AsRef<OsStr> + ?Sized>(name: &N) -> io::Result<&OsStr> {
 /// Only the permission bits: setuid, setgid and sticky are never applied to what is extracted.
 pub const PERMISSION_BITS: u32 = 0o777;
 
+/// What an entry is, read without following it (`fstatat` with `AT_SYMLINK_NOFOLLOW`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink,
+    Fifo,
+    Socket,
+    CharDevice,
+    BlockDevice,
+}
+
+impl Kind {
+    /// The word for it in messages: `fifo`, `socket`, `character device`...
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::File => "file",
+            Kind::Dir => "directory",
+            Kind::Symlink => "symbolic link",
+            Kind::Fifo => "fifo",
+            Kind::Socket => "socket",
+            Kind::CharDevice => "character device",
+            Kind::BlockDevice => "block device",
+        }
+    }
+}
+
+/// An entry's status, never its target's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    pub kind: Kind,
+    /// Permission bits with setuid, setgid and sticky (`st_mode & 0o7777`).
+    pub mode: u32,
+    /// Logical size in bytes.
+    pub size: u64,
+    /// Bytes the filesystem holds for it (`st_blocks * 512`: a sparse file's holes take none).
+    pub allocated: u64,
+    /// Device number of a device node (0 otherwise; a whiteout of overlayfs is a character device 0/0).
+    pub rdev: u64,
+}
+
+impl Stat {
+    /// An overlayfs whiteout (a deletion in an upper layer): a character device with device number 0/0.
+    pub fn is_whiteout(&self) -> bool {
+        self.kind == Kind::CharDevice && self.rdev == 0
+    }
+
+    fn from(st: &nix::sys::stat::FileStat) -> Stat {
+        let fmt = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
+        let kind = match fmt {
+            SFlag::S_IFDIR => Kind::Dir,
+            SFlag::S_IFLNK => Kind::Symlink,
+            SFlag::S_IFIFO => Kind::Fifo,
+            SFlag::S_IFSOCK => Kind::Socket,
+            SFlag::S_IFCHR => Kind::CharDevice,
+            SFlag::S_IFBLK => Kind::BlockDevice,
+            _ => Kind::File,
+        };
+        Stat {
+            kind,
+            mode: st.st_mode & 0o7777,
+            size: st.st_size.max(0) as u64,
+            allocated: (st.st_blocks.max(0) as u64).saturating_mul(512),
+            rdev: st.st_rdev,
+        }
+    }
+}
+
 /// An open directory under which names are created and opened without following links.
 #[derive(Debug)]
 pub struct Beneath {
     fd: OwnedFd,
+}
+
+impl AsFd for Beneath {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
 }
 
 impl Beneath {
@@ -74,6 +149,15 @@ impl Beneath {
         Ok(Beneath { fd })
     }
 
+    /// This directory again, through a descriptor of its own.
+    pub fn subdir_self(&self) -> io::Result<Beneath> {
+        let how = OpenHow::new()
+            .flags(OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+            .resolve(strict());
+        let fd = openat2(self.fd.as_fd(), ".", how).map_err(errno)?;
+        Ok(Beneath { fd })
+    }
+
     /// Creates the regular file `name` (it must not exist: `O_EXCL`) for writing, with `mode`'s permission bits
     /// set exactly (not masked by the umask; setuid, setgid and sticky dropped).
     pub fn create_file<N: AsRef<OsStr> + ?Sized>(&self, name: &N, mode: u32) -> io::Result<File> {
@@ -87,10 +171,13 @@ impl Beneath {
         Ok(File::from(fd))
     }
 
-    /// Opens the regular file `name` for reading (not through a link).
+    /// Opens the regular file `name` for reading (not through a link). Opened with `O_NONBLOCK` and checked with
+    /// fstat afterwards, so that a fifo put in its place neither blocks the open nor is read.
     pub fn open_file<N: AsRef<OsStr> + ?Sized>(&self, name: &N) -> io::Result<File> {
         let name = component(name)?;
-        let how = OpenHow::new().flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW).resolve(strict());
+        let how = OpenHow::new()
+            .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_NOCTTY)
+            .resolve(strict());
         let fd = openat2(self.fd.as_fd(), name, how).map_err(errno)?;
         let f = File::from(fd);
         if !f.metadata()?.is_file() {
@@ -111,6 +198,123 @@ impl Beneath {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "an empty link target or one with a NUL byte"));
         }
         nix::unistd::symlinkat(target, self.fd.as_fd(), name).map_err(errno)
+    }
+
+    /// Creates a new regular file under an unpredictable name (`.repro-tmp-` and 128 random bits, `O_EXCL`,
+    /// `O_NOFOLLOW`: a link or anything else already there under that name is never opened), mode 0600. Returns
+    /// the name with the file; the caller renames it into place ([`Beneath::rename_replace`]) or removes it.
+    pub fn create_temp(&self) -> io::Result<(OsString, File)> {
+        let mut last = io::Error::from(io::ErrorKind::AlreadyExists);
+        for _ in 0..16 {
+            let name = temp_name()?;
+            match self.create_file(&name, 0o600) {
+                Ok(f) => return Ok((name, f)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = e,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last)
+    }
+
+    /// Makes the symbolic link `name` holding `target`, replacing (never following) a file or link there: made
+    /// under an unpredictable name first, then renamed over `name`.
+    pub fn symlink_replace<T: AsRef<OsStr> + ?Sized, N: AsRef<OsStr> + ?Sized>(
+        &self,
+        target: &T,
+        name: &N,
+    ) -> io::Result<()> {
+        let name = component(name)?;
+        let mut tries = 0;
+        let tmp = loop {
+            let tmp = temp_name()?;
+            match self.symlink(target, &tmp) {
+                Ok(()) => break tmp,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 16 => tries += 1,
+                Err(e) => return Err(e),
+            }
+        };
+        self.rename_replace(&tmp, self, name).inspect_err(|_| {
+            let _ = self.remove(&tmp, false);
+        })
+    }
+
+    /// Makes the fifo `name` (which must not exist) with `mode`'s permission bits; it is never opened here.
+    pub fn mkfifo<N: AsRef<OsStr> + ?Sized>(&self, name: &N, mode: u32) -> io::Result<()> {
+        let name = component(name)?;
+        nix::unistd::mkfifoat(self.fd.as_fd(), name, Mode::from_bits_truncate(mode & PERMISSION_BITS)).map_err(errno)
+    }
+
+    /// The status of `name` itself (a link is not followed).
+    pub fn stat<N: AsRef<OsStr> + ?Sized>(&self, name: &N) -> io::Result<Stat> {
+        let name = component(name)?;
+        let st = fstatat(self.fd.as_fd(), name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).map_err(errno)?;
+        Ok(Stat::from(&st))
+    }
+
+    /// The status of this directory.
+    pub fn stat_self(&self) -> io::Result<Stat> {
+        let st = nix::sys::stat::fstat(self.fd.as_fd()).map_err(errno)?;
+        Ok(Stat::from(&st))
+    }
+
+    /// The names in this directory (without `.` and `..`), sorted by their bytes; at most `max` of them (more is
+    /// an error: a listing is never unbounded).
+    pub fn list(&self, max: usize) -> io::Result<Vec<OsString>> {
+        let mut dir = nix::dir::Dir::openat(
+            self.fd.as_fd(),
+            ".",
+            OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+            Mode::empty(),
+        )
+        .map_err(errno)?;
+        let mut names = Vec::new();
+        for e in dir.iter() {
+            let e = e.map_err(errno)?;
+            let b = e.file_name().to_bytes();
+            if b == b"." || b == b".." {
+                continue;
+            }
+            if names.len() >= max {
+                return Err(io::Error::other(format!("more than {max} entries in one directory")));
+            }
+            names.push(OsString::from_vec(b.to_vec()));
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    /// The target of the symbolic link `name` (read, never followed).
+    pub fn read_link<N: AsRef<OsStr> + ?Sized>(&self, name: &N) -> io::Result<OsString> {
+        let name = component(name)?;
+        nix::fcntl::readlinkat(self.fd.as_fd(), name).map_err(errno)
+    }
+
+    /// Removes `name` (an empty directory when `dir`, anything but a directory otherwise; a link itself).
+    pub fn remove<N: AsRef<OsStr> + ?Sized>(&self, name: &N, dir: bool) -> io::Result<()> {
+        let name = component(name)?;
+        let flag = if dir { UnlinkatFlags::RemoveDir } else { UnlinkatFlags::NoRemoveDir };
+        unlinkat(self.fd.as_fd(), name, flag).map_err(errno)
+    }
+
+    /// Moves `name` of this directory to `to_name` in `to`, replacing a file or link there (a link is replaced,
+    /// not followed; a directory there is an error).
+    pub fn rename_replace<N: AsRef<OsStr> + ?Sized, M: AsRef<OsStr> + ?Sized>(
+        &self,
+        name: &N,
+        to: &Beneath,
+        to_name: &M,
+    ) -> io::Result<()> {
+        let (name, to_name) = (component(name)?, component(to_name)?);
+        renameat(self.fd.as_fd(), name, to.fd.as_fd(), to_name).map_err(errno)
+    }
+
+    /// An extended attribute of this directory (for overlayfs' `trusted.overlay.opaque`), at most 64 bytes.
+    pub fn get_xattr(&self, attr: &str) -> Option<Vec<u8>> {
+        let attr = std::ffi::CString::new(attr).ok()?;
+        let mut buf = [0u8; 64];
+        // SAFETY: a descriptor we hold, a NUL-terminated name, and a buffer with its length.
+        let rc = unsafe { libc::fgetxattr(self.fd.as_raw_fd(), attr.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        (rc >= 0).then(|| buf[..rc as usize].to_vec())
     }
 
     /// Moves `name` of this directory to `to_name` in `to`, refusing to replace anything there.
@@ -146,6 +350,14 @@ impl Beneath {
         let inodes = (s.files() != 0).then_some(s.files_available() as u64);
         Ok((bytes, inodes))
     }
+}
+
+/// `.repro-tmp-` and 32 random hex digits.
+fn temp_name() -> io::Result<OsString> {
+    let mut r = [0u8; 16];
+    getrandom::fill(&mut r).map_err(|e| io::Error::other(format!("no random bytes for a temporary name: {e}")))?;
+    let hex: String = r.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(OsString::from(format!(".repro-tmp-{hex}")))
 }
 
 #[cfg(test)]

@@ -22,4 +22,5 @@ pub mod spawn;
 pub mod startup;
 pub mod syscalls;
 pub mod term;
+pub mod treecopy;
 pub mod tsc;

@@ -191,6 +191,14 @@ proptest! {
         prop_assert_eq!(repro_model::SchedScript::parse(text.as_bytes()).is_ok(), steps.len() == switches.len());
     }
 
+    /// Arbitrary bytes as a tree a guest leaves behind: collection and both copies never write outside their
+    /// targets (the harness compares the canary directory) and never copy a fifo or socket.
+    #[test]
+    fn copyback_of_any_tree_stays_in_its_targets(data in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let scratch = tempfile::tempdir().unwrap();
+        harness::copyback(&data, scratch.path());
+    }
+
     #[test]
     fn text_parsers_never_panic(s in "\\PC{0,200}") {
         for name in ["manifest", "tape", "experiment", "prom", "args"] {

@@ -12,6 +12,7 @@ mod harness;
 
 mod closed_parents;
 mod confine;
+mod copyback;
 mod identity;
 mod limits;
 mod mounts;
