@@ -389,6 +389,21 @@ pub enum FileKind {
     BlockDevice,
 }
 
+impl FileKind {
+    /// The word for it in messages: `fifo`, `socket`, `character device`...
+    pub fn word(self) -> &'static str {
+        match self {
+            FileKind::File => "file",
+            FileKind::Dir => "directory",
+            FileKind::Symlink => "symbolic link",
+            FileKind::Fifo => "fifo",
+            FileKind::Socket => "socket",
+            FileKind::CharDevice => "character device",
+            FileKind::BlockDevice => "block device",
+        }
+    }
+}
+
 /// Why an entry the guest left was not copied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

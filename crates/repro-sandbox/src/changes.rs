@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use repro_model::pathenc;
 use repro_model::run::{Change, ChangeKind, Changes, FileKind, SkipReason, Skipped};
-use repro_sys::beneath::{Beneath, Kind, Stat};
+use repro_sys::beneath::{Beneath, Stat};
 use repro_sys::treecopy::{self, Copier, Extent, Limits, Why};
 
 use crate::SandboxError;
@@ -48,21 +48,9 @@ struct Walk<'a> {
     skipped: Vec<Skipped>,
 }
 
-fn file_kind(k: Kind) -> FileKind {
-    match k {
-        Kind::File => FileKind::File,
-        Kind::Dir => FileKind::Dir,
-        Kind::Symlink => FileKind::Symlink,
-        Kind::Fifo => FileKind::Fifo,
-        Kind::Socket => FileKind::Socket,
-        Kind::CharDevice => FileKind::CharDevice,
-        Kind::BlockDevice => FileKind::BlockDevice,
-    }
-}
-
 /// A skipped entry of the record, from the copy's `why`; `stage` says which copy (`not copied to the run
 /// directory`, `not kept`).
-fn skipped(rel: &Path, kind: Option<Kind>, why: &Why, stage: &str) -> Skipped {
+fn skipped(rel: &Path, kind: Option<FileKind>, why: &Why, stage: &str) -> Skipped {
     let (path, path_hex) = pathenc::encode(rel.as_os_str());
     let reason = match why {
         Why::Special => SkipReason::SpecialFile,
@@ -72,11 +60,11 @@ fn skipped(rel: &Path, kind: Option<Kind>, why: &Why, stage: &str) -> Skipped {
         Why::Failed(_) => SkipReason::Failed,
     };
     let what = kind.map(|k| format!("{}: ", k.word())).unwrap_or_default();
-    Skipped { path, path_hex, file: kind.map(file_kind), reason, message: format!("{stage}: {what}{why}") }
+    Skipped { path, path_hex, file: kind, reason, message: format!("{stage}: {what}{why}") }
 }
 
 impl Walk<'_> {
-    fn skip(&mut self, rel: &Path, kind: Option<Kind>, why: Why) {
+    fn skip(&mut self, rel: &Path, kind: Option<FileKind>, why: Why) {
         self.skipped.push(skipped(rel, kind, &why, "not copied"));
     }
 
@@ -88,7 +76,7 @@ impl Walk<'_> {
     fn walk(&mut self, up: &Beneath, low: Option<&Beneath>, rel: &Path, depth: usize) {
         let names = match up.list(self.limits.max_dir_entries) {
             Ok(n) => n,
-            Err(e) => return self.skip(rel, Some(Kind::Dir), Why::Failed(format!("cannot list: {e}"))),
+            Err(e) => return self.skip(rel, Some(FileKind::Dir), Why::Failed(format!("cannot list: {e}"))),
         };
         for name in names {
             let rel_path = rel.join(&name);
@@ -110,13 +98,13 @@ impl Walk<'_> {
                 continue;
             }
             match st.kind {
-                Kind::Dir => self.dir(up, low, &name, &rel_path, lower_st, depth),
-                Kind::Symlink => self.symlink(up, low, &name, &rel_path, lower_st),
-                Kind::File => self.file(up, low, &name, &rel_path, &st, lower_st),
+                FileKind::Dir => self.dir(up, low, &name, &rel_path, lower_st, depth),
+                FileKind::Symlink => self.symlink(up, low, &name, &rel_path, lower_st),
+                FileKind::File => self.file(up, low, &name, &rel_path, &st, lower_st),
                 other => {
                     // Never opened: recorded by kind, not copied.
                     let kind = if lower_st.is_some() { ChangeKind::Modified } else { ChangeKind::Added };
-                    self.change(&rel_path, kind, file_kind(other), None, None);
+                    self.change(&rel_path, kind, other, None, None);
                     self.skip(&rel_path, Some(other), Why::Special);
                 }
             }
@@ -126,14 +114,14 @@ impl Walk<'_> {
     fn dir(&mut self, up: &Beneath, low: Option<&Beneath>, name: &OsStr, rel: &Path, ls: Option<Stat>, depth: usize) {
         let sub = match up.subdir(name, None) {
             Ok(s) => s,
-            Err(e) => return self.skip(rel, Some(Kind::Dir), Why::Failed(format!("cannot open: {e}"))),
+            Err(e) => return self.skip(rel, Some(FileKind::Dir), Why::Failed(format!("cannot open: {e}"))),
         };
         let low_sub = match ls {
-            Some(l) if l.kind == Kind::Dir => low.and_then(|l| l.subdir(name, None).ok()),
+            Some(l) if l.kind == FileKind::Dir => low.and_then(|l| l.subdir(name, None).ok()),
             _ => None,
         };
         match ls {
-            Some(l) if l.kind == Kind::Dir => {
+            Some(l) if l.kind == FileKind::Dir => {
                 let opaque = sub
                     .get_xattr("trusted.overlay.opaque")
                     .or_else(|| sub.get_xattr("user.overlay.opaque"))
@@ -159,7 +147,7 @@ impl Walk<'_> {
         }
         if depth + 1 >= self.limits.max_depth {
             let limit = self.limits.max_depth as u64;
-            return self.skip(rel, Some(Kind::Dir), Why::OverBudget { what: "levels of directories", limit });
+            return self.skip(rel, Some(FileKind::Dir), Why::OverBudget { what: "levels of directories", limit });
         }
         self.walk(&sub, low_sub.as_ref(), rel, depth + 1);
     }
@@ -167,13 +155,15 @@ impl Walk<'_> {
     fn symlink(&mut self, up: &Beneath, low: Option<&Beneath>, name: &OsStr, rel: &Path, ls: Option<Stat>) {
         let target = match up.read_link(name) {
             Ok(t) => t,
-            Err(e) => return self.skip(rel, Some(Kind::Symlink), Why::Failed(format!("cannot read the link: {e}"))),
+            Err(e) => {
+                return self.skip(rel, Some(FileKind::Symlink), Why::Failed(format!("cannot read the link: {e}")))
+            }
         };
         let digest = blake3::hash(target.as_encoded_bytes()).to_hex().to_string();
         let kind = match ls {
             None => ChangeKind::Added,
             Some(l) => {
-                let same = l.kind == Kind::Symlink && low.and_then(|low| low.read_link(name).ok()) == Some(target);
+                let same = l.kind == FileKind::Symlink && low.and_then(|low| low.read_link(name).ok()) == Some(target);
                 if same && up.remove(name, false).is_ok() {
                     // Copied up without a change.
                     return;
@@ -189,17 +179,17 @@ impl Walk<'_> {
         if st.size > self.limits.max_file_bytes {
             self.change(rel, kind, FileKind::File, Some(st.size), None);
             let limit = self.limits.max_file_bytes;
-            return self.skip(rel, Some(Kind::File), Why::TooLarge { size: st.size, limit });
+            return self.skip(rel, Some(FileKind::File), Why::TooLarge { size: st.size, limit });
         }
         let digest = match hash_at(up, name) {
             Ok(d) => d,
             Err(e) => {
                 self.change(rel, kind, FileKind::File, Some(st.size), None);
-                return self.skip(rel, Some(Kind::File), Why::Failed(format!("cannot read: {e}")));
+                return self.skip(rel, Some(FileKind::File), Why::Failed(format!("cannot read: {e}")));
             }
         };
         if let (Some(l), Some(low)) = (ls, low) {
-            let same = l.kind == Kind::File
+            let same = l.kind == FileKind::File
                 && l.mode == st.mode
                 && l.size == st.size
                 && hash_at(low, name).ok().as_ref() == Some(&digest);
@@ -213,7 +203,7 @@ impl Walk<'_> {
 
     /// Records `name` of the lower directory `low` (and what is below it) as deleted.
     fn deleted(&mut self, low: &Beneath, name: &OsStr, rel: &Path, st: &Stat, depth: usize) {
-        if st.kind == Kind::Dir && depth < self.limits.max_depth {
+        if st.kind == FileKind::Dir && depth < self.limits.max_depth {
             // A lower directory the caller cannot list has no entries to report as deleted; its own deletion
             // still is.
             if let Ok(sub) = low.subdir(name, None) {
@@ -224,7 +214,7 @@ impl Walk<'_> {
                 }
             }
         }
-        self.change(rel, ChangeKind::Deleted, file_kind(st.kind), None, None);
+        self.change(rel, ChangeKind::Deleted, st.kind, None, None);
     }
 }
 

@@ -44,37 +44,12 @@ fn component<N: AsRef<OsStr> + ?Sized>(name: &N) -> io::Result<&OsStr> {
 /// Only the permission bits: setuid, setgid and sticky are never applied to what is extracted.
 pub const PERMISSION_BITS: u32 = 0o777;
 
-/// What an entry is, read without following it (`fstatat` with `AT_SYMLINK_NOFOLLOW`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    File,
-    Dir,
-    Symlink,
-    Fifo,
-    Socket,
-    CharDevice,
-    BlockDevice,
-}
-
-impl Kind {
-    /// The word for it in messages: `fifo`, `socket`, `character device`...
-    pub fn word(self) -> &'static str {
-        match self {
-            Kind::File => "file",
-            Kind::Dir => "directory",
-            Kind::Symlink => "symbolic link",
-            Kind::Fifo => "fifo",
-            Kind::Socket => "socket",
-            Kind::CharDevice => "character device",
-            Kind::BlockDevice => "block device",
-        }
-    }
-}
+pub use repro_model::run::FileKind;
 
 /// An entry's status, never its target's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
-    pub kind: Kind,
+    pub kind: FileKind,
     /// Permission bits with setuid, setgid and sticky (`st_mode & 0o7777`).
     pub mode: u32,
     /// Logical size in bytes.
@@ -88,19 +63,19 @@ pub struct Stat {
 impl Stat {
     /// An overlayfs whiteout (a deletion in an upper layer): a character device with device number 0/0.
     pub fn is_whiteout(&self) -> bool {
-        self.kind == Kind::CharDevice && self.rdev == 0
+        self.kind == FileKind::CharDevice && self.rdev == 0
     }
 
     fn from(st: &nix::sys::stat::FileStat) -> Stat {
         let fmt = SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits());
         let kind = match fmt {
-            SFlag::S_IFDIR => Kind::Dir,
-            SFlag::S_IFLNK => Kind::Symlink,
-            SFlag::S_IFIFO => Kind::Fifo,
-            SFlag::S_IFSOCK => Kind::Socket,
-            SFlag::S_IFCHR => Kind::CharDevice,
-            SFlag::S_IFBLK => Kind::BlockDevice,
-            _ => Kind::File,
+            SFlag::S_IFDIR => FileKind::Dir,
+            SFlag::S_IFLNK => FileKind::Symlink,
+            SFlag::S_IFIFO => FileKind::Fifo,
+            SFlag::S_IFSOCK => FileKind::Socket,
+            SFlag::S_IFCHR => FileKind::CharDevice,
+            SFlag::S_IFBLK => FileKind::BlockDevice,
+            _ => FileKind::File,
         };
         Stat {
             kind,

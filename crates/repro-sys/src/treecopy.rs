@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 use nix::unistd::{lseek, Whence};
 
-use crate::beneath::{Beneath, Kind, Stat};
+use crate::beneath::{Beneath, FileKind, Stat};
 
 /// Bounds of one copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +95,7 @@ impl std::fmt::Display for Why {
 pub struct Skip {
     pub rel: PathBuf,
     /// What it is (`None` when even its status could not be read).
-    pub kind: Option<Kind>,
+    pub kind: Option<FileKind>,
     pub why: Why,
 }
 
@@ -175,7 +175,7 @@ impl Copier {
     }
 
     /// Records `rel` as skipped for `why`.
-    pub fn skip(&mut self, rel: &Path, kind: Option<Kind>, why: Why) {
+    pub fn skip(&mut self, rel: &Path, kind: Option<FileKind>, why: Why) {
         self.report.skipped.push(Skip { rel: rel.to_path_buf(), kind, why });
     }
 
@@ -186,7 +186,7 @@ impl Copier {
             Ok(n) => n,
             Err(e) => {
                 let why = Why::Failed(format!("cannot list: {e}"));
-                self.skip(rel, Some(Kind::Dir), why);
+                self.skip(rel, Some(FileKind::Dir), why);
                 return;
             }
         };
@@ -212,7 +212,7 @@ impl Copier {
             Ok(s) => s,
             Err(e) => return self.skip(rel, None, Why::Failed(format!("cannot read its status: {e}"))),
         };
-        if !matches!(st.kind, Kind::File | Kind::Dir | Kind::Symlink) {
+        if !matches!(st.kind, FileKind::File | FileKind::Dir | FileKind::Symlink) {
             return self.skip(rel, Some(st.kind), Why::Special);
         }
         if self.report.entries >= self.limits.max_entries {
@@ -222,8 +222,8 @@ impl Copier {
         // Counted before a directory's content is, so that the bound holds below it too.
         self.report.entries += 1;
         let r = match st.kind {
-            Kind::File => self.copy_file(src, name, &st, dst, to_name),
-            Kind::Symlink => src.read_link(name).and_then(|t| dst.symlink_replace(&t, to_name)).map_err(fail),
+            FileKind::File => self.copy_file(src, name, &st, dst, to_name),
+            FileKind::Symlink => src.read_link(name).and_then(|t| dst.symlink_replace(&t, to_name)).map_err(fail),
             _ => self.copy_dir(src, name, &st, dst, to_name, rel, recurse, depth),
         };
         if let Err(why) = r {
@@ -320,7 +320,7 @@ impl Copier {
         pending.sort_by_key(|(p, _)| std::cmp::Reverse(p.components().count()));
         for (rel, mode) in pending {
             if let Err(e) = walk_to(root, &rel, false).and_then(|d| d.chmod(mode)) {
-                self.skip(&rel, Some(Kind::Dir), Why::Failed(format!("cannot set its mode: {e}")));
+                self.skip(&rel, Some(FileKind::Dir), Why::Failed(format!("cannot set its mode: {e}")));
             }
         }
     }
