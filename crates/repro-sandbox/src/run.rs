@@ -706,11 +706,6 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     Ok(RunReport { record, dir: dir.path, accessed, tapes, interrupted })
 }
 
-/// Said by every `--no-supervisor` run: the refusal of host sockets is the supervisor's (repro-tracer's
-/// `handlers/unix.rs`).
-pub const UNSUPERVISED_UNIX_SOCKETS: &str = "--no-supervisor: a connect() to a host daemon's UNIX socket on the \
-     read-only host tree (outside /run) is not refused; only the supervisor refuses it";
-
 /// What the settings themselves warn about: more CPUs asked than there are, a `--disk` larger than `--memory`.
 fn setting_warnings(s: &RunSettings) -> Vec<String> {
     let mut warnings = Vec::new();
@@ -722,9 +717,6 @@ fn setting_warnings(s: &RunSettings) -> Vec<String> {
             s.cpu_affinity.len(),
             s.cpu_affinity
         ));
-    }
-    if !s.supervised {
-        warnings.push(UNSUPERVISED_UNIX_SOCKETS.into());
     }
     if s.disk_bytes > s.memory_bytes {
         warnings.push(format!(

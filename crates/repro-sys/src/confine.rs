@@ -177,7 +177,8 @@ pub struct Confinement {
     /// Capabilities kept (bit `n` = capability `n`): the bounding set, permitted and effective sets are
     /// limited to them; the inheritable and ambient sets are emptied.
     pub keep_caps: u64,
-    /// A seccomp filter to install last (none when the supervisor installs the rules in its own filter).
+    /// A seccomp filter to install last (none when the rules are in a filter with a listener: the supervisor's,
+    /// or the `--no-supervisor` run's host-socket guard's).
     pub filter: Option<BpfFilter>,
 }
 

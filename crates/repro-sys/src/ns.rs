@@ -554,7 +554,7 @@ pub struct GuestSetup {
     /// Descriptors to close in the child after placing.
     pub close: Vec<RawFd>,
     pub cwd: CString,
-    /// Capabilities, no_new_privs and (without the supervisor) the seccomp filter, applied last.
+    /// Capabilities, no_new_privs and, if it has one, the confinement's seccomp filter, applied last.
     pub confine: Option<crate::confine::Confinement>,
 }
 

@@ -48,6 +48,7 @@ mod stats;
 pub use stats::SupervisorStats;
 pub mod tape;
 mod transport;
+pub use transport::guard::{serve_socket_guard, socket_guard_filter, GuardError};
 pub mod vdso;
 
 pub use access::AccessedPath;
@@ -236,9 +237,13 @@ pub fn supervise(
     if scheduling {
         syscalls.extend(sched::scheduling_syscalls());
     }
+    let (guarded, guarded_when) = handlers::unix::notified();
+    syscalls.extend(guarded);
+    let mut when = handlers::waits::conditional_syscalls(scheduling);
+    when.extend(guarded_when);
     let mut rules = if cfg.confine { repro_sys::confine::guest_rules() } else { Rules::new() };
     let filter = rules
-        .add_notify(&syscalls, &handlers::waits::conditional_syscalls(scheduling))
+        .add_notify(&syscalls, &when)
         .and_then(|()| BpfFilter::compile(&rules))
         .map_err(|source| TracerError::Sys { context: "building the seccomp filter", pid: 0, source })?;
     repro_sys::startup::mark("supervisor: seccomp filter compiled");

@@ -72,9 +72,9 @@ pub(super) fn run_guest(
     let cs = |s: &str| CString::new(s.replace('\0', "")).unwrap_or_default();
     let argv: Vec<CString> = cfg.argv.iter().map(|a| cs(a)).collect();
     let envp: Vec<CString> = cfg.env.iter().map(|(k, v)| cs(&format!("{k}={v}"))).collect();
-    // Docker's capabilities, no_new_privs, and the guest's seccomp rules: a filter of their own without the
-    // supervisor, in the supervisor's filter with it.
-    let confine = match repro_sys::confine::Confinement::docker_default(cfg.determinism.is_none()) {
+    // Docker's capabilities and no_new_privs; the guest's seccomp rules are in the supervisor's filter, or without
+    // the supervisor in the host-socket guard's (see `spawn_plain`).
+    let confine = match repro_sys::confine::Confinement::docker_default(false) {
         Ok(c) => c,
         Err(x) => {
             let m = format!("cannot build the guest's seccomp filter: {x}");
@@ -140,7 +140,9 @@ fn setup_failed(m: String) -> Failed {
     })
 }
 
-/// Starts the guest without the supervisor and waits for it.
+/// Starts the guest without the supervisor and waits for it. Its filter (the guest's seccomp rules) notifies the
+/// calls that may reach a host daemon's UNIX socket; a thread of this init answers them
+/// ([`repro_tracer::serve_socket_guard`]) until the last guest task is gone.
 fn spawn_plain(
     program: &CString,
     argv: &[CString],
@@ -148,11 +150,37 @@ fn spawn_plain(
     setup: &ns::GuestSetup,
     sigfd: &std::os::fd::OwnedFd,
 ) -> Result<ChildExit, Failed> {
-    let guest = match ns::spawn_guest(program, argv, envp, setup) {
-        Ok(pid) => pid,
-        Err(("execve", errno)) => return Err(Box::new(move |cmd| exec_failed(cmd, errno, None))),
-        Err((step, errno)) => return Err(setup_failed(format!("{step} in the guest failed: {}", ns::strerror(errno)))),
+    use repro_sys::spawn::SpawnError;
+    let filter = repro_tracer::socket_guard_filter().map_err(|e| setup_failed(e.to_string()))?;
+    let mut pre_exec = || -> std::io::Result<()> {
+        ns::apply_guest_setup(setup).map_err(|(_, errno)| std::io::Error::from_raw_os_error(errno))
     };
+    let failed = |e: SpawnError| -> Failed {
+        match e {
+            SpawnError::Exec(errno) => Box::new(move |cmd| exec_failed(cmd, errno, None)),
+            SpawnError::PreExec(errno) => setup_failed(format!("setting up the guest failed: {}", ns::strerror(errno))),
+            SpawnError::Filter(errno) => {
+                setup_failed(format!("installing the guest's seccomp filter failed: {}", ns::strerror(errno)))
+            }
+            SpawnError::Io(x) => setup_failed(format!("starting the guest failed: {x}")),
+        }
+    };
+    let pending = repro_sys::spawn::spawn_guest(program, argv, envp, &filter, false, &mut pre_exec).map_err(failed)?;
+    let guest = pending.pid;
+    let listener = pending.listener.try_clone().map_err(|x| setup_failed(format!("the guard's listener: {x}")))?;
+    let served = std::thread::Builder::new()
+        .name("repro-socket-guard".into())
+        .spawn(move || repro_tracer::serve_socket_guard(listener));
+    if let Err(x) = served {
+        let _ = ns::kill(guest, libc_sig::KILL);
+        let _ = ns::wait_child(guest, false);
+        return Err(setup_failed(format!("starting the host-socket guard failed: {x}")));
+    }
+    if let Err(e) = pending.release() {
+        // The child reported its failed exec and exits.
+        let _ = ns::wait_child(guest, false);
+        return Err(failed(e));
+    }
     // The init keeps no end of the output pipes: they close when the guest's last process does.
     ns::close_raw(STDOUT_FD);
     ns::close_raw(STDERR_FD);

@@ -78,10 +78,8 @@ pub(crate) fn dispatch<G: Guest>(sh: &mut Shared, g: &mut G, nr: i64, call: Sysc
         S::IoUringSetup => return process::io_uring_setup(sh),
         // What still varies: kernel-chosen ports, file system figures.
         S::Net(NetCall::Control { fd, op: Control::Bind { addr, len } }) => ports::bind(sh, g, fd, addr, len),
-        S::Net(NetCall::Connect { fd, addr, len }) => match unix::connect(g, addr, len) {
-            Some(refused) => refused,
-            None => ports::implicit(sh, g, fd, addr),
-        },
+        // A pathname socket on a read-only mount was refused before (unix::guard, in the notify loop).
+        S::Net(NetCall::Connect { fd, addr, .. }) => ports::implicit(sh, g, fd, addr),
         S::Net(NetCall::Control { fd, op: Control::Listen }) => ports::implicit(sh, g, fd, 0),
         S::Statfs { path, fd, buf } => statfs::statfs(sh, g, path, fd, buf),
         S::PathUse { .. } | S::Net(_) | S::Other => return Reply::Continue,

@@ -1,4 +1,4 @@
-//! connect() to a pathname UNIX socket: only sockets on a writable mount of the sandbox are reachable (those the
+//! connect() to a pathname UNIX socket, and a datagram sent to one (sendto, sendmsg, sendmmsg): only sockets on a writable mount of the sandbox are reachable (those the
 //! guest made itself, in its working directory's layer, /tmp, /home or /dev/shm, and those of a `--bind ...:rw`
 //! the user granted). A socket of a host daemon on the read-only host tree (a 0666 socket under /var/tmp, /srv...)
 //! answers EACCES, as a socket without write permission does: a read-only bind alone does not stop connect.
@@ -10,6 +10,7 @@
 use std::ffi::CString;
 
 use repro_sys::fdops;
+use repro_sys::seccomp::ArgCheck;
 
 use crate::guest::{guest_path, Guest};
 use crate::reply::{Outcome, Refusal};
@@ -27,8 +28,61 @@ pub(crate) fn socket_path(addr: &[u8]) -> Option<&[u8]> {
     Some(path.iter().position(|&b| b == 0).map_or(path, |end| &path[..end]))
 }
 
-/// connect(fd, addr, len): `Some(EACCES)` for a pathname socket on a read-only mount, `None` to go on.
-pub(crate) fn connect<G: Guest>(g: &mut G, addr: u64, len: u32) -> Option<Outcome> {
+/// The calls that may name a pathname socket: connect and sendmsg/sendmmsg always (sendmsg's address is in
+/// memory, out of the filter's reach), sendto when its address is not NULL. The supervisor's filter and the
+/// `--no-supervisor` guard's notify them; [`guard`] answers them.
+pub(crate) fn notified() -> (Vec<u32>, Vec<(u32, ArgCheck)>) {
+    (
+        vec![libc::SYS_connect as u32, libc::SYS_sendmsg as u32, libc::SYS_sendmmsg as u32],
+        vec![(libc::SYS_sendto as u32, ArgCheck::NonNull { arg: 4 })],
+    )
+}
+
+/// The offsets in `struct msghdr` of `msg_name` and `msg_namelen`, and the size of `struct mmsghdr`.
+const MSG_NAME: usize = 0;
+const MSG_NAMELEN: usize = 8;
+const MMSGHDR: u64 = 64;
+/// What is read of a `struct msghdr`: up to `msg_namelen`.
+const MSGHDR_HEAD: usize = MSG_NAMELEN + 4;
+/// The kernel's limit on sendmmsg's `vlen` (UIO_MAXIOV).
+const MAX_MMSG: u64 = 1024;
+
+/// Syscall `nr` with raw arguments `args`: `Some(EACCES)` when it would reach a pathname socket on a read-only
+/// mount (connect, or a datagram sent with sendto/sendmsg/sendmmsg to that address), `None` to go on.
+pub(crate) fn guard<G: Guest>(g: &mut G, nr: i64, args: &[u64; 6]) -> Option<Outcome> {
+    named_addresses(g, nr, args).into_iter().find_map(|(addr, len)| refuse(g, addr, len))
+}
+
+/// The socket addresses (pointer, length) syscall `nr` names. A header that cannot be read names none: the kernel
+/// gives the guest its EFAULT.
+fn named_addresses<G: Guest>(g: &mut G, nr: i64, args: &[u64; 6]) -> Vec<(u64, u32)> {
+    match nr {
+        libc::SYS_connect => vec![(args[1], args[2] as u32)],
+        libc::SYS_sendto if args[4] != 0 => vec![(args[4], args[5] as u32)],
+        libc::SYS_sendmsg => g.read_bytes(args[1], MSGHDR_HEAD).ok().and_then(|h| msg_name(&h)).into_iter().collect(),
+        libc::SYS_sendmmsg => {
+            let mut named = Vec::new();
+            for i in 0..(args[2] & 0xffff_ffff).min(MAX_MMSG) {
+                match g.read_bytes(args[1].wrapping_add(i * MMSGHDR), MSGHDR_HEAD) {
+                    Ok(h) => named.extend(msg_name(&h)),
+                    Err(_) => break,
+                }
+            }
+            named
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The address the head of a `struct msghdr` names, if any.
+fn msg_name(h: &[u8]) -> Option<(u64, u32)> {
+    let name = u64::from_ne_bytes(h.get(MSG_NAME..MSG_NAME + 8)?.try_into().ok()?);
+    let len = u32::from_ne_bytes(h.get(MSG_NAMELEN..MSG_NAMELEN + 4)?.try_into().ok()?);
+    (name != 0).then_some((name, len))
+}
+
+/// The address `addr` (`len` bytes): `Some(EACCES)` for a pathname socket on a read-only mount.
+fn refuse<G: Guest>(g: &mut G, addr: u64, len: u32) -> Option<Outcome> {
     let len = (len as usize).min(std::mem::size_of::<libc::sockaddr_un>());
     // An unreadable address: the kernel gives the guest its EFAULT.
     let a = g.read_bytes(addr, len).ok()?;
@@ -52,6 +106,51 @@ mod tests {
         let mut a = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
         a.extend_from_slice(path);
         a
+    }
+
+    use crate::guest::fake::FakeGuest;
+
+    /// A `struct msghdr` naming `name` (`len` bytes), padded to a `struct mmsghdr`.
+    fn msghdr(name: u64, len: u32) -> Vec<u8> {
+        let mut h = vec![0u8; MMSGHDR as usize];
+        h[MSG_NAME..MSG_NAME + 8].copy_from_slice(&name.to_ne_bytes());
+        h[MSG_NAMELEN..MSG_NAMELEN + 4].copy_from_slice(&len.to_ne_bytes());
+        h
+    }
+
+    #[test]
+    fn the_addresses_each_call_names() {
+        let mut g = FakeGuest::new(1);
+        let mut two = msghdr(0x5000, 20);
+        two.extend(msghdr(0, 0));
+        two.extend(msghdr(0x6000, 30));
+        g.put(0x1000, &msghdr(0x4000, 110)).put(0x2000, &two);
+        let n = |g: &mut FakeGuest, nr, args| named_addresses(g, nr, &args);
+        assert_eq!(n(&mut g, libc::SYS_connect, [3, 0x4000, 110, 0, 0, 0]), vec![(0x4000, 110)]);
+        assert_eq!(n(&mut g, libc::SYS_sendto, [3, 0x9000, 5, 0, 0x4000, 12]), vec![(0x4000, 12)]);
+        assert_eq!(n(&mut g, libc::SYS_sendto, [3, 0x9000, 5, 0, 0, 0]), vec![]);
+        assert_eq!(n(&mut g, libc::SYS_sendmsg, [3, 0x1000, 0, 0, 0, 0]), vec![(0x4000, 110)]);
+        // An unreadable header names nothing (the kernel answers EFAULT).
+        assert_eq!(n(&mut g, libc::SYS_sendmsg, [3, 0x8000, 0, 0, 0, 0]), vec![]);
+        // Every entry of sendmmsg's vector, up to the first unreadable one.
+        assert_eq!(n(&mut g, libc::SYS_sendmmsg, [3, 0x2000, 5, 0, 0, 0]), vec![(0x5000, 20), (0x6000, 30)]);
+        assert_eq!(n(&mut g, libc::SYS_sendmmsg, [3, 0x2000, 1, 0, 0, 0]), vec![(0x5000, 20)]);
+        assert_eq!(n(&mut g, libc::SYS_write, [3, 0x2000, 1, 0, 0, 0]), vec![]);
+    }
+
+    #[test]
+    fn a_socket_on_a_writable_mount_or_missing_is_not_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let sock = d.path().join("s");
+        let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let mut g = FakeGuest::new(std::process::id() as i32);
+        let mut a = un(sock.as_os_str().as_encoded_bytes());
+        a.push(0);
+        g.put(0x4000, &a);
+        assert!(guard(&mut g, libc::SYS_connect, &[3, 0x4000, a.len() as u64, 0, 0, 0]).is_none());
+        let missing = un(b"/nonexistent/s\0");
+        g.put(0x5000, &missing);
+        assert!(guard(&mut g, libc::SYS_connect, &[3, 0x5000, missing.len() as u64, 0, 0, 0]).is_none());
     }
 
     #[test]

@@ -2,4 +2,5 @@
 //! mediated syscall, `notify`) and ptrace (exec, fork and the rdtsc trap: `crate::exec` and the trace loop in
 //! `lib.rs`).
 
+pub(crate) mod guard;
 pub(crate) mod notify;

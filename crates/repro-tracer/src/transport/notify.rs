@@ -34,11 +34,15 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
     let mut describer = crate::schedlog::Describer::default();
     // Calls the filter sends only while a capture records the paths used: answered at once, outside the
     // scheduler, so that a capture takes the same decisions as the runs that replay it.
-    let bypass: Vec<u64> = if scheduling && lock(&shared).access.is_some() {
+    let mut bypass: Vec<u64> = if scheduling && lock(&shared).access.is_some() {
         crate::access::record_only_syscalls().into_iter().map(u64::from).collect()
     } else {
         Vec::new()
     };
+    // The sends notified only for the host-socket guard (untaped): no new scheduling points.
+    if scheduling && lock(&shared).tape.is_none() {
+        bypass.extend([libc::SYS_sendto, libc::SYS_sendmsg, libc::SYS_sendmmsg].map(|n| n as u64));
+    }
     loop {
         if held.is_empty() {
             let n = match listener.recv() {
@@ -245,8 +249,12 @@ fn handle(n: &Notification, listener: &Listener, shared: &SharedRef, pidfds: &mu
         // Notified only so that the scheduler chooses when it runs (see sched.rs): it runs natively now.
         return Reply::Continue;
     }
-    let call = decode(nr, n.args);
     let mut guest = TaskGuest::new(n.pid as i32, Some((listener, n.id)), pidfds);
+    // First, before the tapes (which may make the call themselves): a host daemon's socket is not reached.
+    if let Some(refused) = crate::handlers::unix::guard(&mut guest, nr, &n.args) {
+        return crate::handlers::answered(&mut lock(shared), nr, refused);
+    }
+    let call = decode(nr, n.args);
     let mut sh = lock(shared);
     sh.sync_in();
     let r = dispatch(&mut sh, &mut guest, nr, call);
