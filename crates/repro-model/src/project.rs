@@ -35,6 +35,28 @@ pub struct ProjectFile {
     /// How the project is set up and checked (`repro contract verify`).
     #[serde(default)]
     pub contract: Option<Contract>,
+    /// The Remote Execution API engine (`repro remote`); `--remote` and its flags override it.
+    #[serde(default)]
+    pub remote: Option<RemoteSection>,
+}
+
+/// `[remote]`: the engine `repro remote` talks to (checked by `repro_remote::config`).
+///
+/// ```toml
+/// [remote]
+/// url = "grpcs://cas.example.com:443"     # as --remote: grpc://HOST:PORT (plain) or grpcs://HOST:PORT (TLS)
+/// instance = "main"                       # as --remote-instance; the server's default instance when absent
+/// headers = ["x-team: build"]             # as --remote-header NAME:VALUE (a secret belongs in the environment)
+/// ca_cert = "ca.pem"                      # as --remote-ca-cert: the CA of a grpcs:// server (PEM)
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteSection {
+    pub url: Option<String>,
+    pub instance: Option<String>,
+    #[serde(default)]
+    pub headers: Vec<String>,
+    pub ca_cert: Option<String>,
 }
 
 /// `[contract]`: the environment contract. Each stage is a list of steps; `repro contract verify` runs them all,
