@@ -1,0 +1,170 @@
+//! `repro-remote` against a real Remote Execution API v2 engine: BuildGrid's server (CAS, ByteStream, Action
+//! Cache, Capabilities; in memory) from the test venv (`.ci/python-packages`, installed by
+//! scripts/install-deps.sh), on a free loopback port. A pack captured by `repro capture` is uploaded as an Action.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bazel_remote_apis::build::bazel::remote::execution::v2 as re;
+use repro_remote::{action_of_pack, config, Remote};
+
+use crate::common::*;
+
+/// BuildGrid's `bgd` in the test venv, or a failure naming how CI installs it.
+fn require_bgd() -> PathBuf {
+    let venv = PathBuf::from(std::env::var("REPRO_PYVENV").unwrap_or_else(|_| "/var/cache/repro/pyvenv".into()));
+    let bgd = venv.join("bin/bgd");
+    assert!(
+        bgd.exists(),
+        "this test needs BuildGrid's `bgd` in the venv {} (buildgrid is pinned in .ci/python-packages: run \
+         scripts/install-deps.sh; CI's .ci/run does)",
+        venv.display()
+    );
+    bgd
+}
+
+/// The configuration this test (and docs/remote.md) uses: CAS, ByteStream and Action Cache on one in-memory LRU
+/// storage, no authorization, instance `main`.
+fn bgd_config(port: u16) -> String {
+    format!(
+        "server:\n  - !channel\n    address: \"127.0.0.1:{port}\"\n    insecure-mode: true\n\
+         authorization:\n  method: none\n\
+         storages:\n  - !lru-storage &main-storage\n    size: 256MB\n\
+         caches:\n  - !lru-action-cache &main-action\n    storage: *main-storage\n    max-cached-refs: 1024\n    \
+         allow-updates: true\n    cache-failed-actions: true\n\
+         instances:\n  - name: main\n    services:\n      - !action-cache\n        cache: *main-action\n      \
+         - !cas\n        storage: *main-storage\n      - !bytestream\n        storage: *main-storage\n"
+    )
+}
+
+/// `bgd server start` on a free loopback port; killed when dropped.
+struct BuildGrid {
+    child: std::process::Child,
+    port: u16,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl BuildGrid {
+    fn start() -> BuildGrid {
+        let bgd = require_bgd();
+        let dir = tempfile::Builder::new().prefix("repro-bgd-").tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let cfg = dir.path().join("bgd.yml");
+        std::fs::write(&cfg, bgd_config(port)).unwrap();
+        let log = dir.path().join("bgd.log");
+        let out = std::fs::File::create(&log).unwrap();
+        let child = std::process::Command::new(&bgd)
+            .args(["server", "start"])
+            .arg(&cfg)
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("bgd starts");
+        let mut g = BuildGrid { child, port, log, _dir: dir };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(st) = g.child.try_wait().unwrap() {
+                panic!("bgd exited ({st}) before serving:\n{}", g.log_text());
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "bgd did not listen on {port} within 60 s:\n{}", g.log_text());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        g
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn url(&self) -> String {
+        format!("grpc://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for BuildGrid {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Captures a failing run that reads a 6 MiB file (above BuildGrid's 4 MiB batch limit, so it goes by
+/// ByteStream) into `aside/p.repro`.
+fn capture(w: &Workdir, aside: &Path) -> PathBuf {
+    let big: Vec<u8> = (0..6u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    std::fs::write(w.path().join("big.bin"), big).unwrap();
+    let pack = aside.join("p.repro");
+    let o = repro()
+        .current_dir(w.path())
+        .env("XDG_CACHE_HOME", aside.join("cache"))
+        .args([
+            "capture",
+            "-o",
+            pack.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "wc -c big.bin; echo remote-boom >&2; exit 3",
+        ])
+        .timeout(HANG_GUARD)
+        .output()
+        .expect("repro runs");
+    assert_code(&o, 3);
+    pack
+}
+
+#[test]
+fn a_captured_pack_is_uploaded_and_its_action_result_round_trips() {
+    let server = BuildGrid::start();
+    let w = Workdir::new();
+    let aside = tempfile::Builder::new().prefix("repro-remote-").tempdir().unwrap();
+    let pack = capture(&w, aside.path());
+    let a = action_of_pack(&pack, &aside.path().join("work1")).expect("the pack becomes an Action");
+    let again = action_of_pack(&pack, &aside.path().join("work2")).unwrap();
+    assert_eq!(a.action_digest, again.action_digest, "the same pack, the same Action: a cache hit");
+
+    let ep = config::endpoint(&server.url(), "main", &["x-repro-test: 1".into()], None).unwrap();
+    let remote = Remote::connect(&ep).unwrap_or_else(|e| panic!("{e}\n{}", server.log_text()));
+    let caps = remote.capabilities().unwrap();
+    let cache = caps.cache_capabilities.expect("cache capabilities");
+    assert!(cache.digest_functions.contains(&(re::digest_function::Value::Sha256 as i32)));
+    let limit = cache.max_batch_total_size_bytes;
+    assert!(limit > 0 && limit < 6 << 20, "BuildGrid's batch limit {limit}");
+
+    let all: Vec<re::Digest> = a.blobs.iter().map(|(d, _)| d.clone()).collect();
+    // REAPI: the empty blob is always present (the `listed` entries are empty files).
+    let nonempty = all.iter().filter(|d| d.size_bytes > 0).count();
+    assert!(nonempty > 3 && nonempty < all.len(), "{nonempty} of {}", all.len());
+    assert_eq!(remote.find_missing(&all).unwrap().len(), nonempty, "a fresh server has none but the empty blob");
+    let t = Instant::now();
+    let up = remote.upload(&a.blobs).unwrap_or_else(|e| panic!("{e}\n{}", server.log_text()));
+    eprintln!("uploaded {up:?} in {:?}", t.elapsed());
+    assert_eq!((up.blobs, up.present), (all.len(), all.len() - nonempty));
+    assert!(up.streamed >= 1, "the 6 MiB blob goes by ByteStream: {up:?}");
+    assert_eq!(up.batched + up.streamed, nonempty);
+    assert!(remote.find_missing(&all).unwrap().is_empty(), "none missing after the upload");
+    let second = remote.upload(&a.blobs).unwrap();
+    assert_eq!((second.present, second.sent_bytes), (all.len(), 0), "nothing is sent twice");
+
+    assert_eq!(remote.get_action_result(&a.action_digest).unwrap(), None, "not executed yet");
+    let stderr_digest = repro_remote::digest::digest_of(b"remote-boom\n");
+    let mut blobs = repro_remote::digest::Blobs::new();
+    blobs.add_bytes(b"remote-boom\n".to_vec());
+    remote.upload(&blobs).unwrap();
+    let result = re::ActionResult { exit_code: 3, stderr_digest: Some(stderr_digest), ..Default::default() };
+    remote.update_action_result(&a.action_digest, result.clone()).unwrap();
+    let got = remote.get_action_result(&again.action_digest).unwrap().expect("the Action Cache has it");
+    assert_eq!((got.exit_code, got.stderr_digest), (3, result.stderr_digest));
+}
+
+#[test]
+fn an_unreachable_engine_is_a_clear_error() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let ep = config::endpoint(&format!("grpc://127.0.0.1:{port}"), "", &[], None).unwrap();
+    let m = Remote::connect(&ep).err().expect("nothing listens there").to_string();
+    assert!(m.contains(&format!("127.0.0.1:{port}")) && m.contains("cannot connect"), "{m}");
+}
