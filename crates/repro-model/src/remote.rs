@@ -32,6 +32,19 @@ pub struct RemoteEndpoint {
 }
 
 impl RemoteEndpoint {
+    /// The endpoint as the user writes it (`grpc://HOST:PORT`, `grpcs://HOST:PORT`), for messages.
+    pub fn url(&self) -> String {
+        let scheme = match self.transport {
+            RemoteTransport::Plain => "grpc",
+            RemoteTransport::Tls => "grpcs",
+        };
+        if self.host.contains(':') {
+            format!("{scheme}://[{}]:{}", self.host, self.port)
+        } else {
+            format!("{scheme}://{}:{}", self.host, self.port)
+        }
+    }
+
     /// The URI tonic connects to (`http://` or `https://`).
     pub fn uri(&self) -> String {
         let scheme = match self.transport {
@@ -44,4 +57,39 @@ impl RemoteEndpoint {
             format!("{scheme}://{}:{}", self.host, self.port)
         }
     }
+}
+
+/// What `repro remote check` found (GetCapabilities).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteCheck {
+    pub url: String,
+    pub instance: String,
+    /// `major.minor` of the lowest and highest API version the server speaks.
+    pub api_low: String,
+    pub api_high: String,
+    /// The CAS's digest functions (`SHA256`, ...).
+    pub digest_functions: Vec<String>,
+    /// The largest BatchUpdateBlobs/BatchReadBlobs request, 0 for no limit.
+    pub max_batch_total_size_bytes: i64,
+    pub action_cache_updates: bool,
+    /// Whether the instance executes Actions.
+    pub execution: bool,
+}
+
+/// What `repro remote upload` did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteUpload {
+    pub pack: PathBuf,
+    pub instance: String,
+    /// `HASH/SIZE` of the Action (SHA-256).
+    pub action_digest: String,
+    pub input_root_digest: String,
+    pub blobs: usize,
+    pub bytes: u64,
+    pub already_present: usize,
+    pub batched: usize,
+    pub streamed: usize,
+    pub sent_bytes: u64,
+    /// The exit code of the Action Cache's result for this Action, if it has one.
+    pub cached_exit_code: Option<i32>,
 }

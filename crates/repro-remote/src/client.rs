@@ -46,10 +46,10 @@ pub struct UploadStats {
 impl Remote {
     /// Connects (eagerly: an unreachable server is reported here).
     pub fn connect(endpoint: &RemoteEndpoint) -> Result<Remote, RemoteError> {
-        let uri = endpoint.uri();
+        let uri = endpoint.url();
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(RemoteError::Runtime)?;
         let conn = |detail: String| RemoteError::Connect { uri: uri.clone(), detail };
-        let mut ep = Endpoint::from_shared(uri.clone()).map_err(|e| conn(e.to_string()))?;
+        let mut ep = Endpoint::from_shared(endpoint.uri()).map_err(|e| conn(e.to_string()))?;
         ep = ep.connect_timeout(std::time::Duration::from_secs(10));
         if endpoint.transport == RemoteTransport::Tls {
             let mut tls = ClientTlsConfig::new().domain_name(endpoint.host.clone()).with_native_roots();

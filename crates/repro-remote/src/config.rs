@@ -137,7 +137,7 @@ mod tests {
         );
         let e = endpoint("grpcs://cas.example.com:443/", "", &["Authorization: Bearer x".into()], None).unwrap();
         assert_eq!(e.transport, RemoteTransport::Tls);
-        assert_eq!(e.uri(), "https://cas.example.com:443");
+        assert_eq!((e.uri(), e.url()), ("https://cas.example.com:443".into(), "grpcs://cas.example.com:443".into()));
         assert_eq!(e.headers, vec![("authorization".to_string(), "Bearer x".to_string())]);
         let e = endpoint("grpc://[::1]:8980", "a/b", &[], None).unwrap();
         assert_eq!((e.host.as_str(), e.uri()), ("::1", "http://[::1]:8980".into()));

@@ -9,6 +9,7 @@ pub mod client;
 pub mod config;
 pub mod digest;
 mod error;
+pub mod ops;
 
 pub use action::{action_of_pack, pack_action, PackAction};
 pub use client::{Remote, UploadStats};

@@ -159,6 +159,35 @@ fn a_captured_pack_is_uploaded_and_its_action_result_round_trips() {
     remote.update_action_result(&a.action_digest, result.clone()).unwrap();
     let got = remote.get_action_result(&again.action_digest).unwrap().expect("the Action Cache has it");
     assert_eq!((got.exit_code, got.stderr_digest), (3, result.stderr_digest));
+
+    // The CLI, its endpoint from repro.toml: the same Action digest, every blob already there, the cached result.
+    let proj = tempfile::Builder::new().prefix("repro-remote-proj-").tempdir().unwrap();
+    std::fs::write(
+        proj.path().join("repro.toml"),
+        format!("[remote]\nurl = \"{}\"\ninstance = \"main\"\n", server.url()),
+    )
+    .unwrap();
+    let cli = |args: &[&str]| {
+        repro()
+            .current_dir(proj.path())
+            .env("XDG_CACHE_HOME", aside.path().join("cache"))
+            .args(args)
+            .timeout(HANG_GUARD)
+            .output()
+            .expect("repro runs")
+    };
+    let o = cli(&["remote", "check"]);
+    assert_code(&o, 0);
+    assert!(stdout(&o).contains("SHA256") && stdout(&o).contains("instance 'main'"), "{}", stdout(&o));
+    let o = cli(&["remote", "upload", pack.to_str().unwrap()]);
+    assert_code(&o, 0);
+    let d = &a.action_digest;
+    assert_eq!(stdout(&o).trim(), format!("{}/{}", d.hash, d.size_bytes));
+    assert!(stderr(&o).contains(&format!("{n} already there", n = all.len())), "{}", stderr(&o));
+    assert!(stderr(&o).contains("holds a result for it (exit 3)"), "{}", stderr(&o));
+    let o = cli(&["remote", "check", "--remote-instance", "no-such-instance"]);
+    assert_code(&o, 125);
+    assert!(stderr(&o).contains("GetCapabilities failed"), "{}", stderr(&o));
 }
 
 #[test]
@@ -166,5 +195,10 @@ fn an_unreachable_engine_is_a_clear_error() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let ep = config::endpoint(&format!("grpc://127.0.0.1:{port}"), "", &[], None).unwrap();
     let m = Remote::connect(&ep).err().expect("nothing listens there").to_string();
-    assert!(m.contains(&format!("127.0.0.1:{port}")) && m.contains("cannot connect"), "{m}");
+    assert!(m.contains(&format!("grpc://127.0.0.1:{port}")) && m.contains("cannot connect"), "{m}");
+    let o = repro().args(["remote", "check", "--remote", &format!("grpc://127.0.0.1:{port}")]).output().unwrap();
+    assert_code(&o, 125);
+    let o = repro().args(["remote", "check", "--remote", "http://127.0.0.1:1"]).output().unwrap();
+    assert_code(&o, 2);
+    assert!(stderr(&o).contains("unknown scheme"), "{}", stderr(&o));
 }
