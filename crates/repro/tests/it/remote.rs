@@ -47,11 +47,16 @@ struct BuildGrid {
 
 impl BuildGrid {
     fn start() -> BuildGrid {
+        BuildGrid::start_with(|port, _| bgd_config(port))
+    }
+
+    /// With the configuration `config(port, its directory)`.
+    fn start_with(config: impl Fn(u16, &Path) -> String) -> BuildGrid {
         let bgd = require_bgd();
         let dir = tempfile::Builder::new().prefix("repro-bgd-").tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let cfg = dir.path().join("bgd.yml");
-        std::fs::write(&cfg, bgd_config(port)).unwrap();
+        std::fs::write(&cfg, config(port, dir.path())).unwrap();
         let log = dir.path().join("bgd.log");
         let out = std::fs::File::create(&log).unwrap();
         let child = std::process::Command::new(&bgd)
@@ -201,4 +206,93 @@ fn an_unreachable_engine_is_a_clear_error() {
     let o = repro().args(["remote", "check", "--remote", "http://127.0.0.1:1"]).output().unwrap();
     assert_code(&o, 2);
     assert!(stderr(&o).contains("unknown scheme"), "{}", stderr(&o));
+}
+
+/// A CA and a server certificate for `localhost` and 127.0.0.1, made by openssl in `dir`: (ca.pem, server.key,
+/// server.pem).
+fn make_certs(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    require_cmd("openssl");
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new("openssl").current_dir(dir).args(args).output().expect("openssl runs");
+        assert!(o.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    let subj_ca = ["-subj", "/CN=repro test CA"];
+    run(&[
+        &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2"][..],
+        &subj_ca,
+    ]
+    .concat());
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    std::fs::write(dir.join("ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n").unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "ext",
+    ]);
+    (dir.join("ca.pem"), dir.join("server.key"), dir.join("server.pem"))
+}
+
+#[test]
+fn grpcs_checks_the_server_against_the_given_ca() {
+    let certs = tempfile::Builder::new().prefix("repro-remote-tls-").tempdir().unwrap();
+    let (ca, key, cert) = make_certs(certs.path());
+    let server = BuildGrid::start_with(|port, _| {
+        bgd_config(port).replace(
+            "insecure-mode: true\n",
+            &format!(
+                "insecure-mode: false\n    credentials:\n      tls-server-key: {}\n      tls-server-cert: {}\n",
+                key.display(),
+                cert.display()
+            ),
+        )
+    });
+    let url = format!("grpcs://localhost:{}", server.port);
+    let ep = config::endpoint(&url, "main", &[], Some(ca.clone())).unwrap();
+    let remote = Remote::connect(&ep).unwrap_or_else(|e| panic!("{e}\n{}", server.log_text()));
+    let mut blobs = repro_remote::digest::Blobs::new();
+    let d = blobs.add_bytes(b"over TLS".to_vec());
+    let big = blobs.add_bytes(vec![7u8; 5 << 20]);
+    let up = remote.upload(&blobs).unwrap();
+    assert_eq!((up.batched, up.streamed), (1, 1), "{up:?}");
+    assert!(remote.find_missing(&[d, big]).unwrap().is_empty());
+
+    let check = |args: &[&str]| {
+        let mut a = vec!["remote", "check", "--remote", url.as_str(), "--remote-instance", "main"];
+        a.extend_from_slice(args);
+        repro().args(&a).timeout(HANG_GUARD).output().expect("repro runs")
+    };
+    let o = check(&["--remote-ca-cert", ca.to_str().unwrap()]);
+    assert_code(&o, 0);
+    assert!(stdout(&o).contains(&format!("remote     {url} (instance 'main')")), "{}", stdout(&o));
+    // Without the CA, the system's roots do not know the server: refused, saying why.
+    let o = check(&[]);
+    assert_code(&o, 125);
+    assert!(stderr(&o).contains("UnknownIssuer"), "{}", stderr(&o));
+    // Plain HTTP/2 to a TLS port fails too.
+    let plain = format!("grpc://localhost:{}", server.port);
+    let o = repro().args(["remote", "check", "--remote", &plain]).timeout(HANG_GUARD).output().unwrap();
+    assert_code(&o, 125);
 }
