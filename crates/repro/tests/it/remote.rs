@@ -296,3 +296,54 @@ fn grpcs_checks_the_server_against_the_given_ca() {
     let o = repro().args(["remote", "check", "--remote", &plain]).timeout(HANG_GUARD).output().unwrap();
     assert_code(&o, 125);
 }
+
+#[test]
+fn headers_reach_a_server_that_requires_a_token() {
+    const SECRET: &str = "repro-test-secret-of-at-least-32-bytes";
+    let server = BuildGrid::start_with(|port, dir| {
+        std::fs::write(dir.join("jwt.secret"), SECRET).unwrap();
+        bgd_config(port).replace(
+            "method: none\n",
+            &format!("method: jwt\n  secret: {}\n  algorithm: hs256\n", dir.join("jwt.secret").display()),
+        )
+    });
+    // A token made by PyJWT (BuildGrid's own dependency, in the same venv).
+    let python = require_bgd().with_file_name("python");
+    let o = std::process::Command::new(python)
+        .args([
+            "-c",
+            "import jwt, sys, time; print(jwt.encode({'sub': 'repro', 'exp': int(time.time()) + 3600}, sys.argv[1], \
+             algorithm='HS256'))",
+            SECRET,
+        ])
+        .output()
+        .expect("python runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let token = String::from_utf8(o.stdout).unwrap().trim().to_string();
+    let header = format!("authorization: Bearer {token}");
+
+    // Every call carries the header, the ByteStream stream too.
+    let ep = config::endpoint(&server.url(), "main", std::slice::from_ref(&header), None).unwrap();
+    let remote = Remote::connect(&ep).unwrap();
+    let mut blobs = repro_remote::digest::Blobs::new();
+    let small = blobs.add_bytes(b"with a token".to_vec());
+    let big = blobs.add_bytes(vec![9u8; 5 << 20]);
+    let up = remote.upload(&blobs).unwrap_or_else(|e| panic!("{e}\n{}", server.log_text()));
+    assert_eq!((up.batched, up.streamed), (1, 1), "{up:?}");
+    assert!(remote.find_missing(&[small, big]).unwrap().is_empty());
+
+    let check = |env_header: Option<&str>| {
+        let mut c = repro();
+        c.args(["remote", "check", "--remote", &server.url(), "--remote-instance", "main"]);
+        match env_header {
+            Some(h) => c.env("REPRO_REMOTE_HEADER", h),
+            None => c.env_remove("REPRO_REMOTE_HEADER"),
+        };
+        c.timeout(HANG_GUARD).output().expect("repro runs")
+    };
+    assert_code(&check(Some(&header)), 0);
+    let o = check(None);
+    assert_code(&o, 125);
+    assert!(stderr(&o).contains("Unauthenticated"), "{}", stderr(&o));
+    assert_code(&check(Some("authorization: Bearer not.a.token")), 125);
+}
