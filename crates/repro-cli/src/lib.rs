@@ -13,6 +13,7 @@ mod mcp;
 mod pack;
 mod prov;
 mod race;
+mod remote;
 mod repair;
 mod run;
 mod sbom;
@@ -103,6 +104,10 @@ pub enum Command {
     /// CI pipelines: `repro ci init --github|--gitlab --test-cmd CMD` writes one (docs/ci.md).
     #[command(subcommand)]
     Ci(ci::CiCommand),
+    /// A Remote Execution API v2 engine (BuildGrid, Buildbarn, ...): `check` its capabilities, `upload` a pack as
+    /// an Action (docs/remote.md).
+    #[command(subcommand)]
+    Remote(remote::RemoteCommand),
     /// Serve repro's commands as Model Context Protocol tools to a coding agent: stdio, or streamable HTTP with
     /// --listen (docs/mcp.md).
     Mcp(mcp::McpArgs),
@@ -198,6 +203,7 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Contract(cmd) => contract::dispatch(cmd),
         Command::Chaos(cmd) => chaos::dispatch(cmd),
         Command::Ci(cmd) => ci::dispatch(cmd),
+        Command::Remote(cmd) => remote::dispatch(cmd),
         Command::Mcp(args) => mcp::mcp_cmd(args),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();

@@ -9,6 +9,7 @@ pub mod manifest;
 pub mod pathenc;
 pub mod project;
 pub mod provenance;
+pub mod remote;
 pub mod repair;
 pub mod repair_loop;
 pub mod run;

@@ -36,6 +36,28 @@ pub struct ProjectFile {
     /// How the project is set up and checked (`repro contract verify`).
     #[serde(default)]
     pub contract: Option<Contract>,
+    /// The Remote Execution API engine (`repro remote`); `--remote` and its flags override it.
+    #[serde(default)]
+    pub remote: Option<RemoteSection>,
+}
+
+/// `[remote]`: the engine `repro remote` talks to (checked by `repro_remote::config`).
+///
+/// ```toml
+/// [remote]
+/// url = "grpcs://cas.example.com:443"     # as --remote: grpc://HOST:PORT (plain) or grpcs://HOST:PORT (TLS)
+/// instance = "main"                       # as --remote-instance; the server's default instance when absent
+/// headers = ["x-team: build"]             # as --remote-header NAME:VALUE (a secret belongs in the environment)
+/// ca_cert = "ca.pem"                      # as --remote-ca-cert: the CA of a grpcs:// server (PEM)
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteSection {
+    pub url: Option<String>,
+    pub instance: Option<String>,
+    #[serde(default)]
+    pub headers: Vec<String>,
+    pub ca_cert: Option<String>,
 }
 
 /// `[contract]`: the environment contract. Each stage is a list of steps; `repro contract verify` runs them all,
@@ -328,12 +350,21 @@ verify = [{ name = "tests", run = ["cargo", "test"] }, { name = "lint", run = "m
         assert!(e.starts_with("p/repro.toml:2:1: unknown key `tests`"), "{e}");
     }
 
+    #[test]
+    fn the_remote_table() {
+        let text = "[remote]\nurl = \"grpc://h:1\"\ninstance = \"main\"\nheaders = [\"x-a: 1\"]\n";
+        let r = parse("repro.toml", text).unwrap().remote.unwrap();
+        assert_eq!((r.url.as_deref(), r.instance.as_deref(), r.headers.len()), (Some("grpc://h:1"), Some("main"), 1));
+        let e = parse("p/repro.toml", "[remote]\nurl = \"grpc://h:1\"\ninstanc = \"x\"\n").unwrap_err().to_string();
+        assert!(e.starts_with("p/repro.toml:3:1: unknown key `instanc`"), "{e}");
+    }
+
     /// Every bad file names the file, the line and what is wrong.
     #[test]
     fn bad_files_name_file_line_and_key() {
         let cases: [(&str, &str); 7] = [
             ("[run]\nseed = 1\nenvs = [\"A\"]\n", "p/repro.toml:3:1: unknown key `envs`, expected one of"),
-            ("[build]\nx = 1\n", "p/repro.toml:1:2: unknown key `build`, expected `run` or `contract`"),
+            ("[build]\nx = 1\n", "p/repro.toml:1:2: unknown key `build`, expected one of `run`, `contract`, `remote`"),
             ("[run]\nseed = \"seven\"\n", "p/repro.toml:2:8: invalid type: string \"seven\", expected u64"),
             ("[run]\nseed = -1\n", "p/repro.toml:2:8: invalid value: integer `-1`, expected u64"),
             ("[run]\nnetwork = \"host\"\n", "p/repro.toml:2:11: unknown variant `host`, expected `loopback`"),

@@ -132,6 +132,7 @@ const PROVIDERS: &[(&str, &str)] = &[
     ("ip", "iproute2"),
     ("ldd", "libc6-dev"),
     ("make", "make"),
+    ("openssl", "openssl"),
     ("pg_isready", "postgresql"),
     ("prometheus-postgres-exporter", "prometheus-postgres-exporter"),
     ("prometheus-redis-exporter", "prometheus-redis-exporter"),
