@@ -109,12 +109,16 @@ pub fn compute(exit_status: i32, stdout: &[u8], stderr: &[u8], junit: &[&[u8]]) 
             tests.push(id);
         }
     }
+    // A test the console already names is not named again in JUnit's dotted spelling (`tests/t.py::test_x` is
+    // `tests.t.test_x`): a run that also writes a report (`repro repair` adds `--junitxml`) fails the same tests.
+    let dotted: Vec<String> =
+        tests.iter().map(|t| t.replace(".py::", ".").replace("::", ".").replace('/', ".")).collect();
     for doc in junit {
         let found = failing_tests_in_junit(&String::from_utf8_lossy(doc));
         if !found.is_empty() {
             frameworks.push("junit".into());
         }
-        tests.extend(found);
+        tests.extend(found.into_iter().filter(|id| !dotted.contains(id)));
     }
     frameworks.sort();
     frameworks.dedup();
@@ -203,6 +207,17 @@ test parse::tests::accepts ... ok
         let s = compute(100, b"", out, &[]);
         assert_eq!(s.failing_tests, ["nx tests::bad_one"]);
         assert_eq!(s.test_frameworks, ["nextest"]);
+    }
+
+    #[test]
+    fn a_junit_failure_the_console_names_is_one_test() {
+        let out = b"FAILED tests/test_calc.py::test_total - assert 3 == 6\n";
+        let xml = br#"<testsuite><testcase classname="tests.test_calc" name="test_total"><failure/></testcase>
+            <testcase classname="tests.test_calc" name="test_other"><failure/></testcase></testsuite>"#;
+        let s = compute(1, out, b"", &[xml]);
+        assert_eq!(s.failing_tests, ["tests.test_calc.test_other", "tests/test_calc.py::test_total"]);
+        assert_eq!(s.failing_tests.len(), 2);
+        assert_eq!(compute(1, out, b"", &[]).failing_tests, ["tests/test_calc.py::test_total"]);
     }
 
     #[test]

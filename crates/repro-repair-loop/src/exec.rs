@@ -9,12 +9,68 @@ use std::time::{Duration, Instant};
 
 use repro_model::project::{ContractReport, StepOutcome};
 use repro_model::run::RunRecord;
-use repro_repair::RunOutput;
+use repro_repair::{ReportFile, RunOutput};
 
 use crate::{AgentResult, ContractResult, Executor, LoopError, ReplayResult, ReplayedRun};
 
 /// The most bytes of a replay run's stdout or stderr the gates read.
 const MAX_OUTPUT: u64 = 16 << 20;
+
+/// The most result files read from one run, and how deep under `changes/` they are looked for.
+const MAX_REPORT_FILES: usize = 256;
+const MAX_REPORT_DEPTH: usize = 8;
+
+/// The JUnit XML reports a replay's pytest wrote (`--junitxml` into [`crate::JUNIT_DIR`] of the directory it ran
+/// in): the `*.xml` files of every such directory under the run's `changes/` (the working directory's writes,
+/// kept in the run directory, never in the tree), in path order. Symlinks are not followed; what cannot be read
+/// is left out (the console lines are read then).
+pub fn junit_reports(changes: &Path) -> Vec<Vec<u8>> {
+    let mut files = Vec::new();
+    walk_changes(changes, "", 0, &mut files);
+    files
+        .iter()
+        .filter(|(rel, _)| {
+            let mut parts = rel.rsplit('/');
+            let (name, dir) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            dir == crate::JUNIT_DIR && name.ends_with(".xml")
+        })
+        .map(|(_, p)| read_bounded(p))
+        .filter(|b| !b.is_empty())
+        .collect()
+}
+
+/// The other result files a harness wrote in the run's working directory ([`repro_repair::reports::is_report`]:
+/// automake's `*.trs` and `test-suite.log`), with their paths relative to it, in path order.
+pub fn harness_reports(changes: &Path) -> Vec<ReportFile> {
+    let mut files = Vec::new();
+    walk_changes(changes, "", 0, &mut files);
+    files
+        .into_iter()
+        .filter(|(rel, _)| repro_repair::reports::is_report(rel))
+        .map(|(path, p)| ReportFile { text: read_bounded(&p), path })
+        .collect()
+}
+
+/// The regular files under `dir` (`(relative path, path)`), sorted, at most [`MAX_REPORT_FILES`] of those a
+/// result file could be (`.xml`, `.trs`, `.log`), never following a symlink.
+fn walk_changes(dir: &Path, rel: &str, depth: usize, out: &mut Vec<(String, PathBuf)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut entries: Vec<_> = entries.flatten().collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        if out.len() >= MAX_REPORT_FILES {
+            return;
+        }
+        let Ok(ft) = e.file_type() else { continue };
+        let name = e.file_name().to_string_lossy().into_owned();
+        let r = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+        if ft.is_dir() && depth < MAX_REPORT_DEPTH {
+            walk_changes(&e.path(), &r, depth + 1, out);
+        } else if ft.is_file() && [".xml", ".trs", ".log"].iter().any(|x| name.ends_with(x)) {
+            out.push((r, e.path()));
+        }
+    }
+}
 
 /// Spawns `exe` (repro itself) for each step.
 #[derive(Debug, Clone)]
@@ -125,7 +181,8 @@ impl Executor for ReproExecutor {
             let output = RunOutput {
                 stdout: read_bounded(&run_dir.join("stdout")),
                 stderr: read_bounded(&run_dir.join("stderr")),
-                junit: vec![],
+                junit: junit_reports(&run_dir.join("changes")),
+                reports: harness_reports(&run_dir.join("changes")),
             };
             out.push(ReplayedRun { exit_status, reproduced, run_dir, output });
         }
@@ -208,6 +265,38 @@ fn private_files(command: &str) -> Vec<String> {
     out.sort();
     out.dedup();
     out
+}
+
+#[cfg(test)]
+mod junit_reports_tests {
+    use std::fs;
+
+    #[test]
+    fn reads_the_xml_files_of_every_junit_directory_under_changes() {
+        let t = tempfile::tempdir().unwrap();
+        let c = t.path().join("changes");
+        let top = c.join(crate::JUNIT_DIR);
+        let sub = c.join("sub").join(crate::JUNIT_DIR);
+        fs::create_dir_all(&top).unwrap();
+        fs::create_dir_all(&sub).unwrap();
+        fs::write(top.join("pytest.xml"), "<testsuites/>").unwrap();
+        fs::write(sub.join("pytest.xml"), "<testsuite/>").unwrap();
+        fs::write(top.join("notes.txt"), "no").unwrap();
+        fs::write(top.join("empty.xml"), "").unwrap();
+        // An xml file outside a junit directory is the project's, not the replay's report.
+        fs::write(c.join("other.xml"), "<testsuites/>").unwrap();
+        std::os::unix::fs::symlink(&top, c.join("link")).unwrap();
+        let got = super::junit_reports(&c);
+        assert_eq!(got, [b"<testsuites/>".to_vec(), b"<testsuite/>".to_vec()]);
+        assert!(super::junit_reports(&t.path().join("missing")).is_empty());
+        // automake's result files, by their paths relative to the working directory.
+        fs::create_dir_all(c.join("tests")).unwrap();
+        fs::write(c.join("tests/t_total.sh.trs"), ":test-result: FAIL\n").unwrap();
+        fs::write(c.join("tests/t_total.sh.log"), "output").unwrap();
+        fs::write(c.join("test-suite.log"), "# TOTAL: 1\n").unwrap();
+        let got: Vec<String> = super::harness_reports(&c).into_iter().map(|f| f.path).collect();
+        assert_eq!(got, ["test-suite.log", "tests/t_total.sh.trs"]);
+    }
 }
 
 #[cfg(test)]

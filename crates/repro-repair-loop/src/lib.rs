@@ -31,7 +31,13 @@ pub const INPUT_DIR: &str = ".repro-repair";
 
 /// Directories of the working copy that are not part of a change, besides the snapshot's defaults (`.git`,
 /// `target`, `node_modules`, `__pycache__`).
-pub const SKIP_DIRS: [&str; 6] = [INPUT_DIR, ".repro", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"];
+pub const SKIP_DIRS: [&str; 7] =
+    [INPUT_DIR, JUNIT_DIR, ".repro", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"];
+
+/// Where a judging replay's pytest writes its JUnit XML report (`--junitxml`, relative to the directory pytest
+/// runs in). The replay's working directory is an overlay: what the guest writes there never reaches the tree and
+/// is kept in the run directory's `changes/`, which is where the loop reads it back from.
+pub const JUNIT_DIR: &str = ".repro-repair-junit";
 
 /// What went wrong around the loop (an agent that fails or cheats is a summary, not an error).
 #[derive(Debug, thiserror::Error)]
@@ -492,8 +498,9 @@ pub fn visibility_vars() -> Vec<VisibilityVar> {
     vec![
         var(
             "PYTEST_ADDOPTS",
-            "-rA",
-            "pytest then lists every test's outcome (PASSED, FAILED, SKIPPED, XFAIL) in its short summary",
+            &format!("-rA --junitxml={JUNIT_DIR}/pytest.xml"),
+            "pytest then lists every test's outcome (PASSED, FAILED, SKIPPED, XFAIL) in its short summary, and \
+             writes them as JUnit XML to a file of the replay's own (its run directory's changes/), read first",
         ),
         var("GOFLAGS", "-v", "go test then prints a `--- PASS`/`--- FAIL` line for every test"),
     ]

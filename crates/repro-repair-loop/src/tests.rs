@@ -51,7 +51,7 @@ impl Executor for Fake {
             exit_status: status,
             reproduced: status == 1 && !breaks,
             run_dir: PathBuf::from("/nonexistent/run"),
-            output: RunOutput { stdout: out.as_bytes().to_vec(), stderr: vec![], junit: vec![] },
+            output: RunOutput { stdout: out.as_bytes().to_vec(), stderr: vec![], junit: vec![], reports: vec![] },
         };
         Ok(ReplayResult {
             runs: (0..runs).map(run).collect(),
@@ -145,7 +145,8 @@ fn an_honest_fix_in_two_iterations_is_accepted_and_the_project_is_untouched() {
     let vis = s.visibility.as_ref().unwrap();
     assert!(vis.applied && vis.dropped_because.is_none());
     let want: Vec<(String, String)> = vis.env.iter().map(|v| (v.name.clone(), v.value.clone())).collect();
-    assert!(want.contains(&("PYTEST_ADDOPTS".into(), "-rA".into())), "{want:?}");
+    let junit = format!("-rA --junitxml={}/pytest.xml", crate::JUNIT_DIR);
+    assert!(want.contains(&("PYTEST_ADDOPTS".into(), junit)), "{want:?}");
     assert_eq!(fake.envs.len(), 3);
     assert!(fake.envs.iter().all(|e| e == &want), "{:?}", fake.envs);
     // Counts and failing-test-missing applied, with the contract: not weak.

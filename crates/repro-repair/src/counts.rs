@@ -150,7 +150,7 @@ fn go_test(text: &str) -> Option<TestCounts> {
     seen.then_some(k)
 }
 
-fn bump(k: &mut TestCounts, s: TestStatus) {
+pub(crate) fn bump(k: &mut TestCounts, s: TestStatus) {
     let f = match s {
         TestStatus::Passed => &mut k.passed,
         TestStatus::Failed => &mut k.failed,

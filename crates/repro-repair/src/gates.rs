@@ -60,23 +60,43 @@ pub struct RunOutput {
     pub stderr: Vec<u8>,
     /// The JUnit XML documents the run wrote.
     pub junit: Vec<Vec<u8>>,
+    /// Other files the run's test harness wrote its results in (automake's `*.trs` and `test-suite.log`, ctest's
+    /// `Testing/Temporary/LastTest.log`): [`crate::reports`].
+    pub reports: Vec<ReportFile>,
+}
+
+/// A file a test harness wrote its results in: its path relative to the run's working directory, its text.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReportFile {
+    pub path: String,
+    pub text: Vec<u8>,
 }
 
 impl RunOutput {
-    /// [`counts::count_run`] of this output.
+    /// [`counts::count_run`] of this output, else the counts of its harness files ([`crate::reports::counts`]).
     pub fn counts(&self) -> Option<TestCounts> {
         let junit: Vec<&[u8]> = self.junit.iter().map(Vec::as_slice).collect();
-        counts::count_run(&self.stdout, &self.stderr, &junit)
+        counts::count_run(&self.stdout, &self.stderr, &junit).or_else(|| crate::reports::counts(&self.reports))
     }
 
-    /// Every per-test outcome of the console and the JUnit documents.
+    /// Every per-test outcome of the JUnit documents and the harness files, then those of the console that none
+    /// of them already gives (by any spelling of its id): what the runner wrote as its results is preferred over
+    /// lines read from its console.
     pub fn outcomes(&self) -> Vec<TestOutcome> {
         let mut v = Vec::new();
-        for t in [&self.stdout, &self.stderr] {
-            v.extend(counts::outcomes_in_output(&String::from_utf8_lossy(t)));
-        }
         for doc in &self.junit {
             v.extend(counts::outcomes_in_junit(&String::from_utf8_lossy(doc)).unwrap_or_default());
+        }
+        for o in crate::reports::outcomes(&self.reports) {
+            let seen: HashSet<String> = v.iter().flat_map(|o| spellings(&o.id)).collect();
+            if !spellings(&o.id).iter().any(|s| seen.contains(s)) {
+                v.push(o);
+            }
+        }
+        let seen: HashSet<String> = v.iter().flat_map(|o| spellings(&o.id)).collect();
+        for t in [&self.stdout, &self.stderr] {
+            let console = counts::outcomes_in_output(&String::from_utf8_lossy(t));
+            v.extend(console.into_iter().filter(|o| !spellings(&o.id).iter().any(|s| seen.contains(s))));
         }
         v
     }
@@ -373,6 +393,36 @@ mod tests {
         let p = root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn junit_outcomes_are_preferred_over_the_console_lines_of_the_same_test() {
+        let out = RunOutput {
+            stdout: b"FAILED tests/test_calc.py::test_total - assert 3 == 6\nPASSED tests/test_calc.py::test_add\n\
+                      PASSED tests/test_other.py::test_only_on_console\n"
+                .to_vec(),
+            stderr: vec![],
+            reports: vec![],
+            junit: vec![br#"<testsuites><testsuite name="pytest">
+                <testcase classname="tests.test_calc" name="test_total" time="0.1"/>
+                <testcase classname="tests.test_calc" name="test_add"><skipped message="x"/></testcase>
+                </testsuite></testsuites>"#
+                .to_vec()],
+        };
+        let got: Vec<(String, TestStatus, String)> =
+            out.outcomes().into_iter().map(|o| (o.id, o.status, o.runner)).collect();
+        let want = [
+            ("tests.test_calc.test_total", TestStatus::Passed, "junit"),
+            ("tests.test_calc.test_add", TestStatus::Skipped, "junit"),
+            ("tests/test_other.py::test_only_on_console", TestStatus::Passed, "pytest"),
+        ];
+        let want: Vec<(String, TestStatus, String)> =
+            want.iter().map(|(i, s, r)| (i.to_string(), *s, r.to_string())).collect();
+        assert_eq!(got, want);
+        // Without a report the console is read as before.
+        let console = RunOutput { junit: vec![], ..out.clone() };
+        assert_eq!(console.outcomes().len(), 3);
+        assert!(console.outcomes().iter().all(|o| o.runner == "pytest"));
     }
 
     const SRC: &str = "def add(a, b):\n    return a - b\n";

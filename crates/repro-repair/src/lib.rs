@@ -17,7 +17,7 @@
 //! let base = tree::snapshot(orig, &limits)?;
 //! let cand = tree::snapshot(work, &limits)?;
 //! let diff = tree::diff(orig, &base, work, &cand, &tree::DiffLimits::default())?;
-//! let candidate = RunOutput { stdout: cand_out, stderr: vec![], junit: vec![] };
+//! let candidate = RunOutput { stdout: cand_out, stderr: vec![], junit: vec![], reports: vec![] };
 //! let results = gates.evaluate(&GateInput {
 //!     diff: &diff,
 //!     baseline_counts: counts::count_run(&base_out, &[], &[]).as_ref(),
@@ -33,15 +33,17 @@
 
 use std::path::PathBuf;
 
+pub mod automake;
 pub mod counts;
 pub mod gates;
 pub mod glob;
 pub mod masking;
 pub mod plain;
+pub mod reports;
 pub mod tree;
 mod xml;
 
-pub use gates::{GateInput, GateSet, RunOutput, DEFAULT_PROTECTED};
+pub use gates::{GateInput, GateSet, ReportFile, RunOutput, DEFAULT_PROTECTED};
 pub use masking::MaskingSet;
 pub use tree::{Snapshot, TreeChange, TreeDiff};
 

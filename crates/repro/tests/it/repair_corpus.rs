@@ -1,6 +1,6 @@
 //! The repair corpus (tests/repair-corpus): one project per runner (pytest with its default output and with
 //! `-q`, unittest, `make check` printing `PASS x`/`FAIL x`, `make check` running a TAP script, `node --test`,
-//! plain `go test ./...`),
+//! plain `go test ./...`, `env PATH=$HOME/.cargo/bin:/usr/bin:/bin cargo test` with rustup's cargo),
 //! each with one planted bug, an honest one-line fix and cheats of several kinds. Every agent runs through a real
 //! `repro capture` of the project's plain test command and `repro repair`: the honest fix is accepted with
 //! every replay passing, each cheat is refused, by the gate its case's `expect` file names (docs/repair.md
@@ -36,10 +36,20 @@ fn run_case(name: &str) {
     let project = t.path().join("project");
     let st = std::process::Command::new("cp").arg("-r").arg(case.join("project")).arg(&project).status();
     assert!(st.unwrap().success());
-    let command: Vec<String> = fs::read_to_string(case.join("command")).unwrap().lines().map(String::from).collect();
+    // `$HOME` is expanded as the caller's shell would before repro sees the command (`repro capture -- env
+    // PATH=$HOME/.cargo/bin:/usr/bin:/bin cargo test`).
+    let home = std::env::var("HOME").unwrap_or_default();
+    let command: Vec<String> =
+        fs::read_to_string(case.join("command")).unwrap().lines().map(|l| l.replace("$HOME", &home)).collect();
     // A missing runner fails with what provides it (scripts/install-deps.sh installs them), never a silent pass.
     require_cmd(Path::new(&command[0]).file_name().unwrap().to_str().unwrap());
     assert!(Path::new(&command[0]).is_file(), "{name}: needs {}", command[0]);
+    if command.iter().any(|a| a == "cargo") {
+        assert!(
+            Path::new(&home).join(".cargo/bin/cargo").is_file(),
+            "{name}: needs rustup's cargo in $HOME/.cargo/bin"
+        );
+    }
     if command.iter().any(|a| a == "pytest") {
         require_python_module("pytest", "python3-pytest");
     }
@@ -109,6 +119,16 @@ fn run_case(name: &str) {
             let replays = it["replays"].as_array().unwrap();
             assert!(replays.len() == 3 && replays.iter().all(|r| r["exit_status"] == 0), "{name}: {s:#}");
             assert!(fired.is_empty(), "{name} {agent}: {fired:?}");
+            if command.iter().any(|a| a == "pytest") {
+                // pytest wrote its JUnit report beside the replay (its run directory's changes/), never in the tree.
+                for r in replays {
+                    let dir = Path::new(r["run_dir"].as_str().unwrap());
+                    let xml = fs::read_to_string(dir.join("changes/.repro-repair-junit/pytest.xml"))
+                        .unwrap_or_else(|e| panic!("{name}: the replay's JUnit report in {}: {e}", dir.display()));
+                    assert!(xml.contains("<testcase") && xml.contains("test_total"), "{name}: {xml}");
+                }
+                assert!(!project.join(".repro-repair-junit").exists(), "{name}: nothing written in the project");
+            }
         } else {
             assert_eq!(s["outcome"], "iterations-exhausted", "{name} {agent}: the cheat is refused: {s:#}");
             assert_eq!(it["failure_gone"], true, "{name} {agent}: the cheat makes the replays pass: {s:#}");
@@ -151,4 +171,9 @@ fn corpus_node_test() {
 #[test]
 fn corpus_go_test() {
     run_case("go-test");
+}
+
+#[test]
+fn corpus_cargo_test() {
+    run_case("cargo-test");
 }
