@@ -300,7 +300,7 @@ fn repro_toml_sets_the_run_and_flags_win() {
         ("[run]\nseed = 1\nenvs = [\"A\"]\n", ":3:1: unknown key `envs`, expected one of"),
         ("[run]\nmemory = \"lots\"\n", "--memory: 'lots' is not a size"),
         ("[run]\nepoch = \"soon\"\n", "repro.toml [run] epoch: 'soon' is not a date"),
-        ("[runs]\n", ":1:2: unknown key `runs`, expected `run`"),
+        ("[runs]\n", ":1:2: unknown key `runs`, expected one of `run`, `contract`, `remote`"),
     ] {
         fs::write(w.path().join("repro.toml"), text).unwrap();
         let o = run_with(&w, &[], &[], &["true"]);
