@@ -3,7 +3,7 @@
 //!
 //! Pure logic, no kernel mechanism: every transport (seccomp user notification, ptrace, a replacement
 //! vDSO) asks this crate what the guest should see and reuses it unchanged. Everything here is a pure
-//! function of the [`DetConfig`]-like inputs and of the order of the calls made on it.
+//! function of its [`controller::ControllerConfig`] and of the order of the calls made on it.
 
 pub mod clock;
 pub mod controller;

@@ -19,7 +19,8 @@
 //!                                     |         ^
 //!                               decode.rs       |     raw (nr, args) -> typed Syscall
 //!                                     v         |
-//!                             handlers/mod.rs dispatch by family: time, entropy, identity, files, waits,
+//!                             handlers/mod.rs dispatch by family: time, timers, entropy, identity, files,
+//!                                     |               procfs, statfs, waits, ports, unix (host sockets),
 //!                                     |               net and proc_tape (the tapes), process
 //!                       Guest (guest.rs): memory, fds, paths, ids, "still pending"   (TaskGuest / FakeGuest)
 //!                                     v
