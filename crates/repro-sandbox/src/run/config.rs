@@ -168,18 +168,8 @@ fn init_config(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::{RunOptions, DEFAULT_CLOCK_STEP_NS, UMASK};
+    use crate::run::{test_options as opts, RunOptions, UMASK};
     use repro_model::DirOrder;
-
-    fn opts() -> RunOptions {
-        RunOptions {
-            command: vec!["true".into()],
-            epoch: Some("0".into()),
-            cpus: 1,
-            clock_step_ns: DEFAULT_CLOCK_STEP_NS,
-            ..Default::default()
-        }
-    }
 
     #[test]
     fn the_init_config_follows_the_settings() {

@@ -32,6 +32,18 @@ mod prepare;
 mod start;
 mod wait;
 
+/// The options the stage tests start from: `true`, epoch 0, one CPU.
+#[cfg(test)]
+fn test_options() -> RunOptions {
+    RunOptions {
+        command: vec!["true".into()],
+        epoch: Some("0".into()),
+        cpus: 1,
+        clock_step_ns: DEFAULT_CLOCK_STEP_NS,
+        ..Default::default()
+    }
+}
+
 /// Where the guest's output goes besides the run directory.
 #[derive(Debug, Clone, Copy)]
 pub struct Echo {

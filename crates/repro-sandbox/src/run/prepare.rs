@@ -210,18 +210,8 @@ fn check_cwd(cwd: &Path) -> Result<(), SandboxError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::{DEFAULT_CLOCK_STEP_NS, DOMAINNAME};
+    use crate::run::{test_options as opts, DOMAINNAME};
     use repro_model::ExitCode;
-
-    fn opts() -> RunOptions {
-        RunOptions {
-            command: vec!["true".into()],
-            epoch: Some("0".into()),
-            cpus: 1,
-            clock_step_ns: DEFAULT_CLOCK_STEP_NS,
-            ..Default::default()
-        }
-    }
 
     #[test]
     fn prepared_settings_are_the_defaults_with_the_options() {
