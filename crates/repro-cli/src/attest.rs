@@ -136,7 +136,7 @@ pub fn attest_cmd(a: AttestArgs) -> Result<i32, CliError> {
     let claim =
         a.claim.as_deref().map(str::parse).transpose().map_err(|e: String| CliError::usage(format!("--claim: {e}")))?;
     let signer = PrivateKey::load(&key).map_err(prov_error)?;
-    let path = repro_prov::env::resolve_target(&target, &state(a.state_dir)?).map_err(prov_error)?;
+    let path = repro_prov::open::resolve_target(&target, &state(a.state_dir)?).map_err(prov_error)?;
     let req = Request { kind, report: a.report, claim, time_verified: None };
     let att = attest::attest(&path, &req, &signer).map_err(prov_error)?;
     let bytes = att.envelope.to_json();
@@ -170,7 +170,7 @@ pub fn attest_cmd(a: AttestArgs) -> Result<i32, CliError> {
 fn verify_cmd(v: VerifyArgs) -> Result<i32, CliError> {
     let key = PublicKey::load(&v.key).map_err(prov_error)?;
     let run = match &v.run {
-        Some(r) => Some(repro_prov::env::resolve_target(r, &state(v.state_dir.clone())?).map_err(prov_error)?),
+        Some(r) => Some(repro_prov::open::resolve_target(r, &state(v.state_dir.clone())?).map_err(prov_error)?),
         None => None,
     };
     let against = Against { pack: v.pack.clone(), run, files: v.files.clone() };

@@ -57,16 +57,16 @@ fn state(flag: Option<PathBuf>) -> Result<PathBuf, CliError> {
 }
 
 pub(crate) fn load(arg: &str, state_flag: Option<PathBuf>) -> Result<repro_model::provenance::Environment, CliError> {
-    let path = repro_prov::env::resolve_target(arg, &state(state_flag)?).map_err(prov_error)?;
-    repro_prov::env::environment_of(&path).map_err(prov_error)
+    let path = repro_prov::open::resolve_target(arg, &state(state_flag)?).map_err(prov_error)?;
+    repro_prov::open::environment_of(&path).map_err(prov_error)
 }
 
 /// A side of `repro drift` or the target of `repro env`: also a DSSE envelope, its signature checked by one of
 /// `keys` when any are given.
 fn load_side(arg: &str, state_flag: Option<PathBuf>, keys: &[PublicKey]) -> Result<repro_prov::drift::Side, CliError> {
-    let path = repro_prov::env::resolve_target(arg, &state(state_flag)?).map_err(prov_error)?;
+    let path = repro_prov::open::resolve_target(arg, &state(state_flag)?).map_err(prov_error)?;
     let verifiers: Vec<&dyn Verifier> = keys.iter().map(|k| k as &dyn Verifier).collect();
-    repro_prov::env::side_of(&path, &verifiers).map_err(prov_error)
+    repro_prov::drift::side_of(&path, &verifiers).map_err(prov_error)
 }
 
 pub fn env_cmd(a: EnvArgs) -> Result<i32, CliError> {
@@ -97,7 +97,7 @@ pub fn env_cmd(a: EnvArgs) -> Result<i32, CliError> {
     if a.json {
         print_json(&side.environment)?;
     } else {
-        for l in repro_prov::env::describe_side(&side) {
+        for l in repro_prov::drift::describe_side(&side) {
             outln!("{l}");
         }
     }

@@ -5,7 +5,7 @@
 //! These documents may come from someone else (a pack, a file passed to `repro drift`): readers parse them with
 //! `deny_unknown_fields` and the limits of repro-prov, never trusting a count or a path.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -63,6 +63,10 @@ pub struct Settings {
     #[serde(default)]
     pub run: BTreeMap<String, String>,
 }
+
+/// Components known to have executed or mapped files although an environment lists none of their files (a
+/// component-level summary such as a VSA or a test result), by (kind, name, digest).
+pub type Executed = BTreeSet<(ComponentKind, String, String)>;
 
 /// What a component is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -8,16 +8,16 @@
 //! content change with such a side names no file.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 use repro_model::provenance::{
-    AttestationSource, Check, Component, ComponentKind, Drift, DriftChange, DriftKind, DriftSide, Environment,
+    AttestationSource, Check, Component, ComponentKind, Drift, DriftChange, DriftKind, DriftSide, Environment, Executed,
 };
+
+use crate::ProvError;
 
 /// At most this many file names are listed for one content change.
 const FILES_SHOWN: usize = 8;
-
-/// Components known to have executed or mapped files, by (kind, name, digest).
-pub type Executed = BTreeSet<(ComponentKind, String, String)>;
 
 /// One side of a drift: an environment and, when it was read from a DSSE envelope, what the envelope is.
 #[derive(Debug, Clone)]
@@ -40,6 +40,46 @@ impl Side {
     pub fn files_listed(&self) -> bool {
         self.attestation.as_ref().is_none_or(|a| a.files_listed)
     }
+}
+
+/// A side of `repro drift` (and the target of `repro env`): the environment of a run directory, a pack, an
+/// environment document, or of a DSSE envelope `repro attest` wrote (with `keys`, its signature must verify by
+/// one of them first; without, it is read unchecked and the side says so).
+pub fn side_of(target: &Path, keys: &[&dyn crate::attest::Verifier]) -> Result<Side, ProvError> {
+    match crate::open::classify(target)? {
+        crate::open::Kind::Envelope(p) => {
+            let a = crate::attest::read::read_file(&p, keys)?;
+            Ok(Side { environment: a.environment, attestation: Some(a.source), executed: a.executed })
+        }
+        _ => Ok(crate::open::environment_of(target)?.into()),
+    }
+}
+
+/// [`crate::env::describe`] of a side `repro env` read (an envelope too): what the attestation is, and for a summary (a VSA,
+/// a test result) the components without their files, marked executed as the summary says.
+pub fn describe_side(side: &Side) -> Vec<String> {
+    let env = &side.environment;
+    let mut out = if side.files_listed() {
+        crate::env::describe(env)
+    } else {
+        let mut out = crate::env::header(env);
+        out.push(format!("used       {} components (a summary: their files are not listed)", env.components.len()));
+        for c in &env.components {
+            let version = c.version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
+            let executed = side.executed.contains(&(c.kind, c.name.clone(), c.digest.clone()));
+            let exec = if executed { " [executed]" } else { "" };
+            let purl = c.purl.as_deref().map(|p| format!("  {p}")).unwrap_or_default();
+            out.push(format!("  {:<6} {}{version}{exec}{purl}", c.kind.name(), c.name));
+        }
+        out
+    };
+    if let Some(a) = &side.attestation {
+        out.push(format!(
+            "attested   {}",
+            crate::attest::read::describe_source(a, &crate::env::source_text(&env.source))
+        ));
+    }
+    out
 }
 
 /// Compares `a` with `b` (named as given on the command line).
@@ -273,7 +313,7 @@ mod tests {
     }
 
     fn comp(kind: ComponentKind, name: &str, version: &str, files: Vec<ComponentFile>) -> Component {
-        let digest = crate::env::component_digest(&files);
+        let digest = crate::identity::component_digest(&files);
         Component {
             kind,
             name: name.into(),
@@ -289,7 +329,7 @@ mod tests {
         let mut settings = Settings::default();
         settings.identity.insert("cpus".into(), "1".into());
         settings.run.insert("seed".into(), seed.into());
-        let identity = crate::env::identity("x86_64", kernel, &settings, &components);
+        let identity = crate::identity::identity("x86_64", kernel, &settings, &components);
         Environment {
             format: PROVENANCE_FORMAT,
             repro_version: "0".into(),

@@ -2,26 +2,22 @@
 //!
 //! Three sources: a run directory's `environment.json` (`repro run --record-inputs`), a pack's `environment`
 //! blob (every `repro capture`), and an environment document (the JSON of `repro env --json` or
-//! `repro env snapshot`). Whatever the source, the identity is recomputed here from the components, never read:
-//! a document from someone else claims an identity, and a claim that does not match its own components is
-//! refused. A pack's claim is checked further: every file it names is a file of the pack with the same blake3,
-//! and its sha256 is the sha256 of the pack's blob. A DSSE envelope of `repro attest` is a fourth kind of target
-//! for `repro drift` and `repro env` ([`side_of`], read by `crate::attest::read`); [`environment_of`] (what
-//! `repro sbom` and `repro attest` read) refuses one.
+//! `repro env snapshot`). This module derives, writes, parses and checks the document and says it in lines; the
+//! identity is computed in [`crate::identity`], never read: a document from someone else claims an identity, and a
+//! claim that does not match its own components is refused. Telling the sources apart and opening them (a pack's
+//! claim checked against its blobs) is [`crate::open`]'s job; a DSSE envelope is a side of `repro drift`
+//! ([`crate::drift::side_of`]).
 
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use repro_model::manifest::EntryKind;
-use repro_model::provenance::{
-    Component, ComponentFile, EnvSource, Environment, Settings, UnreadFile, UsedFile, PROVENANCE_FORMAT,
-};
+use repro_model::provenance::{Component, EnvSource, Environment, Settings, UnreadFile, UsedFile, PROVENANCE_FORMAT};
 use repro_model::run::RunSettings;
 use repro_pack::capture::UsedInputs;
-use serde::Serialize;
 use sha2::Digest as _;
 
+use crate::identity::{component_digest, hex, identity, is_hex};
 use crate::resolve::{self, Contents};
 use crate::ProvError;
 
@@ -63,40 +59,6 @@ pub fn settings_of(s: &RunSettings) -> Settings {
     run.insert("seed".into(), s.seed.to_string());
     run.insert("spin_limit_ms".into(), s.spin_limit_ms.to_string());
     Settings { identity, run }
-}
-
-/// blake3 over a component's used files: the sorted `PATH SHA256` lines.
-pub fn component_digest(files: &[ComponentFile]) -> String {
-    let mut lines: Vec<String> = files.iter().map(|f| format!("{} {}\n", f.path, f.sha256)).collect();
-    lines.sort();
-    let mut h = blake3::Hasher::new();
-    for l in &lines {
-        h.update(l.as_bytes());
-    }
-    h.finalize().to_hex().to_string()
-}
-
-/// The exact bytes the identity digest is taken over (docs/provenance.md): a JSON object with the version of
-/// this rule, the architecture, the kernel release, the identity settings and the (kind, name, version, digest)
-/// of each component, sorted.
-#[derive(Serialize)]
-struct IdentityInput<'a> {
-    v: u32,
-    arch: &'a str,
-    kernel_release: &'a str,
-    settings: &'a BTreeMap<String, String>,
-    components: Vec<(&'static str, &'a str, Option<&'a str>, &'a str)>,
-}
-
-/// The identity of an environment: `blake3:HEX` over [`IdentityInput`].
-pub fn identity(arch: &str, kernel_release: &str, settings: &Settings, components: &[Component]) -> String {
-    let mut list: Vec<_> =
-        components.iter().map(|c| (c.kind.name(), c.name.as_str(), c.version.as_deref(), c.digest.as_str())).collect();
-    list.sort();
-    let input = IdentityInput { v: 1, arch, kernel_release, settings: &settings.identity, components: list };
-    // Serializing plain strings, maps and tuples cannot fail.
-    let bytes = serde_json::to_vec(&input).unwrap_or_default();
-    format!("blake3:{}", blake3::hash(&bytes).to_hex())
 }
 
 /// This host's architecture and kernel release (uname).
@@ -263,122 +225,6 @@ pub(crate) fn check(path: &Path, env: Environment) -> Result<Environment, ProvEr
     Ok(env)
 }
 
-pub(crate) fn is_hex(s: &str, n: usize) -> bool {
-    s.len() == n && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
-pub(crate) fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// What a target is.
-pub enum Target {
-    RunDir(PathBuf),
-    Pack(PathBuf),
-    Document(PathBuf),
-    /// A DSSE envelope (`repro attest`): JSON with a `payloadType` and a `payload`.
-    Envelope(PathBuf),
-}
-
-/// Tells a run directory, a pack (zstd), a DSSE envelope and an environment document apart (by content).
-pub fn classify(path: &Path) -> Result<Target, ProvError> {
-    let md = std::fs::metadata(path).map_err(|source| ProvError::Read { path: path.into(), source })?;
-    if md.is_dir() {
-        return Ok(Target::RunDir(path.into()));
-    }
-    let mut head = [0u8; 4];
-    let n = std::fs::File::open(path)
-        .and_then(|mut f| f.read(&mut head))
-        .map_err(|source| ProvError::Read { path: path.into(), source })?;
-    Ok(if n == 4 && head == [0x28, 0xb5, 0x2f, 0xfd] {
-        Target::Pack(path.into())
-    } else if crate::attest::read::is_envelope_file(path) {
-        Target::Envelope(path.into())
-    } else {
-        Target::Document(path.into())
-    })
-}
-
-/// The environment of a run directory, a pack or an environment document.
-pub fn environment_of(target: &Path) -> Result<Environment, ProvError> {
-    match classify(target)? {
-        Target::RunDir(dir) => {
-            let p = dir.join(RUN_FILE);
-            if !p.exists() {
-                return Err(ProvError::NoInputs { path: dir });
-            }
-            parse(&p, &read_limited(&p, "environment document")?)
-        }
-        Target::Pack(p) => of_pack(&p),
-        Target::Document(p) => parse(&p, &read_limited(&p, "environment document")?),
-        Target::Envelope(p) => Err(ProvError::Parse {
-            path: p,
-            line: None,
-            reason: "a DSSE envelope (repro attest), not a run, pack or environment document: its environment is a \
-                     claim; `repro drift` and `repro env` read it (`repro drift --key PUB` checks its signature)"
-                .into(),
-        }),
-    }
-}
-
-/// A side of `repro drift` (and the target of `repro env`): the environment of a run directory, a pack, an
-/// environment document, or of a DSSE envelope `repro attest` wrote (with `keys`, its signature must verify by
-/// one of them first; without, it is read unchecked and the side says so).
-pub fn side_of(target: &Path, keys: &[&dyn crate::attest::Verifier]) -> Result<crate::drift::Side, ProvError> {
-    match classify(target)? {
-        Target::Envelope(p) => {
-            let a = crate::attest::read::read_file(&p, keys)?;
-            Ok(crate::drift::Side { environment: a.environment, attestation: Some(a.source), executed: a.executed })
-        }
-        _ => Ok(environment_of(target)?.into()),
-    }
-}
-
-/// A pack's environment: its `environment` blob, each file checked against the pack's own files and blobs.
-pub fn of_pack(path: &Path) -> Result<Environment, ProvError> {
-    let staging = tempfile::tempdir().map_err(|source| ProvError::Write { path: std::env::temp_dir(), source })?;
-    let pack = repro_pack::read_pack(path, &repro_pack::Store::default_store(), Some(staging.path()))?;
-    let Some(blob) = &pack.manifest.environment else {
-        return Err(ProvError::NoInputs { path: path.into() });
-    };
-    let where_ = path.join("environment");
-    let blob_path = staging.path().join(&blob.blake3);
-    let bytes = read_limited(&blob_path, "environment blob")?;
-    let env: Environment = serde_json::from_slice(&bytes).map_err(|source| ProvError::Json {
-        path: where_.clone(),
-        what: "environment blob",
-        source,
-    })?;
-    let files: BTreeMap<&str, (&Option<String>, EntryKind)> =
-        pack.manifest.files.iter().map(|f| (f.path.as_str(), (&f.blake3, f.kind))).collect();
-    let mut sha = BTreeMap::<String, (String, String)>::new();
-    for c in &env.components {
-        for f in &c.files {
-            let bad = |reason: String| ProvError::Parse { path: where_.clone(), line: None, reason };
-            match files.get(f.path.as_str()) {
-                Some((Some(b3), EntryKind::File)) if *b3 == f.blake3 => {}
-                Some(_) => return Err(bad(format!("{} is not the pack's file of that name (blake3 differs)", f.path))),
-                None => return Err(bad(format!("{} is not a file of the pack", f.path))),
-            }
-            if !sha.contains_key(&f.blake3) {
-                let data = std::fs::read(staging.path().join(&f.blake3))
-                    .map_err(|source| ProvError::Read { path: staging.path().join(&f.blake3), source })?;
-                sha.insert(f.blake3.clone(), (hex(&sha2::Sha256::digest(&data)), hex(&sha1::Sha1::digest(&data))));
-            }
-            let (sha256, sha1) = &sha[&f.blake3];
-            if *sha256 != f.sha256 {
-                return Err(bad(format!("{}: sha256 {} is not the sha256 of the pack's blob", f.path, f.sha256)));
-            }
-            if f.sha1.as_ref().is_some_and(|s| s != sha1) {
-                return Err(bad(format!("{}: sha1 is not the sha1 of the pack's blob", f.path)));
-            }
-        }
-    }
-    let mut env = check(&where_, env)?;
-    env.source = EnvSource::Pack { pack: pack.id.clone() };
-    Ok(env)
-}
-
 /// `repro env snapshot`: this host's view of the paths `of` used, read now without running anything: each file
 /// hashed again, components named by this host's package databases below `root`, this host's kernel and
 /// architecture. The sandbox settings are `of`'s (a run here would use the same); a path missing here is unread.
@@ -440,19 +286,6 @@ fn read_file_bounded(p: &Path) -> std::io::Result<Vec<u8>> {
     Ok(data)
 }
 
-/// A command-line target: an existing path (a run directory, a pack, a document), else a run id, a unique
-/// prefix of one, or `last` in the state directory `state`.
-pub fn resolve_target(arg: &str, state: &Path) -> Result<PathBuf, ProvError> {
-    let p = Path::new(arg);
-    if p.exists() {
-        return Ok(p.to_path_buf());
-    }
-    match repro_sandbox::rundir::find(state, arg) {
-        Ok(run) => Ok(run.path),
-        Err(e) => Err(ProvError::Target { arg: arg.into(), reason: e.to_string() }),
-    }
-}
-
 /// The lines `repro env` prints: the identity, what enters it, then each component with its files' checks.
 pub fn describe(env: &Environment) -> Vec<String> {
     let mut out = header(env);
@@ -487,32 +320,8 @@ pub fn describe(env: &Environment) -> Vec<String> {
     out
 }
 
-/// [`describe`] of a side `repro env` read (an envelope too): what the attestation is, and for a summary (a VSA,
-/// a test result) the components without their files, marked executed as the summary says.
-pub fn describe_side(side: &crate::drift::Side) -> Vec<String> {
-    let env = &side.environment;
-    let mut out = if side.files_listed() {
-        describe(env)
-    } else {
-        let mut out = header(env);
-        out.push(format!("used       {} components (a summary: their files are not listed)", env.components.len()));
-        for c in &env.components {
-            let version = c.version.as_deref().map(|v| format!(" {v}")).unwrap_or_default();
-            let executed = side.executed.contains(&(c.kind, c.name.clone(), c.digest.clone()));
-            let exec = if executed { " [executed]" } else { "" };
-            let purl = c.purl.as_deref().map(|p| format!("  {p}")).unwrap_or_default();
-            out.push(format!("  {:<6} {}{version}{exec}{purl}", c.kind.name(), c.name));
-        }
-        out
-    };
-    if let Some(a) = &side.attestation {
-        out.push(format!("attested   {}", crate::attest::read::describe_source(a, &source_text(&env.source))));
-    }
-    out
-}
-
 /// The lines of [`describe`] before the components: the identity and what enters it.
-fn header(env: &Environment) -> Vec<String> {
+pub(crate) fn header(env: &Environment) -> Vec<String> {
     let mut out = Vec::new();
     out.push(format!("identity   {}", env.identity));
     out.push(format!("source     {}", source_text(&env.source)));

@@ -8,6 +8,8 @@ pub mod attest;
 pub mod drift;
 pub mod env;
 pub mod error;
+pub mod identity;
+pub mod open;
 pub mod resolve;
 pub mod sbom;
 

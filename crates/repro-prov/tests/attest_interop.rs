@@ -97,7 +97,7 @@ fn environment() -> Environment {
         name: "dash".into(),
         version: Some("0.5.12-2".into()),
         purl: Some("pkg:deb/debian/dash@0.5.12-2?arch=amd64".into()),
-        digest: repro_prov::env::component_digest(&files),
+        digest: repro_prov::identity::component_digest(&files),
         archive_sha256: None,
         files,
     }];
@@ -110,7 +110,7 @@ fn environment() -> Environment {
         repro_version: "0.1.0".into(),
         source: EnvSource::Run { run_id: RUN_ID.into() },
         recorded_at: "2026-12-03T19:28:02Z".into(),
-        identity: repro_prov::env::identity("x86_64", "6.1.0", &settings, &components),
+        identity: repro_prov::identity::identity("x86_64", "6.1.0", &settings, &components),
         arch: "x86_64".into(),
         kernel_release: "6.1.0".into(),
         settings,

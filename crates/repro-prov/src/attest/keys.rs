@@ -56,9 +56,9 @@ pub struct PublicKey {
 
 /// The key id of an ed25519 public key (see the module's documentation).
 pub fn key_id(public: &VerifyingKey) -> String {
-    let hex = super::hex(public.as_bytes());
+    let hex = crate::identity::hex(public.as_bytes());
     let canonical = format!(r#"{{"keytype":"ed25519","keyval":{{"public":"{hex}"}},"scheme":"ed25519"}}"#);
-    super::hex(&sha2::Sha256::digest(canonical.as_bytes()))
+    crate::identity::hex(&sha2::Sha256::digest(canonical.as_bytes()))
 }
 
 impl PrivateKey {
@@ -389,11 +389,11 @@ mod tests {
         let secret: [u8; 32] = hex32("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60");
         let k = PrivateKey::from_seed(&secret);
         assert_eq!(
-            crate::attest::hex(k.public().as_bytes()),
+            crate::identity::hex(k.public().as_bytes()),
             "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"
         );
         let canonical = r#"{"keytype":"ed25519","keyval":{"public":"d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a"},"scheme":"ed25519"}"#;
-        assert_eq!(k.id(), crate::attest::hex(&sha2::Sha256::digest(canonical.as_bytes())));
+        assert_eq!(k.id(), crate::identity::hex(&sha2::Sha256::digest(canonical.as_bytes())));
         assert_eq!(k.id().len(), 64);
     }
 

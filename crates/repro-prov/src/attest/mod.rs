@@ -35,10 +35,6 @@ pub use target::{Against, Target};
 
 use crate::ProvError;
 
-pub(crate) fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 /// Reads at most `limit` bytes of `path` (a larger file is an error).
 pub(crate) fn read_bounded(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, ProvError> {
     let f = std::fs::File::open(path).map_err(|source| ProvError::Read { path: path.into(), source })?;
@@ -165,7 +161,7 @@ pub fn sign(statement: &Statement, signer: &dyn Signer) -> Result<Envelope, Prov
 /// --record-inputs` for a runtime trace), the statement, signed.
 pub fn attest(path: &Path, req: &Request, signer: &dyn Signer) -> Result<Attestation, ProvError> {
     let target = target::load(path)?;
-    let env = match crate::env::environment_of(path) {
+    let env = match crate::open::environment_of(path) {
         Ok(e) => Some(e),
         Err(ProvError::NoInputs { .. }) if req.kind != PredicateKind::RuntimeTrace => None,
         Err(e) => return Err(e),
@@ -194,7 +190,7 @@ pub struct FixRequest {
 /// contract". Its subjects are the pack's (so `repro attest verify --pack` checks it) and the patch (`--file`).
 pub fn attest_fix(req: &FixRequest, signer: &dyn Signer) -> Result<Attestation, ProvError> {
     let target = Target::Pack(target::pack(&req.pack)?);
-    let env = match crate::env::environment_of(&req.pack) {
+    let env = match crate::open::environment_of(&req.pack) {
         Ok(e) => Some(e),
         Err(ProvError::NoInputs { .. }) => None,
         Err(e) => return Err(e),

@@ -607,7 +607,7 @@ pub fn read_evidence(path: &Path) -> Result<Evidence, ProvError> {
         name: path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         digest: BTreeMap::from([
             ("blake3".into(), blake3::hash(&bytes).to_hex().to_string()),
-            ("sha256".into(), super::hex(&sha2::Sha256::digest(&bytes))),
+            ("sha256".into(), crate::identity::hex(&sha2::Sha256::digest(&bytes))),
         ]),
         media_type: "application/json".into(),
         ..Default::default()
@@ -757,7 +757,7 @@ pub fn vsa(
         resource_uri: target.uri(),
         policy: ResourceDescriptor {
             uri: POLICY_URI.into(),
-            digest: BTreeMap::from([("sha256".into(), super::hex(&sha2::Sha256::digest(POLICY.as_bytes())))]),
+            digest: BTreeMap::from([("sha256".into(), crate::identity::hex(&sha2::Sha256::digest(POLICY.as_bytes())))]),
             ..Default::default()
         },
         input_attestations: vec![evidence.report.clone()],

@@ -12,7 +12,6 @@
 //! as [`super::dsse::open_unchecked`] does and the result says the signature was not checked.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
 use std::path::Path;
 
 use repro_model::manifest::AccessKind;
@@ -20,7 +19,6 @@ use repro_model::provenance::{
     AttestationSource, Check, Component, ComponentFile, ComponentKind, EnvSource, Environment, Settings,
     PROVENANCE_FORMAT,
 };
-use serde::Deserialize;
 
 use super::dsse;
 use super::keys::Verifier;
@@ -35,48 +33,7 @@ pub struct Attested {
     pub source: AttestationSource,
     /// The components the summary says were executed or mapped, by (kind, name, digest): a component-level
     /// environment has no files that would say it. Empty for a runtime trace (its files say it).
-    pub executed: crate::drift::Executed,
-}
-
-/// The first bytes of a DSSE envelope in JSON, when `bytes` are one: an object with a string `payloadType` and a
-/// `payload` (other fields are the envelope parser's business).
-#[derive(Deserialize)]
-struct Probe {
-    #[serde(rename = "payloadType")]
-    #[allow(dead_code)]
-    payload_type: String,
-    #[allow(dead_code)]
-    payload: serde::de::IgnoredAny,
-}
-
-/// Whether `bytes` are a DSSE envelope (JSON with a `payloadType` and a `payload`), whatever its payload type.
-pub fn is_envelope(bytes: &[u8]) -> bool {
-    looks_like_json_object(bytes) && serde_json::from_slice::<Probe>(bytes).is_ok()
-}
-
-/// [`is_envelope`] of a file, read as a stream (at most [`dsse::MAX_ENVELOPE`] bytes: a larger file is no envelope
-/// repro reads). An unreadable file is not one (its reader says why).
-pub fn is_envelope_file(path: &Path) -> bool {
-    let Ok(f) = std::fs::File::open(path) else {
-        return false;
-    };
-    if f.metadata().map_or(true, |m| !m.is_file() || m.len() > dsse::MAX_ENVELOPE) {
-        return false;
-    }
-    let mut r = std::io::BufReader::new(f.take(dsse::MAX_ENVELOPE));
-    let mut head = [0u8; 64];
-    let Ok(n) = std::io::Read::read(&mut r, &mut head) else {
-        return false;
-    };
-    if !looks_like_json_object(&head[..n]) {
-        return false;
-    }
-    let rest = std::io::Read::chain(&head[..n], r);
-    serde_json::from_reader::<_, Probe>(rest).is_ok()
-}
-
-fn looks_like_json_object(bytes: &[u8]) -> bool {
-    bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+    pub executed: repro_model::provenance::Executed,
 }
 
 /// [`read`] of an envelope file (bounded: [`dsse::MAX_ENVELOPE`]).
@@ -354,13 +311,13 @@ fn summarized(
     path: &Path,
     s: &EnvironmentSummary,
     source: EnvSource,
-) -> Result<(Environment, crate::drift::Executed), ProvError> {
+) -> Result<(Environment, repro_model::provenance::Executed), ProvError> {
     let bad = |reason: String| ProvError::Parse { path: path.into(), line: None, reason };
     let mut components = Vec::with_capacity(s.components.len());
     let mut executed = BTreeSet::new();
     for (i, c) in s.components.iter().enumerate() {
         let kind = kind_of(path, &format!("environmentSummary.components[{i}]"), &c.kind)?;
-        if !crate::env::is_hex(&c.digest, 64) {
+        if !crate::identity::is_hex(&c.digest, 64) {
             return Err(bad(format!(
                 "environmentSummary.components[{i}] ({} {}): its digest is not 64 hex digits",
                 kind.name(),
@@ -383,7 +340,7 @@ fn summarized(
     }
     sort(&mut components);
     let settings = Settings { identity: s.identity_settings.clone(), run: s.run_settings.clone() };
-    let want = crate::env::identity(&s.arch, &s.kernel_release, &settings, &components);
+    let want = crate::identity::identity(&s.arch, &s.kernel_release, &settings, &components);
     if s.identity != want {
         return Err(bad(format!(
             "environmentSummary: identity {} is not the identity of its components, system and settings ({want})",

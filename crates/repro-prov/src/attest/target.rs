@@ -88,7 +88,7 @@ pub fn digests_of(path: &Path) -> Result<(String, String), ProvError> {
         sha.update(&buf[..n]);
         b3.update(&buf[..n]);
     }
-    Ok((super::hex(&sha.finalize()), b3.finalize().to_hex().to_string()))
+    Ok((crate::identity::hex(&sha.finalize()), b3.finalize().to_hex().to_string()))
 }
 
 fn file_name(path: &Path) -> String {
@@ -164,14 +164,14 @@ pub fn run(dir: &Path) -> Result<RunTarget, ProvError> {
 
 /// A pack or a run directory (an environment document has no subjects of its own to sign).
 pub fn load(path: &Path) -> Result<Target, ProvError> {
-    match crate::env::classify(path)? {
-        crate::env::Target::Pack(p) => Ok(Target::Pack(pack(&p)?)),
-        crate::env::Target::RunDir(d) => Ok(Target::Run(run(&d)?)),
-        crate::env::Target::Document(p) => Err(ProvError::Target {
+    match crate::open::classify(path)? {
+        crate::open::Kind::Pack(p) => Ok(Target::Pack(pack(&p)?)),
+        crate::open::Kind::RunDir(d) => Ok(Target::Run(run(&d)?)),
+        crate::open::Kind::Document(p) => Err(ProvError::Target {
             arg: p.display().to_string(),
             reason: "repro attests a pack or a run directory (an environment document is neither)".into(),
         }),
-        crate::env::Target::Envelope(p) => Err(ProvError::Target {
+        crate::open::Kind::Envelope(p) => Err(ProvError::Target {
             arg: p.display().to_string(),
             reason: "repro attests a pack or a run directory (a DSSE envelope is neither: `repro attest verify` \
                      checks one)"

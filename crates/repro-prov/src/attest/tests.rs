@@ -10,6 +10,7 @@ use repro_model::provenance::{Check, Component, ComponentFile, ComponentKind, En
 
 use super::predicates::{self, Claim};
 use super::*;
+use crate::identity::hex;
 
 const RUN_JSON: &str = include_str!("testdata/run.json");
 const RUN_ID: &str = "20261203-192802.167-5e1681";
@@ -58,7 +59,7 @@ fn environment() -> Environment {
         name: "dash".into(),
         version: Some("0.5.12-2".into()),
         purl: Some("pkg:deb/debian/dash@0.5.12-2?arch=amd64".into()),
-        digest: crate::env::component_digest(&files),
+        digest: crate::identity::component_digest(&files),
         archive_sha256: None,
         files,
     };
@@ -72,7 +73,7 @@ fn environment() -> Environment {
         repro_version: "0.1.0".into(),
         source: EnvSource::Run { run_id: RUN_ID.into() },
         recorded_at: "2026-12-03T19:28:02Z".into(),
-        identity: crate::env::identity("x86_64", "6.1.0", &settings, &components),
+        identity: crate::identity::identity("x86_64", "6.1.0", &settings, &components),
         arch: "x86_64".into(),
         kernel_release: "6.1.0".into(),
         settings,
@@ -432,8 +433,8 @@ mod read_environment {
         let mut env = environment();
         let c = &mut env.components[0];
         c.files[1] = file("/usr/lib/libc.so.6", b"libc, rebuilt", vec![AccessKind::Map]);
-        c.digest = crate::env::component_digest(&c.files);
-        env.identity = crate::env::identity(&env.arch, &env.kernel_release, &env.settings, &env.components);
+        c.digest = crate::identity::component_digest(&c.files);
+        env.identity = crate::identity::identity(&env.arch, &env.kernel_release, &env.settings, &env.components);
         env
     }
 
@@ -465,7 +466,7 @@ mod read_environment {
         let words = read::describe_source(&a.source, "run r");
         assert!(words.starts_with("runtime trace (signature not checked: pass --key) of run r"), "{words}");
         let side = Side { environment: a.environment, attestation: Some(a.source), executed: a.executed };
-        assert!(crate::env::describe_side(&side).iter().any(|l| l.starts_with("attested   runtime trace")));
+        assert!(crate::drift::describe_side(&side).iter().any(|l| l.starts_with("attested   runtime trace")));
     }
 
     #[test]
@@ -497,7 +498,7 @@ mod read_environment {
             assert!(d.changes[0].files.is_empty(), "{:?}", d.changes[0].files);
             let text = drift::describe(&d).join("\n");
             assert!(text.contains("components only"), "{text}");
-            let text = crate::env::describe_side(&side).join("\n");
+            let text = crate::drift::describe_side(&side).join("\n");
             assert!(text.contains("1 components (a summary") && text.contains("dash 0.5.12-2 [executed]"), "{text}");
         }
     }
@@ -613,19 +614,19 @@ mod read_environment {
         let d = tempfile::tempdir().unwrap();
         let e = d.path().join("x.json");
         std::fs::write(&e, envelope(PredicateKind::RuntimeTrace, &k)).unwrap();
-        assert!(matches!(crate::env::classify(&e).unwrap(), crate::env::Target::Envelope(_)));
-        let side = crate::env::side_of(&e, &[&k.public()]).unwrap();
+        assert!(matches!(crate::open::classify(&e).unwrap(), crate::open::Kind::Envelope(_)));
+        let side = crate::drift::side_of(&e, &[&k.public()]).unwrap();
         assert!(side.attestation.unwrap().verified);
         // environment_of (what `repro sbom` and `attest` read) refuses a claim.
-        assert!(crate::env::environment_of(&e).unwrap_err().to_string().contains("DSSE envelope"));
+        assert!(crate::open::environment_of(&e).unwrap_err().to_string().contains("DSSE envelope"));
         let doc = d.path().join("env.json");
         std::fs::write(&doc, crate::env::to_json(&environment())).unwrap();
-        assert!(matches!(crate::env::classify(&doc).unwrap(), crate::env::Target::Document(_)));
-        assert!(crate::env::side_of(&doc, &[]).unwrap().attestation.is_none());
+        assert!(matches!(crate::open::classify(&doc).unwrap(), crate::open::Kind::Document(_)));
+        assert!(crate::drift::side_of(&doc, &[]).unwrap().attestation.is_none());
         for junk in [&b""[..], b"{", b"[]", b"{\"payloadType\": 1, \"payload\": 2}", b"{\"payload\": \"\"}"] {
-            assert!(!read::is_envelope(junk));
+            assert!(!crate::open::is_envelope(junk));
         }
-        assert!(read::is_envelope(b" {\"payloadType\": \"x\", \"payload\": \"\", \"signatures\": []}"));
+        assert!(crate::open::is_envelope(b" {\"payloadType\": \"x\", \"payload\": \"\", \"signatures\": []}"));
     }
 
     mod never_panics {

@@ -13,6 +13,8 @@ use std::path::Path;
 use repro_model::provenance::{Check, ComponentKind};
 use serde::Deserialize;
 
+use crate::identity::hex;
+
 use super::{parts, purl, read_soft, Found, Input, Label, RootFs};
 
 /// The largest `.crate` read (crates.io refuses uploads above 10 MiB).
@@ -61,10 +63,6 @@ fn locate(norm: &[u8]) -> Option<(&str, &str, Vec<u8>, String)> {
 struct CrateRecord {
     sha256: String,
     files: HashMap<String, String>,
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 /// Reads the archive at `host` (bounded) and hashes the entries named in `wanted`; `None` when it is missing,

@@ -111,7 +111,7 @@ pub fn components_with(
                 name: label.name,
                 version: label.version,
                 purl: label.purl,
-                digest: crate::env::component_digest(&files),
+                digest: crate::identity::component_digest(&files),
                 archive_sha256: label.archive_sha256,
                 files,
             }

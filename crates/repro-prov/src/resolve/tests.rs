@@ -206,7 +206,7 @@ fn dpkg_owners_usrmerge_and_checks() {
     sorted.sort();
     assert_eq!(keys, sorted);
     for c in &cs {
-        assert_eq!(c.digest, crate::env::component_digest(&c.files));
+        assert_eq!(c.digest, crate::identity::component_digest(&c.files));
     }
 
     // Without bytes, what md5sums records cannot be checked; a conffile is still not recorded.
@@ -555,7 +555,7 @@ proptest::proptest! {
         want.sort();
         proptest::prop_assert_eq!(got, want);
         for c in &cs {
-            proptest::prop_assert_eq!(&c.digest, &crate::env::component_digest(&c.files));
+            proptest::prop_assert_eq!(&c.digest, &crate::identity::component_digest(&c.files));
             proptest::prop_assert!(c.files.windows(2).all(|w| w[0].path <= w[1].path));
         }
         proptest::prop_assert!(cs.windows(2).all(|w| (w[0].kind, &w[0].name, &w[0].version) <= (w[1].kind, &w[1].name, &w[1].version)));

@@ -86,12 +86,8 @@ fn timestamp(recorded_at: &str) -> Option<String> {
     t.format(&f).ok()
 }
 
-fn is_hex(s: &str, n: usize) -> bool {
-    s.len() == n && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
 fn is_hex64(s: &str) -> bool {
-    is_hex(s, 64)
+    crate::identity::is_hex(s, 64)
 }
 
 /// How a file was used, as text: `exec,map,open`.
@@ -186,7 +182,7 @@ pub(crate) mod fixtures {
             name: name.into(),
             version: version.map(Into::into),
             purl: purl.map(Into::into),
-            digest: crate::env::component_digest(&files),
+            digest: crate::identity::component_digest(&files),
             archive_sha256: None,
             files,
         }
@@ -197,7 +193,7 @@ pub(crate) mod fixtures {
         settings.identity.insert("env".into(), "PATH=/usr/bin:/bin".into());
         settings.identity.insert("cpus".into(), "1".into());
         settings.run.insert("seed".into(), "0".into());
-        let identity = crate::env::identity("x86_64", "6.1.0-test", &settings, &components);
+        let identity = crate::identity::identity("x86_64", "6.1.0-test", &settings, &components);
         Environment {
             format: 1,
             repro_version: "0.1.0".into(),
@@ -341,7 +337,8 @@ mod tests {
         }
         let mut other = fixtures::small();
         other.components.pop();
-        other.identity = crate::env::identity(&other.arch, &other.kernel_release, &other.settings, &other.components);
+        other.identity =
+            crate::identity::identity(&other.arch, &other.kernel_release, &other.settings, &other.components);
         assert_ne!(write(&fixtures::small(), Format::CycloneDx), write(&other, Format::CycloneDx));
         assert_ne!(write(&fixtures::small(), Format::Spdx), write(&other, Format::Spdx));
     }

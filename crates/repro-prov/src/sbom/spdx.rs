@@ -22,9 +22,7 @@
 use repro_model::provenance::{Check, Component, ComponentFile, EnvSource, Environment};
 use serde::Serialize;
 
-use super::{
-    content_uuid, is_application, is_hex, is_hex64, single_file, sorted_components, timestamp, uses_text, Ids,
-};
+use super::{content_uuid, is_application, is_hex64, single_file, sorted_components, timestamp, uses_text, Ids};
 
 /// The document.
 #[derive(Debug, Serialize)]
@@ -185,7 +183,7 @@ fn file_comment(f: &ComponentFile) -> String {
 
 fn checksums(f: &ComponentFile) -> Vec<Checksum> {
     let mut out = Vec::new();
-    if let Some(s) = f.sha1.as_ref().filter(|s| is_hex(s, 40)) {
+    if let Some(s) = f.sha1.as_ref().filter(|s| crate::identity::is_hex(s, 40)) {
         out.push(Checksum { algorithm: Algorithm::Sha1, checksum_value: s.clone() });
     }
     if is_hex64(&f.sha256) {
