@@ -5,37 +5,11 @@
 //! the `ok` and `info` adds invoked before the read completed]. `fail`ed adds count in neither bound. The bounds
 //! hold only if no delta is negative (a negative add would lower the lower bound of later reads), so a negative
 //! delta is an error naming its line, not a silently wrong answer. Without any `ok` read the answer is unknown.
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::check::{CheckResult, Checker, Details, Validity};
 use crate::error::HistoryError;
 use crate::history::{History, Op, Outcome};
-
-/// What the counter checker found.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CounterDetails {
-    /// Adds counted (`ok` and `info`).
-    pub adds: usize,
-    /// `ok` reads checked.
-    pub reads: usize,
-    /// Reads out of their bounds.
-    pub bad_reads: usize,
-    /// The first read out of its bounds (in completion order).
-    pub first_bad: Option<CounterRead>,
-}
-
-/// A read with its bounds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CounterRead {
-    pub op: Op,
-    /// The value read.
-    pub value: Value,
-    /// The sum of the `ok` adds completed before the read's invoke (at most `u64::MAX` here; compared exactly).
-    pub lower: u64,
-    /// The sum of the `ok` and `info` adds invoked before the read's completion (at most `u64::MAX` here).
-    pub upper: u64,
-}
+use crate::verdict::{CheckResult, Checker, CounterDetails, CounterRead, Details, Validity};
 
 /// Checks a counter history.
 pub fn check_counter(history: &History) -> Result<CheckResult, HistoryError> {

@@ -14,10 +14,15 @@ pub mod error;
 pub mod history;
 pub mod linear;
 pub mod set;
+pub mod verdict;
 
-pub use check::{check, CheckResult, Checker, Details, Validity};
-pub use counter::{check_counter, CounterDetails, CounterRead};
+pub use check::check;
+pub use counter::check_counter;
 pub use error::{HistoryError, Location};
 pub use history::{parse, parse_reader, History, Op, Outcome, ParseOptions, Process};
-pub use linear::{check_kv, check_register, LinearDetails, LinearModel, LinearOptions, Window, WindowInitial};
-pub use set::{check_set, SetDetails};
+pub use linear::{check_kv, check_register, LinearOptions};
+pub use set::check_set;
+pub use verdict::{
+    CheckResult, Checker, CounterDetails, CounterRead, Details, LinearDetails, LinearModel, SetDetails, Validity,
+    Window, WindowInitial,
+};

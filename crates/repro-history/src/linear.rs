@@ -48,12 +48,11 @@
 //! on its own: the window is a subset that is not linearizable, read it beside the history around it.
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::check::{CheckResult, Checker, Details, Validity};
 use crate::error::HistoryError;
 use crate::history::{History, Op, Outcome};
+use crate::verdict::{CheckResult, Checker, Details, LinearDetails, LinearModel, Validity, Window, WindowInitial};
 
 /// The bounds and initial value of a linearizability check.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,64 +77,6 @@ impl Default for LinearOptions {
             max_window_steps: 2_000_000,
         }
     }
-}
-
-/// Which model was checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LinearModel {
-    Register,
-    Kv,
-}
-
-/// What a linearizability check found.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LinearDetails {
-    pub model: LinearModel,
-    /// Operations searched (all keys).
-    pub ops: usize,
-    /// Operations dropped: `fail`ed ones, reads that did not complete `ok`, and `info` writes and cas whose value
-    /// no read returns and no cas expects (they cannot matter).
-    pub dropped: usize,
-    /// Keys checked (1 for a register).
-    pub keys: usize,
-    /// Search steps used (without the window's).
-    pub steps: u64,
-    /// The key found not linearizable (a map only; the first in key order).
-    pub key: Option<String>,
-    /// Keys whose search hit a bound (a map; for a register, `[""]` when it did).
-    pub unknown_keys: Vec<String>,
-    /// A small non-linearizable part of the history, when one was found.
-    pub window: Option<Window>,
-}
-
-/// A small set of operations that is not linearizable by itself.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Window {
-    /// The operations, in call order.
-    pub ops: Vec<Op>,
-    /// The earliest call of the window.
-    pub start: u64,
-    /// The latest return (or call, for an operation that never returned) of the window.
-    pub end: u64,
-    /// The operation that could not be linearized (see the module documentation: the first non-linearizable cut
-    /// of the history). It is in `ops`.
-    pub failing: Op,
-    /// From which initial values the window is not linearizable.
-    pub initial: WindowInitial,
-    /// No single operation can be dropped from `ops` with the window staying non-linearizable (false: the
-    /// shrinking budget ran out first).
-    pub minimal: bool,
-}
-
-/// The initial register values a [`Window`] is not linearizable from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum WindowInitial {
-    /// From no initial value at all.
-    Any,
-    /// From this one (the check's initial value): the anomaly involves it.
-    Given(Value),
 }
 
 /// Checks a register history: `read` (its `ok` value is what was read), `write` (value), `cas` (value

@@ -8,41 +8,14 @@
 //! legitimately be missing from it: counted, not lost. Without any `ok` read the answer is unknown.
 use std::collections::{BTreeMap, HashSet};
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::check::{CheckResult, Checker, Details, Validity};
 use crate::error::HistoryError;
 use crate::history::{History, Outcome};
+use crate::verdict::{CheckResult, Checker, Details, SetDetails, Validity};
 
 /// How many elements the lists of [`SetDetails`] show.
 pub const SHOWN: usize = 20;
-
-/// What the set checker found.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SetDetails {
-    /// Distinct elements of all adds.
-    pub attempted: usize,
-    /// Distinct elements of `ok` adds.
-    pub acknowledged: usize,
-    /// The final read's line (its completion's), if there was an `ok` read.
-    pub final_read_line: Option<usize>,
-    /// Distinct elements in the final read.
-    pub final_read_size: usize,
-    /// Acknowledged before the final read began, missing from it.
-    pub lost_count: usize,
-    /// The first lost elements (in the order of their adds), at most [`SHOWN`].
-    pub lost: Vec<Value>,
-    /// Elements of `ok` reads that no add attempted.
-    pub unexpected_count: usize,
-    pub unexpected: Vec<Value>,
-    /// Elements of `info` or `fail` adds (never acknowledged) present in the final read.
-    pub recovered_count: usize,
-    /// Of those, the elements whose adds all `fail`ed.
-    pub recovered_failed_count: usize,
-    /// Acknowledged adds still running when the final read began and missing from it (not lost).
-    pub concurrent_missing_count: usize,
-}
 
 /// Checks a set history.
 pub fn check_set(history: &History) -> Result<CheckResult, HistoryError> {

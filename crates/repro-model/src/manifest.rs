@@ -182,11 +182,11 @@ pub struct Resources {
 }
 
 fn default_pids_max() -> u64 {
-    crate::settings::DEFAULT_PIDS
+    crate::run::DEFAULT_PIDS
 }
 
 fn is_default_pids_max(n: &u64) -> bool {
-    *n == crate::settings::DEFAULT_PIDS
+    *n == crate::run::DEFAULT_PIDS
 }
 
 /// The machine the pack was captured on (informative: replay does not need it).

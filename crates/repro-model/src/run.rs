@@ -247,6 +247,10 @@ impl RunSettings {
     }
 }
 
+/// Default bound of the guest's tasks (processes and threads together): 4096. The memory limit alone admits
+/// ~40,000 tasks (~100 KiB each), more than a host's usual `pid_max` (32768).
+pub const DEFAULT_PIDS: u64 = 4096;
+
 /// The default `--disk`: 2 GiB.
 pub const DEFAULT_DISK_BYTES: u64 = 2 << 30;
 
@@ -261,7 +265,7 @@ fn default_disk_bytes() -> u64 {
 
 /// Records written before `--pids` existed ran without a bound of tasks; read back, they get the default.
 fn default_pids_max() -> u64 {
-    crate::settings::DEFAULT_PIDS
+    DEFAULT_PIDS
 }
 
 fn default_disk_inodes() -> u64 {
@@ -518,7 +522,7 @@ mod tests {
         assert_eq!(back["settings"]["sched"], serde_json::json!({"policy": "random", "seed": 0}));
         back["settings"].as_object_mut().unwrap().remove("sched");
         // It had no bound of tasks (it ran before `--pids`): read back, the default; nothing reached it.
-        assert_eq!(r.settings.pids_max, crate::settings::DEFAULT_PIDS);
+        assert_eq!(r.settings.pids_max, DEFAULT_PIDS);
         assert_eq!(back["settings"].as_object_mut().unwrap().remove("pids_max"), Some(4096.into()));
         assert_eq!(back["enforcement"].as_object_mut().unwrap().remove("pids_limit_reached"), Some(false.into()));
         assert_eq!(back, original);

@@ -15,9 +15,7 @@ pub const DOMAINNAME: &str = "repro.invalid";
 pub const UMASK: u32 = 0o022;
 /// Default memory limit: 4 GiB.
 pub const DEFAULT_MEMORY: u64 = 4 << 30;
-/// Default bound of the guest's tasks (processes and threads together): 4096. The memory limit alone admits
-/// ~40,000 tasks (~100 KiB each), more than a host's usual `pid_max` (32768).
-pub const DEFAULT_PIDS: u64 = 4096;
+pub use crate::run::DEFAULT_PIDS;
 /// The largest `--pids`: the kernel's `PID_MAX_LIMIT` on 64-bit machines (`pids.max` refuses more).
 pub const MAX_PIDS: u64 = 4 << 20;
 /// Default clock step: each clock read advances logical time by 1 µs (see docs/determinism.md).
