@@ -50,6 +50,48 @@ pub enum ProvError {
     Unverified { path: PathBuf, reason: String },
 }
 
+/// Why a DSSE payload is not an in-toto statement repro reads.
+#[derive(Debug, thiserror::Error)]
+pub enum StatementError {
+    #[error("the payload is not an in-toto statement: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error("the statement's _type is '{}' (repro reads in-toto Statement v1, '{expected}')", found.escape_debug())]
+    Type { found: String, expected: &'static str },
+    #[error("the statement has no subject")]
+    NoSubject,
+    #[error("{count} subjects (at most {limit})")]
+    TooManySubjects { count: usize, limit: usize },
+    #[error("subject[{index}] '{}' has no digest", name.escape_debug())]
+    NoDigest { index: usize, name: String },
+    #[error("subject[{index}] '{}': its {alg} '{}' is not 64 lowercase hex digits", name.escape_debug(), value.escape_debug())]
+    BadDigest { index: usize, name: String, alg: String, value: String },
+    #[error("the statement has no predicateType")]
+    NoPredicateType,
+}
+
+/// Why a key file is not the PEM block expected.
+#[derive(Debug, thiserror::Error)]
+pub enum PemError {
+    #[error("the file is empty")]
+    Empty,
+    #[error("no '-----BEGIN ...-----' line: not a PEM file")]
+    NotPem,
+    #[error("a malformed PEM header '{}'", line.escape_debug())]
+    MalformedHeader { line: String },
+    #[error("an OpenSSH public key line, not PEM")]
+    OpenSsh,
+    #[error("'{}' does not close '-----BEGIN {label}-----'", line.escape_debug())]
+    WrongEnd { line: String, label: String },
+    #[error("PEM headers ('{}'): an encrypted key, which repro does not read", line.escape_debug())]
+    Encrypted { line: String },
+    #[error("no '-----END {label}-----' line: the file is truncated")]
+    Truncated { label: String },
+    #[error("the PEM body is not base64 ({0}): the file is corrupt or truncated")]
+    NotBase64(#[source] base64::DecodeError),
+    #[error("the PEM block '{label}' is empty")]
+    EmptyBlock { label: String },
+}
+
 /// `error` followed by each cause in its source chain, joined with ": ".
 pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();

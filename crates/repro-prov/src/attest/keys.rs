@@ -20,6 +20,7 @@ use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, 
 use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
 use sha2::Digest as _;
 
+use crate::error::PemError;
 use crate::ProvError;
 
 /// The largest key file read (a PEM ed25519 key is about 120 bytes).
@@ -272,21 +273,21 @@ struct Pem {
 
 impl Pem {
     /// The first PEM block of `text`, with the reason it is not one.
-    fn parse(text: &str) -> Result<Pem, String> {
+    fn parse(text: &str) -> Result<Pem, PemError> {
         let mut lines = text.lines().map(str::trim);
         let label = loop {
             match lines.next() {
-                None if text.trim().is_empty() => return Err("the file is empty".into()),
-                None => return Err("no '-----BEGIN ...-----' line: not a PEM file".into()),
+                None if text.trim().is_empty() => return Err(PemError::Empty),
+                None => return Err(PemError::NotPem),
                 Some(l) => {
                     if let Some(rest) = l.strip_prefix("-----BEGIN ") {
                         match rest.strip_suffix("-----") {
                             Some(label) => break label.to_string(),
-                            None => return Err(format!("a malformed PEM header '{}'", l.escape_debug())),
+                            None => return Err(PemError::MalformedHeader { line: l.into() }),
                         }
                     }
                     if l.starts_with("ssh-ed25519 ") || l.starts_with("ssh-rsa ") {
-                        return Err("an OpenSSH public key line, not PEM".into());
+                        return Err(PemError::OpenSsh);
                     }
                 }
             }
@@ -300,30 +301,26 @@ impl Pem {
                 break;
             }
             if l.starts_with("-----END ") {
-                return Err(format!("'{}' does not close '-----BEGIN {label}-----'", l.escape_debug()));
+                return Err(PemError::WrongEnd { line: l.into(), label });
             }
             if l.contains(':') {
                 // RFC 1421 headers (Proc-Type: 4,ENCRYPTED): an encrypted traditional key.
-                return Err(format!(
-                    "PEM headers ('{}'): an encrypted key, which repro does not read",
-                    l.escape_debug()
-                ));
+                return Err(PemError::Encrypted { line: l.into() });
             }
             body.push_str(l);
         }
         if !ended {
-            return Err(format!("no '{end}' line: the file is truncated"));
+            return Err(PemError::Truncated { label });
         }
         Ok(Pem { label, body })
     }
 
     /// The decoded body (after the label was found to be the one expected).
-    fn der(&self) -> Result<Vec<u8>, String> {
-        let der = base64::engine::general_purpose::STANDARD
-            .decode(self.body.as_bytes())
-            .map_err(|e| format!("the PEM body is not base64 ({e}): the file is corrupt or truncated"))?;
+    fn der(&self) -> Result<Vec<u8>, PemError> {
+        let der =
+            base64::engine::general_purpose::STANDARD.decode(self.body.as_bytes()).map_err(PemError::NotBase64)?;
         if der.is_empty() {
-            return Err(format!("the PEM block '{}' is empty", self.label));
+            return Err(PemError::EmptyBlock { label: self.label.clone() });
         }
         Ok(der)
     }

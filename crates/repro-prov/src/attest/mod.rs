@@ -228,7 +228,7 @@ pub fn verify(envelope: &[u8], path: &Path, verifier: &dyn Verifier, against: &A
     let opened = dsse::open(envelope, path, verifier)?;
     let no = |reason: String| ProvError::Unverified { path: path.into(), reason };
     // The signature verified: the payload is what the key's holder signed; whether it is a statement is next.
-    let statement = Statement::parse(&opened.payload).map_err(no)?;
+    let statement = Statement::parse(&opened.payload).map_err(|e| no(e.to_string()))?;
     let mut checked = Vec::new();
     let mut words = Vec::new();
     if let Some(p) = &against.pack {

@@ -68,7 +68,7 @@ pub fn read(bytes: &[u8], path: &Path, keys: &[&dyn Verifier]) -> Result<Atteste
         (o.payload, Some(o.key_id), true)
     };
     let bad = |reason: String| ProvError::Parse { path: path.into(), line: None, reason };
-    let statement = Statement::parse(&payload).map_err(bad)?;
+    let statement = Statement::parse(&payload).map_err(|e| bad(e.to_string()))?;
     let predicate = serde_json::Value::Object(statement.predicate.clone());
     let unparsed = |what: &str, e: serde_json::Error| bad(format!("the {what} predicate does not parse: {e}"));
     let source = |predicate: &str, files_listed: bool| AttestationSource {

@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::StatementError;
+use crate::identity::is_hex;
+
 /// The `_type` of an in-toto Statement v1.
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
 
@@ -71,44 +74,33 @@ impl Statement {
     }
 
     /// Parses and checks a statement from anyone; the error is the reason it is not one.
-    pub fn parse(bytes: &[u8]) -> Result<Statement, String> {
-        let s: Statement =
-            serde_json::from_slice(bytes).map_err(|e| format!("the payload is not an in-toto statement: {e}"))?;
+    pub fn parse(bytes: &[u8]) -> Result<Statement, StatementError> {
+        let s: Statement = serde_json::from_slice(bytes).map_err(StatementError::NotJson)?;
         if s.type_ != STATEMENT_TYPE {
-            return Err(format!(
-                "the statement's _type is '{}' (repro reads in-toto Statement v1, '{STATEMENT_TYPE}')",
-                s.type_.escape_debug()
-            ));
+            return Err(StatementError::Type { found: s.type_, expected: STATEMENT_TYPE });
         }
         if s.subject.is_empty() {
-            return Err("the statement has no subject".into());
+            return Err(StatementError::NoSubject);
         }
         if s.subject.len() > MAX_SUBJECTS {
-            return Err(format!("{} subjects (at most {MAX_SUBJECTS})", s.subject.len()));
+            return Err(StatementError::TooManySubjects { count: s.subject.len(), limit: MAX_SUBJECTS });
         }
-        for (i, sub) in s.subject.iter().enumerate() {
+        for (index, sub) in s.subject.iter().enumerate() {
             if sub.digest.is_empty() {
-                return Err(format!("subject[{i}] '{}' has no digest", sub.name.escape_debug()));
+                return Err(StatementError::NoDigest { index, name: sub.name.clone() });
             }
             for (alg, value) in &sub.digest {
-                if matches!(alg.as_str(), "sha256" | "blake3") && !is_hex64(value) {
-                    return Err(format!(
-                        "subject[{i}] '{}': its {alg} '{}' is not 64 lowercase hex digits",
-                        sub.name.escape_debug(),
-                        value.escape_debug()
-                    ));
+                if matches!(alg.as_str(), "sha256" | "blake3") && !is_hex(value, 64) {
+                    let (name, alg, value) = (sub.name.clone(), alg.clone(), value.clone());
+                    return Err(StatementError::BadDigest { index, name, alg, value });
                 }
             }
         }
         if s.predicate_type.is_empty() {
-            return Err("the statement has no predicateType".into());
+            return Err(StatementError::NoPredicateType);
         }
         Ok(s)
     }
-}
-
-pub(crate) fn is_hex64(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 #[cfg(test)]
@@ -144,7 +136,7 @@ mod tests {
         let with = |f: &dyn Fn(&mut serde_json::Value)| {
             let mut v = ok.clone();
             f(&mut v);
-            Statement::parse(v.to_string().as_bytes()).unwrap_err()
+            Statement::parse(v.to_string().as_bytes()).unwrap_err().to_string()
         };
         assert!(with(&|v| v["_type"] = "https://in-toto.io/Statement/v0.1".into()).contains("Statement v1"));
         assert!(with(&|v| v["subject"] = serde_json::json!([])).contains("no subject"));
@@ -152,6 +144,6 @@ mod tests {
         assert!(with(&|v| v["subject"][0]["digest"]["sha256"] = "ABC".into()).contains("hex"));
         assert!(with(&|v| v["predicate"] = "x".into()).contains("not an in-toto statement"));
         assert!(with(&|v| v["subject"][0]["digest"]["sha256"] = 5.into()).contains("not an in-toto statement"));
-        assert!(Statement::parse(b"[").unwrap_err().contains("not an in-toto statement"));
+        assert!(Statement::parse(b"[").unwrap_err().to_string().contains("not an in-toto statement"));
     }
 }
