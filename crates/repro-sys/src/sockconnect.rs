@@ -86,23 +86,26 @@ pub struct Connecting {
 /// The result of a finished connect: 0, or the errno the guest's connect gets.
 pub type ConnectResult = Result<(), i32>;
 
-/// Starts the connect of `sock` to the pathname socket `path` resolved from `dir` (see [`Resolve`]) with the
-/// credentials `who`; a socket on a read-only mount is refused with EACCES before anything is sent. Errors: the
-/// child could not be made.
-pub fn connect_as(
-    sock: &OwnedFd,
-    dir: &OwnedFd,
-    path: &CStr,
-    how: Resolve,
-    who: &Credentials,
-) -> io::Result<Connecting> {
-    let open_how = OpenHow {
-        flags: (libc::O_PATH | libc::O_CLOEXEC) as u64,
-        mode: 0,
-        resolve: if how == Resolve::InRoot { RESOLVE_IN_ROOT } else { 0 },
+/// What the child connects to.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// The pathname socket `path`, resolved from `dir` (see [`Resolve`]); on a read-only mount: EACCES.
+    Path { dir: &'a OwnedFd, path: &'a CStr, how: Resolve },
+    /// Any other address (abstract, unnamed, another family): passed as it is, the kernel checks it.
+    Address(&'a [u8]),
+}
+
+/// Starts the connect of `sock` to `target` with the credentials `who`. Errors: the child could not be made.
+pub fn connect_as(sock: &OwnedFd, target: Target<'_>, who: &Credentials) -> io::Result<Connecting> {
+    let (dir, path, resolve, addr) = match target {
+        Target::Path { dir, path, how } => {
+            (dir.as_raw_fd(), path.as_ptr(), if how == Resolve::InRoot { RESOLVE_IN_ROOT } else { 0 }, &[][..])
+        }
+        Target::Address(a) => (-1, std::ptr::null(), 0, a),
     };
+    let open_how = OpenHow { flags: (libc::O_PATH | libc::O_CLOEXEC) as u64, mode: 0, resolve };
     let groups: Vec<libc::gid_t> = who.groups.iter().copied().take(MAX_GROUPS).collect();
-    let (sock, dir, path) = (sock.as_raw_fd(), dir.as_raw_fd(), path.as_ptr());
+    let sock = sock.as_raw_fd();
     let mut ends = [-1 as RawFd; 2];
     // SAFETY: pipe2 fills the two descriptors of this local array.
     if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -128,7 +131,12 @@ pub fn connect_as(
         return Err(io::Error::last_os_error());
     }
     if pid == 0 {
-        let code = child(sock, dir, path, &open_how, who, &groups).to_ne_bytes();
+        let code = if path.is_null() {
+            take_credentials(who, &groups).unwrap_or_else(|| connect_to(sock, addr))
+        } else {
+            take_credentials(who, &groups).unwrap_or_else(|| checked_connect(sock, dir, path, &open_how))
+        };
+        let code = code.to_ne_bytes();
         // SAFETY: four bytes of this stack to our pipe; then the child ends without running the parent's atexit
         // handlers or destructors.
         unsafe {
@@ -141,27 +149,43 @@ pub fn connect_as(
     Ok(Connecting { pidfd: unsafe { OwnedFd::from_raw_fd(pidfd) }, result })
 }
 
-/// The child: credentials, resolution, check, connect. Returns 0, an errno, or [`CREDENTIALS_FAILED`].
-fn child(sock: RawFd, dir: RawFd, path: *const libc::c_char, how: &OpenHow, who: &Credentials, groups: &[u32]) -> i32 {
-    let errno = || io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
-    // SAFETY (this block and the ones below): raw system calls on integers and on memory this function owns or
-    // borrows for the duration of the call.
+fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// In the child: takes the task's groups and ids; `Some(CREDENTIALS_FAILED)` if the ids could not be taken.
+fn take_credentials(who: &Credentials, groups: &[u32]) -> Option<i32> {
+    // SAFETY: raw system calls on integers and on a slice borrowed for the duration of the call.
     unsafe {
         // Denied in a user namespace whose setgroups is "deny" (an unprivileged caller's): the groups stay the
         // init's (none but the mapped caller's).
         libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr());
         let [r, e, s, fs] = who.gid;
         if libc::syscall(libc::SYS_setresgid, r, e, s) != 0 {
-            return CREDENTIALS_FAILED;
+            return Some(CREDENTIALS_FAILED);
         }
         libc::syscall(libc::SYS_setfsgid, fs);
         let [r, e, s, fs] = who.uid;
         if libc::syscall(libc::SYS_setresuid, r, e, s) != 0 {
-            return CREDENTIALS_FAILED;
+            return Some(CREDENTIALS_FAILED);
         }
         libc::syscall(libc::SYS_setfsuid, fs);
     }
-    // SAFETY: see above.
+    None
+}
+
+/// In the child: connect to `addr` as it is. Returns 0 or an errno.
+fn connect_to(sock: RawFd, addr: &[u8]) -> i32 {
+    // SAFETY: `addr` is borrowed for the duration of the call; the kernel reads at most its length.
+    match unsafe { libc::connect(sock, addr.as_ptr().cast(), addr.len() as libc::socklen_t) } {
+        0 => 0,
+        _ => errno(),
+    }
+}
+
+/// In the child: resolution, check, connect. Returns 0 or an errno.
+fn checked_connect(sock: RawFd, dir: RawFd, path: *const libc::c_char, how: &OpenHow) -> i32 {
+    // SAFETY: `path` is a NUL-terminated string and `how` a struct open_how, both live for the call.
     let target = unsafe { libc::syscall(libc::SYS_openat2, dir, path, how as *const OpenHow, size_of::<OpenHow>()) };
     if target < 0 {
         return errno();
@@ -302,7 +326,7 @@ mod tests {
             [(&root, abs, Resolve::InRoot), (&dir(d.path()), CString::new("s").unwrap(), Resolve::FromCwd)]
         {
             let s = crate::net::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0).unwrap();
-            let c = connect_as(&s, base, &p, how, &me()).unwrap();
+            let c = connect_as(&s, Target::Path { dir: base, path: &p, how }, &me()).unwrap();
             assert_eq!(c.wait(-1), Some(Ok(())));
             let (peer, _) = l.accept().unwrap();
             let cred = nix::sys::socket::getsockopt(&peer, nix::sys::socket::sockopt::PeerCredentials).unwrap();
@@ -311,9 +335,30 @@ mod tests {
         let s = crate::net::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0).unwrap();
         let base = dir(d.path());
         for (name, errno) in [("missing", libc::ENOENT), ("f", libc::ECONNREFUSED)] {
-            let c = connect_as(&s, &base, &CString::new(name).unwrap(), Resolve::FromCwd, &me()).unwrap();
+            let c = connect_as(
+                &s,
+                Target::Path { dir: &base, path: &CString::new(name).unwrap(), how: Resolve::FromCwd },
+                &me(),
+            )
+            .unwrap();
             assert_eq!(c.wait(-1), Some(Err(errno)), "{name}");
         }
+    }
+
+    /// An address passed as it is: an abstract socket connects, a bad length is the kernel's EINVAL.
+    #[test]
+    fn other_addresses_are_passed_as_they_are() {
+        let name = format!("\0repro-sockconnect-{}", std::process::id());
+        let mut addr = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
+        addr.extend_from_slice(name.as_bytes());
+        let l = crate::net::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0).unwrap();
+        crate::net::bind(&l, &addr).unwrap();
+        // SAFETY: listen on our own socket.
+        assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 4) }, 0);
+        let s = crate::net::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0).unwrap();
+        assert_eq!(connect_as(&s, Target::Address(&addr), &me()).unwrap().wait(-1), Some(Ok(())));
+        let s = crate::net::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0).unwrap();
+        assert_eq!(connect_as(&s, Target::Address(&addr[..1]), &me()).unwrap().wait(-1), Some(Err(libc::EINVAL)));
     }
 
     /// A connect that blocks (a full backlog) is under way until cancelled.
@@ -331,7 +376,7 @@ mod tests {
         let mut fillers = Vec::new();
         let blocked = loop {
             let s = crate::net::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0).unwrap();
-            let c = connect_as(&s, &base, c"s", Resolve::FromCwd, &me()).unwrap();
+            let c = connect_as(&s, Target::Path { dir: &base, path: c"s", how: Resolve::FromCwd }, &me()).unwrap();
             match c.wait(200) {
                 Some(r) => assert_eq!(r, Ok(())),
                 None => break c,
