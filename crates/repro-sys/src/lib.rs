@@ -18,6 +18,7 @@ pub mod ptrace;
 pub mod sched;
 pub mod seccomp;
 pub mod shmem;
+pub mod sockconnect;
 pub mod spawn;
 pub mod startup;
 pub mod syscalls;

@@ -35,6 +35,10 @@ pub(crate) trait Guest {
     fn fd_target(&mut self, fd: i32) -> Result<Vec<u8>, i32>;
     /// The guest's working directory.
     fn cwd(&mut self) -> Result<Vec<u8>, i32>;
+    /// The task's root directory (an `O_PATH` descriptor), which its absolute paths are resolved in.
+    fn root_fd(&mut self) -> Result<OwnedFd, i32>;
+    /// The task's credentials (uids, gids, supplementary groups).
+    fn credentials(&mut self) -> Result<repro_sys::sockconnect::Credentials, i32>;
     /// The descriptors in the interest list of the guest's epoll `epfd`.
     fn epoll_fds(&mut self, epfd: i32) -> Result<Vec<i32>, i32>;
     /// Whether the call is still pending: what was read from the guest's memory still belongs to it.
@@ -147,6 +151,16 @@ impl Guest for TaskGuest<'_> {
     fn cwd(&mut self) -> Result<Vec<u8>, i32> {
         let p = std::fs::read_link(format!("/proc/{}/cwd", self.tid)).map_err(|e| errno_of(&e))?;
         Ok(p.into_os_string().into_encoded_bytes())
+    }
+
+    fn root_fd(&mut self) -> Result<OwnedFd, i32> {
+        let root = CString::new(format!("/proc/{}/root", self.tid)).map_err(|_| libc::EINVAL)?;
+        fdops::openat(None, &root, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC).map_err(|e| errno_of(&e))
+    }
+
+    fn credentials(&mut self) -> Result<repro_sys::sockconnect::Credentials, i32> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.tid)).map_err(|e| errno_of(&e))?;
+        repro_sys::sockconnect::Credentials::from_status(&status).ok_or(libc::EIO)
     }
 
     fn epoll_fds(&mut self, epfd: i32) -> Result<Vec<i32>, i32> {
@@ -271,6 +285,16 @@ pub(crate) mod fake {
 
         fn cwd(&mut self) -> Result<Vec<u8>, i32> {
             Ok(self.cwd_path.clone())
+        }
+
+        /// This process's root and credentials: the fake guest's paths are the test's own.
+        fn root_fd(&mut self) -> Result<OwnedFd, i32> {
+            fdops::openat(None, c"/", libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC).map_err(|e| errno_of(&e))
+        }
+
+        fn credentials(&mut self) -> Result<repro_sys::sockconnect::Credentials, i32> {
+            let status = std::fs::read_to_string("/proc/self/status").map_err(|e| errno_of(&e))?;
+            repro_sys::sockconnect::Credentials::from_status(&status).ok_or(libc::EIO)
         }
 
         fn epoll_fds(&mut self, epfd: i32) -> Result<Vec<i32>, i32> {

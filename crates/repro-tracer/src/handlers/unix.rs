@@ -3,14 +3,22 @@
 //! the user granted). A socket of a host daemon on the read-only host tree (a 0666 socket under /var/tmp, /srv...)
 //! answers EACCES, as a socket without write permission does: a read-only bind alone does not stop connect.
 //!
-//! The check is made on the path the guest passed, then the call runs natively on the same path: another thread
-//! of the guest that rewrites the path between the two could still reach a host socket (docs/security.md says
-//! so). Abstract sockets live in the guest's own network namespace and are not looked at.
+//! connect: the check and the act are one ([`connect`]): the address is read once, the path resolved once to a
+//! descriptor in the calling task's view, that descriptor checked, and the guest's socket connected to it by a
+//! child of the supervisor with the task's credentials (`repro_sys::sockconnect`); every connect of an AF_UNIX
+//! socket goes that way, whatever address it names (an abstract address read at the check could be rewritten to
+//! a path before a native call read it again). A second guest thread rewriting the `sockaddr_un` or swapping a
+//! symlink after the check changes nothing.
+//!
+//! sendto, sendmsg and sendmmsg: the check is made on the path the guest passed, then the call runs natively on
+//! the same path: another thread of the guest that rewrites the path between the two could still reach a host
+//! socket (docs/security.md says so). Abstract sockets live in the guest's own network namespace.
 
 use std::ffi::CString;
 
-use repro_sys::fdops;
 use repro_sys::seccomp::ArgCheck;
+use repro_sys::sockconnect::{self, Connecting, Resolve, Target};
+use repro_sys::{fdops, net};
 
 use crate::guest::{guest_path, Guest};
 use crate::reply::{Outcome, Refusal};
@@ -38,6 +46,70 @@ pub(crate) fn notified() -> (Vec<u32>, Vec<(u32, ArgCheck)>) {
     )
 }
 
+/// connect(2) with raw arguments `args`, made by the supervisor when the guest's descriptor is an AF_UNIX socket:
+/// `None` when it is not (or the address cannot be read: the native call gets EFAULT, EINVAL, EBADF or
+/// ENOTSOCK itself; a connect of an inet socket cannot reach a pathname socket), else the connect under way
+/// ([`finish`] gives its result) or the errno the guest gets now.
+pub(crate) fn connect<G: Guest>(g: &mut G, args: &[u64; 6]) -> Option<Result<Connecting, i32>> {
+    let len = args[2] as u32 as usize;
+    // Longer than any address: the kernel's EINVAL, without reading it.
+    if len > std::mem::size_of::<libc::sockaddr_storage>() {
+        return None;
+    }
+    let sock = g.borrow_fd(args[0] as u32 as i32).ok()?;
+    let own = net::getsockname(&sock).ok()?;
+    if own.len() < 2 || i32::from(u16::from_ne_bytes([own[0], own[1]])) != libc::AF_UNIX {
+        return None;
+    }
+    // Read once: what is checked is what is connected to.
+    let addr = g.read_bytes(args[1], len).ok()?;
+    let started = match socket_path(&addr) {
+        None => g.credentials().map(|who| sockconnect::connect_as(&sock, Target::Address(&addr), &who)),
+        Some(path) => {
+            let absolute = path.first() == Some(&b'/');
+            let p = if absolute { guest_path(path, g.tid()) } else { path.to_vec() };
+            let Ok(p) = CString::new(p) else { return Some(Err(libc::EINVAL)) };
+            let (dir, how) =
+                if absolute { (g.root_fd(), Resolve::InRoot) } else { (g.dir_fd(libc::AT_FDCWD), Resolve::FromCwd) };
+            dir.and_then(|dir| {
+                let who = g.credentials()?;
+                Ok(sockconnect::connect_as(&sock, Target::Path { dir: &dir, path: &p, how }, &who))
+            })
+        }
+    };
+    Some(match started {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(e.raw_os_error().unwrap_or(libc::EAGAIN)),
+        Err(e) => Err(e),
+    })
+}
+
+/// How long the notify loop waits for a connect before handing it to a thread of its own (a connect to a
+/// listener whose backlog is full blocks until it is accepted).
+pub(crate) const INLINE_WAIT_MS: i32 = 5;
+
+/// The result of the connect `c` if it ends within [`INLINE_WAIT_MS`], else `c` back.
+pub(crate) fn finished_soon(c: Connecting) -> Result<Outcome, Connecting> {
+    match c.wait(INLINE_WAIT_MS) {
+        Some(r) => Ok(r.map(|()| 0).map_err(Refusal::Errno)),
+        None => Err(c),
+    }
+}
+
+/// The result of the connect `c`, waited for while `waiting()` says the guest's call is still pending; when it is
+/// not (a signal interrupted it, the task was killed), the connect is ended and EINTR returned (nobody reads it).
+pub(crate) fn finish(c: Connecting, waiting: impl Fn() -> bool) -> Outcome {
+    loop {
+        if let Some(r) = c.wait(50) {
+            return r.map(|()| 0).map_err(Refusal::Errno);
+        }
+        if !waiting() {
+            c.cancel();
+            return Err(Refusal::Errno(libc::EINTR));
+        }
+    }
+}
+
 /// The offsets in `struct msghdr` of `msg_name` and `msg_namelen`, and the size of `struct mmsghdr`.
 const MSG_NAME: usize = 0;
 const MSG_NAMELEN: usize = 8;
@@ -48,7 +120,8 @@ const MSGHDR_HEAD: usize = MSG_NAMELEN + 4;
 const MAX_MMSG: u64 = 1024;
 
 /// Syscall `nr` with raw arguments `args`: `Some(EACCES)` when it would reach a pathname socket on a read-only
-/// mount (connect, or a datagram sent with sendto/sendmsg/sendmmsg to that address), `None` to go on.
+/// mount (connect of a socket that is not AF_UNIX's, which then fails natively; a datagram sent with
+/// sendto/sendmsg/sendmmsg to that address), `None` to go on.
 pub(crate) fn guard<G: Guest>(g: &mut G, nr: i64, args: &[u64; 6]) -> Option<Outcome> {
     named_addresses(g, nr, args).into_iter().find_map(|(addr, len)| refuse(g, addr, len))
 }
@@ -151,6 +224,40 @@ mod tests {
         let missing = un(b"/nonexistent/s\0");
         g.put(0x5000, &missing);
         assert!(guard(&mut g, libc::SYS_connect, &[3, 0x5000, missing.len() as u64, 0, 0, 0]).is_none());
+    }
+
+    /// connect through the fake guest (this process): an AF_UNIX socket is connected by the supervisor's child to
+    /// the address read once, absolute or relative to the cwd; an inet socket, a descriptor that is not open and an
+    /// unreadable address are left to the native call.
+    #[test]
+    fn an_af_unix_connect_is_made_here() {
+        let d = tempfile::tempdir().unwrap();
+        let l = std::os::unix::net::UnixListener::bind(d.path().join("s")).unwrap();
+        let mut g = FakeGuest::new(std::process::id() as i32);
+        g.cwd = Some(std::fs::File::open(d.path()).unwrap().into());
+        let mut abs = un(d.path().join("s").as_os_str().as_encoded_bytes());
+        abs.push(0);
+        g.put(0x4000, &abs).put(0x5000, &un(b"s")).put(0x6000, &un(b"missing"));
+        for (addr, len, want) in
+            [(0x4000, abs.len(), Ok(0)), (0x5000, 3, Ok(0)), (0x6000, 9, Err(Refusal::Errno(libc::ENOENT)))]
+        {
+            let s = net::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0).unwrap();
+            g.fds.insert(3, s);
+            let c = connect(&mut g, &[3, addr, len as u64, 0, 0, 0]).expect("made here").expect("started");
+            let r = match finished_soon(c) {
+                Ok(r) => r,
+                Err(c) => finish(c, || true),
+            };
+            assert_eq!(r, want, "{addr:#x}");
+            if want.is_ok() {
+                l.accept().unwrap();
+            }
+        }
+        assert!(connect(&mut g, &[3, 0x9000, 20, 0, 0, 0]).is_none(), "unreadable: the kernel's EFAULT");
+        assert!(connect(&mut g, &[7, 0x4000, 20, 0, 0, 0]).is_none(), "not open: the kernel's EBADF");
+        assert!(connect(&mut g, &[3, 0x4000, 129, 0, 0, 0]).is_none(), "too long: the kernel's EINVAL");
+        g.fds.insert(3, net::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0).unwrap());
+        assert!(connect(&mut g, &[3, 0x4000, abs.len() as u64, 0, 0, 0]).is_none(), "an inet socket");
     }
 
     #[test]

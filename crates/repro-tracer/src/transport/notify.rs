@@ -8,8 +8,8 @@ use repro_sys::seccomp::{Listener, ListenerState, Notification};
 
 use crate::decode::decode;
 use crate::guest::{PidfdCache, TaskGuest};
-use crate::handlers::dispatch;
-use crate::reply::Reply;
+use crate::handlers::{dispatch, unix};
+use crate::reply::{Refusal, Reply};
 use crate::state::{lock, SharedRef};
 
 /// Serves notifications until no guest task is left under the filter.
@@ -235,7 +235,7 @@ fn serve_one(n: Notification, listener: &Arc<Listener>, shared: &SharedRef, pidf
 }
 
 /// Answers one notification; the vDSO's shared clock page is synchronised with the controller around it.
-fn handle(n: &Notification, listener: &Listener, shared: &SharedRef, pidfds: &mut PidfdCache) -> Reply {
+fn handle(n: &Notification, listener: &Arc<Listener>, shared: &SharedRef, pidfds: &mut PidfdCache) -> Reply {
     let nr = n.nr as i64;
     if crate::sched::changes_policy(nr) {
         let mut sh = lock(shared);
@@ -250,8 +250,26 @@ fn handle(n: &Notification, listener: &Listener, shared: &SharedRef, pidfds: &mu
         return Reply::Continue;
     }
     let mut guest = TaskGuest::new(n.pid as i32, Some((listener, n.id)), pidfds);
+    // A connect of an AF_UNIX socket is made here, on the address read once (the tapes hold inet sockets only).
+    if nr == libc::SYS_connect {
+        if let Some(started) = unix::connect(&mut guest, &n.args) {
+            let r = match started.map(unix::finished_soon) {
+                Err(e) => Err(Refusal::Errno(e)),
+                Ok(Ok(r)) => r,
+                // It blocks (a full backlog): a thread of its own waits, as the native call would.
+                Ok(Err(c)) => {
+                    let (l, id) = (listener.clone(), n.id);
+                    return Reply::Defer(Box::new(move |s| {
+                        let r = unix::finish(c, || l.id_valid(id));
+                        crate::handlers::answered(&mut lock(s), nr, r)
+                    }));
+                }
+            };
+            return crate::handlers::answered(&mut lock(shared), nr, r);
+        }
+    }
     // First, before the tapes (which may make the call themselves): a host daemon's socket is not reached.
-    if let Some(refused) = crate::handlers::unix::guard(&mut guest, nr, &n.args) {
+    if let Some(refused) = unix::guard(&mut guest, nr, &n.args) {
         return crate::handlers::answered(&mut lock(shared), nr, refused);
     }
     let call = decode(nr, n.args);

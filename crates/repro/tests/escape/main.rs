@@ -18,6 +18,7 @@ mod limits;
 mod mounts;
 mod packs;
 mod secrets;
+mod socket_race;
 mod sockets;
 mod terminal;
 mod toolchains;

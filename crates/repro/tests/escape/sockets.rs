@@ -90,13 +90,13 @@ impl Drop for DatagramDaemon {
 }
 
 /// A host daemon: answers `HOST` on every connection until dropped; counts them.
-struct Daemon {
-    accepted: Arc<AtomicUsize>,
+pub(crate) struct Daemon {
+    pub(crate) accepted: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
 }
 
 impl Daemon {
-    fn listen(path: &Path) -> Daemon {
+    pub(crate) fn listen(path: &Path) -> Daemon {
         let l = UnixListener::bind(path).expect("bind the host's socket");
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).expect("chmod 0666");
         l.set_nonblocking(true).expect("nonblocking");
