@@ -102,7 +102,18 @@ fn same_counts(caller: Caller, l: &Layout, cmd: &[&str], want: &str) -> Output {
     let native_counts = counts(&text(&n));
     assert!(native_counts.iter().any(|c| c == want), "{caller:?} {cmd:?} natively: {native_counts:?}\n{}", text(&n));
     let o = under_repro(caller, l, cmd);
-    assert_eq!(o.status.code(), n.status.code(), "{caller:?} {cmd:?}: exit status\n{}", text(&o));
+    // Where SCHED_FIFO is not to be had (an unprivileged caller, RLIMIT_RTPRIO 0), a guest that starts threads
+    // (Go, Node) is not made deterministic, and the run says so with 121 after the guest's own status
+    // (docs/determinism.md): the one expected difference, checked exactly.
+    let unserialized = caller == Caller::Unprivileged && stderr(&o).contains("could not be made SCHED_FIFO");
+    let code = n.status.code().unwrap_or(-1);
+    if unserialized {
+        let said = format!("[repro] exit {code} but this run is NOT reproducible");
+        assert!(stderr(&o).contains(&said), "{caller:?} {cmd:?}: {said}\n{}", text(&o));
+        assert_eq!(o.status.code(), Some(121), "{caller:?} {cmd:?}: exit status\n{}", text(&o));
+    } else {
+        assert_eq!(o.status.code(), n.status.code(), "{caller:?} {cmd:?}: exit status\n{}", text(&o));
+    }
     assert_eq!(counts(&text(&o)), native_counts, "{caller:?} {cmd:?}: test counts\n{}", text(&o));
     o
 }
@@ -189,4 +200,39 @@ exit 3
     let o = repro(&["replay", pack.to_str().unwrap()], "/nonexistent");
     assert_code(&o, 0);
     assert!(stderr(&o).contains("reproduced 1/1"), "{}", stderr(&o));
+}
+
+/// `go test` in a module (golang-go's /usr/bin/go, no module to download): as root and unprivileged, natively
+/// and under repro. The guest's Go build cache is under its own HOME.
+#[test]
+fn go_test_in_a_module_counts_as_natively() {
+    require_cmd("go");
+    for caller in CALLERS {
+        let l = Layout::new(caller);
+        l.write("go.mod", "module example.com/probe\n\ngo 1.19\n");
+        l.write("probe.go", "package probe\n\nfunc Add(a, b int) int { return a + b }\n");
+        l.write(
+            "probe_test.go",
+            "package probe\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(1, 2) != 3 {\n\t\t\
+             t.Fatal(\"add\")\n\t}\n}\n\nfunc TestSub(t *testing.T) {\n\tif Add(3, -2) != 1 {\n\t\tt.Fatal(\"sub\")\n\t}\n}\n",
+        );
+        l.own(caller);
+        same_counts(caller, &l, &["go", "test", "-v", "-count=1", "./..."], "--- PASS: TestSub");
+    }
+}
+
+/// `node --test` from where Node is installed (/usr/bin/node): as root and unprivileged.
+#[test]
+fn node_test_counts_as_natively() {
+    require_cmd("node");
+    for caller in CALLERS {
+        let l = Layout::new(caller);
+        l.write(
+            "probe.test.js",
+            "const test = require('node:test');\nconst assert = require('node:assert');\ntest('adds', () => \
+             assert.strictEqual(1 + 2, 3));\ntest('subtracts', () => assert.strictEqual(3 - 2, 1));\n",
+        );
+        l.own(caller);
+        same_counts(caller, &l, &["node", "--test"], "# pass 2");
+    }
 }
