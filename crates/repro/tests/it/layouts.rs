@@ -236,3 +236,22 @@ fn node_test_counts_as_natively() {
         same_counts(caller, &l, &["node", "--test"], "# pass 2");
     }
 }
+
+/// The layout corpus for an unprivileged caller too (and root): a venv named by its path (made from the system's
+/// python3, the one an unprivileged user has) and a CI script calling python3. cargo through env or make is
+/// root's only here: rustup lives under the closed /root.
+#[test]
+fn a_venv_by_path_and_a_python_script_count_as_natively_for_both_callers() {
+    require_cmd("python3");
+    for caller in CALLERS {
+        let l = Layout::new(caller);
+        l.write("test_probe.py", UNITTEST);
+        l.write("ci.sh", "#!/bin/sh\nset -e\npython3 -m unittest -v 2>&1\n");
+        l.own(caller);
+        let made = native(caller, &l, &["/usr/bin/python3", "-m", "venv", "--without-pip", "venv"]);
+        assert_code(&made, 0);
+        same_counts(caller, &l, &["venv/bin/python", "-m", "unittest", "-v"], "Ran 2 tests");
+        same_counts(caller, &l, &["sh", "ci.sh"], "Ran 2 tests");
+        same_counts(caller, &l, &["./ci.sh"], "Ran 2 tests");
+    }
+}
