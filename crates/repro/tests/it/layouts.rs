@@ -42,13 +42,15 @@ fn counts(out: &str) -> Vec<String> {
 struct Layout {
     dir: tempfile::TempDir,
     home: Option<tempfile::TempDir>,
+    /// Variables both runs get (an activated virtualenv's).
+    vars: Vec<(String, String)>,
 }
 
 impl Layout {
     fn new(caller: Caller) -> Layout {
         let dir = workdir(caller);
         let home = (caller == Caller::Unprivileged).then(|| workdir(caller));
-        Layout { dir, home }
+        Layout { dir, home, vars: Vec::new() }
     }
     fn path(&self) -> &Path {
         self.dir.path()
@@ -84,14 +86,14 @@ fn native(caller: Caller, l: &Layout, cmd: &[&str]) -> Output {
             c
         }
     };
-    c.args(&cmd[1..]).current_dir(l.path()).env("HOME", l.home());
+    c.args(&cmd[1..]).current_dir(l.path()).env("HOME", l.home()).envs(l.vars.iter().cloned());
     wait_bounded(c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap(), "the native run")
 }
 
 /// `repro run -q -- cmd` by `caller` in the layout.
 fn under_repro(caller: Caller, l: &Layout, cmd: &[&str]) -> Output {
     let mut c = repro_as(caller, l.path());
-    c.args(["run", "-q", "--"]).args(cmd).env("HOME", l.home());
+    c.args(["run", "-q", "--"]).args(cmd).env("HOME", l.home()).envs(l.vars.iter().cloned());
     wait_bounded(c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap(), "repro run")
 }
 
@@ -238,8 +240,9 @@ fn node_test_counts_as_natively() {
 }
 
 /// The layout corpus for an unprivileged caller too (and root): a venv named by its path (made from the system's
-/// python3, the one an unprivileged user has) and a CI script calling python3. cargo through env or make is
-/// root's only here: rustup lives under the closed /root.
+/// python3, the one an unprivileged user has), a CI script and a Makefile calling python3, the same venv activated
+/// (VIRTUAL_ENV, its bin first on PATH). cargo through env or make is root's only here: rustup lives under the
+/// closed /root.
 #[test]
 fn a_venv_by_path_and_a_python_script_count_as_natively_for_both_callers() {
     require_cmd("python3");
@@ -247,11 +250,20 @@ fn a_venv_by_path_and_a_python_script_count_as_natively_for_both_callers() {
         let l = Layout::new(caller);
         l.write("test_probe.py", UNITTEST);
         l.write("ci.sh", "#!/bin/sh\nset -e\npython3 -m unittest -v 2>&1\n");
+        l.write("Makefile", "test:\n\t@python3 -m unittest -v 2>&1\n");
         l.own(caller);
         let made = native(caller, &l, &["/usr/bin/python3", "-m", "venv", "--without-pip", "venv"]);
         assert_code(&made, 0);
         same_counts(caller, &l, &["venv/bin/python", "-m", "unittest", "-v"], "Ran 2 tests");
         same_counts(caller, &l, &["sh", "ci.sh"], "Ran 2 tests");
         same_counts(caller, &l, &["./ci.sh"], "Ran 2 tests");
+        same_counts(caller, &l, &["make", "-s", "test"], "Ran 2 tests");
+        let venv = l.path().join("venv");
+        let path = format!("{}/bin:/usr/local/bin:/usr/bin:/bin", venv.display());
+        let mut l = l;
+        l.vars = vec![("VIRTUAL_ENV".into(), venv.display().to_string()), ("PATH".into(), path)];
+        let script = "import sys, unittest; print(sys.prefix); unittest.main(module='test_probe', verbosity=2)";
+        let o = same_counts(caller, &l, &["python", "-c", script], "Ran 2 tests");
+        assert!(stdout(&o).starts_with(&venv.display().to_string()), "{caller:?}: {}", stdout(&o));
     }
 }
