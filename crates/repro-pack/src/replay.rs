@@ -208,7 +208,9 @@ pub fn home_binds(pack: &Pack, root: &Path, taken: &[BindMount]) -> Vec<BindMoun
         .filter_map(|f| {
             let p = Path::new(std::str::from_utf8(&f.bytes()).ok()?).to_path_buf();
             let top: PathBuf = p.components().take(4).collect();
-            (top.starts_with("/home") && top.components().count() == 4).then_some(top)
+            // Only plain names: no `..` or `.` can move a bind's guest or host path elsewhere.
+            let plain = top.components().skip(1).all(|c| matches!(c, std::path::Component::Normal(_)));
+            (plain && top.starts_with("/home") && top.components().count() == 4).then_some(top)
         })
         .collect();
     tops.sort();
