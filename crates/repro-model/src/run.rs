@@ -65,6 +65,11 @@ pub struct Toolchain {
     pub variables: BTreeMap<String, String>,
     /// Why: which host setting led to this toolchain.
     pub reason: String,
+    /// The directories of `paths` that lie under the host's HOME, shown read-only once more at the same place
+    /// under the guest's HOME (`/root/.cargo` also at `/home/repro/.cargo`), so that a script saying
+    /// `$HOME/.cargo/bin` or `~/.pyenv/versions/...` finds them as natively: guest path to host path.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub home_paths: BTreeMap<String, String>,
 }
 
 /// The part of the working directory's git repository shown to the guest beyond its working directory, so that

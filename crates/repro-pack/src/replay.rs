@@ -194,6 +194,47 @@ pub fn with_bind_checked(path: &Path, current: &Path, pack: &Pack) -> Result<Bin
     Ok(b)
 }
 
+/// The pack's files under /home (a toolchain the capture showed under a HOME: `/home/repro/.cargo`, the mirror
+/// of the host's `~/.cargo`): the sandbox's /home is its own in a replay too, so each `/home/USER/ENTRY` holding
+/// some is bound read-only from the pack's root. Not one that is or lies in the working directory (its overlay
+/// shows those), one `--with` took, or one whose way in the root is a symbolic link (a pack from a stranger
+/// names no host path through it).
+pub fn home_binds(pack: &Pack, root: &Path, taken: &[BindMount]) -> Vec<BindMount> {
+    let cwd = Path::new(&pack.manifest.command.cwd);
+    let mut tops: Vec<PathBuf> = pack
+        .manifest
+        .files
+        .iter()
+        .filter_map(|f| {
+            let p = Path::new(std::str::from_utf8(&f.bytes()).ok()?).to_path_buf();
+            let top: PathBuf = p.components().take(4).collect();
+            // Only plain names: no `..` or `.` can move a bind's guest or host path elsewhere.
+            let plain = top.components().skip(1).all(|c| matches!(c, std::path::Component::Normal(_)));
+            (plain && top.starts_with("/home") && top.components().count() == 4).then_some(top)
+        })
+        .collect();
+    tops.sort();
+    tops.dedup();
+    let plain = |t: &Path| {
+        let rel = t.strip_prefix("/").unwrap_or(t);
+        let mut host = root.to_path_buf();
+        for c in rel.components() {
+            host.push(c);
+            if fs::symlink_metadata(&host).map_or(true, |m| m.file_type().is_symlink()) {
+                return None;
+            }
+        }
+        Some(host)
+    };
+    tops.into_iter()
+        .filter(|t| !t.starts_with(cwd) && !taken.iter().any(|b| Path::new(&b.guest) == t))
+        .filter_map(|t| {
+            let host = plain(&t)?;
+            Some(BindMount { host: host.display().to_string(), guest: t.display().to_string(), writable: false })
+        })
+        .collect()
+}
+
 /// The tapes a replay serves: the pack's, kept next to its cached root (see [`crate::tree::cached_root`]).
 fn replay_tapes(pack: &Pack, root: &Path) -> Result<TapeSettings, PackError> {
     let dir = root.parent().unwrap_or(root).join("tapes");
@@ -261,6 +302,8 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
         std::env::var("REPRO_STATE_DIR").ok().as_deref(),
         &current,
     );
+    let mut binds = binds;
+    binds.extend(home_binds(&pack, &root, &binds));
     let mut settings = settings(&pack, binds);
     opts.vary.apply(&mut settings);
     if let Some(ms) = opts.stuck_after_ms {

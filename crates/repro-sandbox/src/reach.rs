@@ -317,6 +317,32 @@ pub fn resolve_all(argv: &[String], host: &Host, guest_path: &str) -> Reach {
     Reach { toolchains, hint: first.hint, notes, path }
 }
 
+/// Each toolchain directory under the host's HOME (`host_home`, as given or canonical) is shown once more at the
+/// same place under the guest's HOME: a script saying `$HOME/.cargo/bin/cargo`, `~/.pyenv/versions/3.12/bin/python`
+/// or `$HOME/.local/bin/tool` expands HOME to the guest's, and natively it found the host's. A directory in the
+/// working directory (the guest's own overlay) is not mirrored; nor is anything when both HOMEs are the same.
+/// Recorded in each toolchain's `home_paths` (guest path to host path): the guest's paths do not depend on the
+/// host's HOME, so a pack replays the same where it differs.
+pub fn mirror_home(toolchains: &mut [Toolchain], host_home: Option<&str>, guest_home: &str, cwd: &Path) {
+    let Some(home) = host_home.filter(|h| h.starts_with('/')).map(|h| crate::parse::normalize(Path::new(h))) else {
+        return;
+    };
+    let mut homes = vec![home.clone()];
+    homes.extend(std::fs::canonicalize(&home).ok().filter(|c| *c != home));
+    let guest_home = Path::new(guest_home);
+    for t in toolchains {
+        for p in &t.paths {
+            let p = Path::new(p);
+            let Some(rel) = homes.iter().find_map(|h| p.strip_prefix(h).ok()) else { continue };
+            let guest = guest_home.join(rel);
+            if rel.as_os_str().is_empty() || p.starts_with(cwd) || guest == p || !guest_home.is_absolute() {
+                continue;
+            }
+            t.home_paths.insert(guest.display().to_string(), p.display().to_string());
+        }
+    }
+}
+
 /// For each name the guest looks up on its own PATH: the host's program, unless the guest's PATH finds the same
 /// file. A directory the guest sees (or a shown toolchain's) is put on the guest's PATH, before the others; any
 /// other difference is a note.
@@ -393,6 +419,33 @@ mod tests {
         let v = programs(&["PATH=/opt/b", "CC=gcc", "nice", "-n", "5", "timeout", "-s", "KILL", "10", "node", "x"], w);
         assert!(has(&v, "node", Some("/opt/b")), "{v:?}");
         assert!(!has(&v, "10", Some("/opt/b")) && !has(&v, "5", Some("/opt/b")), "{v:?}");
+    }
+
+    #[test]
+    fn toolchains_under_the_hosts_home_are_shown_under_the_guests_too() {
+        let t = |paths: &[&str]| Toolchain {
+            name: "rustup".into(),
+            command: "/root/.cargo/bin/cargo".into(),
+            paths: paths.iter().map(|p| p.to_string()).collect(),
+            variables: Default::default(),
+            reason: String::new(),
+            home_paths: Default::default(),
+        };
+        let mut ts = vec![t(&["/root/.cargo", "/root/.rustup"]), t(&["/usr/local/go", "/root/proj/venv"])];
+        mirror_home(&mut ts, Some("/root/"), "/home/repro", Path::new("/root/proj"));
+        let m: Vec<_> = ts[0].home_paths.iter().map(|(g, h)| (g.as_str(), h.as_str())).collect();
+        assert_eq!(m, [("/home/repro/.cargo", "/root/.cargo"), ("/home/repro/.rustup", "/root/.rustup")]);
+        assert!(ts[1].home_paths.is_empty(), "outside HOME, or in the working directory: {:?}", ts[1].home_paths);
+        // The same HOME on both sides, a relative or no HOME: nothing to add.
+        for (host, guest) in [(Some("/home/repro"), "/home/repro"), (Some("rel"), "/home/repro"), (None, "/h")] {
+            let mut ts = vec![t(&["/home/repro/.cargo"])];
+            mirror_home(&mut ts, host, guest, Path::new("/w"));
+            assert!(ts[0].home_paths.is_empty(), "{host:?} {guest}");
+        }
+        // A toolchain at HOME itself is never one (showable refuses it); it is not mirrored either.
+        let mut ts = vec![t(&["/root"])];
+        mirror_home(&mut ts, Some("/root"), "/home/repro", Path::new("/w"));
+        assert!(ts[0].home_paths.is_empty());
     }
 
     #[test]

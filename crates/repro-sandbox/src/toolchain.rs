@@ -184,7 +184,7 @@ pub(crate) fn toolchain(
     }
     let mut paths: Vec<String> = paths.iter().map(|p| text(p)).collect();
     paths.dedup();
-    Toolchain { name: name.into(), command: text(command), paths, variables, reason }
+    Toolchain { name: name.into(), command: text(command), paths, variables, reason, home_paths: BTreeMap::new() }
 }
 
 /// rustup's proxies in `$CARGO_HOME/bin` (default `~/.cargo/bin`): CARGO_HOME and RUSTUP_HOME (default

@@ -102,11 +102,13 @@ impl RunRequest {
             opts.bind.iter().map(|b| parse::parse_bind(b, &cwd)).collect::<Result<_, _>>()?;
         let guest_path = env.get("PATH").cloned().unwrap_or_else(|| crate::env::PATH.to_string());
         let host_var = |k: &str| std::env::var(k).ok();
-        let resolution = crate::reach::resolve_all(
+        let mut resolution = crate::reach::resolve_all(
             &opts.command,
             &crate::toolchain::Host { var: &host_var, cwd: &cwd },
             &guest_path,
         );
+        let guest_home = env.get("HOME").cloned().unwrap_or_else(|| crate::env::HOME.to_string());
+        crate::reach::mirror_home(&mut resolution.toolchains, host_var("HOME").as_deref(), &guest_home, &cwd);
         repro_sys::startup::mark("run: toolchains resolved");
         // A variable an `--env` names is the user's.
         let user_set = |k: &str| specs.iter().any(|s| matches!(s, EnvSpec::Set(n, _) | EnvSpec::Pass(n) if n == k));
@@ -158,8 +160,8 @@ impl RunRequest {
 }
 
 /// Passes the toolchains to the guest: their variables (unless an `--env` names the same variable: the user's
-/// wins) and read-only binds of their directories the guest does not already see (a path already bound by
-/// `--bind` is left to it).
+/// wins), read-only binds of their directories the guest does not already see (a path already bound by
+/// `--bind` is left to it) and of their directories under the host's HOME at the guest's HOME (`home_paths`).
 fn pass_toolchains(
     toolchains: &[repro_model::run::Toolchain],
     user_set: &dyn Fn(&str) -> bool,
@@ -177,6 +179,11 @@ fn pass_toolchains(
             let taken = binds.iter().any(|b| Path::new(&b.guest) == Path::new(p));
             if !taken && !crate::toolchain::guest_sees(Path::new(p), cwd) {
                 binds.push(BindMount { host: p.clone(), guest: p.clone(), writable: false });
+            }
+        }
+        for (guest, host) in &t.home_paths {
+            if !binds.iter().any(|b| Path::new(&b.guest) == Path::new(guest)) {
+                binds.push(BindMount { host: host.clone(), guest: guest.clone(), writable: false });
             }
         }
     }

@@ -16,6 +16,7 @@ mod git_view;
 mod harness;
 mod hunt;
 mod hunting;
+mod layouts;
 mod mcp;
 mod pack;
 mod pack_docker;

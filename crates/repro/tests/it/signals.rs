@@ -121,6 +121,28 @@ fn sigterm_reaches_every_guest_process_not_only_the_guest() {
     assert_eq!(run.child.wait().unwrap().code(), Some(0), "the shell itself handled it and ended normally");
 }
 
+/// SIGTERM and SIGHUP sent to `repro run` reach a child of the guest's shell that traps them itself (in a session
+/// of its own: not the shell's process group), whose handler writes a marker; the shell survives with a handler.
+#[test]
+fn a_shells_child_that_traps_the_signal_writes_its_marker() {
+    for sig in ["TERM", "HUP"] {
+        let w = Workdir::new();
+        let script = format!(
+            "trap : {sig}; exec 3<&0; setsid sh -c 'trap \"echo child-got-{sig}; exit 7\" {sig}; echo ready; read x \
+             <&3' & c=$!; wait $c; wait $c; echo \"child: $?\""
+        );
+        let (mut run, mut out) = spawn_run(&w, &script);
+        wait_ready(&mut out);
+        signal(run.child.id(), sig);
+        poll("the run ends", SIGNAL_ENDS_WITHIN, || run.child.try_wait().unwrap().is_some());
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+        let (code, err) = run.finish();
+        assert_eq!(rest, format!("child-got-{sig}\nchild: 7\n"), "SIG{sig}: {err}");
+        assert_eq!(code, Some(0), "SIG{sig}: the shell handled it and ended normally: {err}");
+    }
+}
+
 #[test]
 fn a_second_sigterm_kills_a_guest_that_ignores_the_first() {
     let w = Workdir::new();
