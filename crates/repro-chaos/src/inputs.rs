@@ -4,14 +4,19 @@
 //! run directory alone is enough to run the experiment again (`repro chaos replay`).
 //!
 //! The files come from someone else's experiment: only relative paths inside the experiment's (adapter's)
-//! directory are copied, symbolic links that leave it are not followed, and the number and size of the files
-//! are bounded.
+//! directory are copied, through the one copy of untrusted trees, [`repro_sys::treecopy`]: symbolic links are
+//! followed only while they stay inside the directory (openat2 `RESOLVE_BENEATH`), never one that leaves it, is
+//! absolute or loops; fifos, sockets and devices are never opened; the number and size of the files are
+//! bounded.
 use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
 
+use repro_sys::beneath::Beneath;
+use repro_sys::treecopy::{self, Copier, Limits};
+
 use crate::error::{ChaosError, Result};
-use crate::fsutil::{mkdirs, sha256_hex, write_atomic};
+use crate::fsutil::{mkdirs, sha256_hex};
 
 /// At most this many files are copied per run.
 pub const MAX_FILES: usize = 1000;
@@ -66,22 +71,31 @@ fn safe_relative(p: &str) -> Option<PathBuf> {
     (!out.as_os_str().is_empty()).then_some(out)
 }
 
-struct Budget {
-    files: usize,
-    bytes: u64,
-    /// Directories already walked (by their real path): a link back up cannot make the walk loop.
-    seen_dirs: std::collections::BTreeSet<PathBuf>,
-}
-
-/// Copies what each side uses into `<run_dir>/inputs/<side>/`. A declared path that is missing, absolute,
-/// climbs out with `..` or is over the limits is an error naming the file and line; a path a script names that
-/// does not exist (an output the script creates, say) is left out.
+/// Copies what each side uses into `<run_dir>/inputs/<side>/`, through [`repro_sys::treecopy`] following
+/// symbolic links only while they stay inside the side's directory (a link is copied as what it leads to, under
+/// its own name; a link out, an absolute link or a loop is left out). A declared path that is missing, absolute,
+/// climbs out with `..` or a link, or is over the limits is an error naming the file and line; a path a script
+/// names that does not exist (an output the script creates, say) is left out.
 pub fn copy_inputs(run_dir: &Path, sides: &[Side<'_>]) -> Result<Vec<InputFile>> {
     let mut out = Vec::new();
-    let mut budget = Budget { files: 0, bytes: 0, seen_dirs: std::collections::BTreeSet::new() };
+    let (mut files, mut bytes) = (0usize, 0u64);
     for side in sides {
-        let Ok(root) = std::fs::canonicalize(side.dir) else { continue };
-        let dest = run_dir.join("inputs").join(side.side);
+        let Ok(root) = Beneath::open(side.dir) else { continue };
+        let dest_path = run_dir.join("inputs").join(side.side);
+        mkdirs(&dest_path)?;
+        let harness = |what: &Path, e: std::io::Error| ChaosError::Harness(format!("{}: {e}", what.display()));
+        let dest = Beneath::open(&dest_path).map_err(|e| harness(&dest_path, e))?;
+        let limits = Limits {
+            max_file_bytes: MAX_BYTES,
+            max_total_bytes: MAX_BYTES - bytes,
+            // Files and the directories holding them: the files alone are counted against MAX_FILES below.
+            max_entries: 2 * (MAX_FILES - files) as u64,
+            max_depth: treecopy::MAX_DEPTH,
+            max_dir_entries: MAX_FILES,
+            keep_free: 0,
+        };
+        let probe = Beneath::open(side.dir).map_err(|e| harness(side.dir, e))?;
+        let mut copier = Copier::new(limits).following(root).map_err(|e| harness(side.dir, e))?.recording_files();
         let mut wanted: Vec<(String, Option<(u64, u64)>)> =
             side.declared.iter().map(|(p, l, c)| (p.clone(), Some((*l, *c)))).collect();
         let var = side.side.to_ascii_uppercase();
@@ -90,6 +104,8 @@ pub fn copy_inputs(run_dir: &Path, sides: &[Side<'_>]) -> Result<Vec<InputFile>>
                 wanted.push((r, None));
             }
         }
+        let mut copied: Vec<PathBuf> = Vec::new();
+        let mut seen_skips = 0;
         for (p, at) in wanted {
             let bad = |msg: String| -> Result<()> {
                 match at {
@@ -107,24 +123,70 @@ pub fn copy_inputs(run_dir: &Path, sides: &[Side<'_>]) -> Result<Vec<InputFile>>
                 bad(format!("{p:?}: expected a relative path inside the directory of the file, without `..`"))?;
                 continue;
             };
-            let src = root.join(&rel);
-            let real = match std::fs::canonicalize(&src) {
-                Ok(r) => r,
-                Err(err) => {
-                    bad(format!("{}: {err}", src.display()))?;
-                    continue;
-                }
-            };
-            if !real.starts_with(&root) {
-                bad(format!("{p:?} leads outside {} (a symbolic link?)", root.display()))?;
+            // Already copied with a directory above it (or declared and named both).
+            if copied.iter().any(|c| rel.starts_with(c)) {
                 continue;
             }
-            if let Err(msg) = copy_tree(&root, &real, &dest, side.side, &mut budget, &mut out) {
+            if let Err(e) = probe.open_following(&rel) {
+                match e.raw_os_error() {
+                    Some(libc::EXDEV) | Some(libc::ELOOP) => {
+                        bad(format!("{p:?} leads outside {} (a symbolic link?)", side.dir.display()))?
+                    }
+                    _ => bad(format!("{}: {e}", side.dir.join(&rel).display()))?,
+                }
+                continue;
+            }
+            let (parent, name) = (rel.parent().unwrap_or(Path::new("")), rel.file_name().unwrap_or_default());
+            let to =
+                treecopy::walk_to_with(&dest, parent, Some(0o755)).map_err(|e| harness(&dest_path.join(parent), e))?;
+            if let Err(e) = copier.copy_path(&rel, &to, name) {
+                bad(format!("{}: {e}", side.dir.join(&rel).display()))?;
+                continue;
+            }
+            copied.push(rel.clone());
+            let report = copier.report();
+            let new_files = report.files.len();
+            let new_bytes = report.files.iter().fold(0u64, |n, (_, b)| n.saturating_add(*b));
+            let over = files + new_files > MAX_FILES || bytes.saturating_add(new_bytes) > MAX_BYTES;
+            let failed = report.skipped[seen_skips..]
+                .iter()
+                .find(|s| !matches!(s.why, treecopy::Why::Special | treecopy::Why::NotFollowed(_)));
+            seen_skips = report.skipped.len();
+            let msg = match failed {
+                Some(s)
+                    if matches!(s.why, treecopy::Why::TooLarge { .. } | treecopy::Why::OverBudget { .. }) || over =>
+                {
+                    Some(limited(side.dir, &s.rel))
+                }
+                Some(s) => Some(format!("{}: {}", side.dir.join(&s.rel).display(), s.why)),
+                None if over => Some(limited(side.dir, &rel)),
+                None => None,
+            };
+            if let Some(msg) = msg {
                 match at {
                     Some(_) => bad(msg)?,
                     None => return Err(ChaosError::Harness(format!("copying inputs: {msg}"))),
                 }
             }
+        }
+        let report = copier.finish();
+        for (rel, size) in report.files {
+            files += 1;
+            bytes = bytes.saturating_add(size);
+            let to = dest_path.join(&rel);
+            let data = treecopy::walk_to(&dest, rel.parent().unwrap_or(Path::new("")), false)
+                .and_then(|d| d.open_file(rel.file_name().unwrap_or_default()))
+                .and_then(|mut f| {
+                    let mut data = Vec::new();
+                    std::io::Read::read_to_end(&mut f, &mut data).map(|_| data)
+                })
+                .map_err(|e| harness(&to, e))?;
+            out.push(InputFile {
+                side: side.side,
+                path: rel.display().to_string(),
+                bytes: size,
+                sha256: sha256_hex(&data),
+            });
         }
     }
     out.sort_by(|a, b| (a.side, &a.path).cmp(&(b.side, &b.path)));
@@ -132,65 +194,13 @@ pub fn copy_inputs(run_dir: &Path, sides: &[Side<'_>]) -> Result<Vec<InputFile>>
     Ok(out)
 }
 
-fn copy_tree(
-    root: &Path,
-    real: &Path,
-    dest: &Path,
-    side: &'static str,
-    budget: &mut Budget,
-    out: &mut Vec<InputFile>,
-) -> std::result::Result<(), String> {
-    let meta = std::fs::symlink_metadata(real).map_err(|e| format!("{}: {e}", real.display()))?;
-    let rel = real.strip_prefix(root).map_err(|_| format!("{} is outside {}", real.display(), root.display()))?;
-    if meta.is_dir() {
-        if !budget.seen_dirs.insert(real.to_path_buf()) {
-            return Ok(());
-        }
-        let mut entries: Vec<_> = std::fs::read_dir(real)
-            .map_err(|e| format!("{}: {e}", real.display()))?
-            .take(MAX_FILES + 1)
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .collect();
-        entries.sort();
-        for e in entries {
-            // Links are followed only while they stay inside the directory.
-            let Ok(r) = std::fs::canonicalize(&e) else { continue };
-            if r.starts_with(root) {
-                copy_tree(root, &r, dest, side, budget, out)?;
-            }
-        }
-        return Ok(());
-    }
-    if !meta.is_file() {
-        return Ok(());
-    }
-    let rel_s = rel.display().to_string();
-    if out.iter().any(|f| f.side == side && f.path == rel_s) {
-        return Ok(());
-    }
-    budget.files += 1;
-    budget.bytes = budget.bytes.saturating_add(meta.len());
-    if budget.files > MAX_FILES || budget.bytes > MAX_BYTES {
-        return Err(format!(
-            "{}: the inputs of a run are limited to {MAX_FILES} files and {} MiB",
-            real.display(),
-            MAX_BYTES >> 20
-        ));
-    }
-    let data = std::fs::read(real).map_err(|e| format!("{}: {e}", real.display()))?;
-    let to = dest.join(rel);
-    if let Some(parent) = to.parent() {
-        mkdirs(parent).map_err(|e| e.to_string())?;
-    }
-    write_atomic(&to, &data).map_err(|e| e.to_string())?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = meta.permissions().mode() & 0o755;
-        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(mode))
-            .map_err(|e| format!("{}: {e}", to.display()))?;
-    }
-    out.push(InputFile { side, path: rel_s, bytes: meta.len(), sha256: sha256_hex(&data) });
-    Ok(())
+/// The error of a copy over [`MAX_FILES`] or [`MAX_BYTES`].
+fn limited(dir: &Path, rel: &Path) -> String {
+    format!(
+        "{}: the inputs of a run are limited to {MAX_FILES} files and {} MiB",
+        dir.join(rel).display(),
+        MAX_BYTES >> 20
+    )
 }
 
 #[cfg(test)]
@@ -232,11 +242,25 @@ mod tests {
         let paths: Vec<&str> = got.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(paths, ["lib/a.sh", "lib/sub/b.py", "named.sh"], "the link out and the missing output are left out");
         assert_eq!(std::fs::read_to_string(run.join("inputs/experiment/lib/sub/b.py")).unwrap(), "print(1)");
-        // A link back up to the directory itself is walked once, not forever.
-        std::os::unix::fs::symlink(&exp, exp.join("lib/sub/up")).unwrap();
+        // A link back up to a directory the copy is in is not walked (a loop); an absolute link is not followed
+        // even into the directory; a relative link inside is copied as what it leads to, under its own name.
+        std::os::unix::fs::symlink("../..", exp.join("lib/sub/up")).unwrap();
+        std::os::unix::fs::symlink(exp.join("named.sh"), exp.join("lib/abs")).unwrap();
+        std::os::unix::fs::symlink("../../named.sh", exp.join("lib/sub/alias")).unwrap();
         let again = copy_inputs(&run, &[side(vec![("lib".into(), 3, 5)], "")]).unwrap();
-        assert!(again.iter().any(|f| f.path == "named.sh"), "the link leads to the directory, inside it: {again:?}");
-        assert!(again.len() <= 4, "{again:?}");
+        let paths: Vec<&str> = again.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["lib/a.sh", "lib/sub/alias", "lib/sub/b.py"], "{again:?}");
+        assert_eq!(again[1].sha256, sha256_hex(b"echo n"));
+        assert_eq!(again[1].bytes, 6);
+        assert!(!std::fs::symlink_metadata(run.join("inputs/experiment/lib/sub/alias")).unwrap().is_symlink());
+        // A declared link to a file inside is copied under the declared name.
+        let named = copy_inputs(&run, &[side(vec![("lib/sub/alias".into(), 3, 5)], "")]).unwrap();
+        assert_eq!(named.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["lib/sub/alias"]);
+        // Over the bound of bytes (a sparse file: it costs nothing to make): an error naming the file and line.
+        std::fs::File::create(exp.join("big")).unwrap().set_len(MAX_BYTES + 1).unwrap();
+        let m = copy_inputs(&run, &[side(vec![("big".into(), 4, 2)], "")]).unwrap_err().to_string();
+        assert!(m.contains("e.yaml:4:2: files:") && m.contains("limited to 1000 files and 64 MiB"), "{m}");
+        assert!(!run.join("inputs/experiment/big").exists());
         for bad in ["../secret", "/etc/passwd", "lib/leak", "missing.sh"] {
             let m = copy_inputs(&run, &[side(vec![(bad.into(), 7, 9)], "")]).unwrap_err().to_string();
             assert!(m.contains("e.yaml:7:9: files:"), "{bad}: {m}");

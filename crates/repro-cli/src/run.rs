@@ -493,7 +493,11 @@ pub fn show(a: ShowArgs) -> Result<i32, CliError> {
     outln!(
         "pids      {}{}{}",
         s.pids_max,
-        if r.enforcement.pids_cgroup.is_some() { "" } else { " (not enforced)" },
+        match (&r.enforcement.pids_cgroup, r.enforcement.pids_rlimit) {
+            (Some(_), _) => "",
+            (None, Some(_)) => " (RLIMIT_NPROC in the sandbox's user namespace)",
+            (None, None) => " (not enforced)",
+        },
         if r.enforcement.pids_limit_reached { " (reached)" } else { "" }
     );
     outln!("output    stdout {} bytes, stderr {} bytes", r.stdout_bytes, r.stderr_bytes);

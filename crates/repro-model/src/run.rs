@@ -326,6 +326,12 @@ pub struct Enforcement {
     /// one in the pids hierarchy with v1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pids_cgroup: Option<String>,
+    /// Without such a cgroup: the RLIMIT_NPROC the init and the guest got instead (`--pids`), counted per user in
+    /// the sandbox's own user namespace (the caller's other processes do not count). Nothing counts the forks it
+    /// refused, so `pids_limit_reached` stays false under it. (`--pids` is at most 4194304; a `NonZeroU32` keeps
+    /// the record as small as it was.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_rlimit: Option<std::num::NonZeroU32>,
     /// Messages for what could not be enforced.
     pub warnings: Vec<String>,
     /// The guest filled its writable layer (`--disk` bytes or inodes): its writes failed with ENOSPC.

@@ -133,17 +133,22 @@ impl Cgroup {
         Cgroup { path: path.to_path_buf(), v2: path.join("cgroup.controllers").exists(), pids: None, pids_error: None }
     }
 
-    /// The run's cgroup (`limits`: memory bytes, pids), or `None`; what it cannot enforce is added to `warnings`.
-    pub fn for_run(h: &Hierarchy, id: &str, limits: (u64, u64), warnings: &mut Vec<String>) -> Option<Cgroup> {
+    /// The run's cgroup (`limits`: memory bytes, pids), or `None`, and why the cgroup bounds no tasks when it
+    /// does not (the run then sets RLIMIT_NPROC); what it cannot enforce of the memory is added to `warnings`.
+    pub fn for_run(
+        h: &Hierarchy,
+        id: &str,
+        limits: (u64, u64),
+        warnings: &mut Vec<String>,
+    ) -> (Option<Cgroup>, Option<String>) {
         match Cgroup::create(h, id, limits.0, limits.1) {
             Ok(cg) => {
-                warnings.extend(cg.pids_error.as_ref().map(|e| format!("pids limit not enforced: {e}")));
-                Some(cg)
+                let pids = cg.pids_error.clone();
+                (Some(cg), pids)
             }
             Err(e) => {
                 warnings.push(format!("memory limit not enforced: cannot create a cgroup ({}): {e}", h.describe()));
-                warnings.push(format!("pids limit not enforced: cannot create a cgroup ({})", h.describe()));
-                None
+                (None, Some(format!("cannot create a cgroup ({})", h.describe())))
             }
         }
     }

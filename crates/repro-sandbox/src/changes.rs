@@ -57,7 +57,7 @@ fn skipped(rel: &Path, kind: Option<FileKind>, why: &Why, stage: &str) -> Skippe
         Why::TooLarge { .. } => SkipReason::TooLarge,
         Why::OverBudget { .. } => SkipReason::OverBudget,
         Why::NoSpace { .. } => SkipReason::NoSpace,
-        Why::Failed(_) => SkipReason::Failed,
+        Why::Failed(_) | Why::NotFollowed(_) => SkipReason::Failed,
     };
     let what = kind.map(|k| format!("{}: ", k.word())).unwrap_or_default();
     Skipped { path, path_hex, file: kind, reason, message: format!("{stage}: {what}{why}") }

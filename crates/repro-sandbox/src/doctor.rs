@@ -246,7 +246,7 @@ fn cgroups() -> Check {
         Hierarchy::None => check(
             "cgroups",
             Status::Warn,
-            "no cgroup memory controller: --memory and --pids are recorded but not enforced",
+            "no cgroup memory controller: --memory is recorded but not enforced; --pids is RLIMIT_NPROC in the sandbox's user namespace",
             Some("mount cgroup v2 at /sys/fs/cgroup with the memory controller enabled"),
         ),
         _ => {
@@ -261,7 +261,7 @@ fn cgroups() -> Check {
                         Some(e) => check(
                             "cgroups",
                             Status::Warn,
-                            format!("{}: --memory is enforced; --pids is recorded but not enforced ({e})", h.describe()),
+                            format!("{}: --memory is enforced; --pids is RLIMIT_NPROC in the sandbox's user namespace, not a cgroup ({e})", h.describe()),
                             Some("enable the pids controller (cgroup v2: in the parent's cgroup.subtree_control; v1: mount it at /sys/fs/cgroup/pids)"),
                         ),
                     }
@@ -269,7 +269,7 @@ fn cgroups() -> Check {
                 Err(e) => check(
                     "cgroups",
                     Status::Warn,
-                    format!("{}, but a cgroup cannot be created ({e}): --memory and --pids are recorded but not enforced", h.describe()),
+                    format!("{}, but a cgroup cannot be created ({e}): --memory is recorded but not enforced; --pids is RLIMIT_NPROC in the sandbox's user namespace", h.describe()),
                     Some("run as root, or delegate a cgroup subtree to this user (systemd-run --user --scope -p Delegate=yes)"),
                 ),
             }

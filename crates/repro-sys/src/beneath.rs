@@ -58,6 +58,9 @@ pub struct Stat {
     pub allocated: u64,
     /// Device number of a device node (0 otherwise; a whiteout of overlayfs is a character device 0/0).
     pub rdev: u64,
+    /// The device and inode number of the entry itself (which file it is, for loops).
+    pub dev: u64,
+    pub ino: u64,
 }
 
 impl Stat {
@@ -83,6 +86,8 @@ impl Stat {
             size: st.st_size.max(0) as u64,
             allocated: (st.st_blocks.max(0) as u64).saturating_mul(512),
             rdev: st.st_rdev,
+            dev: st.st_dev,
+            ino: st.st_ino,
         }
     }
 }
@@ -97,6 +102,16 @@ impl AsFd for Beneath {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
+}
+
+/// What a path leads to once its symbolic links are followed ([`Beneath::open_following`]).
+#[derive(Debug)]
+pub enum Followed {
+    Dir(Beneath),
+    /// A regular file, open for reading.
+    File(File),
+    /// Anything else (a fifo, socket or device node): never opened.
+    Other,
 }
 
 impl Beneath {
@@ -122,6 +137,45 @@ impl Beneath {
             .resolve(strict());
         let fd = openat2(self.fd.as_fd(), name, how).map_err(errno)?;
         Ok(Beneath { fd })
+    }
+
+    /// Opens the relative path `rel` below this directory, following symbolic links only while they stay below
+    /// it (openat2 `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`): a link that climbs out with `..` or is absolute
+    /// is an error (EXDEV), as is `rel` itself when absolute. The path is first opened `O_PATH` and checked with
+    /// fstat; a regular file is then reopened for reading through that descriptor (`/proc/self/fd`), so a fifo
+    /// or a device node is never opened, even one swapped in meanwhile.
+    pub fn open_following(&self, rel: &Path) -> io::Result<(Stat, Followed)> {
+        if rel.is_absolute() || rel.as_os_str().is_empty() || rel.as_os_str().as_bytes().contains(&0) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("'{}' is not a relative path", rel.display()),
+            ));
+        }
+        let how = OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        let fd = openat2(self.fd.as_fd(), rel, how).map_err(errno)?;
+        let st = Stat::from(&nix::sys::stat::fstat(fd.as_fd()).map_err(errno)?);
+        let followed = match st.kind {
+            FileKind::Dir => {
+                let how = OpenHow::new()
+                    .flags(OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+                    .resolve(strict());
+                Followed::Dir(Beneath { fd: openat2(fd.as_fd(), ".", how).map_err(errno)? })
+            }
+            FileKind::File => {
+                let again = format!("/proc/self/fd/{}", fd.as_raw_fd());
+                let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
+                let f = File::from(nix::fcntl::open(again.as_str(), flags, Mode::empty()).map_err(errno)?);
+                let now = Stat::from(&nix::sys::stat::fstat(f.as_fd()).map_err(errno)?);
+                if now.kind != FileKind::File || (now.dev, now.ino) != (st.dev, st.ino) {
+                    return Err(io::Error::other(format!("'{}' changed while opened", rel.display())));
+                }
+                Followed::File(f)
+            }
+            _ => Followed::Other,
+        };
+        Ok((st, followed))
     }
 
     /// This directory again, through a descriptor of its own.

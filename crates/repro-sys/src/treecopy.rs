@@ -14,6 +14,11 @@
 //!   depth, the free space of the target) or fails.
 //!
 //! Setuid, setgid and sticky bits are never copied; what is made belongs to the caller.
+//!
+//! A copier made [`Copier::following`] a root copies what a symbolic link leads to instead of the link, as long
+//! as the link stays below that root (openat2 `RESOLVE_BENEATH`, [`Beneath::open_following`]): a link that
+//! climbs out or is absolute is not followed (reported as [`Why::NotFollowed`]), nor is a link to a directory
+//! the copy is inside of (a loop). The chaos harness copies an experiment's `files:` this way.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -24,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use nix::unistd::{lseek, Whence};
 
-use crate::beneath::{Beneath, FileKind, Stat};
+use crate::beneath::{Beneath, FileKind, Followed, Stat};
 
 /// Bounds of one copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +79,9 @@ pub enum Why {
     NoSpace { needed: u64, free: u64 },
     /// Reading or writing it failed (a link or a file where a directory is expected, a permission...).
     Failed(String),
+    /// A symbolic link a [`Copier::following`] copy did not follow: it leads out of the root, is absolute,
+    /// dangles, or leads to a directory the copy is inside of.
+    NotFollowed(String),
 }
 
 impl std::fmt::Display for Why {
@@ -86,6 +94,7 @@ impl std::fmt::Display for Why {
                 write!(f, "{needed} bytes needed, {free} free on the target's filesystem (keeping a margin)")
             }
             Why::Failed(m) => write!(f, "{m}"),
+            Why::NotFollowed(m) => write!(f, "a symbolic link not followed: {m}"),
         }
     }
 }
@@ -107,6 +116,9 @@ pub struct Report {
     /// Data bytes written (holes not counted).
     pub bytes: u64,
     pub skipped: Vec<Skip>,
+    /// The regular files written, by their path relative to the source and their size (only when
+    /// [`Copier::recording_files`]).
+    pub files: Vec<(PathBuf, u64)>,
 }
 
 /// One copy: the bounds and what has been done so far (the bounds hold over every call made with it).
@@ -116,6 +128,16 @@ pub struct Copier {
     report: Report,
     /// Directories whose mode is set once filled (deepest last).
     pending_modes: Vec<(PathBuf, u32)>,
+    /// Links are followed below this root ([`Copier::following`]).
+    follow: Option<Follow>,
+    record_files: bool,
+}
+
+#[derive(Debug)]
+struct Follow {
+    root: Beneath,
+    /// The source directories the copy is inside of (device, inode): a link to one of them is a loop.
+    inside: Vec<(u64, u64)>,
 }
 
 /// A piece of a regular file's content, in order: data, or a hole (reads as zeros).
@@ -167,7 +189,51 @@ pub fn for_each_extent(f: &File, len: u64, mut each: impl FnMut(u64, Extent<'_>)
 
 impl Copier {
     pub fn new(limits: Limits) -> Copier {
-        Copier { limits, report: Report::default(), pending_modes: Vec::new() }
+        Copier { limits, report: Report::default(), pending_modes: Vec::new(), follow: None, record_files: false }
+    }
+
+    /// Follows symbolic links while they stay below `root` (copying what they lead to under the link's name).
+    /// Every `rel` given to this copier must then be relative to `root`.
+    pub fn following(mut self, root: Beneath) -> io::Result<Copier> {
+        let st = root.stat_self()?;
+        self.follow = Some(Follow { root, inside: vec![(st.dev, st.ino)] });
+        Ok(self)
+    }
+
+    /// Lists the regular files written in [`Report::files`].
+    pub fn recording_files(mut self) -> Copier {
+        self.record_files = true;
+        self
+    }
+
+    /// A [`Copier::following`] copy of what `rel` (below the root, links in it followed while they stay below)
+    /// leads to, into `to_name` of `dst` (a directory's content too). An error when `rel` itself leads nowhere
+    /// below the root (missing: ENOENT; out through a link: EXDEV); what is not copied below it is in the
+    /// report.
+    pub fn copy_path(&mut self, rel: &Path, dst: &Beneath, to_name: &OsStr) -> io::Result<()> {
+        let Some(follow) = &self.follow else {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "copy_path needs a copier following links"));
+        };
+        let (st, what) = follow.root.open_following(rel)?;
+        self.copy_followed(st, what, rel, dst, to_name, 0);
+        Ok(())
+    }
+
+    fn copy_followed(&mut self, st: Stat, what: Followed, rel: &Path, dst: &Beneath, to_name: &OsStr, depth: usize) {
+        if self.report.entries >= self.limits.max_entries {
+            let limit = self.limits.max_entries;
+            return self.skip(rel, Some(st.kind), Why::OverBudget { what: "entries", limit });
+        }
+        self.report.entries += 1;
+        let r = match what {
+            Followed::File(f) => self.copy_open_file(f, &st, dst, to_name, rel),
+            Followed::Dir(from) => self.copy_dir_from(from, &st, dst, to_name, rel, depth),
+            Followed::Other => Err(Why::Special),
+        };
+        if let Err(why) = r {
+            self.report.entries -= 1;
+            self.skip(rel, Some(st.kind), why);
+        }
     }
 
     pub fn limits(&self) -> &Limits {
@@ -215,6 +281,14 @@ impl Copier {
         if !matches!(st.kind, FileKind::File | FileKind::Dir | FileKind::Symlink) {
             return self.skip(rel, Some(st.kind), Why::Special);
         }
+        if st.kind == FileKind::Symlink {
+            if let Some(follow) = &self.follow {
+                return match follow.root.open_following(rel) {
+                    Ok((st, what)) => self.copy_followed(st, what, rel, dst, to_name, depth),
+                    Err(e) => self.skip(rel, Some(st.kind), Why::NotFollowed(leads_nowhere(&e))),
+                };
+            }
+        }
         if self.report.entries >= self.limits.max_entries {
             let limit = self.limits.max_entries;
             return self.skip(rel, Some(st.kind), Why::OverBudget { what: "entries", limit });
@@ -222,7 +296,7 @@ impl Copier {
         // Counted before a directory's content is, so that the bound holds below it too.
         self.report.entries += 1;
         let r = match st.kind {
-            FileKind::File => self.copy_file(src, name, &st, dst, to_name),
+            FileKind::File => self.copy_file(src, name, &st, dst, to_name, rel),
             FileKind::Symlink => src.read_link(name).and_then(|t| dst.symlink_replace(&t, to_name)).map_err(fail),
             _ => self.copy_dir(src, name, &st, dst, to_name, rel, recurse, depth),
         };
@@ -247,23 +321,64 @@ impl Copier {
         if depth >= self.limits.max_depth {
             return Err(Why::OverBudget { what: "levels of directories", limit: self.limits.max_depth as u64 });
         }
-        let to = dst.subdir(to_name, Some(0o700)).map_err(fail)?;
         if recurse {
             let from = src.subdir(name, None).map_err(fail)?;
-            self.copy_contents(&from, &to, rel, depth + 1);
-            to.chmod(st.mode).map_err(fail)
+            self.copy_dir_from(from, st, dst, to_name, rel, depth)
         } else {
+            dst.subdir(to_name, Some(0o700)).map_err(fail)?;
             self.pending_modes.push((rel.to_path_buf(), st.mode));
             Ok(())
         }
     }
 
-    fn copy_file(&mut self, src: &Beneath, name: &OsStr, st: &Stat, dst: &Beneath, to_name: &OsStr) -> Result<(), Why> {
-        let limits = self.limits;
-        if st.size > limits.max_file_bytes {
-            return Err(Why::TooLarge { size: st.size, limit: limits.max_file_bytes });
+    /// Makes `to_name` in `dst` and copies `from`'s content into it (`st` is `from`'s status).
+    fn copy_dir_from(
+        &mut self,
+        from: Beneath,
+        st: &Stat,
+        dst: &Beneath,
+        to_name: &OsStr,
+        rel: &Path,
+        depth: usize,
+    ) -> Result<(), Why> {
+        if depth >= self.limits.max_depth {
+            return Err(Why::OverBudget { what: "levels of directories", limit: self.limits.max_depth as u64 });
+        }
+        if let Some(follow) = &mut self.follow {
+            if follow.inside.contains(&(st.dev, st.ino)) {
+                return Err(Why::NotFollowed("it leads to a directory the copy is inside of (a loop)".into()));
+            }
+            follow.inside.push((st.dev, st.ino));
+        }
+        let made = dst.subdir(to_name, Some(0o700)).map_err(fail);
+        if let Ok(to) = &made {
+            self.copy_contents(&from, to, rel, depth + 1);
+        }
+        if let Some(follow) = &mut self.follow {
+            follow.inside.pop();
+        }
+        made?.chmod(st.mode).map_err(fail)
+    }
+
+    fn copy_file(
+        &mut self,
+        src: &Beneath,
+        name: &OsStr,
+        st: &Stat,
+        dst: &Beneath,
+        to_name: &OsStr,
+        rel: &Path,
+    ) -> Result<(), Why> {
+        if st.size > self.limits.max_file_bytes {
+            return Err(Why::TooLarge { size: st.size, limit: self.limits.max_file_bytes });
         }
         let f = src.open_file(name).map_err(fail)?;
+        self.copy_open_file(f, st, dst, to_name, rel)
+    }
+
+    /// Copies the open regular file `f` (whose status was `st`) to `to_name` in `dst`.
+    fn copy_open_file(&mut self, f: File, st: &Stat, dst: &Beneath, to_name: &OsStr, rel: &Path) -> Result<(), Why> {
+        let limits = self.limits;
         let md = f.metadata().map_err(fail)?;
         let (size, allocated) = {
             use std::os::unix::fs::MetadataExt;
@@ -303,6 +418,9 @@ impl Copier {
         match written {
             Ok(n) => {
                 self.report.bytes += n;
+                if self.record_files {
+                    self.report.files.push((rel.to_path_buf(), size));
+                }
                 Ok(())
             }
             Err(e) => {
@@ -323,6 +441,11 @@ impl Copier {
                 self.skip(&rel, Some(FileKind::Dir), Why::Failed(format!("cannot set its mode: {e}")));
             }
         }
+    }
+
+    /// What the copy did so far.
+    pub fn report(&self) -> &Report {
+        &self.report
     }
 
     pub fn finish(self) -> Report {
@@ -347,6 +470,16 @@ pub fn walk_to_with(root: &Beneath, rel: &Path, create: Option<u32>) -> io::Resu
         d = d.subdir(&c, create)?;
     }
     Ok(d)
+}
+
+/// Why a link leads nowhere below the root, from [`Beneath::open_following`]'s error.
+fn leads_nowhere(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EXDEV) => "it leads out of the directory copied (or is absolute)".into(),
+        Some(libc::ENOENT) => "it leads to nothing".into(),
+        Some(libc::ELOOP) => "too many levels of links".into(),
+        _ => e.to_string(),
+    }
 }
 
 fn fail(e: io::Error) -> Why {
@@ -437,6 +570,53 @@ mod tests {
         assert_eq!(r.entries, 2, "{r:?}");
         assert!(r.skipped.iter().any(|s| matches!(s.why, Why::OverBudget { what: "bytes", .. })), "{r:?}");
         assert!(r.skipped.iter().any(|s| matches!(s.why, Why::OverBudget { what: "entries", .. })), "{r:?}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn following_copies_what_links_below_the_root_lead_to_and_nothing_out() {
+        let d = std::env::temp_dir().join(format!("repro-treecopy-follow-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let (root, dst, outside) = (d.join("root"), d.join("dst"), d.join("outside"));
+        for p in [root.join("lib"), root.join("other"), dst.clone(), outside.clone()] {
+            std::fs::create_dir_all(p).unwrap();
+        }
+        std::fs::write(outside.join("canary"), "canary").unwrap();
+        std::fs::write(root.join("a"), "aaa").unwrap();
+        std::fs::write(root.join("other/o"), "o").unwrap();
+        let link = |t: &Path, n: &str| std::os::unix::fs::symlink(t, root.join(n)).unwrap();
+        link(Path::new("../a"), "lib/x");
+        link(Path::new("../other"), "lib/sib");
+        link(Path::new("../../outside/canary"), "lib/out");
+        link(&outside.join("canary"), "lib/abs");
+        link(Path::new(".."), "lib/loop");
+        link(Path::new("missing"), "lib/dangling");
+        Beneath::open(&root).unwrap().mkfifo("fifo", 0o644).unwrap();
+        link(Path::new("../fifo"), "lib/tofifo");
+        link(Path::new("lib"), "libs");
+
+        let t = Beneath::open(&dst).unwrap();
+        let mut c = Copier::new(limits()).following(Beneath::open(&root).unwrap()).unwrap().recording_files();
+        c.copy_path(Path::new("libs"), &t, OsStr::new("lib")).unwrap();
+        for (bad, errno) in [("lib/out", libc::EXDEV), ("lib/abs", libc::EXDEV), ("nope", libc::ENOENT)] {
+            let e = c.copy_path(Path::new(bad), &t, OsStr::new("z")).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(errno), "{bad}: {e}");
+        }
+        let r = c.finish();
+        assert_eq!(std::fs::read_to_string(dst.join("lib/x")).unwrap(), "aaa", "a link inside is followed");
+        assert!(!std::fs::symlink_metadata(dst.join("lib/x")).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_to_string(dst.join("lib/sib/o")).unwrap(), "o");
+        let mut files: Vec<_> = r.files.iter().map(|(p, n)| (p.display().to_string(), *n)).collect();
+        files.sort();
+        assert_eq!(files, [("libs/sib/o".to_string(), 1), ("libs/x".to_string(), 3)]);
+        let why = |n: &str| r.skipped.iter().find(|s| s.rel == Path::new(n)).map(|s| s.why.clone());
+        for n in ["libs/out", "libs/abs", "libs/loop", "libs/dangling"] {
+            assert!(matches!(why(n), Some(Why::NotFollowed(_))), "{n}: {r:?}");
+            assert!(std::fs::symlink_metadata(dst.join("lib").join(Path::new(n).file_name().unwrap())).is_err());
+        }
+        assert_eq!(why("libs/tofifo"), Some(Why::Special), "a fifo behind a link is never opened");
+        assert_eq!(std::fs::read_to_string(outside.join("canary")).unwrap(), "canary");
+        assert!(!dst.join("z").exists());
         std::fs::remove_dir_all(&d).unwrap();
     }
 

@@ -130,7 +130,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
     } = wait::wait_for_end(req, &dir, &sandbox, watch, &mut warnings)?;
     let finish::TornDown { pids_refused, teardown } =
         finish::tear_down(s, exe, &sandbox, cleanup, &init_exit, &mut warnings)?;
-    let start::Sandbox { identity, cgroup, layer_sock, .. } = sandbox;
+    let start::Sandbox { identity, cgroup, pids_rlimit, layer_sock, .. } = sandbox;
     let (changes, disk_limit_reached) = finish::collect_changes(s, extras, &dir, layer_sock, &mut warnings)?;
 
     let record = RunRecord {
@@ -149,6 +149,7 @@ pub fn execute_with(req: &RunRequest, exe: &Path, echo: Echo, extras: &RunExtras
         enforcement: Enforcement {
             cgroup: cgroup.as_ref().map(|c| c.path.to_string_lossy().into_owned()),
             pids_cgroup: cgroup.as_ref().and_then(|c| c.pids.as_ref()).map(|p| p.to_string_lossy().into_owned()),
+            pids_rlimit,
             warnings,
             disk_limit_reached,
             pids_limit_reached: pids_refused.is_some(),

@@ -30,6 +30,8 @@ pub(super) struct Sandbox {
     pub sigfd: OwnedFd,
     /// The run's cgroup, if one could be made.
     pub cgroup: Option<Cgroup>,
+    /// RLIMIT_NPROC of the init and the guest, when no cgroup bounds their tasks ([`bound_tasks_by_rlimit`]).
+    pub pids_rlimit: Option<std::num::NonZeroU32>,
     /// The guest's identity (without idmapped trees if they failed).
     pub identity: Identity,
     /// The socket on which the init sends the writable layer's directory.
@@ -75,7 +77,7 @@ pub(super) fn start(
     let Configured { scratch, mut identity, trees, rdrand_known, cfg_fd, result_fd, access_fd, trees_tx, trees_rx } =
         configured;
     // The cgroup for the memory limit.
-    let cgroup = Cgroup::for_run(&Hierarchy::detect(), id, (s.memory_bytes, s.pids_max), warnings);
+    let (cgroup, no_pids_cgroup) = Cgroup::for_run(&Hierarchy::detect(), id, (s.memory_bytes, s.pids_max), warnings);
 
     // With cgroup v1 the init joins the cgroup itself, through this file; else `repro run` moves it by its pid.
     let mut cgroup_tasks = cgroup.as_ref().and_then(|c| c.tasks_for_self()).and_then(|r| r.ok());
@@ -166,6 +168,7 @@ pub(super) fn start(
     drop((sync_r, cfg_fd, access_fd, trees_rx, layer_sock_init, cgroup_r, done_w, pids_tasks));
     let init_joins_itself = cgroup_tasks.take().is_some();
     repro_sys::startup::mark("run: init cloned (new namespaces)");
+    let pids_rlimit = no_pids_cgroup.and_then(|why| bound_tasks_by_rlimit(init_pid, s.pids_max, &why, warnings));
     if s.supervised {
         // The deterministic scheduler (repro-tracer's sched.rs): the init starts SCHED_FIFO one above where the
         // guest will run; in its user namespace it could only choose that with RLIMIT_RTPRIO, but here
@@ -237,10 +240,36 @@ pub(super) fn start(
     let reaper_pipe = reaper.as_mut().and_then(|r| r.stdin.take());
     repro_sys::startup::mark("run: cleanup process started");
     Ok((
-        Sandbox { init_pid, sigfd, cgroup, identity, layer_sock },
+        Sandbox { init_pid, sigfd, cgroup, pids_rlimit, identity, layer_sock },
         Watch { done_r, out_pump, err_pump, result_fd, rdrand_known, setup_error },
         Cleanup { scratch, reaper, reaper_error, reaper_pipe },
     ))
+}
+
+/// Without a cgroup's `pids.max` (`why`: an unprivileged caller without a delegated cgroup, a v1 host without
+/// the pids hierarchy), `--pids` becomes the RLIMIT_NPROC of the init, set before it runs (the guest inherits
+/// it and cannot raise it: that takes CAP_SYS_RESOURCE of the host's namespace). The kernel counts it per user
+/// in the sandbox's own user namespace: the caller's other processes do not count, and an unprivileged caller's
+/// guest has that one user. A guest root of `repro` run as root can switch among 65,536 mapped users, each
+/// counted apart (root always has a cgroup there). Returns the limit set, or pushes why none is.
+fn bound_tasks_by_rlimit(
+    init_pid: i32,
+    pids_max: u64,
+    why: &str,
+    warnings: &mut Vec<String>,
+) -> Option<std::num::NonZeroU32> {
+    // Checked at the start: 1 to 4194304 (the kernel's PID_MAX_LIMIT).
+    let Some(n) = u32::try_from(pids_max).ok().and_then(std::num::NonZeroU32::new) else {
+        warnings.push(format!("pids limit not enforced: {why}; --pids {pids_max} is no RLIMIT_NPROC"));
+        return None;
+    };
+    match ns::set_rlimit_of(init_pid, ns::rlimit::NPROC, pids_max) {
+        Ok(()) => Some(n),
+        Err(e) => {
+            warnings.push(format!("pids limit not enforced: {why}; RLIMIT_NPROC: {e}"));
+            None
+        }
+    }
 }
 
 /// Copies a pipe to a file and, optionally, to one of our own streams, as data arrives.

@@ -28,7 +28,7 @@ pub use mount::{
 pub use probe::{probe_in_child, probe_perf_counters, probe_ptrace, probe_set_tsc};
 pub use process::{
     allowed_cpus, block_signals, clock_now_syscall, current_cpu, getgid, getpid, getuid, kill, read_signal,
-    realtime_coarse_ns, setsid, signalfd, spawn_init, wait_child, ChildExit, InitSpawn,
+    realtime_coarse_ns, set_rlimit_of, setsid, signalfd, spawn_init, wait_child, ChildExit, InitSpawn,
 };
 
 /// An error from a system call, with the call's name and the object it acted on.

@@ -218,6 +218,19 @@ pub fn wait_child(pid: i32, nohang: bool) -> Result<Option<(i32, ChildExit)>> {
     }
 }
 
+/// Sets the resource limit `resource` (soft and hard: `limit`) of the process `pid` (prlimit(2)): for the init
+/// before it runs, so that it and the guest inherit it. RLIMIT_NPROC set this way counts the tasks of the
+/// process's user in the process's own user namespace (kernel 5.14 and later), not the caller's other ones.
+pub fn set_rlimit_of(pid: i32, resource: i32, limit: u64) -> Result<()> {
+    let new = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+    // SAFETY: `new` lives on this stack frame; a null old-limit pointer asks for nothing back.
+    let rc = unsafe { libc::prlimit(pid, resource as _, &new, std::ptr::null_mut()) };
+    if rc < 0 {
+        return Err(SysError::last("prlimit", format!("{pid}, {resource}, {limit}")));
+    }
+    Ok(())
+}
+
 /// Sends a signal; a process that is already gone is not an error.
 pub fn kill(pid: i32, sig: i32) -> Result<()> {
     // SAFETY: kill has no memory-safety preconditions.
