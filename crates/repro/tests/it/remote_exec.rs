@@ -94,7 +94,9 @@ impl Postgres {
     }
 
     pub(crate) fn url(&self) -> String {
-        format!("postgresql://bgd@127.0.0.1:{}/bgd", self.port)
+        // psycopg2 explicitly: SQLAlchemy 2.1 defaults to psycopg 3, and BuildGrid 0.4.4's notifier polls a
+        // psycopg2 connection ("'Connection' object has no attribute 'poll'" otherwise).
+        format!("postgresql+psycopg2://bgd@127.0.0.1:{}/bgd", self.port)
     }
 }
 
@@ -154,4 +156,131 @@ fn buildgrid_with_postgres_offers_execution() {
         .expect("repro runs");
     assert_code(&o, 0);
     assert!(stdout(&o).contains("execution  enabled"), "{}\n{}", stdout(&o), e.grid.log_text());
+}
+
+/// `repro worker` against `grid`, its own cache in `cache`, in its own process group; stderr to `log`.
+fn start_worker(grid: &BuildGrid, cache: &Path, log: &Path) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    let err = std::fs::File::create(log).unwrap();
+    std::process::Command::new(repro_path())
+        .args(["worker", "--remote", &grid.url(), "--remote-instance", "main", "--bot-id"])
+        .arg(format!("test-bot-{}", std::process::id()))
+        .env("XDG_CACHE_HOME", cache)
+        .stdout(std::process::Stdio::piped())
+        .stderr(err)
+        .process_group(0)
+        .spawn()
+        .expect("repro worker starts")
+}
+
+/// `kill SIG -- TARGET` (a pid, or -PGID for a process group).
+fn signal(sig: &str, target: &str) {
+    let o = Command::new("kill").args([sig, "--", target]).output().unwrap();
+    assert!(o.status.success(), "kill {sig} {target}: {}", stderr(&o));
+}
+
+fn json_of(o: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\n{}", stdout(o), stderr(o)))
+}
+
+#[test]
+fn a_pack_replays_remotely_as_locally_then_from_the_action_cache() {
+    let e = ExecEngine::start();
+    let w = Workdir::new();
+    let aside = tempfile::Builder::new().prefix("repro-rexec-").tempdir().unwrap();
+    let pack = crate::remote::capture(&w, aside.path());
+    let cache = aside.path().join("cache");
+    let t = Instant::now();
+    let local = repro()
+        .env("XDG_CACHE_HOME", &cache)
+        .args(["replay", "--json", pack.to_str().unwrap()])
+        .timeout(HANG_GUARD)
+        .output()
+        .expect("repro runs");
+    let local_ms = t.elapsed().as_millis();
+    let lj = json_of(&local);
+    let local_code = local.status.code().unwrap();
+    assert_eq!(lj["reproduced"], 1, "the captured failure reproduces locally: {lj}");
+
+    let wlog = aside.path().join("worker.log");
+    let mut worker = start_worker(&e.grid, &aside.path().join("worker-cache"), &wlog);
+    let url = e.grid.url();
+    let remote = |extra: &[&str]| {
+        let mut args = vec!["remote", "replay", "--json", pack.to_str().unwrap(), "--timeout", "100"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--remote", &url, "--remote-instance", "main"]);
+        repro().env("XDG_CACHE_HOME", &cache).args(&args).timeout(HANG_GUARD).output().expect("repro runs")
+    };
+    let t = Instant::now();
+    let o = remote(&[]);
+    let remote_ms = t.elapsed().as_millis();
+    let log =
+        || format!("worker:\n{}\nbgd:\n{}", std::fs::read_to_string(&wlog).unwrap_or_default(), e.grid.log_text());
+    let rj = json_of(&o);
+    assert_eq!(o.status.code(), Some(local_code), "the exit code is the local replay's: {rj}\n{}", log());
+    assert_eq!((rj["cached"].as_bool(), rj["exit_code"].as_i64()), (Some(false), Some(local_code as i64)), "{rj}");
+    assert_eq!((rj["reproduced"].clone(), rj["runs"].clone()), (lj["reproduced"].clone(), 1.into()), "{rj}");
+    let report: serde_json::Value = serde_json::from_str(rj["report"].as_str().unwrap()).unwrap();
+    assert_eq!(report["recorded"], lj["recorded"], "the same recorded signature");
+    assert_eq!(report["runs"][0]["signature"], lj["runs"][0]["signature"], "the same failure, replayed remotely");
+    eprintln!("local replay {local_ms} ms; remote replay (upload, Execute, worker, result) {remote_ms} ms");
+
+    // Ctrl-C ends the worker cleanly: one lease done, exit 130.
+    signal("-INT", &worker.id().to_string());
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    let st = loop {
+        if let Some(st) = worker.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "the worker did not stop at SIGINT:\n{}", log());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(st.code(), Some(130), "{}", log());
+    assert!(std::fs::read_to_string(&wlog).unwrap().contains("1 lease(s) done; stopped by a signal"), "{}", log());
+
+    // No worker now: the second replay is the Action Cache's.
+    let t = Instant::now();
+    let o = remote(&[]);
+    let rj2 = json_of(&o);
+    assert_eq!(o.status.code(), Some(local_code), "{rj2}");
+    assert_eq!((rj2["cached"].as_bool(), rj2["report"].clone()), (Some(true), rj["report"].clone()), "{rj2}");
+    eprintln!("remote replay from the Action Cache {} ms", t.elapsed().as_millis());
+}
+
+#[test]
+fn a_worker_killed_mid_lease_does_not_hang_the_client() {
+    let e = ExecEngine::start();
+    let w = Workdir::new();
+    let aside = tempfile::Builder::new().prefix("repro-rexec-").tempdir().unwrap();
+    let pack = crate::remote::capture(&w, aside.path());
+    let wcache = aside.path().join("worker-cache");
+    let mut worker = start_worker(&e.grid, &wcache, &aside.path().join("worker.log"));
+    let t = Instant::now();
+    let client = std::process::Command::new(repro_path())
+        .env("XDG_CACHE_HOME", aside.path().join("cache"))
+        .args(["remote", "replay", pack.to_str().unwrap(), "--no-cache", "--timeout", "20"])
+        .args(["--remote", &e.grid.url(), "--remote-instance", "main"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The worker took the lease when its private directory appears: kill it and its replay there.
+    let deadline = Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let leased = std::fs::read_dir(wcache.join("repro"))
+            .map(|rd| rd.filter_map(Result::ok).any(|d| d.file_name().to_string_lossy().starts_with("worker-")))
+            .unwrap_or(false);
+        if leased {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the worker took no lease within 60 s:\n{}", e.grid.log_text());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    signal("-KILL", &format!("-{}", worker.id()));
+    let _ = worker.wait();
+    let o = wait_bounded(client, "repro remote replay");
+    assert_code(&o, 125);
+    assert!(stderr(&o).contains("no result within 20 s"), "{}", stderr(&o));
+    let took = t.elapsed();
+    assert!(took < std::time::Duration::from_secs(60), "the client gave up after {took:?}");
 }
