@@ -54,6 +54,12 @@ fn fixture(files: Vec<FileEntry>) -> Fixture {
     std::fs::write(dir.path().join(B2), b"data\n").unwrap();
     let mut manifest: Manifest = serde_json::from_str(include_str!("testdata/manifest.json")).unwrap();
     manifest.files = files;
+    // The pack's other blobs (stdout, stderr, ...) go under blobs/ in the input root.
+    for (field, b3, _) in manifest.blob_refs() {
+        if !field.starts_with("files[") {
+            std::fs::write(dir.path().join(&b3), field.as_bytes()).unwrap();
+        }
+    }
     Fixture { dir, manifest }
 }
 

@@ -284,3 +284,67 @@ fn a_worker_killed_mid_lease_does_not_hang_the_client() {
     let took = t.elapsed();
     assert!(took < std::time::Duration::from_secs(60), "the client gave up after {took:?}");
 }
+
+/// `repro replay DIR` on an input-root layout made from a pack: it replays as the pack does; a file whose content
+/// differs from the manifest's blake3 is refused (exit 2) naming the entry; a link in place of a file is refused.
+#[test]
+fn replay_of_a_pack_directory_checks_every_file() {
+    use repro_model::manifest::EntryKind;
+    let w = Workdir::new();
+    let aside = tempfile::Builder::new().prefix("repro-dirpack-").tempdir().unwrap();
+    let pack = crate::remote::capture(&w, aside.path());
+    let blobs = aside.path().join("blobs-of-pack");
+    let p = repro_pack::read_pack(&pack, &repro_pack::Store::at(aside.path().join("store")), Some(&blobs)).unwrap();
+    let dir = aside.path().join("input");
+    std::fs::create_dir_all(dir.join("root")).unwrap();
+    std::fs::create_dir_all(dir.join("blobs")).unwrap();
+    let mut json = serde_json::to_vec_pretty(&p.manifest).unwrap();
+    json.push(b'\n');
+    std::fs::write(dir.join("manifest.json"), json).unwrap();
+    let mut big = None;
+    for e in &p.manifest.files {
+        let at = dir.join("root").join(e.path.trim_start_matches('/'));
+        match e.kind {
+            EntryKind::Dir => std::fs::create_dir_all(&at).unwrap(),
+            EntryKind::File => {
+                std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+                std::fs::copy(blobs.join(e.blake3.as_ref().unwrap()), &at).unwrap();
+                if e.path.ends_with("/big.bin") {
+                    big = Some((e.path.clone(), at));
+                }
+            }
+            _ => {}
+        }
+    }
+    for (field, b3, _) in p.manifest.blob_refs() {
+        if !field.starts_with("files[") {
+            std::fs::copy(blobs.join(&b3), dir.join("blobs").join(&b3)).unwrap();
+        }
+    }
+    let replay = || {
+        repro()
+            .env("XDG_CACHE_HOME", aside.path().join("cache"))
+            .args(["replay", "--json"])
+            .arg(&dir)
+            .timeout(HANG_GUARD)
+            .output()
+            .expect("repro runs")
+    };
+    let o = replay();
+    assert_code(&o, 0);
+    assert_eq!(json_of(&o)["reproduced"], 1, "{}", stdout(&o));
+
+    let (entry, at) = big.expect("the pack holds big.bin");
+    let mut data = std::fs::read(&at).unwrap();
+    data[12345] ^= 1;
+    std::fs::write(&at, &data).unwrap();
+    let o = replay();
+    assert_code(&o, 2);
+    assert!(stderr(&o).contains(&entry) && stderr(&o).contains("not the manifest's"), "{}", stderr(&o));
+
+    std::fs::remove_file(&at).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", &at).unwrap();
+    let o = replay();
+    assert_code(&o, 2);
+    assert!(stderr(&o).contains(&entry), "{}", stderr(&o));
+}
