@@ -108,6 +108,9 @@ pub enum Command {
     /// an Action (docs/remote.md).
     #[command(subcommand)]
     Remote(remote::RemoteCommand),
+    /// A bot of a Remote Execution engine (BuildGrid's Bots API): takes leases of pack Actions, replays them with
+    /// `repro replay`, uploads the results; until Ctrl-C (docs/remote.md).
+    Worker(remote::WorkerArgs),
     /// Serve repro's commands as Model Context Protocol tools to a coding agent: stdio, or streamable HTTP with
     /// --listen (docs/mcp.md).
     Mcp(mcp::McpArgs),
@@ -204,6 +207,7 @@ fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Chaos(cmd) => chaos::dispatch(cmd),
         Command::Ci(cmd) => ci::dispatch(cmd),
         Command::Remote(cmd) => remote::dispatch(cmd),
+        Command::Worker(args) => remote::worker_cmd(args),
         Command::Mcp(args) => mcp::mcp_cmd(args),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();

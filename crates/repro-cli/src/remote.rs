@@ -44,6 +44,52 @@ pub enum RemoteCommand {
         #[command(flatten)]
         args: RemoteArgs,
     },
+    /// Replay a pack on the engine: upload its Action, take the Action Cache's result or Execute it (a `repro
+    /// worker` runs it) and print the replay's verdict; the exit code is the remote replay's.
+    Replay {
+        /// The pack (.repro).
+        pack: PathBuf,
+        /// Execute even when the Action Cache holds a result.
+        #[arg(long)]
+        no_cache: bool,
+        /// How long to wait for the result, in seconds (then exit 125).
+        #[arg(long, value_name = "SECS", default_value_t = 600)]
+        timeout: u64,
+        #[command(flatten)]
+        args: RemoteArgs,
+    },
+}
+
+/// `repro worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Stop after one lease.
+    #[arg(long)]
+    once: bool,
+    /// The bot's id [default: repro-HOSTNAME-PID].
+    #[arg(long, value_name = "ID")]
+    bot_id: Option<String>,
+    #[command(flatten)]
+    args: RemoteArgs,
+}
+
+pub fn worker_cmd(a: WorkerArgs) -> Result<i32, CliError> {
+    let ep = endpoint(&a.args)?;
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let opts = repro_remote::worker::WorkerOptions {
+        bot_id: a.bot_id.unwrap_or_else(|| format!("repro-{}-{}", host.trim(), std::process::id())),
+        once: a.once,
+        repro_exe: repro_sandbox::run::self_exe(),
+        limits: Default::default(),
+    };
+    errln!("[repro worker] {} on {} (instance '{}')", opts.bot_id, ep.url(), ep.instance);
+    let s = repro_remote::worker::run(&ep, &opts).map_err(remote_error)?;
+    if a.args.json {
+        print_json(&s)?;
+    } else {
+        errln!("[repro worker] {} lease(s) done{}", s.leases, if s.interrupted { "; stopped by a signal" } else { "" });
+    }
+    Ok(if s.interrupted { repro_model::ExitCode::Interrupted.code() } else { 0 })
 }
 
 fn remote_error(e: repro_remote::RemoteError) -> CliError {
@@ -109,6 +155,30 @@ pub fn dispatch(cmd: RemoteCommand) -> Result<i32, CliError> {
                 outln!("{}", u.action_digest);
             }
             Ok(0)
+        }
+        RemoteCommand::Replay { pack, no_cache, timeout, args } => {
+            let opts = repro_remote::execute::ReplayRemoteOptions {
+                no_cache,
+                timeout: std::time::Duration::from_secs(timeout),
+            };
+            let r = repro_remote::execute::replay(&endpoint(&args)?, &pack, &opts).map_err(remote_error)?;
+            if args.json {
+                print_json(&r)?;
+            } else {
+                if !r.stderr.trim().is_empty() {
+                    errln!("{}", r.stderr.trim_end());
+                }
+                let how = if r.cached { "from the Action Cache" } else { "executed" };
+                match (r.reproduced, r.runs) {
+                    (Some(n), Some(m)) => outln!(
+                        "remote replay ({how}, {} ms): reproduced {n} of {m}, exit {}",
+                        r.elapsed_ms,
+                        r.exit_code
+                    ),
+                    _ => outln!("remote replay ({how}, {} ms): exit {}", r.elapsed_ms, r.exit_code),
+                }
+            }
+            Ok(r.exit_code)
         }
     }
 }

@@ -93,3 +93,34 @@ pub struct RemoteUpload {
     /// The exit code of the Action Cache's result for this Action, if it has one.
     pub cached_exit_code: Option<i32>,
 }
+
+/// What `repro remote replay` got: the replay's result from the engine (run by a `repro worker`), or from the
+/// Action Cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RemoteReplay {
+    pub pack: PathBuf,
+    pub instance: String,
+    /// `HASH/SIZE` of the Action (SHA-256).
+    pub action_digest: String,
+    /// The result came from the Action Cache (no execution).
+    pub cached: bool,
+    /// The remote `repro replay`'s exit code (0: the failure was reproduced, as locally).
+    pub exit_code: i32,
+    /// From the replay's JSON report: how many runs reproduced the recorded failure, of how many.
+    pub reproduced: Option<u64>,
+    pub runs: Option<u64>,
+    /// The replay's JSON report (its stdout) and its stderr, as the worker uploaded them.
+    pub report: String,
+    pub stderr: String,
+    /// Wall time from the upload's start to the result, in milliseconds.
+    pub elapsed_ms: u64,
+}
+
+/// What a `repro worker` did before it stopped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerSummary {
+    /// Leases completed (with a result or an error status).
+    pub leases: u64,
+    /// It stopped at SIGINT/SIGTERM.
+    pub interrupted: bool,
+}

@@ -7,6 +7,7 @@ pub mod archive;
 pub mod capture;
 pub mod closure;
 pub mod companions;
+pub mod dirpack;
 mod error;
 pub mod extract;
 pub mod frame;

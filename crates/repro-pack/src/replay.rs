@@ -293,7 +293,23 @@ pub fn replay(opts: &ReplayOptions, exe: &Path) -> Result<ReplayReport, PackErro
         return Err(PackError::Usage { argument: "--runs".into(), message: "expected at least 1".into() });
     }
     let started = Instant::now();
-    let (pack, root) = crate::tree::cached_root(&opts.pack, &cache_dir(), &Store::default_store(), &opts.limits)?;
+    // A pack directory (an Action's input root, see dirpack) is checked and made a pack file first.
+    let mut _from_dir = None;
+    let pack_file = if crate::dirpack::is_pack_dir(&opts.pack) {
+        let base = cache_dir();
+        fs::create_dir_all(&base).map_err(|e| PackError::io("cannot create", &base, e))?;
+        let tmp = tempfile::Builder::new()
+            .prefix("dirpack-")
+            .tempdir_in(&base)
+            .map_err(|e| PackError::io("cannot create a directory in", &base, e))?;
+        let file = tmp.path().join("dir.repro");
+        crate::dirpack::pack_of_dir(&opts.pack, &file, &opts.limits)?;
+        _from_dir = Some(tmp);
+        file
+    } else {
+        opts.pack.clone()
+    };
+    let (pack, root) = crate::tree::cached_root(&pack_file, &cache_dir(), &Store::default_store(), &opts.limits)?;
     let current = std::env::current_dir().map_err(|e| PackError::io("cannot read the current directory", ".", e))?;
     let binds: Vec<BindMount> =
         opts.with.iter().map(|p| with_bind_checked(p, &current, &pack)).collect::<Result<_, _>>()?;

@@ -7,7 +7,9 @@
 //! targets (BuildGrid says `symlinkAbsolutePathStrategy: DISALLOWED`). `sized` entries (only stat'ed, replayed as
 //! sparse files) are not in the tree: the manifest describes them. Every Directory message lists its files,
 //! directories and links sorted by name, with no node properties (no times, no modes), so the same pack always
-//! gives the same digests, whatever order the manifest lists its entries in.
+//! gives the same digests, whatever order the manifest lists its entries in. `blobs/<blake3>` holds the pack's
+//! other blobs (stdout, stderr, tapes, environment), so that a worker rebuilds the pack from the input root
+//! (`repro replay DIR`, see [`repro_pack::dirpack`]).
 
 use crate::digest::{digest_of, digest_of_file, Blob, Blobs};
 use crate::RemoteError;
@@ -91,7 +93,25 @@ pub fn pack_action(p: &PackContent<'_>) -> Result<PackAction, RemoteError> {
     let mut top = BTreeMap::new();
     let m = blobs.add_bytes(p.manifest_json.to_vec());
     top.insert("manifest.json".to_string(), Node::File { digest: m, executable: false });
-    top.insert("root".to_string(), Node::Dir(root));
+    top.insert(repro_pack::dirpack::ROOT_DIR.to_string(), Node::Dir(root));
+    // The other blobs a pack holds (stdout, stderr, tapes, environment), by blake3: a worker rebuilds the pack.
+    let mut others = BTreeMap::new();
+    for (field, b3, _) in p.manifest.blob_refs() {
+        if field.starts_with("files[") || others.contains_key(&b3) {
+            continue;
+        }
+        let digest = match by_blake3.get(b3.as_str()) {
+            Some(d) => d.clone(),
+            None => {
+                let path = p.blob_dir.join(&b3);
+                let d = digest_of_file(&path)?;
+                blobs.insert(d.clone(), Blob::File(path));
+                d
+            }
+        };
+        others.insert(b3, Node::File { digest, executable: false });
+    }
+    top.insert(repro_pack::dirpack::BLOBS_DIR.to_string(), Node::Dir(others));
     let input_root_digest = directory(&top, &mut blobs);
     let platform = platform(&p.manifest.system.arch);
     // Command.platform is deprecated since API 2.2 (it moved to the Action) but servers of 2.0 and 2.1 read it there.
@@ -110,7 +130,7 @@ pub fn pack_action(p: &PackContent<'_>) -> Result<PackAction, RemoteError> {
 }
 
 /// OSFamily and ISA, sorted by name as REAPI requires.
-fn platform(arch: &str) -> re::Platform {
+pub(crate) fn platform(arch: &str) -> re::Platform {
     let isa = match arch {
         "x86_64" => "x86-64",
         "aarch64" => "arm-a64",

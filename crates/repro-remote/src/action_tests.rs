@@ -54,6 +54,12 @@ fn fixture(files: Vec<FileEntry>) -> Fixture {
     std::fs::write(dir.path().join(B2), b"data\n").unwrap();
     let mut manifest: Manifest = serde_json::from_str(include_str!("testdata/manifest.json")).unwrap();
     manifest.files = files;
+    // The pack's other blobs (stdout, stderr, ...) go under blobs/ in the input root.
+    for (field, b3, _) in manifest.blob_refs() {
+        if !field.starts_with("files[") {
+            std::fs::write(dir.path().join(&b3), field.as_bytes()).unwrap();
+        }
+    }
     Fixture { dir, manifest }
 }
 
@@ -127,8 +133,17 @@ fn directories_are_canonical_and_hold_every_kind() {
     assert!(bin.files.iter().all(|f| f.node_properties.is_none()));
     // The absolute target is relative to the link's directory, below root/.
     assert_eq!(bin.symlinks[0].target, "../../usr/bin/tool");
-    // The blobs: the two contents, the empty file, manifest.json, 4 directories, the Command, the Action.
-    assert_eq!(a.blobs.len(), 2 + 1 + 1 + 4 + 2);
+    // blobs/ holds the pack's other blobs (stdout, stderr, ...), named by blake3.
+    let f = fixture(base_files());
+    let others: std::collections::BTreeSet<String> =
+        f.manifest.blob_refs().into_iter().filter(|(field, _, _)| !field.starts_with("files[")).map(|r| r.1).collect();
+    assert!(others.len() >= 2, "stdout and stderr at least");
+    let blobs_dir = child(&a, &top, "blobs");
+    let names: std::collections::BTreeSet<String> = blobs_dir.files.iter().map(|f| f.name.clone()).collect();
+    assert_eq!(names, others);
+    // The blobs: the two contents, the empty file, manifest.json, 4 directories and blobs/, the Command, the
+    // Action, and the other blobs.
+    assert_eq!(a.blobs.len(), 2 + 1 + 1 + 5 + 2 + others.len());
 }
 
 #[test]

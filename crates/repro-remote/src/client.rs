@@ -22,10 +22,10 @@ const FIND_MISSING_BATCH: usize = 10_000;
 
 /// A connection to one engine and instance.
 pub struct Remote {
-    rt: tokio::runtime::Runtime,
-    channel: Channel,
-    endpoint: RemoteEndpoint,
-    uri: String,
+    pub(crate) rt: tokio::runtime::Runtime,
+    pub(crate) channel: Channel,
+    pub(crate) endpoint: RemoteEndpoint,
+    pub(crate) uri: String,
 }
 
 /// What an upload did.
@@ -63,7 +63,7 @@ impl Remote {
         Ok(Remote { rt, channel, endpoint: endpoint.clone(), uri })
     }
 
-    fn req<T>(&self, msg: T) -> tonic::Request<T> {
+    pub(crate) fn req<T>(&self, msg: T) -> tonic::Request<T> {
         let mut r = tonic::Request::new(msg);
         for (k, v) in &self.endpoint.headers {
             // Both were checked by config::endpoint.
@@ -77,7 +77,7 @@ impl Remote {
         r
     }
 
-    fn rpc_err(&self, rpc: &'static str) -> impl Fn(tonic::Status) -> RemoteError + '_ {
+    pub(crate) fn rpc_err(&self, rpc: &'static str) -> impl Fn(tonic::Status) -> RemoteError + '_ {
         move |s| RemoteError::Rpc { uri: self.uri.clone(), rpc, code: s.code(), message: s.message().to_string() }
     }
 

@@ -30,6 +30,8 @@ pub enum RemoteError {
     BlobRefused { uri: String, hash: String, size: i64, message: String },
     #[error("remote '{uri}': {detail}")]
     Protocol { uri: String, detail: String },
+    #[error("remote '{uri}': no result within {secs} s (--timeout): is a `repro worker` serving this instance?")]
+    Timeout { uri: String, secs: u64 },
 }
 
 impl RemoteError {

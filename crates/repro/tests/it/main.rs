@@ -23,6 +23,7 @@ mod pack_docker;
 mod pack_names;
 mod provenance;
 mod remote;
+mod remote_exec;
 mod repair;
 mod repair_corpus;
 mod robust;

@@ -11,7 +11,7 @@ use repro_remote::{action_of_pack, config, Remote};
 use crate::common::*;
 
 /// BuildGrid's `bgd` in the test venv, or a failure naming how CI installs it.
-fn require_bgd() -> PathBuf {
+pub(crate) fn require_bgd() -> PathBuf {
     let venv = PathBuf::from(std::env::var("REPRO_PYVENV").unwrap_or_else(|_| "/var/cache/repro/pyvenv".into()));
     let bgd = venv.join("bin/bgd");
     assert!(
@@ -38,7 +38,7 @@ fn bgd_config(port: u16) -> String {
 }
 
 /// `bgd server start` on a free loopback port; killed when dropped.
-struct BuildGrid {
+pub(crate) struct BuildGrid {
     child: std::process::Child,
     port: u16,
     log: PathBuf,
@@ -51,7 +51,7 @@ impl BuildGrid {
     }
 
     /// With the configuration `config(port, its directory)`.
-    fn start_with(config: impl Fn(u16, &Path) -> String) -> BuildGrid {
+    pub(crate) fn start_with(config: impl Fn(u16, &Path) -> String) -> BuildGrid {
         let bgd = require_bgd();
         let dir = tempfile::Builder::new().prefix("repro-bgd-").tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -81,11 +81,11 @@ impl BuildGrid {
         g
     }
 
-    fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("grpc://127.0.0.1:{}", self.port)
     }
 }
@@ -99,7 +99,7 @@ impl Drop for BuildGrid {
 
 /// Captures a failing run that reads a 6 MiB file (above BuildGrid's 4 MiB batch limit, so it goes by
 /// ByteStream) into `aside/p.repro`.
-fn capture(w: &Workdir, aside: &Path) -> PathBuf {
+pub(crate) fn capture(w: &Workdir, aside: &Path) -> PathBuf {
     let big: Vec<u8> = (0..6u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
     std::fs::write(w.path().join("big.bin"), big).unwrap();
     let pack = aside.join("p.repro");
