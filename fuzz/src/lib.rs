@@ -48,11 +48,11 @@ pub fn attestation(data: &[u8], scratch: &Path) {
         let m = e.to_string();
         assert!(m.contains("attestation.dsse"), "the error names the file: {m}");
     };
-    let _ = read::is_envelope(data);
+    let _ = repro_prov::open::is_envelope(data);
     // A pack (zstd) is the pack targets' business: its reader stages blobs outside the scratch directory.
     if !data.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
         std::fs::write(&file, data).expect("the scratch tmpfs takes the file");
-        match repro_prov::env::side_of(&file, &[]) {
+        match repro_prov::drift::side_of(&file, &[]) {
             Ok(side) => check_side(&side),
             Err(e) => named(&e),
         }
@@ -91,7 +91,7 @@ pub fn attestation(data: &[u8], scratch: &Path) {
 }
 
 fn check_side(side: &repro_prov::drift::Side) {
-    let _ = repro_prov::env::describe_side(side);
+    let _ = repro_prov::drift::describe_side(side);
     let d = repro_prov::drift::compare_sides(("a", side), ("b", side));
     assert!(d.same, "a side is the same as itself");
     let _ = repro_prov::drift::describe(&d);
