@@ -32,6 +32,8 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     "**/*.spec.ts",
     "**/*.test.tsx",
     "**/*.spec.tsx",
+    "t/**",
+    "**/*.t",
     ".github/**",
     ".gitlab-ci.yml",
     ".gitlab/**",

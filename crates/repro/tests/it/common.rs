@@ -123,7 +123,10 @@ pub fn caller_memory_cgroup() -> Option<PathBuf> {
 /// What CI installs, by command: the Debian package that provides it (`.ci/apt-packages`, installed by
 /// `scripts/install-deps.sh`, which `.ci/run` and `scripts/test.sh` call first).
 const PROVIDERS: &[(&str, &str)] = &[
+    ("autoreconf", "autoconf"),
     ("bc", "bc"),
+    ("cmake", "cmake"),
+    ("ctest", "cmake"),
     ("busybox", "busybox-static"),
     ("chromium", "chromium"),
     ("gcc", "gcc"),
@@ -134,6 +137,7 @@ const PROVIDERS: &[(&str, &str)] = &[
     ("make", "make"),
     ("openssl", "openssl"),
     ("pg_isready", "postgresql"),
+    ("prove", "perl"),
     ("prometheus-postgres-exporter", "prometheus-postgres-exporter"),
     ("prometheus-redis-exporter", "prometheus-redis-exporter"),
     ("promtool", "prometheus"),
