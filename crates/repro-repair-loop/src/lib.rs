@@ -325,13 +325,18 @@ pub fn repair(
             ));
         } else if diff.change.is_empty() {
             it.refused_because.push("the agent changed nothing".into());
-        } else if !diff.change.removed.is_empty() {
-            let removed: Vec<String> = diff.change.removed.iter().map(|p| p.display().to_string()).collect();
-            it.refused_because.push(format!(
-                "removed paths cannot be laid over the pack (a replay only adds and replaces files): {}",
-                removed.join(", ")
-            ));
         } else {
+            if !diff.change.removed.is_empty() {
+                // A replay lays files over the pack and never removes one, so a removal is refused; the change is
+                // still replayed and gated, so the reasons say what the removal did (a deleted test file that held
+                // the failing test fires failing-test-missing and protected-path-changed from the tree).
+                let removed: Vec<String> = diff.change.removed.iter().map(|p| p.display().to_string()).collect();
+                it.refused_because.push(format!(
+                    "removed paths cannot be laid over the pack (a replay only adds and replaces files; the replays \
+                     below still had them): {}",
+                    removed.join(", ")
+                ));
+            }
             let with: Vec<PathBuf> = diff
                 .change
                 .added

@@ -152,7 +152,14 @@ fn run_case(name: &str) {
             }
         } else {
             assert_eq!(s["outcome"], "iterations-exhausted", "{name} {agent}: the cheat is refused: {s:#}");
-            assert_eq!(it["failure_gone"], true, "{name} {agent}: the cheat makes the replays pass: {s:#}");
+            if it["diff"]["files_removed"].as_u64().unwrap_or(0) > 0 {
+                // A replay cannot remove a file: a cheat that deletes the failing test's file is judged from the
+                // tree, and the refusal says the file was deleted.
+                let why = it["refused_because"].to_string();
+                assert!(why.contains("was deleted") && why.contains("removed paths"), "{name} {agent}: {s:#}");
+            } else {
+                assert_eq!(it["failure_gone"], true, "{name} {agent}: the cheat makes the replays pass: {s:#}");
+            }
             assert!(fired.contains(&want.as_str()), "{name} {agent}: gate {want} fired: {fired:?}");
             assert!(s["patch"].is_null());
         }
