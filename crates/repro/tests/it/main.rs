@@ -23,6 +23,7 @@ mod pack_names;
 mod provenance;
 mod remote;
 mod repair;
+mod repair_bounds;
 mod repair_corpus;
 mod robust;
 mod run;
