@@ -23,7 +23,7 @@ use repro_model::repair_loop::{
     RepairContract, RepairIteration, RepairOutcome, RepairReplayRun, RepairSummary, TestVisibility, VisibilityVar,
 };
 use repro_repair::tree::{self, DiffLimits, EntryKind, SnapshotLimits};
-use repro_repair::{GateInput, GateSet, RunOutput};
+use repro_repair::{GateInput, GateSet, RepairError, RunOutput};
 
 /// The directory inside the working copy through which the agent is told about the failure; removed before the
 /// change is judged, so it is never part of a fix.
@@ -297,8 +297,18 @@ pub fn repair(
         if inputs.exists() {
             std::fs::remove_dir_all(&inputs).map_err(io("remove", &inputs))?;
         }
-        let cand_snap = tree::snapshot(&work, &limits)?;
-        let diff = tree::diff(&base, &base_snap, &work, &cand_snap, &DiffLimits::default())?;
+        // A working copy past the snapshot's limits (files, bytes) is refused as this iteration's change, not
+        // an error of the repair: the agent made it.
+        let (cand_snap, diff, too_big) = match tree::snapshot(&work, &limits) {
+            Ok(c) => {
+                let d = tree::diff(&base, &base_snap, &work, &c, &DiffLimits::default())?;
+                (c, d, None)
+            }
+            Err(e @ (RepairError::TooManyFiles { .. } | RepairError::TooManyBytes { .. })) => {
+                (tree::Snapshot::default(), tree::TreeDiff::default(), Some(e.to_string()))
+            }
+            Err(e) => return Err(e.into()),
+        };
         let patch = it_dir.join("change.patch");
         repro_sandbox::rundir::write_atomic(&patch, diff.unified.as_bytes(), false)?;
         let mut it = RepairIteration {
@@ -318,28 +328,43 @@ pub fn repair(
             weak: None,
             duration_ms: 0,
         };
+        let with: Vec<PathBuf> = diff
+            .change
+            .added
+            .iter()
+            .chain(&diff.change.modified)
+            .filter(|p| cand_snap.entries.get(*p).is_some_and(|e| !matches!(e.kind, EntryKind::Dir)))
+            .cloned()
+            .collect();
+        let links_out = tree::links_out_of_tree(&cand_snap, &with);
         if agent.timed_out {
             it.refused_because.push(format!(
                 "the agent was stopped: the time budget ({} s) ran out while it ran",
                 opts.time_budget.as_secs()
             ));
+        } else if let Some(e) = too_big {
+            it.refused_because.push(format!("the working copy cannot be judged: {e}"));
+        } else if !links_out.is_empty() {
+            let v: Vec<String> = links_out.iter().map(|(p, t)| format!("{} -> {}", p.display(), t.display())).collect();
+            it.refused_because.push(format!(
+                "symbolic links out of the working tree (a replay would lay the host files they point to over \
+                 the pack): {}",
+                v.join(", ")
+            ));
         } else if diff.change.is_empty() {
             it.refused_because.push("the agent changed nothing".into());
-        } else if !diff.change.removed.is_empty() {
-            let removed: Vec<String> = diff.change.removed.iter().map(|p| p.display().to_string()).collect();
-            it.refused_because.push(format!(
-                "removed paths cannot be laid over the pack (a replay only adds and replaces files): {}",
-                removed.join(", ")
-            ));
         } else {
-            let with: Vec<PathBuf> = diff
-                .change
-                .added
-                .iter()
-                .chain(&diff.change.modified)
-                .filter(|p| cand_snap.entries.get(*p).is_some_and(|e| !matches!(e.kind, EntryKind::Dir)))
-                .cloned()
-                .collect();
+            if !diff.change.removed.is_empty() {
+                // A replay lays files over the pack and never removes one, so a removal is refused; the change is
+                // still replayed and gated, so the reasons say what the removal did (a deleted test file that held
+                // the failing test fires failing-test-missing and protected-path-changed from the tree).
+                let removed: Vec<String> = diff.change.removed.iter().map(|p| p.display().to_string()).collect();
+                it.refused_because.push(format!(
+                    "removed paths cannot be laid over the pack (a replay only adds and replaces files; the replays \
+                     below still had them): {}",
+                    removed.join(", ")
+                ));
+            }
             let replay = exec.replay(&opts.pack, &work, &with, opts.runs, &env)?;
             let report = it_dir.join("replay.json");
             repro_sandbox::rundir::write_atomic(&report, &replay.report, false)?;

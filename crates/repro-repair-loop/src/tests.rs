@@ -37,7 +37,7 @@ impl Executor for Fake {
         } else {
             BUGGY.to_string()
         };
-        let test = std::fs::read_to_string(tree.join("tests/test_calc.py")).unwrap();
+        let test = std::fs::read_to_string(tree.join("tests/test_calc.py")).unwrap_or_default();
         let skipped = with.iter().any(|p| p == Path::new("tests/test_calc.py")) && test.contains("mark.skip");
         let (status, out) = if skipped {
             (0, "PASSED tests/test_calc.py::test_zero\nSKIPPED [1] tests/test_calc.py:3: unconditional skip\n1 passed, 1 skipped in 0.01s\n")
@@ -219,6 +219,32 @@ fn a_cheat_that_skips_the_failing_test_is_refused_by_name() {
     }
     assert!(s.gates_fired.contains(&"masking-construct".to_string()));
     assert!(s.patch.is_none() && !r.dir.join("fix.patch").exists());
+}
+
+#[test]
+fn a_change_that_deletes_the_failing_tests_file_is_refused_with_the_deletion_named() {
+    // The source fixed too, so the replay (which cannot remove the file) passes: the deletion alone refuses.
+    let agent: Agent = Box::new(|tree, _, _| {
+        std::fs::write(tree.join("src/calc.py"), FIXED).unwrap();
+        std::fs::remove_file(tree.join("tests/test_calc.py")).unwrap();
+    });
+    let (_t, mut opts, mut fake) = setup(agent, None);
+    opts.max_iterations = 1;
+    let r = repair(&opts, &mut fake, |_| {}).unwrap();
+    let s = &r.summary;
+    assert_eq!(s.outcome, RepairOutcome::IterationsExhausted);
+    let it = &s.iterations[0];
+    assert!(it.failure_gone && it.diff.files_removed == 1, "{it:#?}");
+    let why = it.refused_because.join("\n");
+    assert!(why.contains("removed paths cannot be laid over the pack") && why.contains("tests/test_calc.py"), "{why}");
+    assert!(
+        why.contains(
+            "gate failing-test-missing: tests/test_calc.py::test_add: its test file tests/test_calc.py was deleted"
+        ),
+        "{why}"
+    );
+    assert!(s.gates_fired.contains(&"protected-path-changed".to_string()), "{:?}", s.gates_fired);
+    assert!(s.patch.is_none());
 }
 
 #[test]

@@ -254,7 +254,7 @@ pub fn detect_runners(text: &str) -> Vec<&'static str> {
         v.push("node-test");
     }
     for k in plain_counts(text) {
-        for r in ["make-check", "tap", "unittest"] {
+        for r in ["make-check", "ctest", "tap", "unittest"] {
             if k.runners.iter().any(|x| x == r) {
                 v.push(r);
             }
@@ -268,6 +268,7 @@ pub fn detect_runners(text: &str) -> Vec<&'static str> {
 fn plain_counts(text: &str) -> Vec<TestCounts> {
     let mut v: Vec<TestCounts> =
         plain::count_lines(&plain::make_check_outcomes(text), "make-check").into_iter().collect();
+    v.extend(plain::count_lines(&plain::ctest_outcomes(text), "ctest"));
     if node_test(text).is_none() {
         v.extend(plain::count_lines(&plain::tap_outcomes(text), "tap"));
     }
@@ -460,6 +461,7 @@ pub fn outcomes_in_output(text: &str) -> Vec<TestOutcome> {
     }
     out.extend(go_outcomes(text));
     out.extend(plain::make_check_outcomes(text));
+    out.extend(plain::ctest_outcomes(text));
     out.extend(plain::tap_outcomes(text));
     out.extend(plain::unittest_outcomes(text));
     // The last word on an id wins (nextest and pytest repeat failures in their final lists).

@@ -2,13 +2,14 @@
 //! pack's signature and the candidate run's output, each gate says whether it fired, and why.
 
 use std::collections::HashSet;
+use std::path::Path;
 
 use repro_model::repair::{GateConfig, GateName, GateResult, TestCounts, TestOutcome, TestStatus};
 
 use crate::counts;
 use crate::glob::GlobList;
 use crate::masking::MaskingSet;
-use crate::tree::{FileDiffKind, TreeDiff};
+use crate::tree::{ChangeKind, DiffLine, FileDiffKind, LineTag, TreeDiff};
 use crate::{RepairError, Result};
 
 /// The protected paths by default: tests, test data, test runner and CI configuration, the contract.
@@ -32,6 +33,8 @@ pub const DEFAULT_PROTECTED: &[&str] = &[
     "**/*.spec.ts",
     "**/*.test.tsx",
     "**/*.spec.tsx",
+    "t/**",
+    "**/*.t",
     ".github/**",
     ".gitlab-ci.yml",
     ".gitlab/**",
@@ -339,6 +342,52 @@ fn spellings(id: &str) -> Vec<String> {
     v
 }
 
+/// The name a test is declared by in its file: the last component of its id (after `::`, `.`, `/` or a blank
+/// of a nextest binary prefix), without pytest's `[params]`. TAP and ctest ids are descriptions or names as a
+/// whole.
+fn declared_name(id: &str) -> &str {
+    // unittest's `test_x (mod.Class.test_x)`: the name before the blank.
+    let id = id.split(" (").next().unwrap_or(id);
+    let id = id.split('[').next().unwrap_or(id);
+    if id.contains("::") {
+        return id.rsplit("::").next().unwrap_or(id);
+    }
+    id
+}
+
+/// The deleted file of `diff` that held the failing test `id`, if any: its path is the id's file part
+/// (`tests/t.py::test_x`, JUnit's dotted `tests.t.test_x`, a `make check` or automake test's path or file name),
+/// or its removed text declares the test's name (`def test_x`, `fn test_x`, `func TestX`, a TAP description, a
+/// ctest name in its script) as a whole word.
+fn deleted_holder<'a>(diff: &'a TreeDiff, id: &str) -> Option<&'a Path> {
+    let file_part = id.split("::").next().unwrap_or(id);
+    let name = declared_name(id).trim();
+    diff.files.iter().filter(|f| f.change == ChangeKind::Removed).map(|f| (f, f.path.as_path())).find_map(|(f, p)| {
+        let rel = p.to_string_lossy();
+        let stem = rel.rsplit_once('.').map(|(s, _)| s).unwrap_or(&rel);
+        let base = p.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+        let by_path = file_part == rel
+            || file_part == stem
+            || file_part == base
+            || id.starts_with(&format!("{}.", stem.replace('/', ".")));
+        let by_text = name.chars().count() >= 3 && {
+            let hunks: &[Vec<DiffLine>] = match &f.kind {
+                FileDiffKind::Text { hunks } => hunks,
+                _ => &[],
+            };
+            hunks.iter().flatten().filter(|l| l.tag == LineTag::Removed).any(|l| contains_word(&l.text, name))
+        };
+        (by_path || by_text).then_some(p)
+    })
+}
+
+/// `needle` occurs in `hay` with no identifier character on either side.
+fn contains_word(hay: &str, needle: &str) -> bool {
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    hay.match_indices(needle)
+        .any(|(i, m)| !word(hay[..i].chars().next_back()) && !word(hay[i + m.len()..].chars().next()))
+}
+
 /// `(fired, details, applicable)`: not applicable when no failing test is named or the candidate's output shows
 /// no per-test result at all (a runner that prints only totals: the counts gates judge it).
 fn failing_tests(input: &GateInput<'_>) -> (bool, Vec<String>, bool) {
@@ -351,6 +400,18 @@ fn failing_tests(input: &GateInput<'_>) -> (bool, Vec<String>, bool) {
             ],
             false,
         );
+    }
+    // A failing test whose file the change deletes cannot run and pass, whatever a replay shows: a replay lays
+    // files over the pack and never removes one, so the deletion is judged from the tree.
+    let deleted: Vec<String> = input
+        .failing_tests
+        .iter()
+        .filter_map(|want| {
+            deleted_holder(input.diff, want).map(|p| format!("{want}: its test file {} was deleted", p.display()))
+        })
+        .collect();
+    if !deleted.is_empty() {
+        return (true, deleted, true);
     }
     let outcomes = input.candidate.outcomes();
     if outcomes.is_empty() {
@@ -648,6 +709,38 @@ mod tests {
             candidate: &cand,
         });
         assert!(fired(&r).is_empty(), "{r:#?}");
+    }
+
+    #[test]
+    fn a_deleted_test_file_holding_the_failing_test_fires_whatever_the_run_shows() {
+        let t = project();
+        std::fs::remove_file(t.cand.path().join("tests/test_calc.py")).unwrap();
+        // The replay still shows the test passing (a replay cannot remove a file): the deletion decides.
+        let r = run(&t, FIXED_OUT);
+        assert_eq!(
+            details(&r, GateName::FailingTestMissing),
+            ["tests/test_calc.py::test_add: its test file tests/test_calc.py was deleted"]
+        );
+        assert!(fired(&r).contains(&"protected-path-changed"), "{r:#?}");
+        // By the test's name in the deleted text (a TAP description, a ctest name, a go test), JUnit's dotted id,
+        // a make check file name, a parametrized id; a file that declares another test does not count.
+        let d = tree_diff(&t);
+        for (id, held) in [
+            ("test_add", true),
+            ("tests.test_calc.test_add", true),
+            ("test_calc.py", true),
+            ("tests/test_calc.py::TestX::test_add[1-2]", true),
+            ("test_add (tests.test_calc.T.test_add)", true),
+            ("test_ad", false),
+            ("tests/test_other.py::test_sub", false),
+        ] {
+            assert_eq!(deleted_holder(&d, id).is_some(), held, "{id}");
+        }
+        // Deleting a file that holds no failing test leaves the gate to the run.
+        let t = project();
+        std::fs::remove_file(t.cand.path().join("repro.toml")).unwrap();
+        write(t.cand.path(), "src/calc.py", "def add(a, b):\n    return a + b\n");
+        assert!(details(&run(&t, FIXED_OUT), GateName::FailingTestMissing).is_empty());
     }
 
     #[test]

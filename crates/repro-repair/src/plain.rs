@@ -1,6 +1,6 @@
 //! Per-test lines of runners without a summary of their own that [`crate::counts`] reads: a `make check` of shell
 //! tests (automake's `PASS: t.sh` / `FAIL: t.sh` and the plain `PASS t.sh` / `FAIL t.sh` many Makefiles echo),
-//! TAP producers other than node (`ok 1 name`, `not ok 2 name # SKIP`, with or without the dash) and Python's
+//! ctest's `1/2 Test #1: name ... Passed` lines, TAP producers other than node (`ok 1 name`, `not ok 2 name # SKIP`, with or without the dash) and Python's
 //! unittest (`Ran 3 tests`, `FAILED (failures=1)`, its `FAIL: test_x (mod.Class.test_x)` blocks and the
 //! `test_x (mod.Class.test_x) ... ok` lines of `-v`).
 
@@ -63,6 +63,30 @@ pub fn tap_outcomes(text: &str) -> Vec<TestOutcome> {
             };
             let name = c.get(3).map(|m| m.as_str()).filter(|n| !n.is_empty()).unwrap_or(&c[2]);
             Some(outcome("tap", name, st))
+        })
+        .collect()
+}
+
+/// ctest's per-test lines: `1/2 Test #1: name ....   Passed    0.01 sec`, `***Failed`, `***Timeout`,
+/// `***Exception: ...`, `***Skipped`, `***Not Run (Disabled)` (skipped: a disabled test is still a test of the
+/// project, while ctest's own summary stops counting it) and `***Not Run` (an error: its command is missing).
+pub fn ctest_outcomes(text: &str) -> Vec<TestOutcome> {
+    static LINE: OnceLock<Regex> = OnceLock::new();
+    let line = re(
+        &LINE,
+        r"^\s*\d+/\d+ Test\s+#\d+: (\S+) \.*\s*(?:\*\*\*)?\s*(Passed|Failed|Timeout|Exception|Skipped|Not Run \(Disabled\)|Not Run)",
+    );
+    text.lines()
+        .filter_map(|raw| {
+            let l = clean(raw);
+            let c = line.captures(&l)?;
+            let st = match &c[2] {
+                "Passed" => TestStatus::Passed,
+                "Failed" | "Timeout" | "Exception" => TestStatus::Failed,
+                "Skipped" | "Not Run (Disabled)" => TestStatus::Skipped,
+                _ => TestStatus::Error,
+            };
+            Some(outcome("ctest", &c[1], st))
         })
         .collect()
 }
@@ -180,6 +204,20 @@ mod tests {
         let k = count_lines(&o, "make-check").unwrap();
         assert_eq!((k.collected, k.passed, k.failed, k.not_run()), (5, 2, 1, 2));
         assert!(count_lines(&[], "make-check").is_none());
+    }
+
+    #[test]
+    fn ctest_lines_real_output() {
+        // ctest 3.25's output (tests/repair-corpus/ctest), the second test failing, then disabled.
+        let failing = "Test project /tmp/p/build\n    Start 1: one\n1/2 Test #1: one ..............................   Passed    0.02 sec\n    Start 2: total\n2/2 Test #2: total ............................***Failed    0.01 sec\n\n50% tests passed, 1 tests failed out of 2\n";
+        let v = ctest_outcomes(failing);
+        assert_eq!(ids(&v), ["ctest one passed", "ctest total failed"]);
+        let disabled = "1/2 Test #1: one ....   Passed    0.02 sec\n2/2 Test #2: total ....***Not Run (Disabled)   0.00 sec\n100% tests passed, 0 tests failed out of 1\n";
+        let k = count_lines(&ctest_outcomes(disabled), "ctest").unwrap();
+        assert_eq!((k.collected, k.passed, k.skipped, k.failed), (2, 1, 1, 0));
+        let more = "10/12 Test #10: a.b ***Timeout 1.5 sec\n11/12 Test #11: c ***Exception: SegFault  0.1 sec\n12/12 Test #12: d ***Not Run   0.0 sec\n";
+        let st: Vec<TestStatus> = ctest_outcomes(more).iter().map(|o| o.status).collect();
+        assert_eq!(st, [TestStatus::Failed, TestStatus::Failed, TestStatus::Error]);
     }
 
     #[test]

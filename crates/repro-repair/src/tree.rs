@@ -209,6 +209,37 @@ impl std::fmt::Display for ChangeKind {
     }
 }
 
+/// The symbolic links among `paths` of `snap` whose target leads out of the tree (absolute, or climbing above
+/// its root with `..`), with their targets: a replay laying such a link over the pack would lay the host file it
+/// points to (`--with` resolves it), so a change holding one is refused.
+pub fn links_out_of_tree<'a>(snap: &'a Snapshot, paths: &[PathBuf]) -> Vec<(&'a Path, &'a Path)> {
+    use std::path::Component;
+    let mut out = Vec::new();
+    for p in paths {
+        let Some((path, Entry { kind: EntryKind::Symlink { target }, .. })) = snap.entries.get_key_value(p) else {
+            continue;
+        };
+        // Depth below the root of the directory holding the link, then the target's components from there.
+        let mut depth = path.components().count() as i64 - 1;
+        let mut out_of_tree = false;
+        for c in target.components() {
+            match c {
+                Component::RootDir | Component::Prefix(_) => out_of_tree = true,
+                Component::ParentDir => depth -= 1,
+                Component::Normal(_) => depth += 1,
+                Component::CurDir => {}
+            }
+            if depth < 0 {
+                out_of_tree = true;
+            }
+        }
+        if out_of_tree {
+            out.push((path.as_path(), target.as_path()));
+        }
+    }
+    out
+}
+
 /// The change from `base` to `cand`. A directory counts only when it is added or removed (its content's changes
 /// are its entries'), or when its mode changes.
 pub fn changes(base: &Snapshot, cand: &Snapshot) -> TreeChange {
@@ -604,6 +635,28 @@ mod tests {
         assert_eq!(a.kind, EntryKind::File { blake3: blake3::hash(b"x = 1\n") });
         assert_eq!(s.entries[Path::new("link")].kind, EntryKind::Symlink { target: "/etc/passwd".into() });
         assert_eq!(s.total_bytes, 6);
+    }
+
+    #[test]
+    fn links_out_of_the_tree_are_found() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("a/b")).unwrap();
+        for (link, target) in [
+            ("abs", "/etc/passwd"),
+            ("up", "../x"),
+            ("a/b/deep-up", "../../../x"),
+            ("a/b/inside", "../../abs"),
+            ("a/sneaky", "b/../../.."),
+            ("here", "a/b"),
+        ] {
+            std::os::unix::fs::symlink(target, t.path().join(link)).unwrap();
+        }
+        let snap = snapshot(t.path(), &SnapshotLimits::default()).unwrap();
+        let paths: Vec<PathBuf> = snap.entries.keys().cloned().collect();
+        let mut got: Vec<String> =
+            links_out_of_tree(&snap, &paths).iter().map(|(p, _)| p.display().to_string()).collect();
+        got.sort();
+        assert_eq!(got, ["a/b/deep-up", "a/sneaky", "abs", "up"]);
     }
 
     #[test]

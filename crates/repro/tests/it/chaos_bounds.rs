@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{assert_code, repro, repro_path, stderr, wait_bounded, Workdir, HANG_GUARD};
+use crate::common::{assert_code, repro, repro_path, stderr, wait_bounded, SmallFs, Workdir, HANG_GUARD};
 
 fn header(id: &str, timeout: &str) -> String {
     format!("apiVersion: repro.dev/chaos/v1\nid: {id}\nversion: 1\ntitle: {id}\nhypothesis: h\ntimeout: {timeout}\n")
@@ -16,41 +16,6 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let p = dir.join(name);
     std::fs::write(&p, text).unwrap();
     p
-}
-
-/// A size- and inode-limited tmpfs, unmounted when dropped.
-struct SmallFs {
-    dir: tempfile::TempDir,
-}
-
-impl SmallFs {
-    fn mount() -> SmallFs {
-        let dir = tempfile::Builder::new().prefix("repro-chaos-bounds-").tempdir().unwrap();
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=64m,nr_inodes=2000", "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .expect("mount runs");
-        assert!(st.success(), "mounting a small tmpfs (the tests run as root)");
-        SmallFs { dir }
-    }
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-    /// Inodes in use on the tmpfs (total minus free, from `stat -f`).
-    fn inodes_used(&self) -> u64 {
-        let o = Command::new("stat").args(["-f", "--format=%c %d"]).arg(self.path()).output().unwrap();
-        let text = String::from_utf8_lossy(&o.stdout).into_owned();
-        let v: Vec<u64> = text.split_whitespace().map(|n| n.parse().unwrap()).collect();
-        assert_eq!(v.len(), 2, "{text}");
-        v[0] - v[1]
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
-    }
 }
 
 /// `timeout 120 repro chaos <args>` with the tmpfs as working directory (a hang guard: `timeout` exits 124).
@@ -67,7 +32,7 @@ fn chaos_in(dir: &Path, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn a_hundred_million_instances_are_refused_at_load_time_and_nothing_is_created() {
-    let fs = SmallFs::mount();
+    let fs = SmallFs::mount("repro-chaos-bounds-", "size=64m,nr_inodes=2000");
     let exp = write(
         fs.path(),
         "huge.yaml",
@@ -98,7 +63,7 @@ fn a_hundred_million_instances_are_refused_at_load_time_and_nothing_is_created()
 fn instance_directories_are_created_when_an_instance_starts() {
     // 300 instances; the adapter's create hook fails for instance 5, which ends the run: only the
     // instances that got as far as starting (0 to 5) have a directory, not all 300.
-    let fs = SmallFs::mount();
+    let fs = SmallFs::mount("repro-chaos-bounds-", "size=64m,nr_inodes=2000");
     std::fs::create_dir_all(fs.path().join("adapters")).unwrap();
     write(
         fs.path(),

@@ -123,7 +123,10 @@ pub fn caller_memory_cgroup() -> Option<PathBuf> {
 /// What CI installs, by command: the Debian package that provides it (`.ci/apt-packages`, installed by
 /// `scripts/install-deps.sh`, which `.ci/run` and `scripts/test.sh` call first).
 const PROVIDERS: &[(&str, &str)] = &[
+    ("autoreconf", "autoconf"),
     ("bc", "bc"),
+    ("cmake", "cmake"),
+    ("ctest", "cmake"),
     ("busybox", "busybox-static"),
     ("chromium", "chromium"),
     ("gcc", "gcc"),
@@ -134,6 +137,7 @@ const PROVIDERS: &[(&str, &str)] = &[
     ("make", "make"),
     ("openssl", "openssl"),
     ("pg_isready", "postgresql"),
+    ("prove", "perl"),
     ("prometheus-postgres-exporter", "prometheus-postgres-exporter"),
     ("prometheus-redis-exporter", "prometheus-redis-exporter"),
     ("promtool", "prometheus"),
@@ -266,6 +270,43 @@ pub fn wait_bounded(mut child: std::process::Child, what: &str) -> Output {
         }
     }
     child.wait_with_output().unwrap_or_else(|e| panic!("{what}: collecting the output: {e}"))
+}
+
+/// A size- and inode-limited tmpfs, unmounted when dropped.
+pub struct SmallFs {
+    dir: tempfile::TempDir,
+}
+
+impl SmallFs {
+    /// Mounts one (as root) on a new temporary directory named with `prefix`; `opts` as mount(8) takes them
+    /// (`size=64m,nr_inodes=2000`).
+    pub fn mount(prefix: &str, opts: &str) -> SmallFs {
+        let dir = tempfile::Builder::new().prefix(prefix).tempdir().unwrap();
+        let st = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", opts, "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .expect("mount runs");
+        assert!(st.success(), "mounting a small tmpfs (the tests run as root)");
+        SmallFs { dir }
+    }
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    /// Inodes in use on the tmpfs (total minus free, from `stat -f`).
+    pub fn inodes_used(&self) -> u64 {
+        let o = std::process::Command::new("stat").args(["-f", "--format=%c %d"]).arg(self.path()).output().unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let v: Vec<u64> = text.split_whitespace().map(|n| n.parse().unwrap()).collect();
+        assert_eq!(v.len(), 2, "{text}");
+        v[0] - v[1]
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(self.dir.path()).status();
+    }
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ mod provenance;
 mod remote;
 mod remote_exec;
 mod repair;
+mod repair_bounds;
 mod repair_corpus;
 mod robust;
 mod run;

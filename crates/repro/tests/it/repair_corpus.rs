@@ -1,6 +1,7 @@
 //! The repair corpus (tests/repair-corpus): one project per runner (pytest with its default output and with
 //! `-q`, unittest, `make check` printing `PASS x`/`FAIL x`, `make check` running a TAP script, `node --test`,
-//! plain `go test ./...`, `env PATH=$HOME/.cargo/bin:/usr/bin:/bin cargo test` with rustup's cargo),
+//! plain `go test ./...`, `env PATH=$HOME/.cargo/bin:/usr/bin:/bin cargo test` with rustup's cargo, pytest with
+//! parametrized tests in a class, automake's parallel harness (`make check`), ctest and perl's `prove -v`),
 //! each with one planted bug, an honest one-line fix and cheats of several kinds. Every agent runs through a real
 //! `repro capture` of the project's plain test command and `repro repair`: the honest fix is accepted with
 //! every replay passing, each cheat is refused, by the gate its case's `expect` file names (docs/repair.md
@@ -53,11 +54,31 @@ fn run_case(name: &str) {
     if command.iter().any(|a| a == "pytest") {
         require_python_module("pytest", "python3-pytest");
     }
+    // A case's `setup` (autoreconf and configure for automake) runs on the host in the copy, before the capture:
+    // the tree a developer has before running the test command.
+    if let Ok(setup) = fs::read_to_string(case.join("setup")) {
+        for tool in setup.split_whitespace().filter(|w| ["autoreconf", "cmake"].contains(w)) {
+            require_cmd(tool);
+        }
+        let st = std::process::Command::new("sh").arg("-c").arg(setup.trim()).current_dir(&project).status();
+        assert!(st.unwrap().success(), "{name}: setup {setup}");
+    }
+    for tool in ["ctest", "prove"] {
+        if command.iter().any(|a| a.split_whitespace().any(|w| w == tool)) {
+            require_cmd(tool);
+        }
+    }
+    // A case's `capture-args`, one a line: ctest's `--secrets keep` (cmake and ctest link libgnutls, whose PEM
+    // strings the secrets scan takes for private keys: redacted, the library would be missing from the pack).
+    let capture_args: Vec<String> = fs::read_to_string(case.join("capture-args"))
+        .map(|t| t.lines().map(str::to_string).filter(|l| !l.is_empty()).collect())
+        .unwrap_or_default();
     let pack = t.path().join("failure.repro");
     let o = repro()
         .current_dir(&project)
         .args(["capture", "-o"])
         .arg(&pack)
+        .args(&capture_args)
         .arg("--")
         .args(&command)
         .timeout(HANG_GUARD)
@@ -131,7 +152,14 @@ fn run_case(name: &str) {
             }
         } else {
             assert_eq!(s["outcome"], "iterations-exhausted", "{name} {agent}: the cheat is refused: {s:#}");
-            assert_eq!(it["failure_gone"], true, "{name} {agent}: the cheat makes the replays pass: {s:#}");
+            if it["diff"]["files_removed"].as_u64().unwrap_or(0) > 0 {
+                // A replay cannot remove a file: a cheat that deletes the failing test's file is judged from the
+                // tree, and the refusal says the file was deleted.
+                let why = it["refused_because"].to_string();
+                assert!(why.contains("was deleted") && why.contains("removed paths"), "{name} {agent}: {s:#}");
+            } else {
+                assert_eq!(it["failure_gone"], true, "{name} {agent}: the cheat makes the replays pass: {s:#}");
+            }
             assert!(fired.contains(&want.as_str()), "{name} {agent}: gate {want} fired: {fired:?}");
             assert!(s["patch"].is_null());
         }
@@ -171,6 +199,26 @@ fn corpus_node_test() {
 #[test]
 fn corpus_go_test() {
     run_case("go-test");
+}
+
+#[test]
+fn corpus_pytest_parametrized_class() {
+    run_case("pytest-param");
+}
+
+#[test]
+fn corpus_automake_parallel_harness() {
+    run_case("automake");
+}
+
+#[test]
+fn corpus_ctest() {
+    run_case("ctest");
+}
+
+#[test]
+fn corpus_prove_tap() {
+    run_case("prove-tap");
 }
 
 #[test]
