@@ -85,6 +85,22 @@ pub fn scan(data: &[u8]) -> Vec<Finding> {
         .collect()
 }
 
+/// Where a distribution installs programs and libraries from its public packages (`/usr/local` is the host's own).
+const DISTRIBUTED_DIRS: [&str; 6] = ["/usr/", "/lib/", "/lib64/", "/lib32/", "/bin/", "/sbin/"];
+
+/// Whether `findings` in the file at `path` (whose content starts with `head`) are a distributed program's own test
+/// vectors rather than anyone's secret: every finding is a private key, and the file is an ELF object installed in
+/// a system directory outside `/usr/local`. GnuTLS's, OpenSSL's and NSS's self-tests embed whole keys; such a key
+/// ships in a public package, and leaving the library out of a pack would make every replay of a program linking
+/// it fail (cmake, curl, git's https helper).
+pub fn is_distributed_test_vector(path: &str, head: &[u8], findings: &[Finding]) -> bool {
+    !findings.is_empty()
+        && findings.iter().all(|f| f.what == "a private key")
+        && head.starts_with(b"\x7fELF")
+        && !path.starts_with("/usr/local/")
+        && DISTRIBUTED_DIRS.iter().any(|d| path.starts_with(d))
+}
+
 /// `data` with each credential shape and each of `values` (`(name, value)` of secret variables; values shorter
 /// than 4 bytes are left alone: they would match everywhere) replaced by `<redacted:WHAT>`, and what was found.
 pub fn redact(data: &[u8], values: &[(String, String)]) -> (Vec<u8>, Vec<Finding>) {
@@ -249,6 +265,27 @@ mod tests {
         ] {
             assert!(scan(plain).is_empty(), "{}", String::from_utf8_lossy(plain));
         }
+    }
+
+    #[test]
+    fn keys_inside_a_distributed_library_are_its_test_vectors() {
+        let mut lib = b"\x7fELF\x02\x01\x01\0".to_vec();
+        lib.extend_from_slice(
+            b"\0-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBfakefakefakefake\n-----END EC PRIVATE KEY-----\0",
+        );
+        let found = scan(&lib);
+        assert_eq!(found.len(), 1);
+        let gnutls = "/usr/lib/x86_64-linux-gnu/libgnutls.so.30";
+        assert!(is_distributed_test_vector(gnutls, &lib, &found));
+        assert!(is_distributed_test_vector("/lib/x86_64-linux-gnu/libx.so", &lib, &found));
+        assert!(!is_distributed_test_vector("/usr/local/lib/libmine.so", &lib, &found), "the host's own install");
+        assert!(!is_distributed_test_vector("/root/proj/target/debug/app", &lib, &found), "the user's program");
+        let text = b"-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBfakefakefakefake\n-----END EC PRIVATE KEY-----\n";
+        assert!(!is_distributed_test_vector("/usr/share/doc/x/key.pem", text, &scan(text)), "not a program");
+        let mut with_token = lib.clone();
+        with_token.extend_from_slice(b" AKIAIOSFODNN7EXAMPLE ");
+        assert!(!is_distributed_test_vector(gnutls, &with_token, &scan(&with_token)), "a token is no test vector");
+        assert!(!is_distributed_test_vector(gnutls, &lib, &[]));
     }
 
     #[test]

@@ -68,8 +68,7 @@ fn run_case(name: &str) {
             require_cmd(tool);
         }
     }
-    // A case's `capture-args`, one a line: ctest's `--secrets keep` (cmake and ctest link libgnutls, whose PEM
-    // strings the secrets scan takes for private keys: redacted, the library would be missing from the pack).
+    // A case's `capture-args`, extra `repro capture` flags, one a line.
     let capture_args: Vec<String> = fs::read_to_string(case.join("capture-args"))
         .map(|t| t.lines().map(str::to_string).filter(|l| !l.is_empty()).collect())
         .unwrap_or_default();
