@@ -29,6 +29,13 @@ fn socket_inode<G: Guest>(g: &mut G, fd: i32) -> Option<u64> {
     (mode & libc::S_IFMT == libc::S_IFSOCK).then(|| u64_at(&st, 8))
 }
 
+/// Whether `fd` is a socket the network tape holds (recorded or replayed: a replayed inet socket is an AF_UNIX
+/// socketpair end): its connect is the tape's, not [`crate::handlers::unix::connect`]'s.
+pub(crate) fn is_taped<G: Guest>(sh: &Shared, g: &mut G, fd: i32) -> bool {
+    let Some(t) = sh.tape.as_ref().filter(|t| !matches!(t.cfg.network, NetMode::Off)) else { return false };
+    socket_inode(g, fd).is_some_and(|ino| t.sockets.contains_key(&ino))
+}
+
 fn fd_inode(fd: &OwnedFd) -> Option<u64> {
     let st = fdops::newfstatat_raw(Some(fd), c"", libc::AT_EMPTY_PATH).ok()?;
     Some(u64_at(&st, 8))

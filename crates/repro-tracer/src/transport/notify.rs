@@ -250,8 +250,9 @@ fn handle(n: &Notification, listener: &Arc<Listener>, shared: &SharedRef, pidfds
         return Reply::Continue;
     }
     let mut guest = TaskGuest::new(n.pid as i32, Some((listener, n.id)), pidfds);
-    // A connect of an AF_UNIX socket is made here, on the address read once (the tapes hold inet sockets only).
-    if nr == libc::SYS_connect {
+    // A connect of an AF_UNIX socket is made here, on the address read once; not a taped socket's (a replayed inet
+    // socket is an AF_UNIX socketpair end the tape answers for).
+    if nr == libc::SYS_connect && !crate::handlers::net::is_taped(&lock(shared), &mut guest, n.args[0] as u32 as i32) {
         if let Some(started) = unix::connect(&mut guest, &n.args) {
             let r = match started.map(unix::finished_soon) {
                 Err(e) => Err(Refusal::Errno(e)),
