@@ -143,6 +143,46 @@ impl Scheduler {
     }
 }
 
+/// Why a guest thread is held for a decision. Besides the calls that block (futex waits, mediated calls), the
+/// scheduler decides at the points where another task can see what a thread did or is about to do: without them a
+/// thread that never blocks runs from its start to its end at one go, and every seed gives the same order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecisionPoint {
+    /// A new thread or process, before its first instruction (the parent goes on to its own next point): which of
+    /// the two runs first is the policy's choice.
+    Start,
+    /// A read or write of a descriptor (a pipe, socket, terminal or file another task may hold).
+    SharedIo,
+    /// A futex call (a wake, or a wait that may not block) or sched_yield.
+    Sync,
+    /// A signal sent to a task (kill, tgkill, tkill).
+    Signal,
+}
+
+/// The system calls notified only so that the scheduler decides before them (when it is on), besides futex and
+/// sched_yield: reads and writes of descriptors and signals sent. They run natively once let go.
+pub const SHARED_OBJECT_SYSCALLS: [i64; 9] = [
+    libc::SYS_read,
+    libc::SYS_write,
+    libc::SYS_readv,
+    libc::SYS_writev,
+    libc::SYS_pread64,
+    libc::SYS_pwrite64,
+    libc::SYS_kill,
+    libc::SYS_tgkill,
+    libc::SYS_tkill,
+];
+
+/// The decision point system call `nr` is when notified only for the scheduler, `None` for any other call.
+pub fn decision_point(nr: i64) -> Option<DecisionPoint> {
+    match nr {
+        libc::SYS_futex | libc::SYS_sched_yield => Some(DecisionPoint::Sync),
+        libc::SYS_kill | libc::SYS_tgkill | libc::SYS_tkill => Some(DecisionPoint::Signal),
+        _ if SHARED_OBJECT_SYSCALLS.contains(&nr) => Some(DecisionPoint::SharedIo),
+        _ => None,
+    }
+}
+
 /// The choice without preemption: the task that ran last if it is ready (it goes on), else the ready task created
 /// first. `sorted` is the ready tasks in ascending order, not empty.
 pub fn non_preemptive(last: Option<u64>, sorted: &[u64]) -> u64 {
@@ -191,6 +231,38 @@ mod tests {
         let mut forced = Scheduler::scripted(SchedPolicy::Random, &SchedScript { switches });
         let again: Vec<u64> = (0..100).map(|_| ready[forced.pick(&ready)]).collect();
         assert_eq!(again, chosen);
+    }
+
+    #[test]
+    fn reads_writes_and_signals_are_decision_points_and_other_calls_are_not() {
+        assert_eq!(decision_point(libc::SYS_write), Some(DecisionPoint::SharedIo));
+        assert_eq!(decision_point(libc::SYS_readv), Some(DecisionPoint::SharedIo));
+        assert_eq!(decision_point(libc::SYS_tgkill), Some(DecisionPoint::Signal));
+        assert_eq!(decision_point(libc::SYS_futex), Some(DecisionPoint::Sync));
+        assert_eq!(decision_point(libc::SYS_openat), None, "mediated: answered by its handler");
+        assert_eq!(decision_point(libc::SYS_mmap), None);
+        for nr in SHARED_OBJECT_SYSCALLS {
+            assert!(decision_point(nr).is_some(), "{nr}");
+        }
+    }
+
+    #[test]
+    fn new_tasks_held_at_their_start_finish_in_an_order_the_seed_chooses() {
+        // Four threads, each held at its start while the creator waits in its join: every seed picks an order,
+        // and together the seeds give more than one (as the compute-only race needs).
+        let order = |seed| {
+            let mut s = Scheduler::new(SchedPolicy::Random, seed);
+            let mut ready = vec![1u64, 2, 3, 4];
+            let mut done = Vec::new();
+            while !ready.is_empty() {
+                let i = s.pick(&ready);
+                done.push(ready.remove(i));
+            }
+            done
+        };
+        let orders: std::collections::BTreeSet<Vec<u64>> = (0..50).map(order).collect();
+        assert!(orders.len() > 5, "{orders:?}");
+        assert_eq!(order(9), order(9));
     }
 
     #[test]

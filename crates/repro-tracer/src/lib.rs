@@ -495,6 +495,8 @@ const PTRACE_EVENT_EXEC: i32 = 4;
 /// other task is gone.
 fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
     let mut exit: Option<GuestExit> = None;
+    // Tasks whose first stop was seen (the top one had it before the guest ran).
+    let mut started: std::collections::HashSet<i32> = [top].into();
     loop {
         lock(shared).tracer_busy = None;
         let mut ev = match ptrace::wait_any() {
@@ -524,7 +526,7 @@ fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
             }
         }
         match ev {
-            Event::PtraceEvent { tracee, event, .. } => {
+            Event::PtraceEvent { tracee, event, sig } => {
                 let tid = tracee.tid();
                 match event {
                     PTRACE_EVENT_FORK | PTRACE_EVENT_VFORK | PTRACE_EVENT_CLONE => {
@@ -544,7 +546,16 @@ fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
                     _ => {
                         // PTRACE_EVENT_STOP: a new task's first stop or a group stop. New tasks are
                         // recorded here too, in case their stop arrives before the parent's event.
-                        lock(shared).live.insert(tid);
+                        let mut sh = lock(shared);
+                        sh.live.insert(tid);
+                        // A new task's first stop (SIGTRAP; a group stop carries the stopping signal): held at
+                        // its start for the scheduler, a decision point.
+                        let first = sig == libc::SIGTRAP && tid != top && started.insert(tid);
+                        if let Some(s) = sh.sched.as_mut().filter(|s| first && s.active) {
+                            if sched::hold_at_start(&tracee) {
+                                s.starting.insert(tid);
+                            }
+                        }
                     }
                 }
                 // A task may vanish (SIGKILL) between the stop and the resume: ignore ESRCH.

@@ -87,6 +87,11 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
             sh.sched.as_mut().map_or(0, |s| {
                 let pick = s.scheduler.pick(&ids);
                 if ids.len() > 1 {
+                    for (r, (_, n)) in ready.iter_mut().zip(&held) {
+                        if s.starting.contains(&(n.pid as i32)) {
+                            r.call = "start (a new thread or process)".into();
+                        }
+                    }
                     if let Some(log) = s.log.as_mut() {
                         log.total += 1;
                         if log.decisions.len() < repro_model::sched::SCHED_LOG_LIMIT {
@@ -100,6 +105,7 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
                         }
                     }
                 }
+                s.starting.remove(&(held[pick].1.pid as i32));
                 pick
             })
         };
@@ -245,7 +251,13 @@ fn handle(n: &Notification, listener: &Listener, shared: &SharedRef, pidfds: &mu
         }
         return Reply::Value(0);
     }
-    if crate::sched::only_a_scheduling_point(nr, &n.args) {
+    // Reads, writes and signals are notified only for the scheduler (or, while the network is taped, for the net
+    // handlers, and then there is no scheduler).
+    let for_scheduler = || {
+        repro_detcore::sched::decision_point(nr).is_some_and(|p| p != repro_detcore::sched::DecisionPoint::Sync)
+            && lock(shared).sched.is_some()
+    };
+    if crate::sched::only_a_scheduling_point(nr, &n.args) || for_scheduler() {
         // Notified only so that the scheduler chooses when it runs (see sched.rs): it runs natively now.
         return Reply::Continue;
     }
