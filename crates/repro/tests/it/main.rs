@@ -21,6 +21,7 @@ mod pack;
 mod pack_docker;
 mod pack_names;
 mod provenance;
+mod races;
 mod remote;
 mod repair;
 mod repair_corpus;

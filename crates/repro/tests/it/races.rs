@@ -1,0 +1,105 @@
+//! The racy programs of tests/races/ (none calls sched_yield): for each, some scheduler seed in 0..99 shows the bug
+//! (the program exits 1) and another does not (exit 0), and the same seed gives the same outcome and output again.
+//! Before the scheduler decided at thread starts and at reads, writes and signals, every seed gave one outcome.
+
+use std::path::Path;
+
+use crate::common::*;
+
+/// Compiles tests/races/NAME.c into the working directory as `./NAME`.
+fn build_race(w: &Workdir, name: &str) {
+    require_cmd("gcc");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/races/{name}.c"));
+    let o = std::process::Command::new("gcc")
+        .args(["-O2", "-pthread"])
+        .arg(&src)
+        .args(["-o", name])
+        .current_dir(w.path())
+        .output()
+        .expect("gcc runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// The exit code and stdout of `./NAME` under repro with `--sched POLICY --sched-seed SEED`.
+fn outcome(w: &Workdir, name: &str, policy: &str, seed: u64) -> (i32, String) {
+    let o = repro()
+        .current_dir(w.path())
+        .args(["run", "-q", "--sched", policy, "--sched-seed", &seed.to_string(), "--", &format!("./{name}")])
+        .timeout(HANG_GUARD)
+        .output()
+        .expect("repro runs");
+    let code = o.status.code().unwrap_or(-1);
+    assert!(code == 0 || code == 1, "{name} seed {seed}: exit {code}\n{}", stderr(&o));
+    (code, stdout(&o))
+}
+
+/// Seeds 0..99 in turn until one shows the bug and one does not; each of the two again gives the same outcome.
+fn a_seed_shows_it_and_another_does_not(name: &str) {
+    let w = Workdir::new();
+    build_race(&w, name);
+    let (mut shows, mut clean) = (None, None);
+    for seed in 0..100u64 {
+        let got = outcome(&w, name, "random", seed);
+        match got.0 {
+            1 if shows.is_none() => shows = Some((seed, got)),
+            0 if clean.is_none() => clean = Some((seed, got)),
+            _ => {}
+        }
+        if shows.is_some() && clean.is_some() {
+            break;
+        }
+    }
+    let (Some(shows), Some(clean)) = (shows, clean) else {
+        panic!("{name}: seeds 0..99 gave only one outcome (bug shown: {shows:?}, clean: {clean:?})")
+    };
+    for (seed, first) in [shows, clean] {
+        assert_eq!(outcome(&w, name, "random", seed), first, "{name}: seed {seed} again");
+    }
+}
+
+#[test]
+fn races_finish_order_of_computing_threads() {
+    a_seed_shows_it_and_another_does_not("finish_order");
+}
+
+#[test]
+fn races_digits_written_by_four_threads() {
+    a_seed_shows_it_and_another_does_not("digits");
+}
+
+#[test]
+fn races_lost_update_across_a_write() {
+    a_seed_shows_it_and_another_does_not("lost_update");
+}
+
+#[test]
+fn races_check_then_act_on_a_file() {
+    a_seed_shows_it_and_another_does_not("check_then_act");
+}
+
+#[test]
+fn races_two_producers_through_a_pipe() {
+    a_seed_shows_it_and_another_does_not("pipe_order");
+}
+
+#[test]
+fn races_missed_condition_variable_wakeup() {
+    a_seed_shows_it_and_another_does_not("missed_wakeup");
+}
+
+#[test]
+fn races_verify_holds_for_a_seed_on_every_program() {
+    for name in ["finish_order", "digits", "lost_update", "check_then_act", "pipe_order", "missed_wakeup"] {
+        let w = Workdir::new();
+        build_race(&w, name);
+        let o = repro()
+            .current_dir(w.path())
+            .args(["run", "-q", "--verify", "--runs", "5", "--sched", "random", "--sched-seed", "3", "--"])
+            .arg(format!("./{name}"))
+            .timeout(HANG_GUARD)
+            .output()
+            .expect("repro runs");
+        assert_code(&o, 0);
+        assert!(stderr(&o).contains("verified: 5 runs identical"), "{name}: {}", stderr(&o));
+    }
+}
