@@ -321,7 +321,7 @@ fn schedules(seeds: Option<&[u64]>) -> Vec<SchedSettings> {
     };
     let mut out = Vec::with_capacity(seeds.len() * 2);
     for seed in seeds {
-        for policy in [SchedPolicy::Random, SchedPolicy::Pct] {
+        for policy in [SchedPolicy::Random, SchedPolicy::PCT] {
             let s = SchedSettings { policy, seed };
             if s != SchedSettings::default() {
                 out.push(s);
@@ -330,7 +330,7 @@ fn schedules(seeds: Option<&[u64]>) -> Vec<SchedSettings> {
     }
     if out.is_empty() {
         // Only seed 0 asked for: its PCT schedule at least.
-        out.push(SchedSettings { policy: SchedPolicy::Pct, seed: 0 });
+        out.push(SchedSettings { policy: SchedPolicy::PCT, seed: 0 });
     }
     out
 }

@@ -235,7 +235,7 @@ mod tests {
         assert_eq!((d.dir_order, d.hostname.as_str()), (DirOrder::Sorted, HOSTNAME));
         let o = RunOptions { sched: Some("pct".into()), sched_seed: Some(9), ..opts() };
         let p = RunRequest::prepare(&o).unwrap().settings;
-        assert_eq!(p.sched, repro_model::SchedSettings { policy: repro_model::SchedPolicy::Pct, seed: 9 });
+        assert_eq!(p.sched, repro_model::SchedSettings { policy: repro_model::SchedPolicy::PCT, seed: 9 });
     }
 
     #[test]

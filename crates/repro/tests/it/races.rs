@@ -49,7 +49,7 @@ fn a_seed_shows_it_and_another_does_not(name: &str) {
             break;
         }
     }
-    let (Some(shows), Some(clean)) = (shows, clean) else {
+    let (Some(shows), Some(clean)) = (shows.clone(), clean.clone()) else {
         panic!("{name}: seeds 0..99 gave only one outcome (bug shown: {shows:?}, clean: {clean:?})")
     };
     for (seed, first) in [shows, clean] {
