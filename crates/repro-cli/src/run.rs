@@ -78,8 +78,8 @@ pub struct SandboxArgs {
     /// thread waits to run (a spin loop, or a computation longer than this): 2s, 500ms [default: 2s].
     #[arg(long, value_name = "DURATION")]
     spin_limit: Option<String>,
-    /// How the scheduler picks the next guest thread at each scheduling point: random, round-robin or pct
-    /// [default: random].
+    /// How the scheduler picks the next guest thread at each scheduling point: random, round-robin, pct or
+    /// pct:d=DEPTH,k=STEPS (PCT for bugs of depth d over the first k decisions; pct is d=3,k=2000) [default: random].
     #[arg(long, value_name = "POLICY")]
     sched: Option<String>,
     /// Seed of the scheduler's choices (the same seed, the same interleaving) [default: 0].
