@@ -531,12 +531,18 @@ fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
                 match event {
                     PTRACE_EVENT_FORK | PTRACE_EVENT_VFORK | PTRACE_EVENT_CLONE => {
                         if let Ok(child) = tracee.event_msg() {
+                            let logging = lock(shared).sched.as_ref().is_some_and(|s| s.active && s.log.is_some());
+                            // Read before the lock (/proc and memory reads), only when logging.
+                            let created_at = if logging { schedlog::creator(tid) } else { None };
                             let mut sh = lock(shared);
                             sh.live.insert(child as i32);
                             sh.stats.tasks_created += 1;
                             if let Some(s) = sh.sched.as_mut() {
                                 s.task_id(child as i32);
                                 s.progress += 1;
+                                if let Some(at) = created_at {
+                                    s.created_at.insert(child as i32, at);
+                                }
                                 if event == PTRACE_EVENT_CLONE {
                                     s.threads_created += 1;
                                 }

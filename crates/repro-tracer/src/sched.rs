@@ -56,6 +56,8 @@ pub(crate) struct SchedState {
     pub log: Option<repro_model::SchedLog>,
     /// New tasks held at their start ([`hold_at_start`]) whose `sched_yield` was not let go yet (for the log).
     pub starting: HashSet<i32>,
+    /// When logging: where each new task was created (its parent's code), for its `start` entries.
+    pub created_at: HashMap<i32, String>,
 }
 
 impl SchedState {
@@ -76,6 +78,7 @@ impl SchedState {
             active: false,
             unavailable: None,
             starting: HashSet::new(),
+            created_at: HashMap::new(),
         }
     }
 

@@ -90,6 +90,9 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
                     for (r, (_, n)) in ready.iter_mut().zip(&held) {
                         if s.starting.contains(&(n.pid as i32)) {
                             r.call = "start (a new thread or process)".into();
+                            if let Some(at) = s.created_at.get(&(n.pid as i32)) {
+                                r.at = format!("{} (created at {at})", r.at);
+                            }
                         }
                     }
                     if let Some(log) = s.log.as_mut() {
@@ -105,7 +108,10 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
                         }
                     }
                 }
-                s.starting.remove(&(held[pick].1.pid as i32));
+                let chosen = held[pick].1.pid as i32;
+                if s.starting.remove(&chosen) {
+                    s.created_at.remove(&chosen);
+                }
                 pick
             })
         };
