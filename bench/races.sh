@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # How often each racy program of tests/races/ shows its bug (exits 1): natively in NATIVE runs (1,000 by default),
 # and under `repro run --sched POLICY --sched-seed N` for seeds 0..SEEDS-1 (100 by default) per policy.
-# Usage: bench/races.sh [REPRO_BINARY] (default: this tree's target/release/repro). Not a test.
+# Usage: bench/races.sh [REPRO_BINARY] (default: this tree's target/release/repro). NATIVE=0 skips the native
+# runs. Not a test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-REPRO=${1:-$ROOT/target/release/repro}
+REPRO=$(realpath "${1:-$ROOT/target/release/repro}")
 NATIVE=${NATIVE:-1000}
 SEEDS=${SEEDS:-100}
 POLICIES=${POLICIES:-"random round-robin pct pct:d=2,k=50"}
@@ -18,7 +19,7 @@ for src in "$ROOT"/tests/races/*.c; do
   name=$(basename "$src" .c)
   gcc -O2 -pthread -o "$WORK/$name" "$src"
   shown=0
-  for _ in $(seq "$NATIVE"); do
+  for _ in $(seq 1 "$NATIVE"); do
     (cd "$WORK" && "./$name" >/dev/null 2>&1) || shown=$((shown + 1))
   done
   printf '%-16s %12s' "$name" "$shown/$NATIVE"
