@@ -126,8 +126,76 @@ impl<'de> Deserialize<'de> for SchedPolicy {
     }
 }
 
-/// The scheduler's policy and seed, as `settings.sched` in run.json. The seed is its own (`--sched-seed`, default
-/// 0), not derived from `--seed`: the entropy stream and the interleaving vary independently.
+/// Where the scheduler decides (`--sched-points`). Every supervised run decides where a thread blocks (futex,
+/// sched_yield, mediated calls) and where a new thread starts: enough for determinism, as one guest thread runs at a
+/// time either way. Exploring interleavings (`repro race`, `repro hunt --vary schedule`) also needs the points
+/// where another thread can see what one did: reads, writes and signals, which then cost a notification each.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SchedPoints {
+    /// Blocking calls and thread starts only (the default; free for a single-threaded program).
+    #[default]
+    Blocking,
+    /// Also before every `read`, `write`, `readv`, `writev`, `pread64`, `pwrite64`, `kill`, `tgkill` and `tkill`.
+    Io,
+}
+
+/// The words `--sched-points` takes.
+pub const SCHED_POINTS_EXPECTED: &str = "blocking or io";
+
+impl SchedPoints {
+    /// The name `--sched-points` takes and run.json records.
+    pub fn name(self) -> &'static str {
+        match self {
+            SchedPoints::Blocking => "blocking",
+            SchedPoints::Io => "io",
+        }
+    }
+
+    /// Whether this is the default ([`SchedPoints::Blocking`]): not written in run.json or a pack.
+    pub fn is_default(&self) -> bool {
+        *self == SchedPoints::Blocking
+    }
+
+    /// Parses `--sched-points VALUE`; the error names the argument and what it takes.
+    pub fn parse_arg(value: &str) -> Result<SchedPoints, String> {
+        value.parse().map_err(|m: String| format!("--sched-points '{value}': {m}"))
+    }
+}
+
+impl std::fmt::Display for SchedPoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for SchedPoints {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "blocking" => Ok(SchedPoints::Blocking),
+            "io" => Ok(SchedPoints::Io),
+            _ => Err(format!("'{s}' is not a set of scheduling points: expected {SCHED_POINTS_EXPECTED}")),
+        }
+    }
+}
+
+impl Serialize for SchedPoints {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for SchedPoints {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(deserializer)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// The scheduler's policy, seed and decision points, as `settings.sched` in run.json. The seed is its own
+/// (`--sched-seed`, default 0), not derived from `--seed`: the entropy stream and the interleaving vary
+/// independently. `points` is written only when it is `io`: records and packs written before it existed, or
+/// without it, read back as `blocking`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SchedSettings {
@@ -135,6 +203,8 @@ pub struct SchedSettings {
     pub policy: SchedPolicy,
     #[serde(default)]
     pub seed: u64,
+    #[serde(default, skip_serializing_if = "SchedPoints::is_default")]
+    pub points: SchedPoints,
 }
 
 /// A forced schedule (`repro run --sched-script FILE`, written by `repro race`): at each scheduling decision (a
@@ -273,7 +343,27 @@ mod tests {
         }
         assert!("fifo".parse::<SchedPolicy>().unwrap_err().contains("round-robin"));
         let s: SchedSettings = serde_json::from_str("{}").unwrap();
-        assert_eq!(s, SchedSettings { policy: SchedPolicy::Random, seed: 0 });
+        assert_eq!(s, SchedSettings { policy: SchedPolicy::Random, seed: 0, points: SchedPoints::Blocking });
+    }
+
+    #[test]
+    fn points_default_to_blocking_are_written_only_when_io_and_bad_ones_name_the_argument() {
+        let old: SchedSettings = serde_json::from_str(r#"{"policy":"pct","seed":4}"#).unwrap();
+        assert_eq!(old.points, SchedPoints::Blocking, "a record from before --sched-points");
+        assert_eq!(serde_json::to_string(&old).unwrap(), r#"{"policy":"pct","seed":4}"#);
+        let io = SchedSettings { points: SchedPoints::Io, ..old };
+        let json = serde_json::to_string(&io).unwrap();
+        assert_eq!(json, r#"{"policy":"pct","seed":4,"points":"io"}"#);
+        assert_eq!(serde_json::from_str::<SchedSettings>(&json).unwrap(), io);
+        for p in [SchedPoints::Blocking, SchedPoints::Io] {
+            assert_eq!(SchedPoints::parse_arg(p.name()).unwrap(), p);
+        }
+        assert_eq!(
+            SchedPoints::parse_arg("all").unwrap_err(),
+            "--sched-points 'all': 'all' is not a set of scheduling points: expected blocking or io"
+        );
+        let e = serde_json::from_str::<SchedSettings>(r#"{"points":"IO"}"#).unwrap_err();
+        assert!(e.to_string().contains("'IO' is not a set of scheduling points"), "{e}");
     }
 
     #[test]

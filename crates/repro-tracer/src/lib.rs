@@ -235,8 +235,8 @@ pub fn supervise(
     let tracer_rt = matches!(sched_cpu_error, Some(Ok(())))
         && repro_sys::sched::set_fifo(0, repro_sys::sched::TRACER_RT_PRIORITY).is_ok();
     let scheduling = matches!(sched_cpu_error, Some(Ok(())));
-    if scheduling {
-        syscalls.extend(sched::scheduling_syscalls());
+    if let Some(c) = sched_cfg.filter(|_| scheduling) {
+        syscalls.extend(sched::scheduling_syscalls(c.settings.points));
     }
     let (guarded, guarded_when) = handlers::unix::notified();
     syscalls.extend(guarded);

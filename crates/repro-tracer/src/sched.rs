@@ -36,6 +36,8 @@ pub struct SchedConfig {
 /// The scheduler's state, in [`crate::state::Shared`].
 pub(crate) struct SchedState {
     pub scheduler: Scheduler,
+    /// Where the scheduler decides (the filter notifies reads, writes and signals only with `io`).
+    pub points: repro_model::SchedPoints,
     /// Task ids by host thread id, in the order the guest created its tasks (the first is 0).
     task_ids: HashMap<i32, u64>,
     next_id: u64,
@@ -68,6 +70,7 @@ impl SchedState {
                 Some(script) => Scheduler::scripted(settings.policy, script),
                 None => Scheduler::new(settings.policy, settings.seed),
             },
+            points: settings.points,
             log: cfg.log.then(repro_model::SchedLog::default),
             task_ids: HashMap::new(),
             next_id: 0,
@@ -200,9 +203,11 @@ pub(crate) const POLICY_REFUSED: &str = "the guest asked to change a thread's sc
     (sched_setscheduler, sched_setparam or sched_setattr): answered as done but not done, so that the scheduler \
     keeps ordering its threads";
 
-/// The syscalls notified only for the scheduler: futex and sched_yield, the policy changes it refuses, and the
-/// reads, writes and signals that are decision points ([`repro_detcore::sched::SHARED_OBJECT_SYSCALLS`]).
-pub(crate) fn scheduling_syscalls() -> Vec<u32> {
+/// The syscalls notified only for the scheduler: futex and sched_yield, the policy changes it refuses, and with
+/// `--sched-points io` the reads, writes and signals that are decision points
+/// ([`repro_detcore::sched::SHARED_OBJECT_SYSCALLS`]). Without it they are not in the filter at all, so that a
+/// single-threaded program's reads and writes cost nothing.
+pub(crate) fn scheduling_syscalls(points: repro_model::SchedPoints) -> Vec<u32> {
     let mut v = vec![
         libc::SYS_futex as u32,
         libc::SYS_sched_yield as u32,
@@ -210,7 +215,9 @@ pub(crate) fn scheduling_syscalls() -> Vec<u32> {
         libc::SYS_sched_setparam as u32,
         libc::SYS_sched_setattr as u32,
     ];
-    v.extend(repro_detcore::sched::SHARED_OBJECT_SYSCALLS.map(|n| n as u32));
+    if points == repro_model::SchedPoints::Io {
+        v.extend(repro_detcore::sched::SHARED_OBJECT_SYSCALLS.map(|n| n as u32));
+    }
     v
 }
 

@@ -257,11 +257,11 @@ fn handle(n: &Notification, listener: &Listener, shared: &SharedRef, pidfds: &mu
         }
         return Reply::Value(0);
     }
-    // Reads, writes and signals are notified only for the scheduler (or, while the network is taped, for the net
-    // handlers, and then there is no scheduler).
+    // Reads, writes and signals are notified only for the scheduler with `--sched-points io` (or, while the
+    // network is taped, for the net handlers, and then there is no scheduler).
     let for_scheduler = || {
         repro_detcore::sched::decision_point(nr).is_some_and(|p| p != repro_detcore::sched::DecisionPoint::Sync)
-            && lock(shared).sched.is_some()
+            && lock(shared).sched.as_ref().is_some_and(|s| s.points == repro_model::SchedPoints::Io)
     };
     if crate::sched::only_a_scheduling_point(nr, &n.args) || for_scheduler() {
         // Notified only so that the scheduler chooses when it runs (see sched.rs): it runs natively now.
