@@ -1,6 +1,8 @@
 //! The racy programs of tests/races/ (none calls sched_yield): for each, some scheduler seed in 0..99 shows the bug
 //! (the program exits 1) and another does not (exit 0), and the same seed gives the same outcome and output again.
 //! Before the scheduler decided at thread starts and at reads, writes and signals, every seed gave one outcome.
+//! The programs whose threads never block between their racing steps need the read/write/signal points
+//! (`--sched-points io`); the others show their bug with the default points (blocking calls and thread starts).
 
 use std::path::Path;
 
@@ -20,11 +22,12 @@ fn build_race(w: &Workdir, name: &str) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
-/// The exit code and stdout of `./NAME` under repro with `--sched POLICY --sched-seed SEED`.
-fn outcome(w: &Workdir, name: &str, policy: &str, seed: u64) -> (i32, String) {
+/// The exit code and stdout of `./NAME` under repro with `--sched POLICY --sched-seed SEED --sched-points POINTS`.
+fn outcome(w: &Workdir, name: &str, policy: &str, seed: u64, points: &str) -> (i32, String) {
     let o = repro()
         .current_dir(w.path())
-        .args(["run", "-q", "--sched", policy, "--sched-seed", &seed.to_string(), "--", &format!("./{name}")])
+        .args(["run", "-q", "--sched", policy, "--sched-seed", &seed.to_string(), "--sched-points", points])
+        .args(["--", &format!("./{name}")])
         .timeout(HANG_GUARD)
         .output()
         .expect("repro runs");
@@ -33,13 +36,14 @@ fn outcome(w: &Workdir, name: &str, policy: &str, seed: u64) -> (i32, String) {
     (code, stdout(&o))
 }
 
-/// Seeds 0..99 in turn until one shows the bug and one does not; each of the two again gives the same outcome.
-fn a_seed_shows_it_and_another_does_not(name: &str) {
+/// Seeds 0..99 in turn (with scheduling points `points`) until one shows the bug and one does not; each of the two
+/// again gives the same outcome.
+fn a_seed_shows_it_and_another_does_not(name: &str, points: &str) {
     let w = Workdir::new();
     build_race(&w, name);
     let (mut shows, mut clean) = (None, None);
     for seed in 0..100u64 {
-        let got = outcome(&w, name, "random", seed);
+        let got = outcome(&w, name, "random", seed, points);
         match got.0 {
             1 if shows.is_none() => shows = Some((seed, got)),
             0 if clean.is_none() => clean = Some((seed, got)),
@@ -53,38 +57,52 @@ fn a_seed_shows_it_and_another_does_not(name: &str) {
         panic!("{name}: seeds 0..99 gave only one outcome (bug shown: {shows:?}, clean: {clean:?})")
     };
     for (seed, first) in [shows, clean] {
-        assert_eq!(outcome(&w, name, "random", seed), first, "{name}: seed {seed} again");
+        assert_eq!(outcome(&w, name, "random", seed, points), first, "{name}: seed {seed} again");
     }
 }
 
 #[test]
 fn races_finish_order_of_computing_threads() {
-    a_seed_shows_it_and_another_does_not("finish_order");
+    a_seed_shows_it_and_another_does_not("finish_order", "blocking");
 }
 
 #[test]
 fn races_digits_written_by_four_threads() {
-    a_seed_shows_it_and_another_does_not("digits");
+    a_seed_shows_it_and_another_does_not("digits", "io");
 }
 
 #[test]
 fn races_lost_update_across_a_write() {
-    a_seed_shows_it_and_another_does_not("lost_update");
+    a_seed_shows_it_and_another_does_not("lost_update", "io");
 }
 
 #[test]
 fn races_check_then_act_on_a_file() {
-    a_seed_shows_it_and_another_does_not("check_then_act");
+    a_seed_shows_it_and_another_does_not("check_then_act", "blocking");
 }
 
 #[test]
 fn races_two_producers_through_a_pipe() {
-    a_seed_shows_it_and_another_does_not("pipe_order");
+    a_seed_shows_it_and_another_does_not("pipe_order", "blocking");
 }
 
 #[test]
 fn races_missed_condition_variable_wakeup() {
-    a_seed_shows_it_and_another_does_not("missed_wakeup");
+    a_seed_shows_it_and_another_does_not("missed_wakeup", "io");
+}
+
+/// Without the read/write points, the threads of `digits` and `lost_update` run between their writes without a
+/// decision: no seed interleaves them (which is why `repro race` and `repro hunt --vary schedule` turn them on).
+#[test]
+fn races_need_the_io_points_when_threads_race_between_writes() {
+    for name in ["digits", "lost_update"] {
+        let w = Workdir::new();
+        build_race(&w, name);
+        let codes: Vec<i32> = (0..8).map(|seed| outcome(&w, name, "random", seed, "blocking").0).collect();
+        assert_eq!(codes, [0; 8], "{name}: with blocking points only");
+        let shown = (0..8).filter(|&seed| outcome(&w, name, "random", seed, "io").0 == 1).count();
+        assert!(shown > 0, "{name}: no seed of 0..7 shows the bug with io points");
+    }
 }
 
 #[test]
@@ -94,7 +112,8 @@ fn races_verify_holds_for_a_seed_on_every_program() {
         build_race(&w, name);
         let o = repro()
             .current_dir(w.path())
-            .args(["run", "-q", "--verify", "--runs", "5", "--sched", "random", "--sched-seed", "3", "--"])
+            .args(["run", "-q", "--verify", "--runs", "5", "--sched", "random", "--sched-seed", "3"])
+            .args(["--sched-points", "io", "--"])
             .arg(format!("./{name}"))
             .timeout(HANG_GUARD)
             .output()
