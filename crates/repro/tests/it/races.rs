@@ -122,3 +122,30 @@ fn races_verify_holds_for_a_seed_on_every_program() {
         assert!(stderr(&o).contains("verified: 5 runs identical"), "{name}: {}", stderr(&o));
     }
 }
+
+/// `repro hunt --vary schedule` finds the bug of `digits` and of `lost_update` among seeds 0..99 by itself (its
+/// schedules decide at reads and writes: with the default points no seed shows them), and the schedule it reports
+/// fails again under `repro run` with the points it ran.
+#[test]
+fn races_hunt_finds_the_bugs_that_need_the_io_points_within_100_seeds() {
+    for name in ["digits", "lost_update"] {
+        let w = Workdir::new();
+        build_race(&w, name);
+        let o = repro()
+            .current_dir(w.path())
+            .args(["hunt", "--vary", "schedule", "--sched-seeds", "100", "--jobs", "2", "--json", "--"])
+            .arg(format!("./{name}"))
+            .timeout(HANG_GUARD)
+            .output()
+            .expect("repro runs");
+        assert_code(&o, 1);
+        let r: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{name}: {e}: {}", stderr(&o)));
+        assert!(r["failed"].as_u64().unwrap() >= 1, "{name}: {r}");
+        let sched = &r["failures"][0]["first"]["sched"];
+        assert_eq!(sched["points"], "io", "{name}: {sched}");
+        let (policy, seed) = (sched["policy"].as_str().unwrap(), sched["seed"].as_u64().unwrap());
+        assert!(seed < 100, "{name}: {sched}");
+        assert_eq!(outcome(&w, name, policy, seed, "io").0, 1, "{name}: the reported schedule {sched} again");
+    }
+}
