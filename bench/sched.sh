@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The deterministic scheduler's cost: each workload natively, under a `repro run` without the scheduler (BEFORE,
 # e.g. main's release binary) and under this tree's release `repro run` (AFTER), median wall time of RUNS runs.
-# Usage: bench/sched.sh BEFORE_BINARY [AFTER_BINARY] (RUNS=7 by default). Not a test; run it on an idle machine.
+# Usage: bench/sched.sh BEFORE_BINARY [AFTER_BINARY] (RUNS=7 by default; EXTRA=0 skips the rayon, Go and Java
+# workloads). Not a test; run it on an idle machine.
 # A time ending in "!": one of its runs exited non-zero (a refused run, 121, or a missing tool).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,16 +42,17 @@ cp -r "$ROOT/tests/guests/make" "$WORK/make"
 # The rayon sum (crates from the registry, pinned by its Cargo.lock), the Go program and the Java hello world;
 # each is skipped when its toolchain is missing.
 extra=()
-if command -v cargo >/dev/null; then
+EXTRA=${EXTRA:-1}
+if [ "$EXTRA" != 0 ] && command -v cargo >/dev/null; then
   CARGO_TARGET_DIR="$WORK/rayon-target" cargo build -q --release --locked \
     --manifest-path "$ROOT/bench/sched/rayon-sum/Cargo.toml" && cp "$WORK/rayon-target/release/rayon-sum" "$WORK/" \
     && extra+=("./rayon-sum")
 fi
-if command -v go >/dev/null; then
+if [ "$EXTRA" != 0 ] && command -v go >/dev/null; then
   (cd "$ROOT/bench/sched/go" && GOCACHE="$WORK/gocache" GO111MODULE=off go build -o "$WORK/goroutines" main.go) \
     && extra+=("./goroutines")
 fi
-if command -v javac >/dev/null; then
+if [ "$EXTRA" != 0 ] && command -v javac >/dev/null; then
   javac -d "$WORK" "$ROOT/bench/sched/Hello.java" && extra+=("java -cp . Hello")
 fi
 ms() { date +%s%N; }

@@ -26,7 +26,8 @@ impl From<HuntError> for CliError {
 #[derive(Debug, Args)]
 pub struct SearchArgs {
     /// Dimensions to vary: seed, epoch, dir-order, env, cpus, hostname, clock-step, schedule (the interleaving of
-    /// the guest's threads: scheduler seeds under the random and pct policies), or all.
+    /// the guest's threads: scheduler seeds under the random and pct policies, deciding before reads, writes and
+    /// signals too, as `repro run --sched-points io`), or all.
     #[arg(long, value_name = "LIST", default_value = "all")]
     vary: String,
     /// Seeds to try: a count (seeds 0..N) or a range A..B.

@@ -171,6 +171,9 @@ pub struct ReplayArgs {
     /// Replay with another scheduler seed (another interleaving of the guest's threads).
     #[arg(long, value_name = "N", help_heading = "Variations (used by repro explain PACK)")]
     sched_seed: Option<u64>,
+    /// Replay with other scheduling points: blocking or io (as `repro run --sched-points`).
+    #[arg(long, value_name = "POINTS", help_heading = "Variations (used by repro explain PACK)")]
+    sched_points: Option<String>,
 }
 
 fn variation(a: &ReplayArgs) -> Result<repro_pack::replay::Variation, CliError> {
@@ -211,7 +214,7 @@ fn variation(a: &ReplayArgs) -> Result<repro_pack::replay::Variation, CliError> 
 /// `--sched`/`--sched-seed` over the pack's recorded scheduler settings: what is not given stays as recorded
 /// (resolved against the manifest when the replay's settings are made).
 fn sched_variation(a: &ReplayArgs) -> Result<Option<repro_pack::replay::SchedVariation>, CliError> {
-    if a.sched.is_none() && a.sched_seed.is_none() {
+    if a.sched.is_none() && a.sched_seed.is_none() && a.sched_points.is_none() {
         return Ok(None);
     }
     let policy = a
@@ -219,7 +222,9 @@ fn sched_variation(a: &ReplayArgs) -> Result<Option<repro_pack::replay::SchedVar
         .as_deref()
         .map(|p| p.parse::<repro_model::SchedPolicy>().map_err(|m| CliError::usage(format!("--sched '{p}': {m}"))))
         .transpose()?;
-    Ok(Some(repro_pack::replay::SchedVariation { policy, seed: a.sched_seed }))
+    let points =
+        a.sched_points.as_deref().map(repro_model::SchedPoints::parse_arg).transpose().map_err(CliError::usage)?;
+    Ok(Some(repro_pack::replay::SchedVariation { policy, seed: a.sched_seed, points }))
 }
 
 #[derive(Debug, Args)]

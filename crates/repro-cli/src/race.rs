@@ -20,6 +20,10 @@ pub struct RaceArgs {
     /// The seed of the failing schedule (as `repro run --sched-seed`).
     #[arg(long, value_name = "N", default_value_t = 0)]
     sched_seed: u64,
+    /// The scheduling points of the failing schedule (as `repro run --sched-points`): io, as `repro hunt --vary
+    /// schedule` runs them, decides before reads, writes and signals too; blocking only at blocking calls.
+    #[arg(long, value_name = "POINTS", default_value = "io")]
+    sched_points: String,
     /// The guest's entropy seed (as `repro run --seed`).
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -58,6 +62,7 @@ pub struct RaceArgs {
 pub fn race_cmd(a: RaceArgs) -> Result<i32, CliError> {
     let policy: repro_model::SchedPolicy =
         a.sched.parse().map_err(|m: String| CliError::usage(format!("--sched '{}': {m}", a.sched)))?;
+    let points = repro_model::SchedPoints::parse_arg(&a.sched_points).map_err(CliError::usage)?;
     if a.max_runs < 3 {
         return Err(CliError::usage("--max-runs: expected at least 3 (the failing run, it forced, and no preemption)"));
     }
@@ -74,7 +79,7 @@ pub fn race_cmd(a: RaceArgs) -> Result<i32, CliError> {
     let config = Config {
         seed: a.seed,
         cpus: a.cpus,
-        sched: repro_model::SchedSettings { policy, seed: a.sched_seed },
+        sched: repro_model::SchedSettings { policy, seed: a.sched_seed, points },
         ..Config::baseline(epoch)
     };
     let mut base_args = Vec::new();
@@ -113,6 +118,13 @@ pub fn race_cmd(a: RaceArgs) -> Result<i32, CliError> {
             errln!("[race] {line}");
         }
     };
+    progress(&format!(
+        "scheduling points: {points} ({})",
+        match points {
+            repro_model::SchedPoints::Io => "before reads, writes and signals too; --sched-points blocking for fewer",
+            repro_model::SchedPoints::Blocking => "blocking calls and thread starts only",
+        }
+    ));
     let outcome = race::race(&mut runs, a.max_runs, &mut progress)?;
     let (failing, passing) = match &outcome {
         RaceOutcome::Found(r) => (
@@ -123,6 +135,7 @@ pub fn race_cmd(a: RaceArgs) -> Result<i32, CliError> {
     };
     if a.json {
         let mut v = serde_json::to_value(&outcome).map_err(|e| CliError::new(ExitCode::Setup, e.to_string()))?;
+        v["sched_points"] = points.name().into();
         if !failing.is_empty() {
             v["failing_schedule"] = failing.clone().into();
             v["passing_schedule"] = passing.clone().into();
@@ -130,7 +143,7 @@ pub fn race_cmd(a: RaceArgs) -> Result<i32, CliError> {
         print_json(&v)?;
     } else {
         let command = a.command.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" ");
-        out!("{}", race::render(&outcome, &failing, &passing, &command));
+        out!("{}", race::render(&outcome, &failing, &passing, &command, points));
     }
     Ok(match outcome {
         RaceOutcome::Found(_) => ExitCode::Success.code(),

@@ -78,13 +78,19 @@ pub struct SandboxArgs {
     /// thread waits to run (a spin loop, or a computation longer than this): 2s, 500ms [default: 2s].
     #[arg(long, value_name = "DURATION")]
     spin_limit: Option<String>,
-    /// How the scheduler picks the next guest thread at each scheduling point: random, round-robin or pct
-    /// [default: random].
+    /// How the scheduler picks the next guest thread at each scheduling point: random, round-robin, pct or
+    /// pct:d=DEPTH,k=STEPS (PCT for bugs of depth d over the first k decisions; pct is d=3,k=2000) [default: random].
     #[arg(long, value_name = "POLICY")]
     sched: Option<String>,
     /// Seed of the scheduler's choices (the same seed, the same interleaving) [default: 0].
     #[arg(long, value_name = "N")]
     sched_seed: Option<u64>,
+    /// Where the scheduler decides: blocking (blocking calls and thread starts: deterministic, and free for a
+    /// single-threaded program) or io (also before every read, write and signal sent: the points a race between
+    /// threads that never block needs, at a notification each; `repro race` and `repro hunt --vary schedule` use
+    /// it) [default: blocking].
+    #[arg(long, value_name = "POINTS")]
+    sched_points: Option<String>,
     /// Force a schedule: a JSON file {"switches": [{"step": N, "task": T}, ...]} naming the decisions (counted
     /// from 0 where two or more threads were ready) at which task T runs; every other decision runs the thread
     /// that ran last (no preemption). `repro race` writes them. --sched and --sched-seed are then not used.
@@ -124,6 +130,7 @@ impl SandboxArgs {
             spin_limit: self.spin_limit,
             sched: self.sched,
             sched_seed: self.sched_seed,
+            sched_points: self.sched_points,
             sched_script: self.sched_script,
             sched_log: self.sched_log,
         }

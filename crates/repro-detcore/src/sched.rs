@@ -11,12 +11,6 @@ use repro_model::{SchedPolicy, SchedScript};
 
 use crate::rng::SplitMix64;
 
-/// Priority change points of the PCT policy (depth d = 3 finds every bug of depth 3 or less with probability at
-/// least 1/(n k^2) per run, n threads, k steps).
-pub const PCT_DEPTH: u64 = 3;
-/// The steps over which PCT's change points are spread.
-pub const PCT_STEPS: u64 = 2_000;
-
 /// A seeded chooser among ready threads.
 #[derive(Debug, Clone)]
 pub struct Scheduler {
@@ -28,7 +22,8 @@ pub struct Scheduler {
     last: Option<u64>,
     /// PCT: each task's priority (higher runs first), given on first sight.
     priorities: std::collections::BTreeMap<u64, u64>,
-    /// PCT: the steps at which the running task's priority drops, with the priority it drops to.
+    /// PCT: the decisions (among two or more ready, counted from 1) after which the task just chosen drops to a
+    /// priority below every initial one, with that priority (d-1 change points, priorities d-1 down to 1).
     change_points: Vec<(u64, u64)>,
     /// Decisions among two or more ready tasks so far (a [`SchedScript`]'s steps).
     choices: u64,
@@ -41,8 +36,12 @@ pub struct Scheduler {
 impl Scheduler {
     pub fn new(policy: SchedPolicy, seed: u64) -> Scheduler {
         let mut rng = SplitMix64::new(seed ^ 0x5c4e_d01e_5eed_0000);
+        // PCT (Burckhardt et al. 2010): d-1 change points, each uniform among the first k decisions; the i-th
+        // lowers the task chosen there to priority d-i, below every initial priority (d or more).
         let change_points = match policy {
-            SchedPolicy::Pct => (0..PCT_DEPTH).map(|i| (1 + rng.below(PCT_STEPS), i)).collect(),
+            SchedPolicy::Pct(p) => {
+                (1..u64::from(p.depth)).map(|i| (1 + rng.below(p.steps), u64::from(p.depth) - i)).collect()
+            }
             _ => Vec::new(),
         };
         Scheduler {
@@ -113,10 +112,10 @@ impl Scheduler {
                 Some(l) => sorted.iter().copied().find(|&t| t > l).unwrap_or(sorted[0]),
                 None => sorted[0],
             },
-            SchedPolicy::Pct => {
+            SchedPolicy::Pct(params) => {
                 for &t in &sorted {
                     if !self.priorities.contains_key(&t) {
-                        let p = PCT_DEPTH + 1 + self.rng.below(1 << 32);
+                        let p = u64::from(params.depth) + self.rng.below(1 << 32);
                         self.priorities.insert(t, p);
                     }
                 }
@@ -126,20 +125,67 @@ impl Scheduler {
             }
         };
         self.ran(chosen);
+        self.change_priority(chosen);
         ready.iter().position(|&t| t == chosen).unwrap_or(0)
     }
 
     fn ran(&mut self, task: u64) {
         self.steps += 1;
         self.last = Some(task);
-        if self.policy == SchedPolicy::Pct {
-            let step = self.steps;
-            for &(at, to) in &self.change_points {
-                if at == step {
-                    self.priorities.insert(task, to);
-                }
+    }
+
+    /// PCT: after decision `self.choices` (among two or more), a change point lowers the task chosen there.
+    fn change_priority(&mut self, task: u64) {
+        for &(at, to) in &self.change_points {
+            if at == self.choices {
+                self.priorities.insert(task, to);
             }
         }
+    }
+
+    /// PCT's change points: (decision, priority the chosen task drops to).
+    pub fn change_points(&self) -> &[(u64, u64)] {
+        &self.change_points
+    }
+}
+
+/// Why a guest thread is held for a decision. Besides the calls that block (futex waits, mediated calls), the
+/// scheduler decides at the points where another task can see what a thread did or is about to do: without them a
+/// thread that never blocks runs from its start to its end at one go, and every seed gives the same order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecisionPoint {
+    /// A new thread or process, before its first instruction (the parent goes on to its own next point): which of
+    /// the two runs first is the policy's choice.
+    Start,
+    /// A read or write of a descriptor (a pipe, socket, terminal or file another task may hold).
+    SharedIo,
+    /// A futex call (a wake, or a wait that may not block) or sched_yield.
+    Sync,
+    /// A signal sent to a task (kill, tgkill, tkill).
+    Signal,
+}
+
+/// The system calls notified only so that the scheduler decides before them (when it is on), besides futex and
+/// sched_yield: reads and writes of descriptors and signals sent. They run natively once let go.
+pub const SHARED_OBJECT_SYSCALLS: [i64; 9] = [
+    libc::SYS_read,
+    libc::SYS_write,
+    libc::SYS_readv,
+    libc::SYS_writev,
+    libc::SYS_pread64,
+    libc::SYS_pwrite64,
+    libc::SYS_kill,
+    libc::SYS_tgkill,
+    libc::SYS_tkill,
+];
+
+/// The decision point system call `nr` is when notified only for the scheduler, `None` for any other call.
+pub fn decision_point(nr: i64) -> Option<DecisionPoint> {
+    match nr {
+        libc::SYS_futex | libc::SYS_sched_yield => Some(DecisionPoint::Sync),
+        libc::SYS_kill | libc::SYS_tgkill | libc::SYS_tkill => Some(DecisionPoint::Signal),
+        _ if SHARED_OBJECT_SYSCALLS.contains(&nr) => Some(DecisionPoint::SharedIo),
+        _ => None,
     }
 }
 
@@ -194,8 +240,40 @@ mod tests {
     }
 
     #[test]
+    fn reads_writes_and_signals_are_decision_points_and_other_calls_are_not() {
+        assert_eq!(decision_point(libc::SYS_write), Some(DecisionPoint::SharedIo));
+        assert_eq!(decision_point(libc::SYS_readv), Some(DecisionPoint::SharedIo));
+        assert_eq!(decision_point(libc::SYS_tgkill), Some(DecisionPoint::Signal));
+        assert_eq!(decision_point(libc::SYS_futex), Some(DecisionPoint::Sync));
+        assert_eq!(decision_point(libc::SYS_openat), None, "mediated: answered by its handler");
+        assert_eq!(decision_point(libc::SYS_mmap), None);
+        for nr in SHARED_OBJECT_SYSCALLS {
+            assert!(decision_point(nr).is_some(), "{nr}");
+        }
+    }
+
+    #[test]
+    fn new_tasks_held_at_their_start_finish_in_an_order_the_seed_chooses() {
+        // Four threads, each held at its start while the creator waits in its join: every seed picks an order,
+        // and together the seeds give more than one (as the compute-only race needs).
+        let order = |seed| {
+            let mut s = Scheduler::new(SchedPolicy::Random, seed);
+            let mut ready = vec![1u64, 2, 3, 4];
+            let mut done = Vec::new();
+            while !ready.is_empty() {
+                let i = s.pick(&ready);
+                done.push(ready.remove(i));
+            }
+            done
+        };
+        let orders: std::collections::BTreeSet<Vec<u64>> = (0..50).map(order).collect();
+        assert!(orders.len() > 5, "{orders:?}");
+        assert_eq!(order(9), order(9));
+    }
+
+    #[test]
     fn the_same_seed_gives_the_same_choices() {
-        for p in [SchedPolicy::Random, SchedPolicy::RoundRobin, SchedPolicy::Pct] {
+        for p in [SchedPolicy::Random, SchedPolicy::RoundRobin, SchedPolicy::PCT] {
             assert_eq!(run(p, 7, 200), run(p, 7, 200), "{p}");
         }
     }
@@ -221,7 +299,7 @@ mod tests {
 
     #[test]
     fn the_order_of_the_ready_list_does_not_change_the_task() {
-        for p in [SchedPolicy::Random, SchedPolicy::RoundRobin, SchedPolicy::Pct] {
+        for p in [SchedPolicy::Random, SchedPolicy::RoundRobin, SchedPolicy::PCT] {
             let (mut a, mut b) = (Scheduler::new(p, 3), Scheduler::new(p, 3));
             for _ in 0..50 {
                 let x = [0u64, 1, 2];
@@ -232,8 +310,54 @@ mod tests {
     }
 
     #[test]
+    fn pct_has_depth_minus_one_change_points_among_the_first_k_decisions() {
+        use repro_model::PctParams;
+        for (depth, steps) in [(1u32, 10u64), (2, 5), (3, 2_000), (5, 40)] {
+            for seed in 0..30 {
+                let s = Scheduler::new(SchedPolicy::Pct(PctParams { depth, steps }), seed);
+                assert_eq!(s.change_points().len() as u32, depth - 1);
+                for (i, &(at, to)) in s.change_points().iter().enumerate() {
+                    assert!((1..=steps).contains(&at), "{at} outside 1..={steps}");
+                    assert_eq!(to, u64::from(depth) - 1 - i as u64, "below every initial priority (>= d)");
+                }
+            }
+        }
+        // Depth 1: no change point, so the same task runs whenever it is ready.
+        let mut s = Scheduler::new(SchedPolicy::Pct(PctParams { depth: 1, steps: 10 }), 4);
+        let first = [0u64, 1][s.pick(&[0, 1])];
+        assert!((0..100).all(|_| [0u64, 1][s.pick(&[0, 1])] == first));
+    }
+
+    #[test]
+    fn pct_finds_a_depth_two_ordering_bug_at_least_as_often_as_its_bound() {
+        // Two tasks, each taking 5 steps; the bug needs task 1 to run in the middle of task 0 (0, then 1, then 0
+        // again: depth 2, one preemption). Without change points PCT runs the task of higher priority to its end
+        // and never shows it. Bound: 1/(n k^(d-1)) = 1/(2*10).
+        use repro_model::PctParams;
+        let policy = SchedPolicy::Pct(PctParams { depth: 2, steps: 10 });
+        let runs = 2_000;
+        let mut found = 0;
+        for seed in 0..runs {
+            let mut s = Scheduler::new(policy, seed);
+            let mut left = [5u32, 5];
+            let mut order = Vec::new();
+            while left.iter().any(|&l| l > 0) {
+                let ready: Vec<u64> = (0..2u64).filter(|&t| left[t as usize] > 0).collect();
+                let t = ready[s.pick(&ready)];
+                left[t as usize] -= 1;
+                order.push(t);
+            }
+            let first_1 = order.iter().position(|&t| t == 1).unwrap_or(0);
+            if order[0] == 0 && order[first_1..].contains(&0) {
+                found += 1;
+            }
+        }
+        assert!(found * 20 >= runs, "found {found} in {runs}, below 1/20");
+    }
+
+    #[test]
     fn pct_runs_the_highest_priority_until_a_change_point_lowers_it() {
-        let mut s = Scheduler::new(SchedPolicy::Pct, 11);
+        let mut s = Scheduler::new(SchedPolicy::PCT, 11);
         let first = [0u64, 1, 2][s.pick(&[0, 1, 2])];
         // Until the first change point the same task keeps winning.
         let before = s.change_points.iter().map(|c| c.0).min().unwrap();
@@ -243,10 +367,10 @@ mod tests {
         // Across all steps, every task runs at some point for some seed.
         let mut seen = std::collections::BTreeSet::new();
         for seed in 0..20 {
-            seen.insert(run(SchedPolicy::Pct, seed, 1)[0]);
+            seen.insert(run(SchedPolicy::PCT, seed, 1)[0]);
         }
         assert!(seen.len() > 1, "{seen:?}");
-        assert_eq!(Scheduler::new(SchedPolicy::Pct, 0).pick(&[4]), 0);
-        assert_eq!(Scheduler::new(SchedPolicy::Pct, 0).pick(&[]), 0);
+        assert_eq!(Scheduler::new(SchedPolicy::PCT, 0).pick(&[4]), 0);
+        assert_eq!(Scheduler::new(SchedPolicy::PCT, 0).pick(&[]), 0);
     }
 }

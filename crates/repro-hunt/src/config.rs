@@ -81,7 +81,7 @@ impl fmt::Display for Dimension {
     }
 }
 
-pub use repro_model::{DirOrder, SchedPolicy, SchedSettings};
+pub use repro_model::{DirOrder, SchedPoints, SchedPolicy, SchedSettings};
 
 /// A directory order in hunt's JSON reports as they have always been written: `"sorted"`, `"reversed"`,
 /// `{"shuffled": SEED}` (run records and packs write `shuffled:SEED`).
@@ -162,6 +162,10 @@ impl Config {
             a.push(self.sched.policy.to_string());
             a.push("--sched-seed".into());
             a.push(self.sched.seed.to_string());
+            if !self.sched.points.is_default() {
+                a.push("--sched-points".into());
+                a.push(self.sched.points.to_string());
+            }
         }
         for (k, v) in &self.env {
             a.push("--env".into());
@@ -197,7 +201,10 @@ impl Config {
             Dimension::Cpus => self.cpus.to_string(),
             Dimension::Hostname => self.hostname.clone(),
             Dimension::ClockStep => format!("{}ns", self.clock_step_ns),
-            Dimension::Schedule => format!("{}:{}", self.sched.policy, self.sched.seed),
+            Dimension::Schedule => match self.sched.points {
+                SchedPoints::Blocking => format!("{}:{}", self.sched.policy, self.sched.seed),
+                points => format!("{}:{}+{points}", self.sched.policy, self.sched.seed),
+            },
         }
     }
 
@@ -313,7 +320,8 @@ pub fn epoch_edges() -> Vec<(i64, &'static str)> {
 
 /// The schedules a hunt tries: each seed under the seeded random policy, then under PCT, alternating (random
 /// choices find shallow races quickly, PCT's priority change points find ordering bugs of small depth with a
-/// known probability); the baseline (random, seed 0) is not repeated.
+/// known probability). Every one decides at reads, writes and signals too (`--sched-points io`): a race between
+/// threads that never block needs those points, which the baseline (and a plain `repro run`) does not pay for.
 fn schedules(seeds: Option<&[u64]>) -> Vec<SchedSettings> {
     let seeds: Vec<u64> = match seeds {
         Some(s) if !s.is_empty() => s.to_vec(),
@@ -321,16 +329,9 @@ fn schedules(seeds: Option<&[u64]>) -> Vec<SchedSettings> {
     };
     let mut out = Vec::with_capacity(seeds.len() * 2);
     for seed in seeds {
-        for policy in [SchedPolicy::Random, SchedPolicy::Pct] {
-            let s = SchedSettings { policy, seed };
-            if s != SchedSettings::default() {
-                out.push(s);
-            }
+        for policy in [SchedPolicy::Random, SchedPolicy::PCT] {
+            out.push(SchedSettings { policy, seed, points: SchedPoints::Io });
         }
-    }
-    if out.is_empty() {
-        // Only seed 0 asked for: its PCT schedule at least.
-        out.push(SchedSettings { policy: SchedPolicy::Pct, seed: 0 });
     }
     out
 }
@@ -513,6 +514,34 @@ mod tests {
         assert_eq!(cpus.into_iter().collect::<Vec<_>>(), vec![1, 2, 4, 64]);
         assert!(configs.iter().all(|c| c.epoch == 0 && c.hostname == "repro"), "unvaried dimensions stay");
         assert_eq!(Space::new(&o, 1).config(&base, 3), configs[3]);
+    }
+
+    #[test]
+    fn varied_schedules_decide_at_reads_and_writes_and_their_runs_say_so() {
+        let o = SpaceOptions {
+            dims: vec![Dimension::Schedule],
+            seeds: None,
+            epoch_range: None,
+            env_variants: vec![],
+            random_epochs: 0,
+            sched_seeds: Some(vec![0, 1]),
+        };
+        let space = Space::new(&o, 0);
+        let pairs: Vec<(SchedPolicy, u64)> = space.schedules.iter().map(|s| (s.policy, s.seed)).collect();
+        assert_eq!(
+            pairs,
+            [(SchedPolicy::Random, 0), (SchedPolicy::PCT, 0), (SchedPolicy::Random, 1), (SchedPolicy::PCT, 1)],
+            "random seed 0 with io points is not the baseline: it is tried"
+        );
+        assert!(space.schedules.iter().all(|s| s.points == SchedPoints::Io), "{:?}", space.schedules);
+        let base = Config::baseline(0);
+        assert!(!base.to_args().contains(&"--sched-points".to_string()), "the baseline is a plain run");
+        let c = space.config(&base, 2);
+        let a = c.to_args();
+        assert!(a.windows(2).any(|w| w == ["--sched-points", "io"]), "{a:?}");
+        assert!(a.windows(2).any(|w| w == ["--sched-seed", "1"]), "{a:?}");
+        assert_eq!(c.value(Dimension::Schedule), "random:1+io");
+        assert_eq!(base.value(Dimension::Schedule), "random:0");
     }
 
     #[test]

@@ -331,7 +331,8 @@ pub fn explain(
                     text
                 }
                 Dimension::Schedule => format!(
-                    "scheduling: the interleaving of the guest's threads decides; {} of {} schedules {}: {}",
+                    "scheduling: the interleaving of the guest's threads decides; {} of {} schedules (deciding before \
+                     reads, writes and signals too: --sched-points io) {}: {}",
                     deciding.len(),
                     outcomes.len(),
                     if control_fails { "pass" } else { "fail" },

@@ -290,8 +290,14 @@ impl ScheduleRunner for Runs {
     }
 }
 
-/// The report for people.
-pub fn render(outcome: &RaceOutcome, failing_script: &str, passing_script: &str, command: &str) -> String {
+/// The report for people; `points` are the decision points its runs used (the commands it shows name them).
+pub fn render(
+    outcome: &RaceOutcome,
+    failing_script: &str,
+    passing_script: &str,
+    command: &str,
+    points: repro_model::SchedPoints,
+) -> String {
     let r = match outcome {
         RaceOutcome::Found(r) => r,
         RaceOutcome::NoRace { why, runs } => {
@@ -344,8 +350,9 @@ pub fn render(outcome: &RaceOutcome, failing_script: &str, passing_script: &str,
         s.push_str(&format!("{mark} {:>8}  {l:<width$}  {}\n", row.step, cell(&row.passing)));
     }
     s.push('\n');
-    s.push_str(&format!("  failing schedule: repro run --sched-script {failing_script} -- {command}\n"));
-    s.push_str(&format!("  passing schedule: repro run --sched-script {passing_script} -- {command}\n"));
+    let opts = if points.is_default() { String::new() } else { format!("--sched-points {points} ") };
+    s.push_str(&format!("  failing schedule: repro run {opts}--sched-script {failing_script} -- {command}\n"));
+    s.push_str(&format!("  passing schedule: repro run {opts}--sched-script {passing_script} -- {command}\n"));
     s
 }
 
@@ -357,6 +364,7 @@ fn caller(at: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use repro_model::SchedPoints;
 
     /// A program of two tasks whose outcome depends on one decision: it fails when task 2 runs at step 4 (and the
     /// schedule reaches step 4 only through the switches before, like a real run whose later steps shift).
@@ -414,11 +422,13 @@ mod tests {
         assert!(r.passing_script.switches.is_empty());
         assert_eq!(r.runs, fake.runs);
         assert!(!r.budget_reached);
-        let text = render(&RaceOutcome::Found(r.clone()), "f.json", "p.json", "./claim");
+        let text = render(&RaceOutcome::Found(r.clone()), "f.json", "p.json", "./claim", SchedPoints::Io);
         assert!(text.contains("race: 1 of the failing schedule's 4 preemptions (10 decisions) decide"), "{text}");
         assert!(text.contains("at decision 4 the failing run lets task 2 go first, the passing run task 1"), "{text}");
         assert!(text.contains(">        4  task 2 sched_yield @ claim+0x2"), "{text}");
-        assert!(text.contains("--sched-script f.json -- ./claim"), "{text}");
+        assert!(text.contains("repro run --sched-points io --sched-script f.json -- ./claim"), "{text}");
+        let text = render(&RaceOutcome::Found(r.clone()), "f.json", "p.json", "./claim", SchedPoints::Blocking);
+        assert!(text.contains("repro run --sched-script p.json -- ./claim"), "{text}");
     }
 
     #[test]
@@ -427,7 +437,7 @@ mod tests {
         let mut fake = Fake { original: vec![sw(2, 2), sw(3, 1)], runs: 0 };
         let out = race(&mut fake, 100, &mut |_| {}).unwrap();
         assert!(matches!(out, RaceOutcome::NoRace { why: NoRace::Passes { exit_status: 0 }, runs: 1 }), "{out:?}");
-        assert!(render(&out, "", "", "").contains("this schedule passes"));
+        assert!(render(&out, "", "", "", SchedPoints::Io).contains("this schedule passes"));
         struct AlwaysFails;
         impl ScheduleRunner for AlwaysFails {
             fn run(&mut self, _: Option<&SchedScript>) -> Result<Trial, HuntError> {

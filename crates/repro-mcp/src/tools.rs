@@ -35,6 +35,23 @@ impl Sched {
     }
 }
 
+/// Where the scheduler decides (`--sched-points`): `io` also before reads, writes and signals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchedPoints {
+    Blocking,
+    Io,
+}
+
+impl SchedPoints {
+    fn as_str(self) -> &'static str {
+        match self {
+            SchedPoints::Blocking => "blocking",
+            SchedPoints::Io => "io",
+        }
+    }
+}
+
 /// What capture does with credentials it finds (`--secrets`; `keep` is the command line's only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -96,6 +113,9 @@ macro_rules! sandbox_input {
             /// Seed of the scheduler's choices.
             #[serde(default)]
             pub sched_seed: Option<u64>,
+            /// Where the scheduler decides: blocking (default) or io (also before reads, writes and signals).
+            #[serde(default)]
+            pub sched_points: Option<SchedPoints>,
             /// The deadlock watchdog: 2s, 500ms, 1m; 0 turns it off.
             #[serde(default)]
             pub stuck_after: Option<String>,
@@ -124,6 +144,7 @@ macro_rules! sandbox_input {
                 argv.opt("dir-order", self.dir_order.as_deref());
                 argv.opt("sched", self.sched.map(Sched::as_str));
                 argv.opt("sched-seed", self.sched_seed);
+                argv.opt("sched-points", self.sched_points.map(SchedPoints::as_str));
                 argv.opt("stuck-after", self.stuck_after.as_deref());
                 argv.opt("spin-limit", self.spin_limit.as_deref());
                 Ok(())
@@ -200,6 +221,9 @@ pub struct ReplayInput {
     /// Replay with another scheduler seed.
     #[serde(default)]
     pub sched_seed: Option<u64>,
+    /// Replay with other scheduling points: blocking or io.
+    #[serde(default)]
+    pub sched_points: Option<SchedPoints>,
     /// The deadlock watchdog.
     #[serde(default)]
     pub stuck_after: Option<String>,
@@ -721,6 +745,7 @@ pub fn plan(call: &Call, s: &Settings) -> Result<Plan, InputError> {
             a.opt("hostname", i.hostname.as_deref());
             a.opt("sched", i.sched.map(Sched::as_str));
             a.opt("sched-seed", i.sched_seed);
+            a.opt("sched-points", i.sched_points.map(SchedPoints::as_str));
             a.opt("stuck-after", i.stuck_after.as_deref());
             a.opt("spin-limit", i.spin_limit.as_deref());
             a.rest([pack.display().to_string()]);
@@ -903,6 +928,13 @@ mod tests {
                 "echo hi"
             ]
         );
+    }
+
+    #[test]
+    fn sched_points_pass_as_the_flag_and_other_words_are_refused() {
+        let call = parse("run", args(serde_json::json!({"command": ["true"], "sched_points": "io"}))).unwrap();
+        assert!(plan(&call, &settings()).unwrap().argv.contains(&"--sched-points=io".to_string()));
+        assert!(parse("run", args(serde_json::json!({"command": ["true"], "sched_points": "all"}))).is_err());
     }
 
     #[test]

@@ -22,4 +22,4 @@ pub mod timeline;
 
 pub use dirorder::DirOrder;
 pub use exit::ExitCode;
-pub use sched::{SchedLog, SchedPolicy, SchedScript, SchedSettings};
+pub use sched::{PctParams, SchedLog, SchedPoints, SchedPolicy, SchedScript, SchedSettings};

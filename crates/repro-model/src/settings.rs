@@ -70,6 +70,8 @@ pub struct RunOptions {
     pub sched: Option<String>,
     /// The scheduler's seed (`--sched-seed`; default 0).
     pub sched_seed: Option<u64>,
+    /// Where the scheduler decides (`--sched-points`: blocking or io; default blocking).
+    pub sched_points: Option<String>,
     /// A forced schedule's file (`--sched-script`).
     pub sched_script: Option<PathBuf>,
     /// Log the scheduler's decisions (`--sched-log`).

@@ -31,11 +31,12 @@ pub struct Variation {
     pub sched: Option<SchedVariation>,
 }
 
-/// `--sched` and `--sched-seed` on replay: each unset part keeps the recording's.
+/// `--sched`, `--sched-seed` and `--sched-points` on replay: each unset part keeps the recording's.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SchedVariation {
     pub policy: Option<repro_model::SchedPolicy>,
     pub seed: Option<u64>,
+    pub points: Option<repro_model::SchedPoints>,
 }
 
 impl Variation {
@@ -79,6 +80,9 @@ impl Variation {
             }
             if let Some(n) = v.seed {
                 s.sched.seed = n;
+            }
+            if let Some(p) = v.points {
+                s.sched.points = p;
             }
         }
         if let Some(v) = &self.hostname {

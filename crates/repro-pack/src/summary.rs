@@ -144,8 +144,13 @@ pub fn render(s: &Summary) -> String {
     o.push_str(&format!("command    {}\n", argv.join(" ")));
     o.push_str(&format!("cwd        {}\n", s.cwd));
     o.push_str(&format!(
-        "seed       {}   epoch {}   clock step {} ns   sched {} seed {}\n",
-        s.seed, s.epoch, s.clock_step_ns, s.sched.policy, s.sched.seed
+        "seed       {}   epoch {}   clock step {} ns   sched {} seed {}{}\n",
+        s.seed,
+        s.epoch,
+        s.clock_step_ns,
+        s.sched.policy,
+        s.sched.seed,
+        if s.sched.points.is_default() { String::new() } else { format!(" points {}", s.sched.points) }
     ));
     o.push_str(&format!("system     {}\n", s.system));
     if let Some(c) = &s.git_commit {

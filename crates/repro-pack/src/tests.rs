@@ -967,20 +967,33 @@ fn the_schedule_is_recorded_only_when_it_is_not_the_default_and_replays() {
     let mut f = fixture();
     let default_json = String::from_utf8(serde_json::to_vec(&f.manifest).unwrap()).unwrap();
     assert!(!default_json.contains("\"sched\""), "the default schedule keeps older packs' bytes and ids");
-    let sched = repro_model::SchedSettings { policy: repro_model::SchedPolicy::Pct, seed: 17 };
+    let sched = repro_model::SchedSettings {
+        policy: repro_model::SchedPolicy::PCT,
+        seed: 17,
+        points: repro_model::SchedPoints::Io,
+    };
     f.manifest.determinism.sched = sched;
     let p = write(&f, "pct.repro");
     let pack = read_pack(&p, &store(&f), None).unwrap();
     assert_eq!(pack.manifest.determinism.sched, sched);
-    assert_eq!(crate::replay::settings(&pack, vec![]).sched, sched, "a replay runs the recorded schedule");
+    assert_eq!(crate::replay::settings(&pack, vec![]).sched, sched, "a replay runs the recorded schedule and points");
     // A variation changes one part and keeps the other.
     let mut s = crate::replay::settings(&pack, vec![]);
     crate::replay::Variation {
-        sched: Some(crate::replay::SchedVariation { policy: None, seed: Some(3) }),
+        sched: Some(crate::replay::SchedVariation { policy: None, seed: Some(3), points: None }),
         ..Default::default()
     }
     .apply(&mut s);
-    assert_eq!(s.sched, repro_model::SchedSettings { policy: repro_model::SchedPolicy::Pct, seed: 3 });
+    assert_eq!(s.sched, repro_model::SchedSettings { seed: 3, ..sched });
+    crate::replay::Variation {
+        sched: Some(crate::replay::SchedVariation {
+            points: Some(repro_model::SchedPoints::Blocking),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+    .apply(&mut s);
+    assert_eq!(s.sched, repro_model::SchedSettings { seed: 3, points: repro_model::SchedPoints::Blocking, ..sched });
     // A stranger's policy that is not one is refused naming the field.
     let mut v: serde_json::Value = serde_json::from_slice(&serde_json::to_vec(&pack.manifest).unwrap()).unwrap();
     v["determinism"]["sched"]["policy"] = serde_json::json!("fifo");

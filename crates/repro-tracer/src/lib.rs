@@ -235,8 +235,8 @@ pub fn supervise(
     let tracer_rt = matches!(sched_cpu_error, Some(Ok(())))
         && repro_sys::sched::set_fifo(0, repro_sys::sched::TRACER_RT_PRIORITY).is_ok();
     let scheduling = matches!(sched_cpu_error, Some(Ok(())));
-    if scheduling {
-        syscalls.extend(sched::scheduling_syscalls());
+    if let Some(c) = sched_cfg.filter(|_| scheduling) {
+        syscalls.extend(sched::scheduling_syscalls(c.settings.points));
     }
     let (guarded, guarded_when) = handlers::unix::notified();
     syscalls.extend(guarded);
@@ -495,6 +495,8 @@ const PTRACE_EVENT_EXEC: i32 = 4;
 /// other task is gone.
 fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
     let mut exit: Option<GuestExit> = None;
+    // Tasks whose first stop was seen (the top one had it before the guest ran).
+    let mut started: std::collections::HashSet<i32> = [top].into();
     loop {
         lock(shared).tracer_busy = None;
         let mut ev = match ptrace::wait_any() {
@@ -524,17 +526,23 @@ fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
             }
         }
         match ev {
-            Event::PtraceEvent { tracee, event, .. } => {
+            Event::PtraceEvent { tracee, event, sig } => {
                 let tid = tracee.tid();
                 match event {
                     PTRACE_EVENT_FORK | PTRACE_EVENT_VFORK | PTRACE_EVENT_CLONE => {
                         if let Ok(child) = tracee.event_msg() {
+                            let logging = lock(shared).sched.as_ref().is_some_and(|s| s.active && s.log.is_some());
+                            // Read before the lock (/proc and memory reads), only when logging.
+                            let created_at = if logging { schedlog::creator(tid) } else { None };
                             let mut sh = lock(shared);
                             sh.live.insert(child as i32);
                             sh.stats.tasks_created += 1;
                             if let Some(s) = sh.sched.as_mut() {
                                 s.task_id(child as i32);
                                 s.progress += 1;
+                                if let Some(at) = created_at {
+                                    s.created_at.insert(child as i32, at);
+                                }
                                 if event == PTRACE_EVENT_CLONE {
                                     s.threads_created += 1;
                                 }
@@ -544,7 +552,16 @@ fn trace_loop(top: i32, shared: &SharedRef) -> Result<GuestExit, TracerError> {
                     _ => {
                         // PTRACE_EVENT_STOP: a new task's first stop or a group stop. New tasks are
                         // recorded here too, in case their stop arrives before the parent's event.
-                        lock(shared).live.insert(tid);
+                        let mut sh = lock(shared);
+                        sh.live.insert(tid);
+                        // A new task's first stop (SIGTRAP; a group stop carries the stopping signal): held at
+                        // its start for the scheduler, a decision point.
+                        let first = sig == libc::SIGTRAP && tid != top && started.insert(tid);
+                        if let Some(s) = sh.sched.as_mut().filter(|s| first && s.active) {
+                            if sched::hold_at_start(&tracee) {
+                                s.starting.insert(tid);
+                            }
+                        }
                     }
                 }
                 // A task may vanish (SIGKILL) between the stop and the resume: ignore ESRCH.

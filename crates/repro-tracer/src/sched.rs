@@ -36,6 +36,8 @@ pub struct SchedConfig {
 /// The scheduler's state, in [`crate::state::Shared`].
 pub(crate) struct SchedState {
     pub scheduler: Scheduler,
+    /// Where the scheduler decides (the filter notifies reads, writes and signals only with `io`).
+    pub points: repro_model::SchedPoints,
     /// Task ids by host thread id, in the order the guest created its tasks (the first is 0).
     task_ids: HashMap<i32, u64>,
     next_id: u64,
@@ -54,6 +56,10 @@ pub(crate) struct SchedState {
     pub unavailable: Option<String>,
     /// The decisions, when logging.
     pub log: Option<repro_model::SchedLog>,
+    /// New tasks held at their start ([`hold_at_start`]) whose `sched_yield` was not let go yet (for the log).
+    pub starting: HashSet<i32>,
+    /// When logging: where each new task was created (its parent's code), for its `start` entries.
+    pub created_at: HashMap<i32, String>,
 }
 
 impl SchedState {
@@ -64,6 +70,7 @@ impl SchedState {
                 Some(script) => Scheduler::scripted(settings.policy, script),
                 None => Scheduler::new(settings.policy, settings.seed),
             },
+            points: settings.points,
             log: cfg.log.then(repro_model::SchedLog::default),
             task_ids: HashMap::new(),
             next_id: 0,
@@ -73,6 +80,8 @@ impl SchedState {
             reported: HashSet::new(),
             active: false,
             unavailable: None,
+            starting: HashSet::new(),
+            created_at: HashMap::new(),
         }
     }
 
@@ -194,15 +203,54 @@ pub(crate) const POLICY_REFUSED: &str = "the guest asked to change a thread's sc
     (sched_setscheduler, sched_setparam or sched_setattr): answered as done but not done, so that the scheduler \
     keeps ordering its threads";
 
-/// The syscalls notified only for the scheduler.
-pub(crate) fn scheduling_syscalls() -> [u32; 5] {
-    [
+/// The syscalls notified only for the scheduler: futex and sched_yield, the policy changes it refuses, and with
+/// `--sched-points io` the reads, writes and signals that are decision points
+/// ([`repro_detcore::sched::SHARED_OBJECT_SYSCALLS`]). Without it they are not in the filter at all, so that a
+/// single-threaded program's reads and writes cost nothing.
+pub(crate) fn scheduling_syscalls(points: repro_model::SchedPoints) -> Vec<u32> {
+    let mut v = vec![
         libc::SYS_futex as u32,
         libc::SYS_sched_yield as u32,
         libc::SYS_sched_setscheduler as u32,
         libc::SYS_sched_setparam as u32,
         libc::SYS_sched_setattr as u32,
-    ]
+    ];
+    if points == repro_model::SchedPoints::Io {
+        v.extend(repro_detcore::sched::SHARED_OBJECT_SYSCALLS.map(|n| n as u32));
+    }
+    v
+}
+
+/// The `syscall` instruction (x86-64), little-endian.
+const SYSCALL_INSN: u64 = 0x050f;
+
+/// Holds a new task (at its first ptrace stop, before its first instruction) for the scheduler: it is made to
+/// enter `sched_yield` first, a scheduling point, so the policy chooses when it starts among the ready tasks.
+/// Without this a thread that never blocks ran from start to end the moment it got the CPU, in creation order on
+/// every seed. The task stands just after its clone/fork's `syscall` instruction with 0 in `rax`; it is moved back
+/// onto that instruction with `sched_yield`'s number, which returns 0 there: the task then goes on exactly as it
+/// would have (the instruction clobbers only `rcx` and `r11`, with the values they already hold). Returns whether
+/// it was held; a task that stands elsewhere (not after a `syscall`, or a non-zero `rax`) is left as it is.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn hold_at_start(tracee: &repro_sys::ptrace::Tracee<repro_sys::ptrace::Stopped>) -> bool {
+    let Ok(mut regs) = tracee.regs() else { return false };
+    if regs.rax != 0 || regs.rip < 2 {
+        return false;
+    }
+    // The word starting at the instruction (peek reads a whole word; an unreadable one is no syscall).
+    match tracee.peek(regs.rip - 2) {
+        Ok(word) if word & 0xffff == SYSCALL_INSN => {}
+        _ => return false,
+    }
+    regs.rip -= 2;
+    regs.rax = libc::SYS_sched_yield as u64;
+    tracee.set_regs(regs).is_ok()
+}
+
+/// Elsewhere new tasks start without a decision.
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) fn hold_at_start(_tracee: &repro_sys::ptrace::Tracee<repro_sys::ptrace::Stopped>) -> bool {
+    false
 }
 
 /// The spin-loop watchdog: runs until the guest is finished (`Shared::finished`).

@@ -46,6 +46,17 @@ pub(crate) fn parked(task: u64, tid: i32, name: &str) -> SchedReady {
     SchedReady { task, call: format!("{name} (a timed wait that can end)"), at }
 }
 
+/// Where task `parent`, stopped at its clone or fork, creates a task: the program code that called the C library
+/// (found as for [`Describer::ready`]), or the call's instruction when there is none; for the log's `start` entries,
+/// whose own location is the clone's instruction in the C library.
+pub(crate) fn creator(parent: i32) -> Option<String> {
+    let addr = caller(parent).or_else(|| {
+        let sc = std::fs::read_to_string(format!("/proc/{parent}/syscall")).ok()?;
+        sc.split_whitespace().nth(8).and_then(|h| u64::from_str_radix(h.trim_start_matches("0x"), 16).ok())
+    })?;
+    Some(crate::sched::symbolize(parent, addr))
+}
+
 /// The call with what tells it apart from another of its kind.
 pub(crate) fn call(nr: i64, args: &[u64; 6]) -> String {
     let name = crate::decode::name(nr);

@@ -86,6 +86,10 @@ impl RunRequest {
                 None => repro_model::SchedPolicy::default(),
             },
             seed: opts.sched_seed.unwrap_or(0),
+            points: match &opts.sched_points {
+                Some(p) => p.parse().map_err(|m: String| SandboxError::usage(format!("--sched-points '{p}'"), m))?,
+                None => repro_model::SchedPoints::default(),
+            },
         };
         let sched_script = match &opts.sched_script {
             Some(path) => {
@@ -242,7 +246,13 @@ mod tests {
         assert_eq!((d.dir_order, d.hostname.as_str()), (DirOrder::Sorted, HOSTNAME));
         let o = RunOptions { sched: Some("pct".into()), sched_seed: Some(9), ..opts() };
         let p = RunRequest::prepare(&o).unwrap().settings;
-        assert_eq!(p.sched, repro_model::SchedSettings { policy: repro_model::SchedPolicy::Pct, seed: 9 });
+        assert_eq!(
+            p.sched,
+            repro_model::SchedSettings { policy: repro_model::SchedPolicy::PCT, seed: 9, ..Default::default() }
+        );
+        let o = RunOptions { sched_points: Some("io".into()), ..opts() };
+        let p = RunRequest::prepare(&o).unwrap().settings;
+        assert_eq!(p.sched.points, repro_model::SchedPoints::Io);
     }
 
     #[test]
@@ -252,6 +262,7 @@ mod tests {
             (RunOptions { hostname: Some("a b".into()), ..opts() }, "--hostname 'a b'", "letters, digits"),
             (RunOptions { cpus: 0, ..opts() }, "--cpus", "at least 1"),
             (RunOptions { sched: Some("fifo".into()), ..opts() }, "--sched 'fifo'", "round-robin"),
+            (RunOptions { sched_points: Some("all".into()), ..opts() }, "--sched-points 'all'", "blocking or io"),
             (RunOptions { command: vec![], ..opts() }, "CMD", "no command given"),
         ];
         for (o, argument, expected) in cases {

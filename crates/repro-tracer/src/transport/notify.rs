@@ -87,6 +87,14 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
             sh.sched.as_mut().map_or(0, |s| {
                 let pick = s.scheduler.pick(&ids);
                 if ids.len() > 1 {
+                    for (r, (_, n)) in ready.iter_mut().zip(&held) {
+                        if s.starting.contains(&(n.pid as i32)) {
+                            r.call = "start (a new thread or process)".into();
+                            if let Some(at) = s.created_at.get(&(n.pid as i32)) {
+                                r.at = format!("{} (created at {at})", r.at);
+                            }
+                        }
+                    }
                     if let Some(log) = s.log.as_mut() {
                         log.total += 1;
                         if log.decisions.len() < repro_model::sched::SCHED_LOG_LIMIT {
@@ -99,6 +107,10 @@ pub(crate) fn serve(listener: Listener, shared: SharedRef) {
                             });
                         }
                     }
+                }
+                let chosen = held[pick].1.pid as i32;
+                if s.starting.remove(&chosen) {
+                    s.created_at.remove(&chosen);
                 }
                 pick
             })
@@ -245,7 +257,13 @@ fn handle(n: &Notification, listener: &Arc<Listener>, shared: &SharedRef, pidfds
         }
         return Reply::Value(0);
     }
-    if crate::sched::only_a_scheduling_point(nr, &n.args) {
+    // Reads, writes and signals are notified only for the scheduler with `--sched-points io` (or, while the
+    // network is taped, for the net handlers, and then there is no scheduler).
+    let for_scheduler = || {
+        repro_detcore::sched::decision_point(nr).is_some_and(|p| p != repro_detcore::sched::DecisionPoint::Sync)
+            && lock(shared).sched.as_ref().is_some_and(|s| s.points == repro_model::SchedPoints::Io)
+    };
+    if crate::sched::only_a_scheduling_point(nr, &n.args) || for_scheduler() {
         // Notified only so that the scheduler chooses when it runs (see sched.rs): it runs natively now.
         return Reply::Continue;
     }

@@ -22,6 +22,7 @@ mod pack;
 mod pack_docker;
 mod pack_names;
 mod provenance;
+mod races;
 mod remote;
 mod remote_exec;
 mod repair;

@@ -55,13 +55,14 @@ fn hunt_capture_replay(w: &Workdir, pack: &str, cmd: &[&str]) {
     assert!(r["failed"].as_u64().unwrap() >= 1, "{r}");
     let first = &r["failures"][0]["first"];
     let (policy, seed) = (first["sched"]["policy"].as_str().unwrap(), first["sched"]["seed"].as_u64().unwrap());
+    assert_eq!(first["sched"]["points"], "io", "hunt decides at reads and writes too: {first}");
     let o = in_dir(w, &["replay", pack, "--runs", "10"]);
     assert_code(&o, 0);
     assert!(stderr(&o).contains("reproduced 10/10"), "{}", stderr(&o));
     let o = in_dir(w, &["inspect", pack]);
-    assert!(stdout(&o).contains(&format!("sched {policy} seed {seed}")), "{}", stdout(&o));
+    assert!(stdout(&o).contains(&format!("sched {policy} seed {seed} points io")), "{}", stdout(&o));
     let seed = seed.to_string();
-    let mut run = vec!["run", "-q", "--sched", policy, "--sched-seed", &seed, "--"];
+    let mut run = vec!["run", "-q", "--sched", policy, "--sched-seed", &seed, "--sched-points", "io", "--"];
     run.extend(cmd);
     for _ in 0..3 {
         assert_code(&in_dir(w, &run), 1);
@@ -116,11 +117,11 @@ fn replay_and_hunt_reject_a_bad_schedule() {
     assert!(stderr(&o).contains("--sched 'lifo'"), "{}", stderr(&o));
 }
 
-/// The first scheduler seed (under `policy`) for which `cmd` fails, from `repro hunt`.
+/// The first scheduler seed (under `policy`, with the io points `repro race` uses) for which `cmd` fails.
 fn failing_seed(w: &Workdir, policy: &str, cmd: &[&str]) -> u64 {
     for seed in 0..60u64 {
         let s = seed.to_string();
-        let mut run = vec!["run", "-q", "--sched", policy, "--sched-seed", &s, "--"];
+        let mut run = vec!["run", "-q", "--sched", policy, "--sched-seed", &s, "--sched-points", "io", "--"];
         run.extend(cmd);
         if in_dir(w, &run).status.code() == Some(1) {
             return seed;
@@ -140,6 +141,7 @@ fn race_report(w: &Workdir, policy: &str, cmd: &[&str], symbol: &str) {
     assert_code(&o, 0);
     let r = json(&o);
     assert_eq!(r["result"], "found", "{r}");
+    assert_eq!(r["sched_points"], "io", "{r}");
     let minimal = r["minimal"].as_array().unwrap();
     assert!(!minimal.is_empty() && minimal.len() <= r["switches"].as_u64().unwrap() as usize, "{r}");
     assert_eq!((r["failing_exit"].as_i64(), r["passing_exit"].as_i64()), (Some(1), Some(0)), "{r}");
@@ -149,7 +151,7 @@ fn race_report(w: &Workdir, policy: &str, cmd: &[&str], symbol: &str) {
     assert!(r["rows"].as_array().unwrap().iter().any(|row| row["step"] == r["step"]), "{r}");
     for (schedule, code) in [("failing_schedule", 1), ("passing_schedule", 0)] {
         let file = r[schedule].as_str().unwrap();
-        let mut run = vec!["run", "-q", "--sched-script", file, "--"];
+        let mut run = vec!["run", "-q", "--sched-points", "io", "--sched-script", file, "--"];
         run.extend(cmd);
         for _ in 0..5 {
             assert_code(&in_dir(w, &run), code);
@@ -162,12 +164,20 @@ fn race_report(w: &Workdir, policy: &str, cmd: &[&str], symbol: &str) {
     assert!(text.contains("decide the outcome (minimal,"), "{text}");
     assert!(text.contains(&format!("at decision {} the failing run lets task", r["step"])), "{text}");
     assert!(text.contains("failing run (exit 1)") && text.contains("passing run (exit 0)"), "{text}");
+    assert!(text.contains("failing schedule: repro run --sched-points io --sched-script "), "{text}");
+    assert!(
+        stderr(&o).contains("[race] scheduling points: io (before reads, writes and signals too"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
 fn race_reports_the_deciding_decision_of_a_c_check_then_act_race() {
     let w = fixtures();
-    race_report(&w, "random", &["./sched_claim"], "claim+");
+    // The deciding decision may be which thread starts first: a start names the code that created the thread
+    // (main), any other decision the thread's own (claim): both in the program.
+    race_report(&w, "random", &["./sched_claim"], " in sched_claim");
 }
 
 #[test]
