@@ -42,7 +42,7 @@ pub struct Ctx {
     pub tl: Timeline,
     pub flow: Interpreter,
     pub driver: Box<dyn Driver>,
-    /// The variables of every hook (see [`crate::runner::base_env`]).
+    /// The variables of every hook (see [`crate::common::base_env`]).
     pub env: BTreeMap<String, String>,
     /// The run's variables before the adapter's `env:` (to make each identity's view: [`Ctx::identity_env`]).
     pub env_raw: BTreeMap<String, String>,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use repro_model::timeline::Event;
 
+use crate::common::expand;
 use crate::driver::{short, DriverError, Exit, InstanceRt};
 use crate::engine::Ctx;
 use crate::error::Result;
@@ -14,7 +15,6 @@ use crate::flow::{secs, Stop};
 use crate::fsutil::{self, mkdirs, write_atomic};
 use crate::model::Workload;
 use crate::proc;
-use crate::runner::expand;
 
 impl Ctx {
     /// Creates (first run) or reuses the instances of a workload. Nothing is written for an instance until it

@@ -26,6 +26,7 @@
 //! The flow's semantics are unit-tested over a fake driver and a fake clock (`fake.rs`, `engine_tests.rs`).
 pub mod api;
 pub mod checks;
+pub mod common;
 pub mod docker;
 pub mod docker_driver;
 pub mod driver;

@@ -11,6 +11,7 @@ use nix::sys::signal::Signal;
 use repro_model::timeline::Event;
 use serde_json::{json, Value};
 
+use crate::common::expand;
 use crate::docker;
 use crate::engine::Ctx;
 use crate::flow::secs;
@@ -18,7 +19,6 @@ use crate::fsutil::{self, write_json_atomic};
 use crate::model::Scrape;
 use crate::proc::{self, Cancel};
 use crate::prom;
-use crate::runner::expand;
 
 /// A watcher's lines in memory, for signal waits: only the newest [`WatchLines::KEEP`] (a watcher that prints
 /// without end costs bounded memory; every line is still in its file).

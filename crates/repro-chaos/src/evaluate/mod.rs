@@ -369,7 +369,7 @@ pub fn evaluate(data: &RunData, in_progress: bool) -> Evaluation {
     // Before the flow: context (a failure there made the run ERROR); after it: checks like any other.
     checks.extend(steady.iter().filter(|p| p.phase == "before" && !p.result.passed).map(|p| p.result.clone()));
     if !in_progress && run_dir.join(INCOMPLETE_MARKER).exists() {
-        let why = std::fs::read_to_string(run_dir.join(crate::runner::INTERRUPTED_MARKER))
+        let why = std::fs::read_to_string(run_dir.join(crate::common::INTERRUPTED_MARKER))
             .map(|t| format!(" ({})", t.trim()))
             .unwrap_or_default(); // no marker: the harness was killed before it could say why
         return finish(
