@@ -23,7 +23,7 @@
 //! - a flow node: [`model::FlowKind`], then [`flow::Interpreter::exec`] (the interpreter knows no process);
 //! - a timeline event: a variant of [`repro_model::timeline::Event`].
 //!
-//! The flow's semantics are unit-tested over a fake driver and a fake clock (`fake.rs`, `engine_tests.rs`).
+//! The flow's semantics are unit-tested over a fake driver and a fake clock (`fake.rs`, `engine/tests.rs`).
 pub mod api;
 pub mod checks;
 pub mod common;
@@ -59,8 +59,6 @@ pub mod targets;
 pub mod timeline;
 pub mod undo;
 
-#[cfg(test)]
-mod engine_tests;
 #[cfg(test)]
 mod fake;
 

@@ -17,6 +17,9 @@ use crate::observers::WatchLines;
 use crate::timeline::Timeline;
 use crate::undo::UndoStack;
 
+#[cfg(test)]
+mod tests;
+
 /// What an undo does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum UndoAction {
