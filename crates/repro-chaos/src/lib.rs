@@ -7,8 +7,8 @@
 //!   -> preflight (checks) -> targets up (targets, via the Driver) -> observers (observers)
 //!   -> flow::Interpreter::run: serial / parallel / repeat / delay / wait, step limit, experiment timeout,
 //!        cancel on a harness error or SIGINT/SIGTERM; each leaf is the engine's (engine::Ctx as flow::Host):
-//!        a workload (instances) or an operation (ops: select, fault = driver hits + undo, adapter hook)
-//!   -> undo sweep, newest first (undo, ops::run_undo) -> remaining instances killed and collected
+//!        a workload (engine::instances) or an operation (engine::ops: select, fault = driver hits + undo, adapter hook)
+//!   -> undo sweep, newest first (undo, engine::ops::run_undo) -> remaining instances killed and collected
 //!   -> observers stopped -> adapter checks (checks) -> targets stopped -> evaluate -> verdict.json
 //! ```
 //!
@@ -19,7 +19,7 @@
 //! - a driver (Kubernetes, a VM): implement [`driver::Driver`] in a new file beside [`process_driver`] and
 //!   [`docker_driver`], and pick it in [`runner::run`];
 //! - a built-in fault: a [`model::Fault`] (schema), then its sequence of [`driver::Hit`]s in
-//!   [`ops`] (`apply_fault`) and, if the drivers need a new primitive, a `Hit` variant;
+//!   [`engine::ops`] (`apply_fault`) and, if the drivers need a new primitive, a `Hit` variant;
 //! - a flow node: [`model::FlowKind`], then [`flow::Interpreter::exec`] (the interpreter knows no process);
 //! - a timeline event: a variant of [`repro_model::timeline::Event`].
 //!
@@ -36,14 +36,12 @@ pub mod evaluate;
 pub mod flow;
 pub mod fsutil;
 pub mod inputs;
-pub mod instances;
 pub mod limits;
 pub mod load;
 pub mod model;
 pub mod netproxy;
 pub mod network;
 pub mod observers;
-pub mod ops;
 pub mod proc;
 pub mod process_driver;
 pub mod prom;
@@ -55,7 +53,6 @@ pub mod shrink;
 pub mod signals;
 pub mod steady;
 pub mod stress;
-pub mod targets;
 pub mod timeline;
 pub mod undo;
 

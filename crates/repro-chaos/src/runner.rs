@@ -113,7 +113,7 @@ pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -
         // Workloads and checks reach a target's container by name (docker exec, docker logs).
         for t in &adapter.adapter.targets {
             let key = format!("CHAOS_CONTAINER_{}", t.name.value.to_ascii_uppercase().replace(['-', '.'], "_"));
-            raw.insert(key, crate::targets::container_name(&id, &t.name.value));
+            raw.insert(key, crate::engine::targets::container_name(&id, &t.name.value));
         }
     }
     // The proxies start before the targets: an upstream is only an address until its server listens.

@@ -1,6 +1,7 @@
 //! The engine of one run: its state (targets, instances, undo stack, watcher lines) and the [`Host`] the flow
-//! interpreter drives. Targets live in [`crate::targets`], instances and workloads in [`crate::instances`],
-//! operations and faults in [`crate::ops`]; everything the system under test does goes through the [`Driver`].
+//! interpreter drives. Its children are the parts of [`Ctx`]: targets in [`targets`], instances and workloads in
+//! [`instances`], operations and faults in [`ops`]; everything the system under test does goes through the
+//! [`Driver`].
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +18,9 @@ use crate::observers::WatchLines;
 use crate::timeline::Timeline;
 use crate::undo::UndoStack;
 
+pub mod instances;
+pub mod ops;
+pub mod targets;
 #[cfg(test)]
 mod tests;
 
