@@ -56,7 +56,7 @@ fn free_port() -> std::io::Result<u16> {
 }
 
 /// The variables every hook, workload and check sees (for a proxied port, `CHAOS_PORT_<NAME>` is what the
-/// harness sees: see [`crate::network`]).
+/// harness sees: see [`crate::engine::network`]).
 pub fn base_env(
     exp: &LoadedExperiment,
     adapter: &LoadedAdapter,
@@ -80,7 +80,7 @@ pub fn with_adapter_env(adapter: &Adapter, mut vars: BTreeMap<String, String>) -
 }
 
 /// The run's variables before the adapter's `env:`: names, directories, seed, and the picked ports
-/// (`CHAOS_PORT_<NAME>`, and `CHAOS_LISTEN_PORT_<NAME>` the same port until [`crate::network::Network::start`]
+/// (`CHAOS_PORT_<NAME>`, and `CHAOS_LISTEN_PORT_<NAME>` the same port until [`crate::engine::network::Network::start`]
 /// puts a proxy in front of it).
 pub fn base_vars(
     exp: &LoadedExperiment,

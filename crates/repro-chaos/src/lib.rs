@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! load (model, load) -> runner::run: run directory, manifest, signal guard (signals)
-//!   -> preflight (checks) -> targets up (targets, via the Driver) -> observers (observers)
+//!   -> preflight (checks) -> targets up (targets, via the Driver) -> observers (engine::observers)
 //!   -> flow::Interpreter::run: serial / parallel / repeat / delay / wait, step limit, experiment timeout,
 //!        cancel on a harness error or SIGINT/SIGTERM; each leaf is the engine's (engine::Ctx as flow::Host):
 //!        a workload (engine::instances) or an operation (engine::ops: select, fault = driver hits + undo, adapter hook)
@@ -40,8 +40,6 @@ pub mod limits;
 pub mod load;
 pub mod model;
 pub mod netproxy;
-pub mod network;
-pub mod observers;
 pub mod proc;
 pub mod process_driver;
 pub mod prom;
@@ -52,7 +50,6 @@ pub mod schedule;
 pub mod shrink;
 pub mod signals;
 pub mod steady;
-pub mod stress;
 pub mod timeline;
 pub mod undo;
 

@@ -16,6 +16,7 @@ use crate::common::{base_vars, with_adapter_env, Rng, INTERRUPTED_MARKER, SCHEDU
 use crate::docker;
 use crate::docker_driver::DockerDriver;
 use crate::driver::TargetRt;
+use crate::engine::observers;
 use crate::engine::{Ctx, CtxParts};
 use crate::error::{ChaosError, Result};
 use crate::evaluate::{self, CheckResult, Evaluation, RunData, INCOMPLETE_MARKER};
@@ -23,7 +24,6 @@ use crate::flow::{signal_name, RealClock};
 use crate::fsutil::{self, mkdirs, write_atomic, write_json_atomic, write_json_durable};
 use crate::limits::Limits;
 use crate::load::{LoadedAdapter, LoadedExperiment};
-use crate::observers;
 use crate::proc;
 use crate::process_driver::ProcessDriver;
 use crate::signals::SignalGuard;
@@ -117,7 +117,7 @@ pub fn run(exp: &LoadedExperiment, adapter: &LoadedAdapter, opts: &RunOptions) -
         }
     }
     // The proxies start before the targets: an upstream is only an address until its server listens.
-    let net = crate::network::Network::start(&adapter.adapter, seed, &mut raw)?;
+    let net = crate::engine::network::Network::start(&adapter.adapter, seed, &mut raw)?;
     let env = with_adapter_env(&adapter.adapter, raw.clone());
     let inputs = copy_run_inputs(exp, adapter, &run_dir, &env)?;
     let tl = Timeline::create(&run_dir, opts.echo)?;

@@ -48,7 +48,7 @@ impl Ctx {
         let out = dir.join("output");
         mkdirs(&out.join(".chaos"))?;
         mkdirs(&dir.join("logs"))?;
-        let mut env = self.identity_env(crate::network::Identity::Instance(&inst.name))?;
+        let mut env = self.identity_env(crate::engine::network::Identity::Instance(&inst.name))?;
         for (k, val) in w.map(|w| &w.env).into_iter().flatten() {
             let expanded = expand(val, &env);
             env.insert(k.clone(), expanded);
