@@ -25,6 +25,7 @@
 //!
 //! The flow's semantics are unit-tested over a fake driver and a fake clock (`fake.rs`, `engine/tests.rs`).
 pub mod api;
+pub mod check_result;
 pub mod checks;
 pub mod common;
 pub mod docker;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::evaluate::CheckResult;
+use crate::check_result::{tail, CheckResult};
 use crate::model::{Probe, Tolerance};
 
 /// Where both phases are recorded.
@@ -93,7 +93,7 @@ pub fn run_probe(
             Ok(()) => (true, vec![]),
             Err(why) => {
                 let mut d = vec![format!("{phase}: {why}")];
-                d.extend(crate::evaluate::tail(&o.output, 5));
+                d.extend(tail(&o.output, 5));
                 (false, d)
             }
         },
