@@ -45,6 +45,7 @@ pub mod proc;
 pub mod process_driver;
 pub mod prom;
 pub mod reaper;
+pub mod reaper_link;
 pub mod replay;
 pub mod runner;
 pub mod schedule;

@@ -103,7 +103,7 @@ pub fn run_hook(
     let mut cmd = shell(&wrapped, env, cwd);
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     let mut child = cmd.spawn()?;
-    crate::reaper::register_group(child.id() as i32);
+    crate::reaper_link::register_group(child.id() as i32);
     let pid = child.id() as i32;
     let Some(mut out) = child.stdout.take() else {
         kill_group(pid, Signal::SIGKILL);
@@ -139,7 +139,7 @@ pub fn run_hook(
     // Whatever the hook left behind in its group goes with it; the reaper need not remember the group (its id
     // may be reused by someone else's processes later).
     kill_group(pid, Signal::SIGKILL);
-    crate::reaper::release_group(pid);
+    crate::reaper_link::release_group(pid);
     // The reader only collects bytes; if it panicked the hook's output is reported as empty.
     let output = reader.join().unwrap_or_default();
     Ok(HookOutcome {
@@ -229,7 +229,7 @@ pub fn spawn_logged(mut cmd: Command, log: &Path) -> std::io::Result<Child> {
     let f2 = f.try_clone()?;
     cmd.stdin(Stdio::null()).stdout(f).stderr(f2);
     let child = cmd.spawn()?;
-    crate::reaper::register_group(child.id() as i32);
+    crate::reaper_link::register_group(child.id() as i32);
     Ok(child)
 }
 

@@ -8,39 +8,14 @@
 //! directory keeps its `INCOMPLETE` marker: there is no verdict.
 //!
 //! The network fault proxy lives inside the harness process, so no host network state is left behind.
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::Mutex;
+use std::process::{Child, Command, Stdio};
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 
 use crate::proc::kill_group;
-
-/// The reaper of the run in progress (a harness runs one experiment at a time).
-static CURRENT: Mutex<Option<ChildStdin>> = Mutex::new(None);
-
-/// Tells the current run's reaper (if any) about a process group the run started.
-pub fn register_group(pgid: i32) {
-    let mut g = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(w) = g.as_mut() {
-        // A reaper that is gone cannot be told; the run goes on (its own cleanup still runs).
-        if writeln!(w, "pgid {pgid}").and_then(|()| w.flush()).is_err() {
-            *g = None;
-        }
-    }
-}
-
-/// Tells the current run's reaper that a group it was told of is gone (a finished hook, whose group the harness
-/// killed): it forgets it, so that a later process group that happens to get the same id is never killed.
-pub fn release_group(pgid: i32) {
-    let mut g = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(w) = g.as_mut() {
-        if writeln!(w, "gone {pgid}").and_then(|()| w.flush()).is_err() {
-            *g = None;
-        }
-    }
-}
+use crate::reaper_link;
 
 /// A started reaper; [`Reaper::finish`] when the run has stopped everything.
 pub struct Reaper {
@@ -60,16 +35,13 @@ impl Reaper {
         cmd.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
         let mut child = cmd.spawn()?;
         let stdin = child.stdin.take();
-        *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = stdin;
+        reaper_link::connect(stdin);
         Ok(Reaper { child })
     }
 
     /// The run stopped everything it started: the reaper has nothing to do.
     pub fn finish(self) {
-        if let Some(mut w) = CURRENT.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            // Gone already: it has nothing to do either way.
-            let _ = writeln!(w, "done").and_then(|()| w.flush());
-        }
+        reaper_link::done();
         // It exits at once after `done` (even once this process is gone: `done` is in the pipe); collected on a
         // thread of its own so that the run does not wait for the reaper's start-up.
         let mut child = self.child;

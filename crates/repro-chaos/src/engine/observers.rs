@@ -91,7 +91,7 @@ pub fn start(ctx: &Arc<Ctx>) -> Observers {
             }
         };
         watcher_pgids.push(child.id() as i32);
-        crate::reaper::register_group(child.id() as i32);
+        crate::reaper_link::register_group(child.id() as i32);
         ctx.watcher_groups.lock().unwrap_or_else(|e| e.into_inner()).push(child.id() as i32);
         ctx.emit(Event::WatcherStarted { watcher: w.name.clone(), pid: Some(child.id()) });
         let Some(out) = child.stdout.take() else {
