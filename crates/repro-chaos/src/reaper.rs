@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 
-use crate::proc::kill_group;
+use crate::proc::{group_alive, kill_group, Zombies};
 use crate::reaper_link;
 
 /// A started reaper; [`Reaper::finish`] when the run has stopped everything.
@@ -101,11 +101,6 @@ pub fn read_messages(input: impl BufRead, alive: impl Fn(i32) -> bool) -> (Vec<i
     (groups.into_iter().collect(), done)
 }
 
-/// Whether process group `pgid` has a process left (signal 0: checks only).
-fn group_alive(pgid: i32) -> bool {
-    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok()
-}
-
 /// The entry point of `repro __chaos-reap`: waits for the run to end, cleans up if it did not say `done`.
 pub fn main(args: &ReapArgs) -> i32 {
     let mut mask = SigSet::empty();
@@ -114,7 +109,7 @@ pub fn main(args: &ReapArgs) -> i32 {
     }
     // Without the mask a terminal signal could end the cleanup early; nothing else depends on it.
     let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None);
-    let (groups, done) = read_messages(std::io::stdin().lock(), group_alive);
+    let (groups, done) = read_messages(std::io::stdin().lock(), |g| group_alive(g, Zombies::Included));
     if done {
         return 0;
     }

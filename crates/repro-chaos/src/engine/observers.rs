@@ -227,8 +227,9 @@ pub fn stop(ctx: &Ctx, obs: Observers) {
         proc::kill_group(*pgid, Signal::SIGTERM);
     }
     for pgid in &obs.watcher_pgids {
-        if !proc::poll_until(ctx.budget(Duration::from_secs(2)), Duration::from_millis(5), || !proc::group_alive(*pgid))
-        {
+        if !proc::poll_until(ctx.budget(Duration::from_secs(2)), Duration::from_millis(5), || {
+            !proc::group_alive(*pgid, proc::Zombies::Excluded)
+        }) {
             proc::kill_group(*pgid, Signal::SIGKILL);
         }
     }
