@@ -439,7 +439,7 @@ pub fn preflight(exp: &LoadedExperiment, adapter: &LoadedAdapter) -> Result<Pref
     }
     let tmp = std::env::temp_dir().join(format!("repro-chaos-preflight-{}", std::process::id()));
     fsutil::mkdirs(&tmp)?;
-    let env = runner::base_env(exp, adapter, "preflight", &tmp, 0, &tmp, (None, None))
+    let env = crate::common::base_env(exp, adapter, "preflight", &tmp, 0, &tmp, (None, None))
         .map_err(|e| ChaosError::Harness(format!("picking ports: {e}")));
     let checks = env.map(|env| runner::run_preflight(&exp.experiment, &adapter.adapter, &env, &tmp, |_| {}));
     let cleaned = std::fs::remove_dir_all(&tmp);

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use repro_model::timeline::Event;
 
+use crate::common::expand;
 use crate::docker::{self, DockerError, Engine};
 use crate::driver::{Driver, DriverCx, DriverError, Exit, Hit, InstanceRt, OnExit, Started, Stopped, TargetRt, Victim};
+use crate::engine::targets::container_name;
 use crate::fsutil;
 use crate::model::InstanceContainer;
 use crate::proc;
 use crate::process_driver::{self, hit_process, spawn_process_instance, thaw_processes};
-use crate::runner::expand;
-use crate::targets::container_name;
 
 /// Containers on the local Docker engine.
 pub struct DockerDriver {

@@ -4,11 +4,11 @@
 //!
 //! ```text
 //! load (model, load) -> runner::run: run directory, manifest, signal guard (signals)
-//!   -> preflight (checks) -> targets up (targets, via the Driver) -> observers (observers)
+//!   -> preflight (checks) -> targets up (targets, via the Driver) -> observers (engine::observers)
 //!   -> flow::Interpreter::run: serial / parallel / repeat / delay / wait, step limit, experiment timeout,
 //!        cancel on a harness error or SIGINT/SIGTERM; each leaf is the engine's (engine::Ctx as flow::Host):
-//!        a workload (instances) or an operation (ops: select, fault = driver hits + undo, adapter hook)
-//!   -> undo sweep, newest first (undo, ops::run_undo) -> remaining instances killed and collected
+//!        a workload (engine::instances) or an operation (engine::ops: select, fault = driver hits + undo, adapter hook)
+//!   -> undo sweep, newest first (undo, engine::ops::run_undo) -> remaining instances killed and collected
 //!   -> observers stopped -> adapter checks (checks) -> targets stopped -> evaluate -> verdict.json
 //! ```
 //!
@@ -19,13 +19,15 @@
 //! - a driver (Kubernetes, a VM): implement [`driver::Driver`] in a new file beside [`process_driver`] and
 //!   [`docker_driver`], and pick it in [`runner::run`];
 //! - a built-in fault: a [`model::Fault`] (schema), then its sequence of [`driver::Hit`]s in
-//!   [`ops`] (`apply_fault`) and, if the drivers need a new primitive, a `Hit` variant;
+//!   [`engine::ops`] (`apply_fault`) and, if the drivers need a new primitive, a `Hit` variant;
 //! - a flow node: [`model::FlowKind`], then [`flow::Interpreter::exec`] (the interpreter knows no process);
 //! - a timeline event: a variant of [`repro_model::timeline::Event`].
 //!
-//! The flow's semantics are unit-tested over a fake driver and a fake clock (`fake.rs`, `engine_tests.rs`).
+//! The flow's semantics are unit-tested over a fake driver and a fake clock (`fake.rs`, `engine/tests.rs`).
 pub mod api;
+pub mod check_result;
 pub mod checks;
+pub mod common;
 pub mod docker;
 pub mod docker_driver;
 pub mod driver;
@@ -35,31 +37,24 @@ pub mod evaluate;
 pub mod flow;
 pub mod fsutil;
 pub mod inputs;
-pub mod instances;
 pub mod limits;
 pub mod load;
 pub mod model;
 pub mod netproxy;
-pub mod network;
-pub mod observers;
-pub mod ops;
 pub mod proc;
 pub mod process_driver;
 pub mod prom;
 pub mod reaper;
+pub mod reaper_link;
 pub mod replay;
 pub mod runner;
 pub mod schedule;
 pub mod shrink;
 pub mod signals;
 pub mod steady;
-pub mod stress;
-pub mod targets;
 pub mod timeline;
 pub mod undo;
 
-#[cfg(test)]
-mod engine_tests;
 #[cfg(test)]
 mod fake;
 

@@ -103,7 +103,7 @@ pub fn run_hook(
     let mut cmd = shell(&wrapped, env, cwd);
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
     let mut child = cmd.spawn()?;
-    crate::reaper::register_group(child.id() as i32);
+    crate::reaper_link::register_group(child.id() as i32);
     let pid = child.id() as i32;
     let Some(mut out) = child.stdout.take() else {
         kill_group(pid, Signal::SIGKILL);
@@ -139,7 +139,7 @@ pub fn run_hook(
     // Whatever the hook left behind in its group goes with it; the reaper need not remember the group (its id
     // may be reused by someone else's processes later).
     kill_group(pid, Signal::SIGKILL);
-    crate::reaper::release_group(pid);
+    crate::reaper_link::release_group(pid);
     // The reader only collects bytes; if it panicked the hook's output is reported as empty.
     let output = reader.join().unwrap_or_default();
     Ok(HookOutcome {
@@ -166,9 +166,23 @@ pub fn kill_pid(pid: i32, sig: Signal) -> bool {
     nix::sys::signal::kill(Pid::from_raw(pid), sig).is_ok()
 }
 
-/// Whether any process (zombies excluded) is in group `pgid`.
-pub fn group_alive(pgid: i32) -> bool {
-    group_members(pgid).iter().any(|m| m.state != 'Z' && m.state != 'X')
+/// Whether a zombie keeps a process group alive for [`group_alive`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Zombies {
+    /// No: the group is alive while a process in it still runs (read from /proc). For the harness, waiting
+    /// for a group to end: a zombie has ended, its parent only has not collected it yet.
+    Excluded,
+    /// Yes: the group is alive while any process, zombies too, holds its id (signal 0 to the group). For the
+    /// reaper, which may forget a group only once its id is free to be handed out again.
+    Included,
+}
+
+/// Whether group `pgid` has a process left; whether a zombie counts is `zombies`.
+pub fn group_alive(pgid: i32, zombies: Zombies) -> bool {
+    match zombies {
+        Zombies::Excluded => group_members(pgid).iter().any(|m| m.state != 'Z' && m.state != 'X'),
+        Zombies::Included => killpg(Pid::from_raw(pgid), None).is_ok(),
+    }
 }
 
 /// A process seen in /proc.
@@ -229,7 +243,7 @@ pub fn spawn_logged(mut cmd: Command, log: &Path) -> std::io::Result<Child> {
     let f2 = f.try_clone()?;
     cmd.stdin(Stdio::null()).stdout(f).stderr(f2);
     let child = cmd.spawn()?;
-    crate::reaper::register_group(child.id() as i32);
+    crate::reaper_link::register_group(child.id() as i32);
     Ok(child)
 }
 
@@ -267,8 +281,25 @@ mod tests {
         let pgid: i32 = std::fs::read_to_string(d.path().join("pgid")).unwrap().trim().parse().unwrap();
         // The whole group (both sleeps) was killed, not only the shell: SIGKILL takes effect when each is next
         // scheduled, so it is gone soon after (a generous guard, not a speed claim; natively the sleeps live 30 s).
-        let gone = poll_until(Duration::from_secs(10), Duration::from_millis(10), || !group_alive(pgid));
+        let gone =
+            poll_until(Duration::from_secs(10), Duration::from_millis(10), || !group_alive(pgid, Zombies::Excluded));
         assert!(gone, "the hook's process group {pgid} outlived the timeout");
+    }
+
+    #[test]
+    fn a_zombie_keeps_a_group_alive_only_when_included() {
+        // A child in its own group that exits at once and is not collected: a zombie holding the group's id.
+        let mut child = Command::new("true").process_group(0).spawn().unwrap();
+        let pgid = child.id() as i32;
+        let ended = poll_until(Duration::from_secs(10), Duration::from_millis(5), || {
+            group_members(pgid).iter().all(|m| m.state == 'Z' || m.state == 'X')
+        });
+        assert!(ended, "group {pgid} did not become a zombie");
+        assert!(!group_alive(pgid, Zombies::Excluded), "the harness sees an ended group");
+        assert!(group_alive(pgid, Zombies::Included), "the reaper still holds a group whose id is taken");
+        child.wait().unwrap();
+        assert!(!group_alive(pgid, Zombies::Included), "collected: the id is free");
+        assert!(!group_alive(pgid, Zombies::Excluded));
     }
 
     #[test]

@@ -115,7 +115,7 @@ impl Driver for ProcessDriver {
         let name = t.name().to_string();
         // A new incarnation starts only after the previous one's group is empty.
         if let Some(pgid) = previous {
-            let empty = || !proc::group_alive(pgid);
+            let empty = || !proc::group_alive(pgid, proc::Zombies::Excluded);
             if !proc::poll_until(Duration::from_secs(5), Duration::from_millis(10), empty) {
                 signal(pgid, true, Signal::SIGKILL);
                 cx.emit(Event::TargetDrained { target: name.clone(), pgid });
@@ -143,7 +143,7 @@ impl Driver for ProcessDriver {
             }
         }
         let wait = cx.budget(Duration::from_secs(5)).max(Duration::from_millis(200));
-        proc::poll_until(wait, Duration::from_millis(10), || !proc::group_alive(pid));
+        proc::poll_until(wait, Duration::from_millis(10), || !proc::group_alive(pid, proc::Zombies::Excluded));
         signal(pid, true, Signal::SIGKILL);
         Some(Stopped { pid: Some(pid), container: None })
     }
@@ -186,7 +186,7 @@ impl Driver for ProcessDriver {
     }
 
     fn lingers(&self, v: &Victim) -> bool {
-        matches!(v, Victim::Process { pid, group: true, .. } if proc::group_alive(*pid))
+        matches!(v, Victim::Process { pid, group: true, .. } if proc::group_alive(*pid, proc::Zombies::Excluded))
     }
 
     fn is_frozen(&self, v: &Victim) -> bool {

@@ -8,39 +8,14 @@
 //! directory keeps its `INCOMPLETE` marker: there is no verdict.
 //!
 //! The network fault proxy lives inside the harness process, so no host network state is left behind.
-use std::io::{BufRead, Write};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::Mutex;
+use std::process::{Child, Command, Stdio};
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 
-use crate::proc::kill_group;
-
-/// The reaper of the run in progress (a harness runs one experiment at a time).
-static CURRENT: Mutex<Option<ChildStdin>> = Mutex::new(None);
-
-/// Tells the current run's reaper (if any) about a process group the run started.
-pub fn register_group(pgid: i32) {
-    let mut g = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(w) = g.as_mut() {
-        // A reaper that is gone cannot be told; the run goes on (its own cleanup still runs).
-        if writeln!(w, "pgid {pgid}").and_then(|()| w.flush()).is_err() {
-            *g = None;
-        }
-    }
-}
-
-/// Tells the current run's reaper that a group it was told of is gone (a finished hook, whose group the harness
-/// killed): it forgets it, so that a later process group that happens to get the same id is never killed.
-pub fn release_group(pgid: i32) {
-    let mut g = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(w) = g.as_mut() {
-        if writeln!(w, "gone {pgid}").and_then(|()| w.flush()).is_err() {
-            *g = None;
-        }
-    }
-}
+use crate::proc::{group_alive, kill_group, Zombies};
+use crate::reaper_link;
 
 /// A started reaper; [`Reaper::finish`] when the run has stopped everything.
 pub struct Reaper {
@@ -60,16 +35,13 @@ impl Reaper {
         cmd.stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).process_group(0);
         let mut child = cmd.spawn()?;
         let stdin = child.stdin.take();
-        *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = stdin;
+        reaper_link::connect(stdin);
         Ok(Reaper { child })
     }
 
     /// The run stopped everything it started: the reaper has nothing to do.
     pub fn finish(self) {
-        if let Some(mut w) = CURRENT.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            // Gone already: it has nothing to do either way.
-            let _ = writeln!(w, "done").and_then(|()| w.flush());
-        }
+        reaper_link::done();
         // It exits at once after `done` (even once this process is gone: `done` is in the pipe); collected on a
         // thread of its own so that the run does not wait for the reaper's start-up.
         let mut child = self.child;
@@ -129,11 +101,6 @@ pub fn read_messages(input: impl BufRead, alive: impl Fn(i32) -> bool) -> (Vec<i
     (groups.into_iter().collect(), done)
 }
 
-/// Whether process group `pgid` has a process left (signal 0: checks only).
-fn group_alive(pgid: i32) -> bool {
-    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), None).is_ok()
-}
-
 /// The entry point of `repro __chaos-reap`: waits for the run to end, cleans up if it did not say `done`.
 pub fn main(args: &ReapArgs) -> i32 {
     let mut mask = SigSet::empty();
@@ -142,7 +109,7 @@ pub fn main(args: &ReapArgs) -> i32 {
     }
     // Without the mask a terminal signal could end the cleanup early; nothing else depends on it.
     let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&mask), None);
-    let (groups, done) = read_messages(std::io::stdin().lock(), group_alive);
+    let (groups, done) = read_messages(std::io::stdin().lock(), |g| group_alive(g, Zombies::Included));
     if done {
         return 0;
     }

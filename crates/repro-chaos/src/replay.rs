@@ -6,12 +6,13 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::common::{INTERRUPTED_MARKER, SCHEDULE_FILE};
 use crate::error::{ChaosError, Result};
 use crate::evaluate::{Evaluation, INCOMPLETE_MARKER};
 use crate::limits::Limits;
 use crate::load::{load_adapter_with, load_experiment_with, LoadedAdapter, LoadedExperiment};
 use crate::model::Schedule;
-use crate::runner::{self, RunOptions, INTERRUPTED_MARKER, SCHEDULE_FILE};
+use crate::runner::{self, RunOptions};
 
 /// A run directory to replay, read back.
 pub struct Original {

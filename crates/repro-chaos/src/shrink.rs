@@ -157,9 +157,18 @@ pub fn pin_flow(
     (flow, p.slots)
 }
 
+/// An experiment that could not be written as YAML.
+#[derive(Debug, thiserror::Error)]
+#[error("experiment {id:?}: cannot write it as YAML: {source}")]
+pub struct ExperimentYamlError {
+    pub id: String,
+    #[source]
+    pub source: serde_saphyr::ser::Error,
+}
+
 /// An experiment as YAML (what `shrink` writes; it loads back as the same experiment).
-pub fn experiment_yaml(e: &Experiment) -> std::result::Result<String, String> {
-    serde_saphyr::to_string(e).map_err(|err| err.to_string())
+pub fn experiment_yaml(e: &Experiment) -> std::result::Result<String, ExperimentYamlError> {
+    serde_saphyr::to_string(e).map_err(|source| ExperimentYamlError { id: e.id.value.clone(), source })
 }
 
 /// What a candidate does with each slot: run it (for this long, if it has a duration) or leave it out.
@@ -266,9 +275,19 @@ pub struct ShrinkReport {
     pub seconds: f64,
 }
 
+/// Why a run has no check for a shrink to keep failing.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetCheckError {
+    /// `--check` named a check that did not fail.
+    #[error("check {wanted} did not fail in this run; the failing checks: {}", list(failing))]
+    NotFailing { wanted: String, failing: Vec<String> },
+    #[error("no check failed in this run (verdict {verdict}): there is nothing to shrink")]
+    NoneFailed { verdict: String },
+}
+
 /// The check a shrink keeps failing: `wanted`, or the first check that failed (or passed against a known
 /// expectation) in the original.
-pub fn target_check(e: &Evaluation, wanted: Option<&str>) -> std::result::Result<String, String> {
+pub fn target_check(e: &Evaluation, wanted: Option<&str>) -> std::result::Result<String, TargetCheckError> {
     let failing: Vec<&str> = e
         .checks
         .iter()
@@ -277,14 +296,18 @@ pub fn target_check(e: &Evaluation, wanted: Option<&str>) -> std::result::Result
         .collect();
     match wanted {
         Some(w) if failing.contains(&w) => Ok(w.to_string()),
-        Some(w) => Err(format!("check {w} did not fail in this run; the failing checks: {}", list(&failing))),
-        None => failing.first().map(|s| s.to_string()).ok_or_else(|| {
-            format!("no check failed in this run (verdict {}): there is nothing to shrink", e.verdict.as_str())
+        Some(w) => Err(TargetCheckError::NotFailing {
+            wanted: w.to_string(),
+            failing: failing.iter().map(|s| s.to_string()).collect(),
         }),
+        None => failing
+            .first()
+            .map(|s| s.to_string())
+            .ok_or_else(|| TargetCheckError::NoneFailed { verdict: e.verdict.as_str().to_string() }),
     }
 }
 
-fn list(v: &[&str]) -> String {
+fn list(v: &[String]) -> String {
     if v.is_empty() {
         "none".into()
     } else {
@@ -443,7 +466,7 @@ pub fn shrink(dir: &Path, opts: &ShrinkOptions, progress: &mut dyn FnMut(&Tried)
     let started = std::time::Instant::now();
     let orig = Original::read(dir, &opts.limits)?;
     let check = target_check(&orig.evaluation, opts.check.as_deref())
-        .map_err(|m| ChaosError::CannotShrink { path: orig.dir.clone(), reason: m })?;
+        .map_err(|m| ChaosError::CannotShrink { path: orig.dir.clone(), reason: m.to_string() })?;
     let schedule = orig.schedule.clone().ok_or_else(|| ChaosError::CannotShrink {
         path: orig.dir.clone(),
         reason: "no schedule.json (a run from before schedules were recorded): run it again to shrink it".into(),
@@ -683,8 +706,9 @@ mod tests {
         assert_eq!(target_check(&ev, None).unwrap(), "experiment/acked");
         assert!(target_check(&ev, Some("w-0/ok"))
             .unwrap_err()
+            .to_string()
             .contains("did not fail in this run; the failing checks: experiment/acked"));
         ev.checks[1].outcome = Outcome::Ok;
-        assert!(target_check(&ev, None).unwrap_err().contains("no check failed"));
+        assert!(target_check(&ev, None).unwrap_err().to_string().contains("no check failed"));
     }
 }

@@ -7,11 +7,11 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use repro_model::timeline::Event;
 
+use crate::common::INTERRUPTED_MARKER;
 use crate::engine::Ctx;
 use crate::flow::signal_name;
 use crate::fsutil::write_atomic;
 use crate::proc;
-use crate::runner::INTERRUPTED_MARKER;
 
 /// After a signal, if the undo and the cleanup are not done by then, every process group of the run is
 /// killed and the harness exits.

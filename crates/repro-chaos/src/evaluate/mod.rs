@@ -15,6 +15,8 @@ use crate::model::*;
 mod checks;
 pub mod history;
 
+use crate::check_result::tail;
+pub use crate::check_result::{CheckResult, Outcome};
 pub use checks::{aggregate, metric_series, sample_value};
 use checks::{experiment_check, workload_checks};
 
@@ -52,88 +54,6 @@ impl Verdict {
             Verdict::Fail => ExitCode::Failure.code(),
             Verdict::Error => ExitCode::Usage.code(),
         }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Outcome {
-    /// Passed (with no expectation, or a flaky one).
-    Ok,
-    /// Failed with no expectation.
-    Fail,
-    /// Failed, as a known expectation says.
-    Xfail,
-    /// Passed although a known expectation says it fails: fails the run.
-    Xpass,
-    /// Failed, and a flaky expectation allows it.
-    Flaky,
-}
-
-/// One check's result as recorded (preflight, adapter) or evaluated (workload, experiment).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CheckResult {
-    /// `preflight`, `workload`, `experiment` or `adapter`.
-    pub scope: String,
-    /// What the check lines show: `hello-0/exited-ok`, `experiment/recovered`.
-    pub id: String,
-    /// What expectations match: `hello/exited-ok`, `experiment/recovered`.
-    pub key: String,
-    pub passed: bool,
-    #[serde(default)]
-    pub details: Vec<String>,
-    #[serde(default = "outcome_ok")]
-    pub outcome: Outcome,
-    #[serde(default)]
-    pub issue: Option<String>,
-    /// What a checker found, as data (a history check: its whole result, with the non-linearizable window).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Value>,
-}
-
-fn outcome_ok() -> Outcome {
-    Outcome::Ok
-}
-
-impl CheckResult {
-    pub fn new(scope: &str, id: String, key: String, passed: bool, details: Vec<String>) -> Self {
-        CheckResult {
-            scope: scope.to_string(),
-            id,
-            key,
-            passed,
-            details,
-            outcome: if passed { Outcome::Ok } else { Outcome::Fail },
-            issue: None,
-            data: None,
-        }
-    }
-
-    /// The check line: `ok    hello-0/exited-ok`, then indented details for anything not ok.
-    pub fn lines(&self) -> Vec<String> {
-        let (tag, suffix) = match (self.outcome, &self.issue) {
-            (Outcome::Ok, Some(i)) => ("ok   ", format!(" (flaky: {i})")),
-            (Outcome::Ok, None) => ("ok   ", String::new()),
-            (Outcome::Fail, _) => ("FAIL ", String::new()),
-            (Outcome::Xfail, i) => ("xfail", format!(" (known: {})", i.as_deref().unwrap_or(""))),
-            (Outcome::Xpass, i) => ("XPASS", format!(" (known: {})", i.as_deref().unwrap_or(""))),
-            (Outcome::Flaky, i) => ("flaky", format!(" (flaky: {})", i.as_deref().unwrap_or(""))),
-        };
-        let mut out = vec![format!("  {tag} {}{suffix}", self.id)];
-        if self.outcome != Outcome::Ok || !self.passed {
-            for d in &self.details {
-                out.push(format!("          {d}"));
-            }
-        } else {
-            // A passing check may still warn (an image referred to by a tag only).
-            for d in self.details.iter().filter(|d| d.starts_with("warning:")) {
-                out.push(format!("          {d}"));
-            }
-        }
-        if self.outcome == Outcome::Xpass {
-            out.push("          passed although expected to fail: update the expectation".into());
-        }
-        out
     }
 }
 
@@ -323,12 +243,6 @@ fn read_steady(path: &Path) -> Result<Vec<crate::steady::Probed>> {
     serde_json::from_str(&text).map_err(|e| ChaosError::io(path, e.into()))
 }
 
-pub(crate) fn tail(text: &str, n: usize) -> Vec<String> {
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    let start = lines.len().saturating_sub(n);
-    lines[start..].iter().map(|l| l.to_string()).collect()
-}
-
 /// Evaluates a run directory. `in_progress` is set by the harness itself, which evaluates before it
 /// marks the run complete.
 pub fn evaluate(data: &RunData, in_progress: bool) -> Evaluation {
@@ -369,7 +283,7 @@ pub fn evaluate(data: &RunData, in_progress: bool) -> Evaluation {
     // Before the flow: context (a failure there made the run ERROR); after it: checks like any other.
     checks.extend(steady.iter().filter(|p| p.phase == "before" && !p.result.passed).map(|p| p.result.clone()));
     if !in_progress && run_dir.join(INCOMPLETE_MARKER).exists() {
-        let why = std::fs::read_to_string(run_dir.join(crate::runner::INTERRUPTED_MARKER))
+        let why = std::fs::read_to_string(run_dir.join(crate::common::INTERRUPTED_MARKER))
             .map(|t| format!(" ({})", t.trim()))
             .unwrap_or_default(); // no marker: the harness was killed before it could say why
         return finish(

@@ -155,8 +155,8 @@ pub fn validate_experiment_with(path: &Path, e: &Experiment, limits: &Limits) ->
             );
         }
         if let Some(t) = &p.tolerance {
-            if let Err(msg) = crate::steady::check_tolerance(&t.value) {
-                return invalid(path, t.line, t.column, format!("{f}.tolerance"), msg);
+            if let Err(e) = crate::steady::check_tolerance(&t.value) {
+                return invalid(path, t.line, t.column, format!("{f}.tolerance"), e.to_string());
             }
         }
     }

@@ -1,6 +1,8 @@
 //! The engine of one run: its state (targets, instances, undo stack, watcher lines) and the [`Host`] the flow
-//! interpreter drives. Targets live in [`crate::targets`], instances and workloads in [`crate::instances`],
-//! operations and faults in [`crate::ops`]; everything the system under test does goes through the [`Driver`].
+//! interpreter drives. Its children are the parts of [`Ctx`]: targets in [`targets`], instances and workloads in
+//! [`instances`], operations and faults in [`ops`] (network faults through the proxies of [`network`], stress
+//! faults in [`stress`]), the watchers and scrapes whose lines it waits for in [`observers`]; everything the
+//! system under test does goes through the [`Driver`].
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,9 +15,18 @@ use crate::driver::{Driver, DriverCx, InstanceRt, TargetRt, Victim};
 use crate::flow::{secs, Clock, Host, Interpreter, Stop};
 use crate::limits::Limits;
 use crate::model::*;
-use crate::observers::WatchLines;
 use crate::timeline::Timeline;
 use crate::undo::UndoStack;
+use observers::WatchLines;
+
+pub mod instances;
+pub mod network;
+pub mod observers;
+pub mod ops;
+pub mod stress;
+pub mod targets;
+#[cfg(test)]
+mod tests;
 
 /// What an undo does.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,9 +38,9 @@ pub enum UndoAction {
     /// An adapter operation's undo hook.
     Hook { script: String, env: BTreeMap<String, String> },
     /// Remove a network fault's proxy rules.
-    NetRules(crate::network::NetUndo),
+    NetRules(network::NetUndo),
     /// Stop a stress fault's stress-ng.
-    StopStress(crate::stress::StressUndo),
+    StopStress(stress::StressUndo),
 }
 
 /// The state of one run, shared by the flow's branches, the waiters and the observers.
@@ -42,12 +53,12 @@ pub struct Ctx {
     pub tl: Timeline,
     pub flow: Interpreter,
     pub driver: Box<dyn Driver>,
-    /// The variables of every hook (see [`crate::runner::base_env`]).
+    /// The variables of every hook (see [`crate::common::base_env`]).
     pub env: BTreeMap<String, String>,
     /// The run's variables before the adapter's `env:` (to make each identity's view: [`Ctx::identity_env`]).
     pub env_raw: BTreeMap<String, String>,
     /// The proxies of the targets' proxied ports.
-    pub net: crate::network::Network,
+    pub net: network::Network,
     pub targets: BTreeMap<String, Arc<TargetRt>>,
     pub instances: Mutex<BTreeMap<String, Vec<Arc<InstanceRt>>>>,
     pub op_runs: Mutex<HashMap<String, u32>>,
@@ -86,7 +97,7 @@ pub struct CtxParts {
     pub env: BTreeMap<String, String>,
     /// `env` before the adapter's `env:`.
     pub env_raw: BTreeMap<String, String>,
-    pub net: crate::network::Network,
+    pub net: network::Network,
     pub limits: Limits,
 }
 

@@ -14,6 +14,7 @@ use std::time::Duration;
 use repro_model::timeline::Event;
 use serde_json::{json, Value};
 
+use crate::common::{listen_var, port_var};
 use crate::engine::{Ctx, UndoAction};
 use crate::error::{ChaosError, Result};
 use crate::flow::{fnv1a, Stop};
@@ -23,16 +24,6 @@ use crate::netproxy::{ClientStats, DirStats, Direction, Effect, Proxy, Rule, Rul
 
 /// The client identity of everything that is neither an instance nor another target.
 pub const HARNESS: &str = "harness";
-
-/// `CHAOS_PORT_<NAME>`.
-pub fn port_var(port: &str) -> String {
-    format!("CHAOS_PORT_{}", port.to_ascii_uppercase())
-}
-
-/// `CHAOS_LISTEN_PORT_<NAME>`.
-pub fn listen_var(port: &str) -> String {
-    format!("CHAOS_LISTEN_PORT_{}", port.to_ascii_uppercase())
-}
 
 /// One proxied port of a target.
 pub struct ProxiedPort {
@@ -276,7 +267,7 @@ impl Ctx {
             return Ok(self.env.clone());
         }
         let vars = self.net.vars_for(&self.env_raw, who)?;
-        Ok(crate::runner::with_adapter_env(&self.adapter, vars))
+        Ok(crate::common::with_adapter_env(&self.adapter, vars))
     }
 
     /// The identities a name in `clients` or `between` stands for: a workload's instances, an instance, a
@@ -566,7 +557,7 @@ mod tests {
         // A port that is not proxied: LISTEN = PORT, for everyone.
         assert_eq!((raw["CHAOS_PORT_WEB"].as_str(), raw["CHAOS_LISTEN_PORT_WEB"].as_str()), ("4321", "4321"));
         let port_of = |who| {
-            let v = crate::runner::with_adapter_env(&a, net.vars_for(&raw, who).unwrap());
+            let v = crate::common::with_adapter_env(&a, net.vars_for(&raw, who).unwrap());
             assert_eq!(
                 v["REDIS_URL"],
                 format!("redis://127.0.0.1:{}", v["CHAOS_PORT_REDIS"]),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use repro_model::timeline::Event;
 
+use crate::common::expand;
 use crate::driver::{short, DriverError, Exit, InstanceRt};
 use crate::engine::Ctx;
 use crate::error::Result;
@@ -14,7 +15,6 @@ use crate::flow::{secs, Stop};
 use crate::fsutil::{self, mkdirs, write_atomic};
 use crate::model::Workload;
 use crate::proc;
-use crate::runner::expand;
 
 impl Ctx {
     /// Creates (first run) or reuses the instances of a workload. Nothing is written for an instance until it
@@ -48,7 +48,7 @@ impl Ctx {
         let out = dir.join("output");
         mkdirs(&out.join(".chaos"))?;
         mkdirs(&dir.join("logs"))?;
-        let mut env = self.identity_env(crate::network::Identity::Instance(&inst.name))?;
+        let mut env = self.identity_env(crate::engine::network::Identity::Instance(&inst.name))?;
         for (k, val) in w.map(|w| &w.env).into_iter().flatten() {
             let expanded = expand(val, &env);
             env.insert(k.clone(), expanded);

@@ -11,6 +11,7 @@ use nix::sys::signal::Signal;
 use repro_model::timeline::Event;
 use serde_json::{json, Value};
 
+use crate::common::expand;
 use crate::docker;
 use crate::engine::Ctx;
 use crate::flow::secs;
@@ -18,7 +19,6 @@ use crate::fsutil::{self, write_json_atomic};
 use crate::model::Scrape;
 use crate::proc::{self, Cancel};
 use crate::prom;
-use crate::runner::expand;
 
 /// A watcher's lines in memory, for signal waits: only the newest [`WatchLines::KEEP`] (a watcher that prints
 /// without end costs bounded memory; every line is still in its file).
@@ -91,7 +91,7 @@ pub fn start(ctx: &Arc<Ctx>) -> Observers {
             }
         };
         watcher_pgids.push(child.id() as i32);
-        crate::reaper::register_group(child.id() as i32);
+        crate::reaper_link::register_group(child.id() as i32);
         ctx.watcher_groups.lock().unwrap_or_else(|e| e.into_inner()).push(child.id() as i32);
         ctx.emit(Event::WatcherStarted { watcher: w.name.clone(), pid: Some(child.id()) });
         let Some(out) = child.stdout.take() else {
@@ -227,8 +227,9 @@ pub fn stop(ctx: &Ctx, obs: Observers) {
         proc::kill_group(*pgid, Signal::SIGTERM);
     }
     for pgid in &obs.watcher_pgids {
-        if !proc::poll_until(ctx.budget(Duration::from_secs(2)), Duration::from_millis(5), || !proc::group_alive(*pgid))
-        {
+        if !proc::poll_until(ctx.budget(Duration::from_secs(2)), Duration::from_millis(5), || {
+            !proc::group_alive(*pgid, proc::Zombies::Excluded)
+        }) {
             proc::kill_group(*pgid, Signal::SIGKILL);
         }
     }

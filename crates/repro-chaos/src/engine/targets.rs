@@ -27,7 +27,7 @@ impl Ctx {
             extra.push(("CHAOS_CONTAINER", container_name(&self.run_id, &name)));
         }
         // Its own proxied ports are the listen ports; another target's, its listener of that proxy.
-        let mut env = self.identity_env(crate::network::Identity::Target(&name)).unwrap_or_else(|e| {
+        let mut env = self.identity_env(crate::engine::network::Identity::Target(&name)).unwrap_or_else(|e| {
             self.harness_error(&format!("target {name}: {e}"));
             self.env.clone()
         });

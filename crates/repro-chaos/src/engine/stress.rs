@@ -165,7 +165,7 @@ impl Ctx {
         proc::kill_group(s.pgid, Signal::SIGTERM);
         let gone = || {
             reap(s.pgid);
-            !proc::group_alive(s.pgid)
+            !proc::group_alive(s.pgid, proc::Zombies::Excluded)
         };
         let mut how = "SIGTERM";
         if !proc::poll_until(Duration::from_secs(2), Duration::from_millis(10), gone) {

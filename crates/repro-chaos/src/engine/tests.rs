@@ -292,8 +292,8 @@ fn a_failed_scrape_is_a_timeline_event_once_per_run_of_failures() {
         "{ADAPTER}observers:\n  metrics:\n    - target: m\n      url: http://127.0.0.1:{port}/metrics\n      interval: 10ms\n"
     );
     let r = setup_full("operations: []\nflow: {delay: 1s}\n", &adapter, Limits::default());
-    let obs = crate::observers::start(&r.ctx);
-    crate::observers::stop(&r.ctx, obs);
+    let obs = crate::engine::observers::start(&r.ctx);
+    crate::engine::observers::stop(&r.ctx, obs);
     let failed: Vec<Value> = r.events().into_iter().filter(|e| e["event"] == "scrape.failed").collect();
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!(failed[0]["target"], "m");

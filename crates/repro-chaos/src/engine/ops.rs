@@ -5,12 +5,12 @@ use std::time::Duration;
 
 use repro_model::timeline::{Event, UndoOutcome};
 
+use crate::common::{expand, select};
 use crate::driver::{short, Hit, Victim};
 use crate::engine::{Ctx, UndoAction};
 use crate::flow::Stop;
 use crate::model::*;
 use crate::proc;
-use crate::runner::{expand, select};
 use crate::undo::Undo;
 
 /// Where an operation's candidates come from.
