@@ -16,7 +16,8 @@
 //! supervisor); a request costs a few system calls. A connect that has not ended within the caller's first wait
 //! (a full backlog) keeps its connector, which the caller kills if the guest's call is interrupted; the next
 //! connect makes a new one (the rare path forks). When idle connectors pile up (two connects that ended at the
-//! same time) the extra one is told to end by closing its channel.
+//! same time) the extra one is told to end by closing its channel. When the guest's top process has ended
+//! ([`retire`]) the idle connector ends too, so that the run's waits for its last child do not wait for it.
 //!
 //! The supervisor's ptrace loop and the `--no-supervisor` init reap every child of the process (waitpid(-1)) and
 //! may collect a connector that ended; they ignore a pid that is not the guest's. The result never travels through
@@ -27,6 +28,7 @@ mod server;
 use std::ffi::CStr;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// The credentials of the task whose connect is made (as `/proc/<tid>/status` lists them).
@@ -126,6 +128,18 @@ type Pool = Mutex<Option<Connector>>;
 /// The idle connector of this process, if any (made at the first connect).
 static IDLE: Pool = Mutex::new(None);
 
+/// Set by [`retire`]: a connector ends after its connect instead of waiting for the next one.
+static RETIRED: AtomicBool = AtomicBool::new(false);
+
+/// The guest's top process has ended: the idle connector ends now, and any connect made after this (a guest
+/// process left over) has a connector of its own that ends with it. The run's waits for "no child left" (the
+/// supervisor's ptrace loop, the init's) must not wait for a connector.
+pub fn retire() {
+    RETIRED.store(true, Ordering::SeqCst);
+    let idle = IDLE.lock().unwrap_or_else(|e| e.into_inner()).take();
+    drop(idle);
+}
+
 impl Connector {
     /// Forks a connector. Errors: the socketpair or the process could not be made.
     fn spawn() -> io::Result<Connector> {
@@ -194,7 +208,7 @@ impl Connector {
     /// Back to `pool` unless another one is there already (then this one ends).
     fn park(self, pool: &Pool) {
         let mut idle = pool.lock().unwrap_or_else(|e| e.into_inner());
-        if idle.is_none() {
+        if idle.is_none() && !RETIRED.load(Ordering::SeqCst) {
             *idle = Some(self);
         }
     }
