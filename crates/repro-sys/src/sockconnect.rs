@@ -171,7 +171,8 @@ impl Connector {
 
     /// Sends `req` with `fds`. Errors: the connector is gone (EPIPE, ECONNRESET) or the message was refused.
     fn send(&self, req: &Request, fds: &[RawFd]) -> io::Result<()> {
-        let mut iov = libc::iovec { iov_base: (req as *const Request).cast_mut().cast(), iov_len: size_of::<Request>() };
+        let mut iov =
+            libc::iovec { iov_base: (req as *const Request).cast_mut().cast(), iov_len: size_of::<Request>() };
         let payload = size_of_val(fds);
         let mut control = [0u64; 8];
         // SAFETY: msghdr is plain data; all-zero is a valid value that we fill below.
