@@ -184,7 +184,10 @@ fn spawn_plain(
     // The init keeps no end of the output pipes: they close when the guest's last process does.
     ns::close_raw(STDOUT_FD);
     ns::close_raw(STDERR_FD);
-    Ok(wait_guest(guest, sigfd))
+    let exit = wait_guest(guest, sigfd);
+    // The idle AF_UNIX connector is a child of the init: it must not keep the init from seeing its last child.
+    repro_sys::sockconnect::retire();
+    Ok(exit)
 }
 
 /// Starts the guest under the determinism supervisor and waits for it. Signals for the guest are forwarded (to

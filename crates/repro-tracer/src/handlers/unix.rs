@@ -5,7 +5,7 @@
 //!
 //! connect: the check and the act are one ([`connect`]): the address is read once, the path resolved once to a
 //! descriptor in the calling task's view, that descriptor checked, and the guest's socket connected to it by a
-//! child of the supervisor with the task's credentials (`repro_sys::sockconnect`); every connect of an AF_UNIX
+//! connector process of the supervisor with the task's credentials (`repro_sys::sockconnect`); every connect of an AF_UNIX
 //! socket goes that way, whatever address it names (an abstract address read at the check could be rewritten to
 //! a path before a native call read it again). A second guest thread rewriting the `sockaddr_un` or swapping a
 //! symlink after the check changes nothing.
@@ -89,7 +89,7 @@ pub(crate) fn connect<G: Guest>(g: &mut G, args: &[u64; 6]) -> Option<Result<Con
 pub(crate) const INLINE_WAIT_MS: i32 = 5;
 
 /// The result of the connect `c` if it ends within [`INLINE_WAIT_MS`], else `c` back.
-pub(crate) fn finished_soon(c: Connecting) -> Result<Outcome, Connecting> {
+pub(crate) fn finished_soon(mut c: Connecting) -> Result<Outcome, Connecting> {
     match c.wait(INLINE_WAIT_MS) {
         Some(r) => Ok(r.map(|()| 0).map_err(Refusal::Errno)),
         None => Err(c),
@@ -98,7 +98,7 @@ pub(crate) fn finished_soon(c: Connecting) -> Result<Outcome, Connecting> {
 
 /// The result of the connect `c`, waited for while `waiting()` says the guest's call is still pending; when it is
 /// not (a signal interrupted it, the task was killed), the connect is ended and EINTR returned (nobody reads it).
-pub(crate) fn finish(c: Connecting, waiting: impl Fn() -> bool) -> Outcome {
+pub(crate) fn finish(mut c: Connecting, waiting: impl Fn() -> bool) -> Outcome {
     loop {
         if let Some(r) = c.wait(50) {
             return r.map(|()| 0).map_err(Refusal::Errno);
@@ -226,7 +226,7 @@ mod tests {
         assert!(guard(&mut g, libc::SYS_connect, &[3, 0x5000, missing.len() as u64, 0, 0, 0]).is_none());
     }
 
-    /// connect through the fake guest (this process): an AF_UNIX socket is connected by the supervisor's child to
+    /// connect through the fake guest (this process): an AF_UNIX socket is connected by the supervisor's connector to
     /// the address read once, absolute or relative to the cwd; an inet socket, a descriptor that is not open and an
     /// unreadable address are left to the native call.
     #[test]
