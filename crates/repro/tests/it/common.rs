@@ -169,6 +169,21 @@ pub fn find_on_path(cmd: &str, path: &std::ffi::OsStr) -> Option<PathBuf> {
         .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
 }
 
+/// Compiles the C program `DIR/NAME.c` of this repository (`DIR` relative to its root, e.g. `tests/races`) into
+/// the working directory as `./NAME`, with `-O2 -pthread`.
+pub fn build_c_program(w: &Workdir, dir: &str, name: &str) {
+    require_cmd("gcc");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../{dir}/{name}.c"));
+    let o = std::process::Command::new("gcc")
+        .args(["-O2", "-pthread"])
+        .arg(&src)
+        .args(["-o", name])
+        .current_dir(w.path())
+        .output()
+        .expect("gcc runs");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// Fails the test, naming what is missing and how CI provides it, unless `cmd` is an executable on `PATH`.
 /// Tests call this before they use a tool of the machine, so a missing one is one clear message rather than a
 /// panic somewhere deep inside (CI provides them all: the test must fail, not skip).

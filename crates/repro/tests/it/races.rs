@@ -3,23 +3,11 @@
 //! Before the scheduler decided at thread starts and at reads, writes and signals, every seed gave one outcome.
 //! The programs whose threads never block between their racing steps need the read/write/signal points
 //! (`--sched-points io`); the others show their bug with the default points (blocking calls and thread starts).
-
-use std::path::Path;
-
 use crate::common::*;
 
 /// Compiles tests/races/NAME.c into the working directory as `./NAME`.
 fn build_race(w: &Workdir, name: &str) {
-    require_cmd("gcc");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/races/{name}.c"));
-    let o = std::process::Command::new("gcc")
-        .args(["-O2", "-pthread"])
-        .arg(&src)
-        .args(["-o", name])
-        .current_dir(w.path())
-        .output()
-        .expect("gcc runs");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    build_c_program(w, "tests/races", name);
 }
 
 /// The exit code and stdout of `./NAME` under repro with `--sched POLICY --sched-seed SEED --sched-points POINTS`.

@@ -9,16 +9,7 @@ use crate::common::*;
 
 /// Compiles tests/guests/c/NAME.c into the working directory as `./NAME`.
 fn build_c(w: &Workdir, name: &str) {
-    require_cmd("gcc");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/guests/c/{name}.c"));
-    let o = std::process::Command::new("gcc")
-        .args(["-O2", "-pthread"])
-        .arg(&src)
-        .args(["-o", name])
-        .current_dir(w.path())
-        .output()
-        .expect("gcc runs");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    build_c_program(w, "tests/guests/c", name);
 }
 
 /// Copies tests/guests/python/NAME into the working directory.
