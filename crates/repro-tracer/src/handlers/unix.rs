@@ -96,6 +96,17 @@ pub(crate) fn finished_soon(mut c: Connecting) -> Result<Outcome, Connecting> {
     }
 }
 
+/// Whether task `tid` has a pending signal it will run a handler for (natively its blocked connect would end with
+/// EINTR). The filter's WAIT_KILLABLE_RECV keeps the kernel from interrupting a notified call itself, so a connect
+/// waiting on a full backlog would otherwise outwait the guest's own timeout (an alarm) forever. Unreadable (the
+/// task is gone): not interrupted; its notification is no longer valid anyway.
+pub(crate) fn interrupted(tid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))
+        .ok()
+        .and_then(|s| crate::handlers::timers::parse_status(&s))
+        .is_some_and(|st| st.interrupting())
+}
+
 /// The result of the connect `c`, waited for while `waiting()` says the guest's call is still pending; when it is
 /// not (a signal interrupted it, the task was killed), the connect is ended and EINTR returned (nobody reads it).
 pub(crate) fn finish(mut c: Connecting, waiting: impl Fn() -> bool) -> Outcome {

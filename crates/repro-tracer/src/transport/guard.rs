@@ -54,9 +54,9 @@ pub fn serve_socket_guard(listener: OwnedFd) {
                     Ok(Ok(r)) => r,
                     // It blocks (a full backlog): a thread of its own waits, so the guard serves the others.
                     Ok(Err(c)) => {
-                        let (l, id) = (listener.clone(), n.id);
+                        let (l, id, tid) = (listener.clone(), n.id, n.pid as i32);
                         let waiter = std::thread::Builder::new().name("repro-connect".into()).spawn(move || {
-                            let r = unix::finish(c, || l.id_valid(id));
+                            let r = unix::finish(c, || l.id_valid(id) && !unix::interrupted(tid));
                             let _ = answer(&l, id, r);
                         });
                         match waiter {

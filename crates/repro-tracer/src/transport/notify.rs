@@ -277,9 +277,9 @@ fn handle(n: &Notification, listener: &Arc<Listener>, shared: &SharedRef, pidfds
                 Ok(Ok(r)) => r,
                 // It blocks (a full backlog): a thread of its own waits, as the native call would.
                 Ok(Err(c)) => {
-                    let (l, id) = (listener.clone(), n.id);
+                    let (l, id, tid) = (listener.clone(), n.id, n.pid as i32);
                     return Reply::Defer(Box::new(move |s| {
-                        let r = unix::finish(c, || l.id_valid(id));
+                        let r = unix::finish(c, || l.id_valid(id) && !unix::interrupted(tid));
                         crate::handlers::answered(&mut lock(s), nr, r)
                     }));
                 }

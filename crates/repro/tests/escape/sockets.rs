@@ -172,3 +172,59 @@ fn a_host_daemons_socket_outside_run_is_not_reachable() {
 fn libc_eacces() -> i32 {
     13
 }
+
+/// The guest's blocked connect: a listener of its own with a full backlog, then a blocking connect to it that the
+/// guest's own SIGALRM (a handler that raises) must interrupt, while a second thread connects elsewhere.
+const BLOCKED: &str = r#"
+import signal, socket, threading, time
+full = socket.socket(socket.AF_UNIX)
+full.bind("full.sock")
+full.listen(0)
+fill = []
+while len(fill) < 16:
+    c = socket.socket(socket.AF_UNIX)
+    c.setblocking(False)
+    try:
+        c.connect("full.sock")
+    except BlockingIOError:
+        break
+    fill.append(c)
+other = socket.socket(socket.AF_UNIX)
+other.bind("other.sock")
+other.listen(4)
+done = []
+def connect_other():
+    time.sleep(0.3)
+    c = socket.socket(socket.AF_UNIX)
+    c.connect("other.sock")
+    done.append(1)
+threading.Thread(target=connect_other, daemon=True).start()
+def alarm(*a):
+    raise TimeoutError
+signal.signal(signal.SIGALRM, alarm)
+signal.setitimer(signal.ITIMER_REAL, 2.0)
+b = socket.socket(socket.AF_UNIX)
+try:
+    b.connect("full.sock")
+    print("CONNECTED", flush=True)
+except TimeoutError:
+    print("INTERRUPTED", "OTHER" if done else "NO-OTHER", flush=True)
+"#;
+
+/// A connect the supervisor (or the guard) makes for the guest and that blocks on a full backlog ends when the
+/// guest's own signal arrives (its handler runs, as natively), and another thread's connect goes through
+/// meanwhile. Before, with the filter's WAIT_KILLABLE_RECV, the connect outwaited the guest's alarm forever (the
+/// run hung until `timeout`).
+#[test]
+fn a_blocked_connect_is_interrupted_by_the_guests_own_signal() {
+    require_cmd("python3");
+    for caller in CALLERS {
+        for supervisor in [&[][..], &["--no-supervisor"][..]] {
+            let d = workdir(caller);
+            std::fs::write(d.path().join("blocked.py"), BLOCKED).unwrap();
+            let o = sh_as(caller, d.path(), supervisor, "python3 blocked.py");
+            let (out, err) = (stdout(&o), stderr(&o));
+            assert!(out.contains("INTERRUPTED OTHER"), "{caller:?} {supervisor:?}: {:?}\n{out}{err}", o.status);
+        }
+    }
+}
