@@ -42,9 +42,17 @@ pub fn pack_of_dir(dir: &Path, out: &Path, limits: &Limits) -> Result<(), PackEr
     let mpath = dir.join("manifest.json");
     let mut mbytes = Vec::new();
     let max = limits.max_manifest_bytes();
-    top.open_file("manifest.json")
-        .and_then(|f| f.take(max.saturating_add(1)).read_to_end(&mut mbytes))
-        .map_err(open_err("cannot read", &mpath))?;
+    top.open_file("manifest.json").and_then(|f| f.take(max.saturating_add(1)).read_to_end(&mut mbytes)).map_err(
+        |e| match e.kind() {
+            // Bad input, not a failure of this machine: exit 2, like a damaged pack file.
+            std::io::ErrorKind::NotFound => PackError::BadEntry {
+                path: dir.into(),
+                entry: "manifest.json".into(),
+                why: "missing: a pack directory holds manifest.json, root/ and blobs/ (an Action's input root)".into(),
+            },
+            _ => PackError::io("cannot read", &mpath, e),
+        },
+    )?;
     if mbytes.len() as u64 > max {
         return Err(PackError::Limit {
             path: dir.into(),
@@ -132,4 +140,18 @@ fn stage(f: fs::File, size: u64, b3: &str, staging: &Path) -> Result<PathBuf, St
         return Err(format!("its content has blake3 {got}, not the manifest's {b3}"));
     }
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_without_a_manifest_is_bad_input() {
+        let d = tempfile::tempdir().unwrap();
+        let e = pack_of_dir(d.path(), &d.path().join("out.repro"), &Limits::default()).unwrap_err();
+        assert!(matches!(&e, PackError::BadEntry { entry, .. } if entry == "manifest.json"), "{e}");
+        assert_eq!(e.exit_code(), 2, "{e}");
+        assert!(e.to_string().contains("missing"), "{e}");
+    }
 }
